@@ -1,0 +1,82 @@
+/* The single table of benchmarks.  `vmtax-agent --list` prints it and the
+ * Python side reads that; nothing else repeats the list. */
+#include "harness.h"
+#include "families.h"
+
+#define CTX(np, kb)                                                            \
+	{"ctx_" #np "p_" #kb "k", "lmbench", "ns", "lower",                    \
+	 "lat_ctx: token hop in a ring of " #np " processes, each summing "    \
+	 #kb " KB (switch + pipe I/O + touch)",                                \
+	 "fork, pipes", ctx_setup, ctx_run, ctx_teardown, NULL, np, kb, 0}
+
+const struct bench benches[] = {
+	/* VMware kernel microbenchmarks (seeds 000, 001) */
+	{"getppid", "kernel", "ns", "lower",
+	 "getppid system call, loop of 10 raw calls (syscall entry/exit path)",
+	 "", getppid_setup, getppid_run, NULL, NULL, 0, 0, 0},
+	{"divzero", "kernel", "ns", "lower",
+	 "hardware divide-by-zero fault, SIGFPE handler resumes after it",
+	 "x86-64", divzero_setup, divzero_run, NULL, NULL, 0, 0, 0},
+	{"segv", "kernel", "ns", "lower",
+	 "store to an unmapped page, SIGSEGV handler resumes after it",
+	 "x86-64", segv_setup, segv_run, NULL, NULL, 0, 0, 0},
+	{"threadswitch", "kernel", "ns", "lower",
+	 "switch between two threads passing a token through pipes",
+	 "pthreads, pipes", threadswitch_setup, threadswitch_run, threadswitch_teardown, NULL, 0, 0, 0},
+	{"forkwait", "kernel", "ns", "lower",
+	 "fork a child that exits at once, wait for it (process creation, MMU)",
+	 "fork", NULL, forkwait_run, NULL, NULL, 0, 0, 0},
+	/* lmbench rows of the seed 001 scoreboard */
+	{"null_call", "lmbench", "ns", "lower", "lat_syscall null: getppid() through libc",
+	 "", NULL, null_call_run, NULL, NULL, 0, 0, 0},
+	{"null_read", "lmbench", "ns", "lower", "lat_syscall read: 1-byte read of /dev/zero",
+	 "/dev/zero", null_read_setup, null_read_run, fd_teardown, NULL, 0, 0, 0},
+	{"null_write", "lmbench", "ns", "lower", "lat_syscall write: 1-byte write to /dev/null",
+	 "/dev/null", null_write_setup, null_write_run, fd_teardown, NULL, 0, 0, 0},
+	{"stat", "lmbench", "ns", "lower", "lat_syscall stat: stat() of a small file in the temporary directory",
+	 "writable tmpdir", file_setup, stat_run, fd_teardown, NULL, 0, 0, 0},
+	{"open_close", "lmbench", "ns", "lower", "lat_syscall open: open() and close() of a small file",
+	 "writable tmpdir", file_setup, open_close_run, fd_teardown, NULL, 0, 0, 0},
+	{"select_tcp", "lmbench", "ns", "lower", "lat_select tcp: select() over 100 TCP socket descriptors, none ready",
+	 "loopback TCP", select_tcp_setup, select_tcp_run, fd_teardown, NULL, 100, 0, 0},
+	{"sig_install", "lmbench", "ns", "lower", "lat_sig install: sigaction() of a handler",
+	 "", NULL, sig_install_run, NULL, NULL, 0, 0, 0},
+	{"sig_handle", "lmbench", "ns", "lower", "lat_sig catch: kill() to self and run the handler",
+	 "", sig_handle_setup, sig_handle_run, NULL, NULL, 0, 0, 0},
+	{"fork_exit", "lmbench", "ns", "lower", "lat_proc fork: fork, child exits, parent waits (same path as forkwait)",
+	 "fork", NULL, forkwait_run, NULL, NULL, 0, 0, 0},
+	{"fork_exec", "lmbench", "ns", "lower", "lat_proc exec: fork, exec the static agent, wait",
+	 "fork, exec", NULL, fork_exec_run, NULL, NULL, 0, 0, 0},
+	{"fork_sh", "lmbench", "ns", "lower", "lat_proc shell: fork, exec /bin/sh -c <static agent>, wait",
+	 "/bin/sh", fork_sh_setup, fork_sh_run, free_priv, NULL, 0, 0, 0},
+	CTX(2, 0), CTX(2, 16), CTX(2, 64), CTX(8, 16), CTX(8, 64), CTX(16, 16), CTX(16, 64),
+	{"mmap", "lmbench", "ns", "lower",
+	 "lat_mmap: mmap a 1 MiB file, read a byte of every page, munmap",
+	 "writable tmpdir", mmap_setup, mmap_run, mmap_teardown, NULL, 1024, 0, 0},
+	{"prot_fault", "lmbench", "ns", "lower",
+	 "lat_sig prot: store to a read-only page, SIGSEGV handler resumes after it",
+	 "x86-64", prot_fault_setup, prot_fault_run, prot_fault_teardown, NULL, 0, 0, 0},
+	{"page_fault", "lmbench", "ns", "lower",
+	 "first touch of an anonymous 4 KiB page (zero-fill fault); region remapped untimed between samples",
+	 "", page_fault_setup, page_fault_run, page_fault_teardown, page_fault_reset, 32768, 0, 32768},
+	/* seed 004: PI with the cycle counter */
+	{"pi", "cpu", "ns", "lower",
+	 "PI to 500 digits (Rabinowitz-Wagon spigot); samples also carry TSC cycles",
+	 "", pi_setup, pi_run, pi_teardown, NULL, 500, 0, 0},
+	/* instructions that exit to the hypervisor */
+	{"cpuid", "exits", "ns", "lower",
+	 "CPUID leaf 0: always a VM exit under hardware virtualization (world-switch cost)",
+	 "x86", x86_setup, cpuid_run, NULL, NULL, 0, 0, 0},
+	{"rdtsc", "exits", "ns", "lower",
+	 "RDTSC: normally no VM exit (TSC offsetting); the control for cpuid",
+	 "x86", x86_setup, rdtsc_run, NULL, NULL, 0, 0, 0},
+	/* TLB pressure */
+	{"tlb_4k", "mem", "ns", "lower",
+	 "random pointer chase, one load per 4 KiB page over 256 MiB (TLB miss + page walk per load)",
+	 "256 MiB of memory", tlb_setup, tlb_run, tlb_teardown, NULL, 256, 4, 0},
+	{"tlb_2m", "mem", "ns", "lower",
+	 "the same chase over 2 MiB pages (hugetlbfs or THP): TLB reach covers the region",
+	 "256 MiB of memory, 2 MiB pages", tlb_setup, tlb_run, tlb_teardown, NULL, 256, 2, 0},
+};
+
+const size_t nbenches = sizeof benches / sizeof benches[0];

@@ -1,0 +1,154 @@
+/* Clock, calibration, overhead measurement and JSON output. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *tmpdir_path = "/tmp";
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int skipf(struct bctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->skip, sizeof c->skip, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void die(const char *fmt, ...)
+{
+	char msg[512], esc[1024], line[1200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_escape(esc, sizeof esc, msg);
+	snprintf(line, sizeof line,
+		 "{\"schema\":%d,\"type\":\"error\",\"message\":\"%s\",\"errno\":%d}\n",
+		 AGENT_SCHEMA, esc, errno);
+	emit_line(line);
+	fprintf(stderr, "agent: %s\n", msg);
+	_exit(3);
+}
+
+void pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0)
+		die("cannot pin to CPU %d: %s", cpu, strerror(errno));
+}
+
+const char *self_exe(void)
+{
+	static char path[4096];
+	if (!path[0]) {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+		if (n <= 0)
+			die("cannot read /proc/self/exe");
+		path[n] = 0;
+	}
+	return path;
+}
+
+struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
+{
+	struct batch r = {.iters = iters};
+	if (b->reset)
+		b->reset(c);
+	uint64_t t0 = now_ns(), c0 = rdtsc();
+	b->run(c, iters);
+	uint64_t c1 = rdtsc(), t1 = now_ns();
+	r.ns = t1 - t0;
+	r.tsc = c1 - c0;
+	return r;
+}
+
+uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns)
+{
+	uint64_t iters = 1;
+	for (;;) {
+		struct batch r = time_batch(b, c, iters);
+		if (r.ns >= min_ns)
+			return iters;
+		if (b->max_iters && iters * 2 > b->max_iters)
+			return iters;
+		/* Jump close to the goal once the batch is long enough to
+		 * trust, then keep doubling; never overshoot by more than 2x. */
+		if (r.ns > 1000000 && r.ns * 2 < min_ns) {
+			uint64_t want = iters * (min_ns / r.ns);
+			uint64_t p = iters;
+			while (p * 2 <= want)
+				p *= 2;
+			iters = p;
+		} else {
+			iters *= 2;
+		}
+	}
+}
+
+static void null_run(struct bctx *c, uint64_t iters)
+{
+	(void)c;
+	for (uint64_t i = 0; i < iters; i++)
+		__asm__ __volatile__("" ::: "memory");
+}
+
+double overhead_ns(uint64_t iters)
+{
+	static const struct bench nullb = {.name = "null", .run = null_run};
+	struct bctx c = {0};
+	double best = 1e300;
+	for (int k = 0; k < 3; k++) {
+		struct batch r = time_batch(&nullb, &c, iters);
+		double v = (double)r.ns / (double)iters;
+		if (v < best)
+			best = v;
+	}
+	return best;
+}
+
+void json_escape(char *dst, size_t cap, const char *src)
+{
+	size_t o = 0;
+	for (; *src && o + 7 < cap; src++) {
+		unsigned char ch = (unsigned char)*src;
+		if (ch == '"' || ch == '\\') {
+			dst[o++] = '\\';
+			dst[o++] = (char)ch;
+		} else if (ch < 0x20) {
+			o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", ch);
+		} else {
+			dst[o++] = (char)ch;
+		}
+	}
+	dst[o] = 0;
+}
+
+void emit_line(const char *line)
+{
+	size_t len = strlen(line), off = 0;
+	while (off < len) {
+		ssize_t n = write(1, line + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(4);
+		off += (size_t)n;
+	}
+}

@@ -1,0 +1,89 @@
+/* vmtax agent harness: clock, calibration, overhead, JSON output.
+ *
+ * Every benchmark is one `struct bench` in benches.c.  A benchmark has an
+ * optional setup (outside the timed region), a timed `run` that performs
+ * `iters` operations, and an optional teardown.  Setup may decline with a
+ * reason (a skip, not a failure) when the platform lacks what it needs.
+ */
+#ifndef VMTAX_HARNESS_H
+#define VMTAX_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_SCHEMA 1
+#define AGENT_VERSION "0.1.0"
+
+struct bctx {
+	void *priv;            /* per-benchmark state from setup */
+	long arg;              /* the table's per-row argument */
+	long arg2;             /* second argument (e.g. KB touched per switch) */
+	char skip[256];        /* reason, when setup declines */
+	uint64_t ops_per_iter; /* operations one iteration performs (default 1) */
+};
+
+typedef int (*bench_setup_fn)(struct bctx *);
+typedef void (*bench_run_fn)(struct bctx *, uint64_t iters);
+typedef void (*bench_teardown_fn)(struct bctx *);
+typedef void (*bench_reset_fn)(struct bctx *); /* before each batch, untimed */
+
+struct bench {
+	const char *name;
+	const char *suite;
+	const char *unit;        /* unit of one sample's value */
+	const char *direction;   /* "lower" or "higher" is better */
+	const char *description;
+	const char *requires;    /* what the platform must offer */
+	bench_setup_fn setup;
+	bench_run_fn run;
+	bench_teardown_fn teardown;
+	bench_reset_fn reset;
+	long arg, arg2;
+	uint64_t max_iters;      /* cap on calibration (0: none) */
+};
+
+extern const struct bench benches[];
+extern const size_t nbenches;
+
+/* Return 0 to run; -1 after skipf() to skip. */
+int skipf(struct bctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Clock */
+uint64_t now_ns(void);
+static inline uint64_t rdtsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	uint32_t lo, hi;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+#else
+	return 0;
+#endif
+}
+
+/* Calibration: the smallest power-of-two iteration count whose run lasts at
+ * least min_ns (doubling, as kvm-unit-tests' vmexit.c does). */
+uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns);
+
+/* One timed batch: ns and tsc ticks for `iters` iterations. */
+struct batch {
+	uint64_t iters, ns, tsc;
+};
+struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters);
+
+/* Loop-and-timer overhead per iteration in ns, for `iters` iterations. */
+double overhead_ns(uint64_t iters);
+
+/* JSON helpers: write one whole line with a single write(2) so that lines
+ * from --parallel instances never interleave. */
+void json_escape(char *dst, size_t cap, const char *src);
+void emit_line(const char *line);
+
+/* Shared by several families. */
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void pin_to_cpu(int cpu);
+const char *self_exe(void);
+extern const char *tmpdir_path;
+
+#endif

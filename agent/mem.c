@@ -1,0 +1,195 @@
+/* Memory paths: lmbench's mmap row and a TLB-pressure pointer chase. */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "families.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* mmap: map a c->arg KB file, read one byte of every page, unmap. */
+struct mmstate {
+	int fd;
+	size_t len;
+	long pg;
+	char path[512];
+};
+
+int mmap_setup(struct bctx *c)
+{
+	struct mmstate *s = calloc(1, sizeof *s);
+	s->pg = sysconf(_SC_PAGESIZE);
+	s->len = (size_t)c->arg * 1024;
+	snprintf(s->path, sizeof s->path, "%s/vmtax-mmap-%d", tmpdir_path, (int)getpid());
+	s->fd = open(s->path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+	if (s->fd < 0) {
+		free(s);
+		return skipf(c, "cannot create a file in %s: %s", tmpdir_path, strerror(errno));
+	}
+	unlink(s->path);
+	char *buf = calloc(1, 65536);
+	memset(buf, 'v', 65536);
+	for (size_t off = 0; off < s->len; off += 65536)
+		if (write(s->fd, buf, 65536) != 65536) {
+			free(buf);
+			close(s->fd);
+			free(s);
+			return skipf(c, "cannot write the mmap file: %s", strerror(errno));
+		}
+	free(buf);
+	c->priv = s;
+	return 0;
+}
+
+void mmap_run(struct bctx *c, uint64_t iters)
+{
+	struct mmstate *s = c->priv;
+	volatile char sink = 0;
+	for (uint64_t i = 0; i < iters; i++) {
+		char *p = mmap(NULL, s->len, PROT_READ, MAP_SHARED, s->fd, 0);
+		if (p == MAP_FAILED)
+			die("mmap: %s", strerror(errno));
+		for (size_t off = 0; off < s->len; off += (size_t)s->pg)
+			sink += p[off];
+		munmap(p, s->len);
+	}
+	(void)sink;
+}
+
+void mmap_teardown(struct bctx *c)
+{
+	struct mmstate *s = c->priv;
+	close(s->fd);
+	free(s);
+}
+
+/* TLB pressure: a random cyclic pointer chase that visits every 4 KiB page
+ * of a c->arg MiB region once per lap, at a random cache line of each page,
+ * so (almost) every load misses the TLB.  With c->arg2 == 2 the region is
+ * backed by 2 MiB pages, whose TLB reach covers it: the difference between
+ * the two rows is the cost of the page walk, which nested paging (EPT/NPT)
+ * makes two-dimensional. */
+struct chase {
+	void **start;
+	char *base;
+	size_t len;
+};
+
+static volatile void *chase_sink;
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static long anon_huge_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long kb = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static char *map_huge(struct bctx *c, size_t len)
+{
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (p != MAP_FAILED)
+		return p;
+	/* No hugetlbfs pool: ask for transparent huge pages instead. */
+	size_t huge = 2u << 20;
+	char *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED) {
+		skipf(c, "mmap: %s", strerror(errno));
+		return NULL;
+	}
+	char *al = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (madvise(al, len, MADV_HUGEPAGE) != 0) {
+		skipf(c, "no transparent huge pages (madvise: %s)", strerror(errno));
+		munmap(raw, len + huge);
+		return NULL;
+	}
+	long before = anon_huge_kb();
+	memset(al, 1, len);
+	long after = anon_huge_kb();
+	if (before < 0 || after - before < (long)(len / 1024) * 9 / 10) {
+		skipf(c, "kernel gave no 2 MiB pages (THP off or memory fragmented: %ld of %zu KiB huge)",
+		      after - before, len / 1024);
+		munmap(raw, len + huge);
+		return NULL;
+	}
+	return al;
+}
+
+int tlb_setup(struct bctx *c)
+{
+	struct chase *s = calloc(1, sizeof *s);
+	size_t pg = 4096, len = (size_t)c->arg << 20, npages = len / pg;
+	if (c->arg2 == 2) {
+		s->base = map_huge(c, len);
+		if (!s->base) {
+			free(s);
+			return -1;
+		}
+	} else {
+		s->base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (s->base == MAP_FAILED) {
+			free(s);
+			return skipf(c, "mmap %zu MiB: %s", len >> 20, strerror(errno));
+		}
+		madvise(s->base, len, MADV_NOHUGEPAGE);
+	}
+	s->len = len;
+	size_t *order = malloc(npages * sizeof *order);
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < npages; i++)
+		order[i] = i;
+	for (size_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
+		size_t j = (size_t)(xorshift(&seed) % (i + 1));
+		size_t t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	void **slot = malloc(npages * sizeof *slot);
+	for (size_t i = 0; i < npages; i++)
+		slot[i] = s->base + order[i] * pg + (xorshift(&seed) % (pg / 64)) * 64;
+	for (size_t i = 0; i < npages; i++)
+		*(void **)slot[i] = slot[(i + 1) % npages];
+	s->start = slot[0];
+	free(slot);
+	free(order);
+	c->priv = s;
+	return 0;
+}
+
+void tlb_run(struct bctx *c, uint64_t iters)
+{
+	struct chase *s = c->priv;
+	void **p = s->start;
+	for (uint64_t i = 0; i < iters; i++)
+		p = *p;
+	chase_sink = p;
+	s->start = p;
+}
+
+void tlb_teardown(struct bctx *c)
+{
+	struct chase *s = c->priv;
+	munmap(s->base, s->len); /* an aligned THP region leaks its slack: fine at exit */
+	free(s);
+}
