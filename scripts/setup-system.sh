@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages vmtax needs; does nothing when all are there.
+set -euo pipefail
+
+pkgs=(
+  build-essential file        # the agent: gcc, static glibc, `file` for its test
+  python3 python3-venv        # the vmtax package
+  linux-perf                  # perf stat and perf bench, for counters and cross-checks
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,219 @@
+"""Command line: parsing only.  Every command calls the library and prints.
+
+Exit codes: 0 done; 1 vmtax could not do it (a target failed to start...);
+2 bad input; 3 finished, but some benchmark failed (its error is in the
+report); 130 interrupted (what was measured is kept).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import signal
+import sys
+
+from . import __version__, proc, suite
+from .analysis import analyse
+from .errors import UserError, VmtaxError
+from .report import jsondoc, terminal
+from .report.progress import TerminalProgress
+from .report.units import parse_duration, parse_precision
+from .runner import RunConfig, run_session
+from .store import Store, default_db_path
+from .targets import parse_target
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
+def _json_out(doc: object, dest: str) -> None:
+    text = json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        with open(dest, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise UserError(f"cannot write {dest}: {e.strerror}") from None
+
+
+def _store(args) -> Store:
+    return Store(args.db or default_db_path())
+
+
+# -- commands ------------------------------------------------------------------------
+def cmd_list(args) -> int:
+    specs = suite.all_benchmarks()
+    if args.json:
+        _json_out([s.__dict__ for s in specs], args.json)
+        return EXIT_OK
+    from .report import table
+    rows = [[s.suite, s.name, s.unit, f"{s.direction} is better", s.description] for s in specs]
+    print(table.render(["suite", "benchmark", "unit", "direction", "what it measures"], rows,
+                       align="lllll"))
+    print(f"\nsuites: {', '.join([suite.DEFAULT_SUITE, *suite.suites(specs)])} "
+          f"({suite.DEFAULT_SUITE} = all {len(specs)} benchmarks)")
+    return EXIT_OK
+
+
+def _config(args) -> RunConfig:
+    try:
+        precision = parse_precision(args.precision)
+        max_time = parse_duration(args.max_time)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if max_time <= 0:
+        raise UserError(f"--max-time must be positive, got '{args.max_time}'")
+    for flag, value, least in (("--samples", args.samples, 1), ("--warmup", args.warmup, 0),
+                               ("--parallel", args.parallel, 1), ("--min-processes", args.min_processes, 2),
+                               ("--min-time-ms", args.min_time_ms, 0)):
+        if value < least:
+            raise UserError(f"{flag} must be at least {least}, got {value}")
+    if args.cpu is not None and args.cpu < 0:
+        raise UserError(f"--cpu must be a CPU number, got {args.cpu}")
+    return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
+                     warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=args.cpu,
+                     parallel=args.parallel, min_processes=args.min_processes)
+
+
+def _measure(args, kind: str, target_texts: list[str]) -> int:
+    cfg = _config(args)
+    specs = suite.select(args.suite, args.bench)
+    targets = [parse_target(t) for t in target_texts]
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise UserError("each target may appear once (give an A/A pair distinct options)")
+    store = _store(args)
+    command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    progress = TerminalProgress(goal=cfg.precision)
+    print(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(names)}; results in {store.path}",
+          file=sys.stderr)
+    try:
+        run_id, status = run_session(kind, command, cfg, specs, targets, store, progress)
+    finally:
+        proc.kill_all()
+    return _report(store, run_id, args)
+
+
+def _report(store: Store, run_id: str, args) -> int:
+    data = store.load(run_id)
+    ms, cs = analyse(data)
+    print(terminal.run_header(data))
+    print()
+    print(terminal.measurements_table(ms))
+    print()
+    print(terminal.stop_tally(ms))
+    if getattr(args, "json", None):
+        _json_out(jsondoc.document(data, ms, cs), args.json)
+    if data.status == "interrupted":
+        kept = sum(1 for s in data.samples if not s.warmup)
+        print(f"interrupted: {kept} samples kept in run {data.id}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if data.status == "failed":
+        return EXIT_FAIL
+    return EXIT_BENCH_ERROR if any(m.stopped_by == "error" for m in ms) else EXIT_OK
+
+
+def cmd_run(args) -> int:
+    return _measure(args, "run", [args.target])
+
+
+def cmd_show(args) -> int:
+    store = _store(args)
+    return _report(store, store.resolve(args.run), args)
+
+
+def cmd_runs(args) -> int:
+    runs = _store(args).list_runs(args.limit)
+    if args.json:
+        _json_out(runs, args.json)
+    else:
+        print(terminal.runs_table(runs))
+    return EXIT_OK
+
+
+# -- parser ------------------------------------------------------------------------------
+def _measure_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", action="append", metavar="NAME",
+                   help="suite to run (repeatable; default: all benchmarks)")
+    p.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
+                   help="benchmark(s) to run, by name")
+    p.add_argument("--precision", default="1%",
+                   help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default 1%%)")
+    p.add_argument("--max-time", default="6m", metavar="DURATION",
+                   help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)")
+    p.add_argument("--cpu", type=int, metavar="N", help="pin every agent process to CPU N")
+    p.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="run N concurrent instances of each benchmark (default 1)")
+    p.add_argument("--samples", type=int, default=5, metavar="N",
+                   help="samples per agent process, after the warmup (default 5)")
+    p.add_argument("--warmup", type=int, default=1, metavar="N",
+                   help="warmup samples discarded per agent process (default 1)")
+    p.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
+                   help="calibrate so one sample lasts at least MS milliseconds (default 10)")
+    p.add_argument("--min-processes", type=int, default=3, metavar="N",
+                   help="fresh agent processes per target before stopping on precision (default 3)")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="also write the results as JSON to FILE (- for stdout)")
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="vmtax", description="Measure and explain the virtualization tax.")
+    p.add_argument("--version", action="version", version=f"vmtax {__version__}")
+    p.add_argument("--db", metavar="FILE",
+                   help=f"results database (default $VMTAX_DB or {default_db_path()})")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    s = sub.add_parser("list", help="list suites and benchmarks")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("run", help="run benchmarks on one target")
+    s.add_argument("--target", default="local", help="target string (default: local)")
+    _measure_options(s)
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("show", help="show a stored run (default: the latest)")
+    s.add_argument("run", nargs="?", help="run id or a unique prefix of one")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("runs", help="list stored runs")
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.set_defaults(func=cmd_runs)
+    return p
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except UserError as e:
+        print(f"vmtax: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except VmtaxError as e:
+        print(f"vmtax: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        print("vmtax: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    finally:
+        proc.kill_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

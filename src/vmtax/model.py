@@ -1,0 +1,104 @@
+"""Frozen records that flow through vmtax, in one direction:
+
+agent JSON line -> Sample -> Measurement (one benchmark on one target, with
+its Summary) -> Comparison (candidate/baseline ratio) -> report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    name: str
+    suite: str
+    unit: str
+    direction: str  # "lower" or "higher" is better
+    description: str
+    requires: str = ""
+
+
+@dataclass(frozen=True)
+class Sample:
+    benchmark: str
+    target: str
+    value: float
+    unit: str
+    process: int  # index of the agent process that produced it
+    seq: int
+    instance: int = 0
+    warmup: bool = False
+    iters: int = 0
+    ops: float = 0.0
+    overhead: float = 0.0  # the harness's own loop+timer cost, per op
+    tsc_per_op: float = 0.0
+    cpu: int = -1  # pinned CPU, -1 when not pinned
+    t: float = 0.0  # wall-clock time it arrived
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    mean: float
+    median: float
+    stdev: float
+    ci_low: float
+    ci_high: float
+    min: float
+    max: float
+    best3of5: float | None = None
+    best18of30: float | None = None
+
+    @property
+    def ci_halfwidth(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+    @property
+    def ci_rel(self) -> float:
+        """CI half-width as a fraction of the mean (inf when undefined)."""
+        if self.mean == 0 or self.n < 2:
+            return float("inf")
+        return abs(self.ci_halfwidth / self.mean)
+
+    @property
+    def cv(self) -> float:
+        return self.stdev / self.mean if self.mean else float("inf")
+
+
+STOPPED = ("precision", "budget", "error", "skipped", "interrupted")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    benchmark: BenchSpec
+    target: str
+    stopped_by: str  # one of STOPPED
+    summary: Summary | None = None
+    reason: str = ""
+    processes: int = 0
+    overhead: float | None = None  # mean harness overhead per op
+    cpu: int = -1
+
+
+@dataclass(frozen=True)
+class Comparison:
+    benchmark: BenchSpec
+    baseline: str
+    candidate: str
+    ratio: float
+    ratio_ci_low: float
+    ratio_ci_high: float
+    p_value: float
+    significant: bool
+    stopped_by: str
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    name: str
+    kind: str
+    facts: dict = field(default_factory=dict)
+    accel: str | None = None
+    boot_s: float | None = None
+    idle_cpu_pct: float | None = None
+    mem_overhead_mb: float | None = None

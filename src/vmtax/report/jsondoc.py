@@ -1,0 +1,55 @@
+"""The JSON document a script can rely on (schema 1)."""
+from __future__ import annotations
+
+import math
+
+from ..model import Comparison, Measurement
+from ..store import RunData
+
+SCHEMA = 1
+
+
+def _num(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def result_row(m: Measurement) -> dict:
+    s = m.summary
+    return {
+        "benchmark": m.benchmark.name, "suite": m.benchmark.suite, "target": m.target,
+        "unit": m.benchmark.unit, "direction": m.benchmark.direction,
+        "n": s.n if s else 0, "processes": m.processes,
+        "mean": _num(s.mean) if s else None, "median": _num(s.median) if s else None,
+        "ci_low": _num(s.ci_low) if s else None, "ci_high": _num(s.ci_high) if s else None,
+        "ci_rel": _num(s.ci_rel) if s else None, "stdev": _num(s.stdev) if s else None,
+        "cv": _num(s.cv) if s else None, "min": _num(s.min) if s else None,
+        "best3of5": _num(s.best3of5) if s else None, "best18of30": _num(s.best18of30) if s else None,
+        "harness_overhead": _num(m.overhead), "cpu": m.cpu if m.cpu >= 0 else None,
+        "stopped_by": m.stopped_by, "reason": m.reason,
+    }
+
+
+def comparison_row(c: Comparison) -> dict:
+    return {
+        "benchmark": c.benchmark.name, "suite": c.benchmark.suite, "direction": c.benchmark.direction,
+        "baseline": c.baseline, "candidate": c.candidate, "ratio": _num(c.ratio),
+        "ratio_ci_low": _num(c.ratio_ci_low), "ratio_ci_high": _num(c.ratio_ci_high),
+        "p_value": _num(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,
+    }
+
+
+def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:
+    doc = {
+        "schema": SCHEMA, "run_id": data.id, "kind": data.kind, "status": data.status,
+        "command": data.command, "vmtax_version": data.vmtax_version,
+        "started": data.started, "finished": data.finished, "config": data.config,
+        "environment": data.targets[0].facts if data.targets else {},
+        "targets": [{"name": t.name, "kind": t.kind, "accel": t.accel, "boot_s": t.boot_s,
+                     "idle_cpu_pct": t.idle_cpu_pct, "mem_overhead_mb": t.mem_overhead_mb,
+                     "agent_hash": data.agent_hashes.get(t.name), "facts": t.facts}
+                    for t in data.targets],
+        "results": [result_row(m) for m in ms],
+    }
+    if data.kind == "compare" or cs:
+        doc["comparisons"] = [comparison_row(c) for c in cs]
+    return doc

@@ -1,0 +1,22 @@
+"""One plain-text table renderer, shared by every terminal report."""
+from __future__ import annotations
+
+
+def render(header: list[str], rows: list[list[str]], align: str | None = None,
+           groups: list[tuple[int, str]] | None = None) -> str:
+    """align: one 'l' or 'r' per column.  groups: (row index, title) lines
+    printed before that row."""
+    align = align or "l" + "r" * (len(header) - 1)
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+
+    def line(cells: list[str]) -> str:
+        out = [(c.ljust(w) if a == "l" else c.rjust(w)) for c, w, a in zip(cells, widths, align)]
+        return "  ".join(out).rstrip()
+
+    titles = dict(groups or [])
+    out = [line(header), line(["-" * w for w in widths])]
+    for i, row in enumerate(rows):
+        if i in titles:
+            out.append(titles[i])
+        out.append(line(row))
+    return "\n".join(out)

@@ -1,0 +1,76 @@
+"""Figures with their units, scaled for people (JSON keeps the base unit)."""
+from __future__ import annotations
+
+import math
+
+_TIME = [("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0)]
+
+
+def fmt_value(v: float | None, unit: str) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    if unit == "ns":
+        for name, scale in _TIME:
+            if abs(v) >= scale or name == "ns":
+                return f"{_sig(v / scale)} {name}"
+    return f"{_sig(v)} {unit}"
+
+
+def fmt_pair(a: float, b: float, unit: str) -> str:
+    """`[a/b unit]` in one scale chosen for the larger, as seed 001 prints."""
+    if unit == "ns":
+        big = max(abs(a), abs(b))
+        for name, scale in _TIME:
+            if big >= scale or name == "ns":
+                return f"[{_sig(a / scale)}/{_sig(b / scale)} {name}]"
+    return f"[{_sig(a)}/{_sig(b)} {unit}]"
+
+
+def _sig(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def fmt_pct(frac: float | None, digits: int = 1) -> str:
+    if frac is None or not math.isfinite(frac):
+        return "-"
+    return f"{frac * 100:.{digits}f}%"
+
+
+def fmt_duration(s: float) -> str:
+    s = max(0, int(round(s)))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def parse_duration(text: str) -> float:
+    """'6m', '90s', '1h30m', '500ms', '2.5m' or a plain number of seconds."""
+    import re
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", t)
+    if not parts or "".join(n + u for n, u in parts) != t:
+        raise ValueError(f"malformed duration '{text}' (try 90s, 6m, 1h30m)")
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def parse_precision(text: str) -> float:
+    """'1%', '0.5%' or '1' (percent) -> a fraction."""
+    t = text.strip().rstrip("%")
+    try:
+        v = float(t)
+    except ValueError:
+        raise ValueError(f"malformed precision '{text}' (try 1% or 0.5%)") from None
+    if not 0 < v < 100:
+        raise ValueError(f"precision '{text}' must be between 0% and 100%")
+    return v / 100

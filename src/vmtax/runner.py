@@ -1,0 +1,225 @@
+"""The runner: repeat each benchmark in fresh agent processes until it is
+known to the precision asked, or its share of the time budget is spent.
+
+For each benchmark, targets are interleaved block by block (one agent
+process per target per block, in an order that rotates each block) so that
+drift on the host hits every target alike.  The first process on a target
+calibrates the iteration count; later ones reuse it (as pyperf does), and
+every process discards its warmup samples.  Each sample is stored as it
+arrives.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Protocol
+
+from . import __version__, stats
+from .agent import agent_hash, parse_line
+from .errors import AgentError, TargetError
+from .model import BenchSpec, Sample
+from .proc import ChildFailed
+from .store import Store
+from .targets.base import Target
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    precision: float = 0.01          # CI half-width as a fraction of the estimate
+    max_time: float = 360.0          # seconds for the whole run
+    samples_per_process: int = 5
+    warmup: int = 1                  # samples discarded at the start of each process
+    min_time_ms: int = 10            # calibration goal for one sample
+    min_processes: int = 3
+    cpu: int | None = None           # pin every agent process to this CPU
+    parallel: int = 1                # concurrent instances (seed 000 ran 16)
+    agent_timeout: float = 300.0
+
+
+@dataclass
+class TargetState:
+    values: list[float] = field(default_factory=list)
+    processes: int = 0
+    iters: int | None = None
+    done: str | None = None          # "skipped" or "error" once finished early
+    reason: str = ""
+
+
+class Progress(Protocol):
+    def update(self, index: int, total: int, spec: BenchSpec, states: dict[str, TargetState],
+               precision_now: float, elapsed: float, eta: float) -> None: ...
+    def finished(self, index: int, total: int, spec: BenchSpec, outcome: dict[str, str]) -> None: ...
+    def close(self) -> None: ...
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, specs: list[BenchSpec], targets: list[Target],
+                 store: Store, run_id: str, progress: Progress | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.cfg, self.specs, self.targets = cfg, specs, targets
+        self.store, self.run_id, self.progress, self.clock = store, run_id, progress, clock
+        self._process_counter = 0
+
+    # -- the main loop ------------------------------------------------------------
+    def run(self) -> str:
+        """Measure every benchmark; returns 'complete' or 'interrupted'."""
+        t0 = self.clock()
+        durations: list[float] = []
+        for index, spec in enumerate(self.specs):
+            left = len(self.specs) - index
+            share = max(0.0, (self.cfg.max_time - (self.clock() - t0)) / left)
+            states = {t.name: TargetState() for t in self.targets}
+            started = self.clock()
+            try:
+                outcome = self._measure(index, spec, states, started + share, t0, durations)
+            except KeyboardInterrupt:
+                for name, st in states.items():
+                    self.store.set_outcome(self.run_id, name, spec.name, "interrupted",
+                                           "interrupted by the user")
+                return "interrupted"
+            durations.append(self.clock() - started)
+            for name, (how, reason) in outcome.items():
+                self.store.set_outcome(self.run_id, name, spec.name, how, reason)
+            if self.progress:
+                self.progress.finished(index, len(self.specs), spec, {k: v[0] for k, v in outcome.items()})
+        return "complete"
+
+    def _measure(self, index: int, spec: BenchSpec, states: dict[str, TargetState],
+                 deadline: float, t0: float, durations: list[float]) -> dict[str, tuple[str, str]]:
+        block = 0
+        while True:
+            k = block % len(self.targets)
+            for target in self.targets[k:] + self.targets[:k]:
+                if states[target.name].done is None:
+                    self._one_process(target, spec, states[target.name])
+            block += 1
+            active = [t.name for t in self.targets if states[t.name].done is None]
+            worst = self.worst_precision(states)
+            if self.progress:
+                left = len(self.specs) - index - 1
+                per = (sum(durations) / len(durations)) if durations else (self.clock() - t0 + 1)
+                eta = min(self.cfg.max_time - (self.clock() - t0),
+                          max(0.0, deadline - self.clock()) + per * left)
+                self.progress.update(index, len(self.specs), spec, states, worst,
+                                     self.clock() - t0, max(0.0, eta))
+            if not active:
+                break
+            enough = all(states[n].processes >= self.cfg.min_processes for n in active)
+            if enough and worst <= self.cfg.precision:
+                return self._outcome(states, "precision")
+            if self.clock() >= deadline:
+                return self._outcome(states, "budget")
+        return self._outcome(states, "budget")
+
+    def _outcome(self, states: dict[str, TargetState], how: str) -> dict[str, tuple[str, str]]:
+        return {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}
+
+    def worst_precision(self, states: dict[str, TargetState]) -> float:
+        """The widest relative CI half-width that decides stopping: of every
+        candidate/baseline ratio when comparing, else of every mean."""
+        base = self.targets[0].name
+        names = [t.name for t in self.targets]
+        if len(names) > 1 and states[base].done is None:
+            widths = []
+            for n in names[1:]:
+                if states[n].done is not None:
+                    continue
+                a, b = states[n].values, states[base].values
+                if len(a) < 2 or len(b) < 2:
+                    return float("inf")
+                widths.append(stats.ratio_ci_rel(*stats.ratio_ci(a, b)))
+            return max(widths, default=0.0)
+        widths = [stats.summarize(st.values).ci_rel if len(st.values) >= 2 else float("inf")
+                  for st in states.values() if st.done is None]
+        return max(widths, default=0.0)
+
+    # -- one agent process --------------------------------------------------------
+    def agent_args(self, spec: BenchSpec, st: TargetState) -> list[str]:
+        c = self.cfg
+        args = ["run", spec.name, "--samples", str(c.samples_per_process),
+                "--warmup", str(c.warmup), "--min-time-ms", str(c.min_time_ms)]
+        if st.iters:
+            args += ["--iters", str(st.iters)]
+        if c.cpu is not None:
+            args += ["--cpu", str(c.cpu)]
+        if c.parallel > 1:
+            args += ["--parallel", str(c.parallel)]
+        return args
+
+    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState) -> None:
+        process = self._process_counter
+        self._process_counter += 1
+        finished = False
+        try:
+            for line in target.run_agent(self.agent_args(spec, st), timeout=self.cfg.agent_timeout):
+                if not line.strip():
+                    continue
+                msg = parse_line(line)
+                kind = msg["type"]
+                if kind == "sample":
+                    self._take_sample(target.name, spec, process, msg, st)
+                elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
+                    st.iters = int(msg["iters"])
+                elif kind == "skip":
+                    st.done, st.reason = "skipped", str(msg.get("reason", ""))
+                elif kind == "error":
+                    raise AgentError(str(msg.get("message", "agent error")))
+                elif kind == "done":
+                    finished = True
+            if not finished and st.done is None:
+                raise AgentError("the agent stopped without finishing")
+        except (AgentError, TargetError) as e:
+            st.done, st.reason = "error", str(e)
+        except ChildFailed as e:
+            st.done, st.reason = "error", f"agent {e}"
+        st.processes += 1
+
+    def _take_sample(self, target: str, spec: BenchSpec, process: int, msg: dict,
+                     st: TargetState) -> None:
+        try:
+            s = Sample(benchmark=spec.name, target=target, value=float(msg["value"]),
+                       unit=str(msg["unit"]), process=process, seq=int(msg["seq"]),
+                       instance=int(msg.get("instance", 0)), warmup=bool(msg["warmup"]),
+                       iters=int(msg["iters"]), ops=float(msg["ops"]),
+                       overhead=float(msg["overhead"]), tsc_per_op=float(msg["tsc_per_op"]),
+                       cpu=int(msg.get("cpu", -1)), t=time.time())
+        except (KeyError, TypeError, ValueError) as e:
+            raise AgentError(f"sample line lacks a valid field ({e})") from None
+        if s.unit != spec.unit or msg.get("bench") != spec.name:
+            raise AgentError(f"sample for {msg.get('bench')} in {s.unit}, expected {spec.name} in {spec.unit}")
+        self.store.add_sample(self.run_id, s)
+        if not s.warmup:
+            st.values.append(s.value)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
+
+
+def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
+                targets: list[Target], store: Store, progress: Progress | None = None,
+                on_started: Callable[[str], None] | None = None) -> tuple[str, str]:
+    """Start the targets, record the run, measure, and tear everything down
+    on every exit path.  Returns (run_id, status)."""
+    run_id = new_run_id()
+    store.new_run(run_id, kind, command, __version__, {**asdict(cfg), "targets": [t.name for t in targets],
+                                                         "benchmarks": [s.name for s in specs]})
+    if on_started:
+        on_started(run_id)
+    status = "failed"
+    try:
+        with ExitStack() as stack:
+            for position, target in enumerate(targets):
+                stack.enter_context(target)
+                store.add_target(run_id, position, target.info(), agent_hash())
+            store.add_benchmarks(run_id, specs)
+            status = Runner(cfg, specs, targets, store, run_id, progress).run()
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        if progress:
+            progress.close()
+        store.finish_run(run_id, status)
+    return run_id, status

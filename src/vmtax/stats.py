@@ -1,0 +1,101 @@
+"""Pure statistics: no I/O, no clocks.  Checked against scipy and by
+property tests (tests/test_stats.py)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy import stats as sst
+
+from .model import Summary
+
+CONFIDENCE = 0.95
+
+
+def _t(df: float, confidence: float) -> float:
+    return float(sst.t.ppf(0.5 + confidence / 2, df))
+
+
+def best_k_of_n(values: Sequence[float], k: int, n: int, lower_is_better: bool = True) -> float | None:
+    """Mean of the best k of the first n values (seed 001: "best 3 of 5")."""
+    if len(values) < n:
+        return None
+    head = sorted(values[:n], reverse=not lower_is_better)
+    return float(np.mean(head[:k]))
+
+
+def summarize(values: Sequence[float], confidence: float = CONFIDENCE,
+              lower_is_better: bool = True) -> Summary:
+    """Mean with its Student-t confidence interval, and the robust figures."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        raise ValueError("no values to summarize")
+    mean = float(a.mean())
+    if a.size > 1:
+        sd = float(a.std(ddof=1))
+        half = _t(a.size - 1, confidence) * sd / math.sqrt(a.size)
+    else:
+        sd, half = 0.0, float("inf")
+    return Summary(
+        n=int(a.size), mean=mean, median=float(np.median(a)), stdev=sd,
+        ci_low=mean - half, ci_high=mean + half,
+        min=float(a.min()), max=float(a.max()),
+        best3of5=best_k_of_n(list(a), 3, 5, lower_is_better),
+        best18of30=best_k_of_n(list(a), 18, 30, lower_is_better),
+    )
+
+
+def ratio_ci(cand: Sequence[float], base: Sequence[float],
+             confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """Ratio of means cand/base with Fieller's confidence interval for two
+    independent samples.  Returns (ratio, low, high); the bounds are -inf/inf
+    when the baseline mean is not significantly different from zero (the
+    interval is then unbounded)."""
+    a, b = np.asarray(cand, float), np.asarray(base, float)
+    if a.size < 2 or b.size < 2:
+        raise ValueError("need at least two values on each side")
+    ma, mb = a.mean(), b.mean()
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    r = ma / mb
+    df = welch_df(va, a.size, r * r * vb, b.size)
+    t2 = _t(df, confidence) ** 2
+    qa = mb * mb - t2 * vb  # quadratic in theta: qa th^2 - 2 ma mb th + qc <= 0
+    qc = ma * ma - t2 * va
+    disc = ma * ma * mb * mb - qa * qc
+    if qa <= 0 or disc < 0:
+        return float(r), float("-inf"), float("inf")
+    root = math.sqrt(disc)
+    lo, hi = (ma * mb - root) / qa, (ma * mb + root) / qa
+    return float(r), float(min(lo, hi)), float(max(lo, hi))
+
+
+def welch_df(v1: float, n1: int, v2: float, n2: int) -> float:
+    """Welch-Satterthwaite degrees of freedom for variances of means v1, v2."""
+    num = (v1 + v2) ** 2
+    den = (v1 * v1 / (n1 - 1) if n1 > 1 else 0) + (v2 * v2 / (n2 - 1) if n2 > 1 else 0)
+    if den == 0:
+        return float(n1 + n2 - 2)
+    return num / den
+
+
+def welch_p(cand: Sequence[float], base: Sequence[float]) -> float:
+    """Two-sided p-value of Welch's t-test (1.0 when both are constant)."""
+    a, b = np.asarray(cand, float), np.asarray(base, float)
+    if a.var() == 0 and b.var() == 0:
+        return 1.0 if a.mean() == b.mean() else 0.0
+    return float(sst.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def ratio_ci_rel(ratio: float, low: float, high: float) -> float:
+    """Half-width of a ratio's interval as a fraction of the ratio."""
+    if not (math.isfinite(low) and math.isfinite(high)) or ratio == 0:
+        return float("inf")
+    return (high - low) / 2 / abs(ratio)
+
+
+def geomean(values: Sequence[float]) -> float:
+    v = [x for x in values if x > 0 and math.isfinite(x)]
+    if not v:
+        return float("nan")
+    return float(math.exp(sum(math.log(x) for x in v) / len(v)))

@@ -1,0 +1,156 @@
+"""Results store.  SQLite is the embedded default: WAL mode, numbered
+migrations, every sample committed as it arrives so that a crash or a
+Ctrl-C loses nothing already measured."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from ..model import BenchSpec, Sample, TargetInfo
+from .migrations import MIGRATIONS
+
+
+def default_db_path() -> Path:
+    env = os.environ.get("VMTAX_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "vmtax" / "vmtax.db"
+
+
+@dataclass
+class RunData:
+    """Everything stored about one run, as read back."""
+    id: str
+    kind: str
+    started: float
+    finished: float | None
+    status: str
+    command: str
+    vmtax_version: str
+    config: dict
+    targets: list[TargetInfo] = field(default_factory=list)
+    agent_hashes: dict[str, str] = field(default_factory=dict)
+    benchmarks: list[BenchSpec] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    outcomes: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+
+class Store:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except (sqlite3.DatabaseError, OSError) as e:
+            raise UserError(f"cannot open the results database {self.path}: {e}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    @property
+    def schema_version(self) -> int:
+        return self.db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _migrate(self) -> None:
+        have = self.schema_version
+        if have > len(MIGRATIONS):
+            raise UserError(f"{self.path} has schema {have}, newer than this vmtax ({len(MIGRATIONS)})")
+        for number in range(have + 1, len(MIGRATIONS) + 1):
+            self.db.executescript("BEGIN;\n" + MIGRATIONS[number - 1]
+                                  + f"\nPRAGMA user_version = {number};\nCOMMIT;")
+
+    # -- writing, one committed statement at a time --------------------------
+    def new_run(self, run_id: str, kind: str, command: str, version: str, config: dict) -> None:
+        self.db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                        (run_id, kind, time.time(), None, "running", command, version,
+                         json.dumps(config, sort_keys=True)))
+
+    def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO run_targets VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (run_id, position, info.name, info.kind, info.accel, info.boot_s, info.idle_cpu_pct,
+             info.mem_overhead_mb, agent_hash, json.dumps(info.facts, sort_keys=True)))
+
+    def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None:
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT INTO run_benchmarks VALUES (?,?,?,?,?,?,?)",
+                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description)
+                 for i, s in enumerate(specs)])
+
+    def add_sample(self, run_id: str, s: Sample) -> None:
+        self.db.execute(
+            "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
+            "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
+             s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t))
+
+    def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
+        self.db.execute("INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?)",
+                        (run_id, target, bench, stopped_by, reason))
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        self.db.execute("UPDATE runs SET finished=?, status=? WHERE id=?", (time.time(), status, run_id))
+
+    # -- reading --------------------------------------------------------------
+    def list_runs(self, limit: int = 50) -> list[dict]:
+        rows = self.db.execute(
+            "SELECT r.id, r.kind, r.started, r.finished, r.status, r.command,"
+            " (SELECT group_concat(name, ' ') FROM (SELECT name FROM run_targets t"
+            "   WHERE t.run_id = r.id ORDER BY position)),"
+            " (SELECT count(*) FROM run_benchmarks b WHERE b.run_id = r.id),"
+            " (SELECT count(*) FROM samples s WHERE s.run_id = r.id AND NOT s.warmup)"
+            " FROM runs r ORDER BY r.started DESC LIMIT ?", (limit,)).fetchall()
+        keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def resolve(self, ref: str | None) -> str:
+        """A run id from a full id, a unique prefix, or None/'last'."""
+        if ref in (None, "last", "latest"):
+            row = self.db.execute("SELECT id FROM runs ORDER BY started DESC LIMIT 1").fetchone()
+            if not row:
+                raise UserError(f"no runs stored in {self.path}")
+            return row[0]
+        rows = self.db.execute("SELECT id FROM runs WHERE id LIKE ? || '%'", (ref,)).fetchall()
+        if len(rows) != 1:
+            what = "no run" if not rows else f"{len(rows)} runs"
+            raise UserError(f"{what} matching '{ref}' in {self.path} (see `vmtax runs`)")
+        return rows[0][0]
+
+    def load(self, run_id: str) -> RunData:
+        r = self.db.execute("SELECT id,kind,started,finished,status,command,vmtax_version,config_json"
+                            " FROM runs WHERE id=?", (run_id,)).fetchone()
+        if not r:
+            raise UserError(f"no run '{run_id}' in {self.path}")
+        data = RunData(*r[:7], config=json.loads(r[7]))
+        for row in self.db.execute("SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
+                                   "agent_hash,facts_json FROM run_targets WHERE run_id=?"
+                                   " ORDER BY position", (run_id,)):
+            data.targets.append(TargetInfo(name=row[0], kind=row[1], accel=row[2], boot_s=row[3],
+                                           idle_cpu_pct=row[4], mem_overhead_mb=row[5],
+                                           facts=json.loads(row[7])))
+            data.agent_hashes[row[0]] = row[6]
+        for row in self.db.execute("SELECT name,suite,unit,direction,description FROM run_benchmarks"
+                                   " WHERE run_id=? ORDER BY position", (run_id,)):
+            data.benchmarks.append(BenchSpec(*row))
+        for row in self.db.execute("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
+                                   "iters,ops,overhead,tsc_per_op,cpu,t FROM samples WHERE run_id=?"
+                                   " ORDER BY id", (run_id,)):
+            data.samples.append(Sample(*row[:7], warmup=bool(row[7]), iters=row[8], ops=row[9],
+                                       overhead=row[10], tsc_per_op=row[11], cpu=row[12], t=row[13]))
+        for row in self.db.execute("SELECT target,benchmark,stopped_by,reason FROM outcomes"
+                                   " WHERE run_id=?", (run_id,)):
+            data.outcomes[(row[0], row[1])] = (row[2], row[3])
+        return data
+

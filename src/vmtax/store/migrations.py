@@ -1,0 +1,68 @@
+"""Numbered schema migrations.  Append only: never edit a shipped one.
+PRAGMA user_version holds the number of the last one applied."""
+
+MIGRATIONS: list[str] = [
+    # 1: runs, their targets and benchmarks, every sample, outcomes
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,            -- 'run' or 'compare'
+        started REAL NOT NULL,
+        finished REAL,
+        status TEXT NOT NULL,          -- running, complete, interrupted, failed
+        command TEXT NOT NULL,
+        vmtax_version TEXT NOT NULL,
+        config_json TEXT NOT NULL
+    );
+    CREATE TABLE run_targets (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        position INTEGER NOT NULL,     -- 0 is the baseline
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        accel TEXT,
+        boot_s REAL,
+        idle_cpu_pct REAL,
+        mem_overhead_mb REAL,
+        agent_hash TEXT,
+        facts_json TEXT NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE run_benchmarks (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        position INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        suite TEXT NOT NULL,
+        unit TEXT NOT NULL,
+        direction TEXT NOT NULL,
+        description TEXT NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE samples (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        target TEXT NOT NULL,
+        benchmark TEXT NOT NULL,
+        process INTEGER NOT NULL,
+        instance INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        warmup INTEGER NOT NULL,
+        value REAL NOT NULL,
+        unit TEXT NOT NULL,
+        iters INTEGER NOT NULL,
+        ops REAL NOT NULL,
+        overhead REAL NOT NULL,
+        tsc_per_op REAL NOT NULL,
+        cpu INTEGER NOT NULL,
+        t REAL NOT NULL
+    );
+    CREATE INDEX samples_by_run ON samples(run_id, benchmark, target);
+    CREATE TABLE outcomes (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        target TEXT NOT NULL,
+        benchmark TEXT NOT NULL,
+        stopped_by TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, target, benchmark)
+    );
+    """,
+]

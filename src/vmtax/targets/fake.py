@@ -1,0 +1,71 @@
+"""A fake target for testing vmtax itself (the runner, the CLI, the store):
+it speaks the agent's protocol with values drawn from a seeded normal
+distribution, so tests need no timing.  Never for measuring anything.
+
+Options: scale (multiplies every mean), noise (relative sd), seed,
+delay (seconds per sample), skip=NAME, crash=NAME (dies mid-benchmark),
+garbage=NAME (prints a malformed line mid-benchmark).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+import zlib
+from typing import Iterator
+
+from ..agent import parse_line
+from ..proc import ChildFailed
+from .base import Target
+from .local import LocalTarget
+
+
+class FakeTarget(Target):
+    kind = "fake"
+    summary = "synthetic values, for testing vmtax itself"
+
+    def __init__(self, name: str, options: dict[str, str]):
+        super().__init__(name, options)
+        self.scale = float(options.get("scale", 1.0))
+        self.noise = float(options.get("noise", 0.01))
+        self.delay = float(options.get("delay", 0.0))
+        self.rng = random.Random(int(options.get("seed", 1)))
+
+    def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
+        if args and args[0] == "run":
+            return self._run(args[1], args[2:])
+        if args == ["--env"]:
+            return iter([json.dumps({"schema": 1, "type": "env", "kernel": "fake",
+                                     "cpu_model": "fake cpu", "hostname": self.name})])
+        # --list and anything else: the real table, so names are real
+        return LocalTarget("local", {}).run_agent(args, timeout)
+
+    def _run(self, bench: str, rest: list[str]) -> Iterator[str]:
+        opts = dict(zip(rest[::2], rest[1::2]))
+        samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
+        base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
+        mean = base * self.scale
+        if self.options.get("skip") == bench:
+            yield _line(type="skip", bench=bench, reason="fake target skips it")
+            yield _line(type="done", bench=bench)
+            return
+        yield _line(type="calibration", bench=bench, instance=0, iters=1000,
+                    ops_per_iter=1, overhead=0.01, unit="ns")
+        for s in range(warmup + samples):
+            if self.delay:
+                time.sleep(self.delay)
+            if self.options.get("garbage") == bench and s == 2:
+                yield "this is not json"
+            if self.options.get("crash") == bench and s == 2:
+                raise ChildFailed(-11, "fake agent: Segmentation fault")
+            v = self.rng.gauss(mean, mean * self.noise)
+            yield _line(type="sample", bench=bench, unit="ns", instance=0, seq=s,
+                        warmup=s < warmup, iters=1000, ops=1000, value=v,
+                        overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)))
+        yield _line(type="done", bench=bench)
+
+
+def _line(**kw) -> str:
+    line = json.dumps({"schema": 1, **kw})
+    parse_line(line)  # the fake never says what the real agent could not
+    return line

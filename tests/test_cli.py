@@ -1,0 +1,111 @@
+"""The CLI as a user meets it: bad input, JSON documents, show/runs, Ctrl-C."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import AGENT
+from vmtax.cli import main
+
+
+def vmtax(*args, db=None):
+    argv = (["--db", str(db)] if db else []) + list(args)
+    return main(argv)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--bench", "nope"], "unknown benchmark 'nope'"),
+    (["run", "--suite", "nope"], "unknown suite 'nope'"),
+    (["run", "--target", "vax"], "unknown target kind 'vax'"),
+    (["run", "--max-time", "6 parsecs"], "malformed duration"),
+    (["run", "--precision", "lots"], "malformed precision"),
+    (["run", "--precision", "0%"], "between 0% and 100%"),
+    (["run", "--samples", "0"], "--samples must be at least 1"),
+    (["run", "--target", "fake:oops"], "not key=value"),
+    (["show", "nope"], "no run"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, db):
+    assert vmtax(*args, db=db) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_run_fake_writes_json_document_and_show_reads_it(tmp_path, capsys, db):
+    out = tmp_path / "r.json"
+    rc = vmtax("run", "--target", "fake:noise=0.002", "--bench", "getppid", "segv",
+               "--json", str(out), db=db)
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == 1 and doc["run_id"] and doc["environment"]["kernel"] == "fake"
+    assert [r["benchmark"] for r in doc["results"]] == ["getppid", "segv"]
+    for r in doc["results"]:
+        assert r["stopped_by"] == "precision" and r["ci_low"] <= r["mean"] <= r["ci_high"]
+        assert {"target", "unit", "direction", "n", "median"} <= set(r)
+    again = tmp_path / "again.json"
+    assert vmtax("show", doc["run_id"][:15], "--json", str(again), db=db) == 0
+    assert json.loads(again.read_text())["results"] == doc["results"]
+    capsys.readouterr()
+    assert vmtax("runs", "--json", db=db) == 0
+    assert json.loads(capsys.readouterr().out)[0]["id"] == doc["run_id"]
+
+
+def test_benchmark_error_gives_exit_3_and_others_go_on(capsys, db):
+    rc = vmtax("run", "--target", "fake:crash=segv", "--bench", "getppid", "segv", db=db)
+    out = capsys.readouterr().out
+    assert rc == 3 and "error: agent exited with status -11" in out and "precision" in out
+
+
+def test_list_json():
+    from vmtax import suite
+    assert len(suite.all_benchmarks()) >= 31
+
+
+@pytest.mark.e2e
+def test_local_run_with_the_real_agent(tmp_path, db):
+    out = tmp_path / "r.json"
+    rc = vmtax("run", "--bench", "null_call", "rdtsc", "--max-time", "20s", "--precision", "5%",
+               "--json", str(out), db=db)
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["environment"]["cpus_online"] >= 1
+    assert doc["targets"][0]["agent_hash"]
+    for r in doc["results"]:
+        assert r["n"] >= 10 and 1 < r["mean"] < 100000 and r["stopped_by"] in ("precision", "budget")
+
+
+def _agents_alive():
+    out = subprocess.run(["pgrep", "-f", str(AGENT)], capture_output=True, text=True).stdout
+    return [p for p in out.split() if int(p) != os.getpid()]
+
+
+@pytest.mark.e2e
+def test_ctrl_c_keeps_samples_and_kills_the_agent(db):
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "run", "--bench", "forkwait",
+           "--max-time", "5m", "--precision", "0.01%", "--min-time-ms", "50"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    n = 0
+    while time.time() < deadline and n < 6:
+        time.sleep(0.3)
+        try:
+            n = sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    assert n >= 6, "no samples arrived"
+    assert _agents_alive(), "expected an agent to be running"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "samples kept" in err
+    assert "forkwait" in out  # the partial table is printed
+    time.sleep(0.2)
+    assert not _agents_alive()
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= n

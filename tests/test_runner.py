@@ -1,0 +1,109 @@
+"""The runner against the fake target: stopping rules, interleaving, errors."""
+from vmtax.analysis import analyse
+from vmtax.model import BenchSpec
+from vmtax.runner import RunConfig, Runner, run_session
+from vmtax.store import Store
+from vmtax.targets import parse_target
+
+A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+B = BenchSpec("segv", "kernel", "ns", "lower", "d")
+
+
+class FakeClock:
+    """Advances a fixed step per reading: budgets without real time."""
+    def __init__(self, step=0.01):
+        self.t, self.step = 0.0, step
+
+    def __call__(self):
+        self.t += self.step
+        return self.t
+
+
+def _run(targets, specs, db, clock=None, **cfg):
+    store = Store(db)
+    targets = [parse_target(t) for t in targets]
+    store.new_run("r", "run", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", specs)
+    status = Runner(RunConfig(**cfg), specs, targets, store, "r",
+                    clock=clock or FakeClock()).run()
+    return status, store.load("r")
+
+
+def test_stops_on_precision_when_quiet(db):
+    status, data = _run(["fake:noise=0.005"], [A], db, precision=0.01, max_time=100)
+    assert status == "complete"
+    assert data.outcomes[("fake:noise=0.005", "getppid")][0] == "precision"
+    (m,), _ = analyse(data)
+    assert m.summary.ci_rel <= 0.01 and m.processes >= 3
+
+
+def test_stops_on_budget_when_noisy(db):
+    status, data = _run(["fake:noise=0.5"], [A, B], db, precision=0.001, max_time=2,
+                        clock=FakeClock(0.05))
+    assert [data.outcomes[("fake:noise=0.5", b)][0] for b in ("getppid", "segv")] == ["budget"] * 2
+
+
+def test_warmups_are_stored_but_not_counted(db):
+    _, data = _run(["fake"], [A], db, warmup=2, samples_per_process=3)
+    warm = [s for s in data.samples if s.warmup]
+    real = [s for s in data.samples if not s.warmup]
+    procs = len({s.process for s in data.samples})
+    assert len(warm) == 2 * procs and len(real) == 3 * procs
+    (m,), _ = analyse(data)
+    assert m.summary.n == len(real)
+
+
+def test_skip_and_crash_and_garbage_are_per_benchmark(db):
+    targets = ["fake:skip=getppid,crash=segv,garbage=forkwait"]
+    C = BenchSpec("forkwait", "kernel", "ns", "lower", "d")
+    D = BenchSpec("divzero", "kernel", "ns", "lower", "d")
+    status, data = _run(targets, [A, B, C, D], db, max_time=100)
+    out = {b: data.outcomes[(targets[0], b)] for b in ("getppid", "segv", "forkwait", "divzero")}
+    assert out["getppid"] == ("skipped", "fake target skips it")
+    assert out["segv"][0] == "error" and "Segmentation fault" in out["segv"][1]
+    assert out["forkwait"][0] == "error" and "malformed" in out["forkwait"][1]
+    assert out["divzero"][0] == "precision"  # the others went on
+    # samples printed before the crash are kept
+    assert any(s.benchmark == "segv" for s in data.samples)
+
+
+def test_targets_interleave_and_rotate(db):
+    status, data = _run(["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4,
+                        precision=1e-9, max_time=1, clock=FakeClock(0.01))
+    first = {}
+    for s in data.samples:
+        first.setdefault(s.process, s.target)
+    order = [first[p] for p in sorted(first)]
+    # each block runs each target once, and who goes first alternates
+    assert order[:4] == ["fake:seed=1", "fake:seed=2", "fake:seed=2", "fake:seed=1"]
+
+
+def test_compare_stops_on_ratio_precision(db):
+    status, data = _run(["fake:noise=0.005", "fake:scale=1.2,noise=0.005"], [A], db,
+                        precision=0.01, max_time=100)
+    _, (c,) = analyse(data)
+    assert c.ratio == __import__("pytest").approx(1.2, rel=0.01)
+    assert (c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio <= 0.01
+    assert c.significant and c.stopped_by == "precision"
+
+
+def test_interrupt_keeps_samples(db, monkeypatch):
+    store = Store(db)
+    target = parse_target("fake")
+    real = target.run_agent
+    calls = {"n": 0}
+
+    def flaky(args, timeout):
+        calls["n"] += args[0] == "run"
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(args, timeout)
+
+    monkeypatch.setattr(target, "run_agent", flaky)
+    run_id, status = run_session("run", "test", RunConfig(precision=1e-9), [A, B], [target], store)
+    data = store.load(run_id)
+    assert status == "interrupted" and data.status == "interrupted"
+    assert len([s for s in data.samples if not s.warmup]) == 10
+    assert data.outcomes[("fake", "getppid")][0] == "interrupted"

@@ -1,0 +1,64 @@
+import sqlite3
+
+import pytest
+
+from vmtax.errors import UserError
+from vmtax.model import BenchSpec, Sample, TargetInfo
+from vmtax.store import Store, default_db_path
+from vmtax.store.migrations import MIGRATIONS
+
+
+def test_migrates_to_latest_in_wal_mode(db):
+    s = Store(db)
+    assert s.schema_version == len(MIGRATIONS)
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    s.close()
+    assert Store(db).schema_version == len(MIGRATIONS)  # idempotent
+
+
+def test_refuses_a_newer_schema(db):
+    Store(db).close()
+    con = sqlite3.connect(db)
+    con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    con.close()
+    with pytest.raises(UserError, match="newer"):
+        Store(db)
+
+
+def test_sample_is_visible_to_another_connection_at_once(db):
+    s = Store(db)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    s.add_sample("r1", Sample("getppid", "local", 100.0, "ns", process=0, seq=0))
+    other = sqlite3.connect(db)  # as after a crash: no close(), no commit() called
+    assert other.execute("SELECT count(*) FROM samples").fetchone()[0] == 1
+
+
+def test_round_trip_and_resolve(db):
+    s = Store(db)
+    s.new_run("20260101-000000-aaaa", "run", "vmtax run", "0.1", {"precision": 0.01})
+    s.add_target("20260101-000000-aaaa", 0, TargetInfo("local", "local", {"kernel": "x"}), "abc")
+    s.add_benchmarks("20260101-000000-aaaa", [BenchSpec("getppid", "kernel", "ns", "lower", "d")])
+    s.add_sample("20260101-000000-aaaa", Sample("getppid", "local", 1.5, "ns", 0, 0, warmup=True))
+    s.set_outcome("20260101-000000-aaaa", "local", "getppid", "budget")
+    s.finish_run("20260101-000000-aaaa", "complete")
+    d = s.load(s.resolve("2026"))
+    assert d.status == "complete" and d.config == {"precision": 0.01}
+    assert d.targets[0].facts == {"kernel": "x"} and d.agent_hashes["local"] == "abc"
+    assert d.samples[0].warmup and d.samples[0].value == 1.5
+    assert d.outcomes[("local", "getppid")] == ("budget", "")
+    assert s.resolve(None) == d.id
+    with pytest.raises(UserError):
+        s.resolve("nope")
+
+
+def test_default_path_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("VMTAX_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_db_path() == tmp_path / "vmtax" / "vmtax.db"
+
+
+def test_unwritable_location_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="cannot open the results database"):
+        Store(blocker / "sub" / "vmtax.db")
