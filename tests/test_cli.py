@@ -1,6 +1,7 @@
 """The CLI as a user meets it: bad input, JSON documents, show/runs, Ctrl-C."""
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -79,16 +80,19 @@ def test_local_run_with_the_real_agent(tmp_path, db):
         assert r["n"] >= 10 and 1 < r["mean"] < 100000 and r["stopped_by"] in ("precision", "budget")
 
 
-def _agents_alive():
-    out = subprocess.run(["pgrep", "-f", str(AGENT)], capture_output=True, text=True).stdout
+def _alive(path):
+    out = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, text=True).stdout
     return [p for p in out.split() if int(p) != os.getpid()]
 
 
 @pytest.mark.e2e
-def test_ctrl_c_keeps_samples_and_kills_the_agent(db):
+def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
+    agent = tmp_path / "private-agent"  # a path only this test's processes have
+    shutil.copy(AGENT, agent)
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "run", "--bench", "forkwait",
            "--max-time", "5m", "--precision", "0.01%", "--min-time-ms", "50"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "VMTAX_AGENT": str(agent)})
     deadline = time.time() + 60
     n = 0
     while time.time() < deadline and n < 6:
@@ -98,14 +102,14 @@ def test_ctrl_c_keeps_samples_and_kills_the_agent(db):
         except sqlite3.OperationalError:
             pass
     assert n >= 6, "no samples arrived"
-    assert _agents_alive(), "expected an agent to be running"
+    assert _alive(agent), "expected an agent to be running"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
     assert "interrupted" in err and "samples kept" in err
     assert "forkwait" in out  # the partial table is printed
     time.sleep(0.2)
-    assert not _agents_alive()
+    assert not _alive(agent)
     con = sqlite3.connect(db)
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= n

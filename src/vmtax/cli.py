@@ -15,12 +15,12 @@ import sys
 from . import __version__, proc, suite
 from .analysis import analyse
 from .errors import UserError, VmtaxError
-from .report import jsondoc, terminal
+from .report import jsondoc, scoreboard, terminal
 from .report.progress import TerminalProgress
 from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, run_session
 from .store import Store, default_db_path
-from .targets import parse_target
+from .targets import KINDS, parse_target
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -31,7 +31,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def _json_out(doc: object, dest: str) -> None:
-    text = json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n"
+    _write_text(json.dumps(doc, indent=2, default=str) + "\n", dest)
+
+
+def _write_text(text: str, dest: str) -> None:
     if dest == "-":
         sys.stdout.write(text)
         return
@@ -105,11 +108,25 @@ def _report(store: Store, run_id: str, args) -> int:
     ms, cs = analyse(data)
     print(terminal.run_header(data))
     print()
-    print(terminal.measurements_table(ms))
-    print()
-    print(terminal.stop_tally(ms))
+    if data.kind == "compare" and not getattr(args, "all_rows", False):
+        print(scoreboard.render_text(data, ms, cs))
+        print()
+        print(scoreboard.targets_text(data))
+        for t in data.targets:
+            if t.facts.get("accel_note"):
+                print(f"  {t.name}: {t.facts['accel_note']}")
+        print()
+        print(scoreboard.precision_share(cs) + "; " + terminal.stop_tally(ms))
+    else:
+        print(terminal.measurements_table(ms))
+        print()
+        print(terminal.stop_tally(ms))
     if getattr(args, "json", None):
         _json_out(jsondoc.document(data, ms, cs), args.json)
+    if getattr(args, "markdown", None):
+        text = scoreboard.render_markdown(data, ms, cs) if data.kind == "compare" else \
+            "```\n" + terminal.measurements_table(ms) + "\n```\n"
+        _write_text(text + "\n", args.markdown)
     if data.status == "interrupted":
         kept = sum(1 for s in data.samples if not s.warmup)
         print(f"interrupted: {kept} samples kept in run {data.id}", file=sys.stderr)
@@ -121,6 +138,26 @@ def _report(store: Store, run_id: str, args) -> int:
 
 def cmd_run(args) -> int:
     return _measure(args, "run", [args.target])
+
+
+def cmd_compare(args) -> int:
+    return _measure(args, "compare", [args.baseline, *args.candidates])
+
+
+def cmd_targets(args) -> int:
+    rows = []
+    for kind, cls in KINDS.items():
+        ok, why = cls.available()
+        rows.append({"kind": kind, "works": ok, "note": why, "what": cls.summary})
+    if args.json:
+        _json_out(rows, args.json)
+        return EXIT_OK
+    from .report import table
+    print(table.render(["kind", "works here", "what it is", "note"],
+                       [[r["kind"], "yes" if r["works"] else "no", r["what"], r["note"]] for r in rows],
+                       align="llll"))
+    print("\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm")
+    return EXIT_OK
 
 
 def cmd_show(args) -> int:
@@ -160,6 +197,7 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
                    help="fresh agent processes per target before stopping on precision (default 3)")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="also write the results as JSON to FILE (- for stdout)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown to FILE")
 
 
 def build_parser() -> Parser:
@@ -178,9 +216,21 @@ def build_parser() -> Parser:
     _measure_options(s)
     s.set_defaults(func=cmd_run)
 
+    s = sub.add_parser("compare", help="compare a baseline with candidates: the scoreboard")
+    s.add_argument("baseline", help="baseline target string, e.g. local")
+    s.add_argument("candidates", nargs="+", help="candidate target strings, e.g. qemu uml container")
+    _measure_options(s)
+    s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("targets", help="list target kinds and whether each works here")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.set_defaults(func=cmd_targets)
+
     s = sub.add_parser("show", help="show a stored run (default: the latest)")
     s.add_argument("run", nargs="?", help="run id or a unique prefix of one")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--markdown", metavar="FILE", help="write the report as Markdown to FILE")
+    s.add_argument("--all-rows", action="store_true", help="per-target rows instead of the scoreboard")
     s.set_defaults(func=cmd_show)
 
     s = sub.add_parser("runs", help="list stored runs")

@@ -23,7 +23,10 @@ def spawn(argv: Sequence[str], **kw) -> subprocess.Popen:
 
 
 def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:
-    """Kill p and everything in its process group, then reap p."""
+    """Kill p, everything in its process group and every descendant that
+    left the group (UML's host processes, say), then reap p."""
+    from .targets.hostproc import descendants
+    tree = descendants(p.pid) if p.poll() is None else []
     if p.poll() is None and grace > 0:
         _signal_group(p, signal.SIGTERM)
         try:
@@ -31,6 +34,11 @@ def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:
         except subprocess.TimeoutExpired:
             pass
     _signal_group(p, signal.SIGKILL)
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         p.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover - a D-state child

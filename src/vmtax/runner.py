@@ -61,33 +61,69 @@ class Runner:
         self.cfg, self.specs, self.targets = cfg, specs, targets
         self.store, self.run_id, self.progress, self.clock = store, run_id, progress, clock
         self._process_counter = 0
+        self._recorded: set[tuple[str, str]] = set()
 
     # -- the main loop ------------------------------------------------------------
+    FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
+
     def run(self) -> str:
-        """Measure every benchmark; returns 'complete' or 'interrupted'."""
+        """Measure every benchmark; returns 'complete' or 'interrupted'.
+
+        Pass 1 gives each benchmark an equal share of 60% of the budget
+        (time a benchmark does not use flows to the next).  Pass 2 splits
+        what is left among the benchmarks that have not reached the
+        precision yet, resuming their samples, so the time goes where the
+        noise is."""
         t0 = self.clock()
-        durations: list[float] = []
-        for index, spec in enumerate(self.specs):
-            left = len(self.specs) - index
-            share = max(0.0, (self.cfg.max_time - (self.clock() - t0)) / left)
-            states = {t.name: TargetState() for t in self.targets}
-            started = self.clock()
-            try:
-                outcome = self._measure(index, spec, states, started + share, t0, durations)
-            except KeyboardInterrupt:
-                for name, st in states.items():
-                    self.store.set_outcome(self.run_id, name, spec.name, "interrupted",
-                                           "interrupted by the user")
-                return "interrupted"
-            durations.append(self.clock() - started)
-            for name, (how, reason) in outcome.items():
-                self.store.set_outcome(self.run_id, name, spec.name, how, reason)
-            if self.progress:
-                self.progress.finished(index, len(self.specs), spec, {k: v[0] for k, v in outcome.items()})
+        self._t0, self._durations = t0, []
+        states = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
+        pending: list[int] = []
+        current: BenchSpec | None = None
+        try:
+            for index, spec in enumerate(self.specs):
+                current = spec
+                left = len(self.specs) - index
+                pass1_left = self.cfg.max_time * self.FIRST_PASS - (self.clock() - t0)
+                share = max(0.0, pass1_left / left)
+                outcome = self._timed(index, spec, states[spec.name], share)
+                if outcome is None:
+                    pending.append(index)
+            for k, index in enumerate(pending):
+                spec = current = self.specs[index]
+                share = max(0.0, (self.cfg.max_time - (self.clock() - t0)) / (len(pending) - k))
+                self._timed(index, spec, states[spec.name], share, final=True)
+        except KeyboardInterrupt:
+            unfinished = ([current.name] if current else []) + [self.specs[i].name for i in pending]
+            for name in unfinished:
+                for target in states[name]:
+                    if (target, name) not in self._recorded:
+                        self.store.set_outcome(self.run_id, target, name, "interrupted",
+                                               "interrupted by the user")
+            return "interrupted"
         return "complete"
 
+    def _timed(self, index: int, spec: BenchSpec, states: dict[str, TargetState], share: float,
+               final: bool = False) -> dict | None:
+        """Measure until precision (recorded, returned) or budget (None)."""
+        started = self.clock()
+        how = self._measure(index, spec, states, started + share, self._t0, self._durations)
+        self._durations.append(self.clock() - started)
+        if how == "budget" and not final and any(st.done is None for st in states.values()):
+            return None
+        outcome = self._outcome(states, how)
+        self._record(index, spec, outcome)
+        return outcome
+
+    def _record(self, index: int, spec: BenchSpec, outcome: dict[str, tuple[str, str]]) -> None:
+        for name, (how, reason) in outcome.items():
+            self.store.set_outcome(self.run_id, name, spec.name, how, reason)
+            self._recorded.add((name, spec.name))
+        if self.progress:
+            self.progress.finished(index, len(self.specs), spec, {k: v[0] for k, v in outcome.items()})
+
     def _measure(self, index: int, spec: BenchSpec, states: dict[str, TargetState],
-                 deadline: float, t0: float, durations: list[float]) -> dict[str, tuple[str, str]]:
+                 deadline: float, t0: float, durations: list[float]) -> str:
+        """Interleave targets block by block; 'precision' or 'budget'."""
         block = 0
         while True:
             k = block % len(self.targets)
@@ -105,13 +141,12 @@ class Runner:
                 self.progress.update(index, len(self.specs), spec, states, worst,
                                      self.clock() - t0, max(0.0, eta))
             if not active:
-                break
+                return "budget"  # every target skipped or failed: _outcome says which
             enough = all(states[n].processes >= self.cfg.min_processes for n in active)
             if enough and worst <= self.cfg.precision:
-                return self._outcome(states, "precision")
+                return "precision"
             if self.clock() >= deadline:
-                return self._outcome(states, "budget")
-        return self._outcome(states, "budget")
+                return "budget"
 
     def _outcome(self, states: dict[str, TargetState], how: str) -> dict[str, tuple[str, str]]:
         return {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .base import Target
+from .container import ContainerTarget
 from .fake import FakeTarget
 from .local import LocalTarget
+from .qemu import QemuTarget
+from .uml import UmlTarget
 
 KINDS: dict[str, type[Target]] = {
     LocalTarget.kind: LocalTarget,
+    QemuTarget.kind: QemuTarget,
+    UmlTarget.kind: UmlTarget,
+    ContainerTarget.kind: ContainerTarget,
     FakeTarget.kind: FakeTarget,
 }
 

@@ -7,14 +7,22 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar, Iterator
 
+from ..errors import UserError
 from ..model import TargetInfo
 
 
 class Target(ABC):
     kind: ClassVar[str]
     summary: ClassVar[str] = ""
+    # every kind also takes label=TEXT, so that `local local:label=b` is an A/A pair
+    allowed_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, options: dict[str, str]):
+        unknown = set(options) - self.allowed_options - {"label"}
+        if unknown:
+            known = sorted(self.allowed_options | {"label"})
+            raise UserError(f"target '{name}': unknown option(s) {', '.join(sorted(unknown))} "
+                            f"(known: {', '.join(known)})")
         self.name = name
         self.options = options
         self.boot_s: float | None = None

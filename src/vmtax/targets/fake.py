@@ -23,6 +23,7 @@ from .local import LocalTarget
 class FakeTarget(Target):
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
+    allowed_options = frozenset({"scale", "noise", "seed", "delay", "skip", "crash", "garbage"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)

@@ -1,0 +1,173 @@
+"""The native-vs-virtual scoreboard, in seed 001's shape: grouped by
+direction and suite; per benchmark and candidate the ratio, the raw scores
+in brackets [candidate/baseline], the 95% CI half-width of each side, and a
+flag where the difference is outside the noise.  Text for the terminal
+(fits 100 columns with two candidates) and Markdown for pasting."""
+from __future__ import annotations
+
+import math
+
+from .. import stats
+from ..model import Comparison, Measurement
+from ..store import RunData
+from . import table
+from .units import fmt_pair, fmt_pct
+
+LEGEND = ("ratio = candidate/baseline · [candidate/baseline] raw means · ±c/b = 95% CI half-width "
+          "of each mean · * outside the 95% confidence interval (Welch) · ? ratio not yet within "
+          "the precision asked (budget spent)")
+
+
+def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | None) -> list[str]:
+    if cand is not None and cand.stopped_by in ("skipped", "error"):
+        return [cand.stopped_by, (cand.reason or "")[:24], ""]
+    if c is None or base is None or cand is None or not base.summary or not cand.summary:
+        return ["-", "", ""]
+    flag = ("*" if c.significant else " ") + ("?" if c.stopped_by != "precision" else " ")
+    unit = c.benchmark.unit
+    cis = f"±{_pct(cand.summary.ci_rel)}/{_pct(base.summary.ci_rel)}"
+    return [f"{_ratio(c.ratio)}{flag}", fmt_pair(cand.summary.mean, base.summary.mean, unit), cis]
+
+
+def _ratio(r: float) -> str:
+    if not math.isfinite(r):
+        return "-"
+    return f"{r:.2f}" if r < 10 else f"{r:.1f}" if r < 100 else f"{r:.0f}"
+
+
+def _pct(f: float) -> str:
+    if not math.isfinite(f):
+        return "inf"
+    return f"{f * 100:.1f}" if f < 0.1 else f"{f * 100:.0f}"
+
+
+def _rows(data: RunData, ms: list[Measurement], cs: list[Comparison]):
+    """Yields (direction, suite, benchmark name, [cells per candidate])."""
+    base = data.targets[0].name
+    cands = [t.name for t in data.targets[1:]]
+    mby = {(m.target, m.benchmark.name): m for m in ms}
+    cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    for direction in ("higher", "lower"):
+        for spec in [b for b in data.benchmarks if b.direction == direction]:
+            cells = [_cell(cby.get((k, spec.name)), mby.get((base, spec.name)), mby.get((k, spec.name)))
+                     for k in cands]
+            if all(c == ["-", "", ""] for c in cells):
+                continue
+            yield direction, spec.suite, spec.name, cells
+
+
+def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str], float]:
+    """(candidate, suite) -> geometric mean of its ratios."""
+    acc: dict[tuple[str, str], list[float]] = {}
+    for c in cs:
+        acc.setdefault((c.candidate, c.benchmark.suite), []).append(c.ratio)
+    return {k: stats.geomean(v) for k, v in acc.items()}
+
+
+def _title(direction: str) -> str:
+    return ("Throughput benchmarks -> HIGHER IS BETTER -> higher ratio is better" if direction == "higher"
+            else "Latency benchmarks -> LOWER IS BETTER -> lower ratio is better")
+
+
+def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+    base, cands = data.targets[0].name, [t.name for t in data.targets[1:]]
+    gm = geomeans(data, cs)
+    out = []
+    rows = list(_rows(data, ms, cs))
+    for direction in ("higher", "lower"):
+        sel = [r for r in rows if r[0] == direction]
+        if not sel:
+            continue
+        header = ["benchmark"]
+        for k in cands:
+            header += [k, f"[{k.split(':')[0]}/{base.split(':')[0]}]", "±c/b %"]
+        body, groups, suite = [], [], None
+        for _, s, name, cells in sel:
+            if s != suite:
+                if suite is not None:
+                    body.append(_geo_row(suite, cands, gm))
+                suite = s
+                groups.append((len(body), f"{s}"))
+            body.append(["  " + name] + [x for c in cells for x in c])
+        body.append(_geo_row(suite, cands, gm))
+        out.append(f"{_title(direction)} (ratios to {base})")
+        out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
+        out.append("")
+    out.append(LEGEND)
+    return "\n".join(out)
+
+
+def _geo_row(suite: str, cands: list[str], gm: dict) -> list[str]:
+    row = ["  geomean"]
+    for k in cands:
+        row += [_ratio(gm.get((k, suite), float("nan"))), "", ""]
+    return row
+
+
+def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+    base, cands = data.targets[0].name, [t.name for t in data.targets[1:]]
+    gm = geomeans(data, cs)
+    env = data.targets[0].facts if data.targets else {}
+    out = [f"### vmtax scoreboard — run `{data.id}`", "",
+           f"Baseline `{base}` on {env.get('cpu_model', '?')} ({env.get('cpus_online', '?')} CPUs), "
+           f"kernel {env.get('kernel', '?')}; command `{data.command}`.", ""]
+    rows = list(_rows(data, ms, cs))
+    for direction in ("higher", "lower"):
+        sel = [r for r in rows if r[0] == direction]
+        if not sel:
+            continue
+        out += [f"**{_title(direction)}**", "",
+                "| benchmark | " + " | ".join(f"{k}/{base} | ±c/b %" for k in cands) + " |",
+                "|---|" + "---|---|" * len(cands)]
+        suite = None
+        for _, s, name, cells in sel:
+            if s != suite:
+                if suite is not None:
+                    out.append(_md_geo(suite, cands, gm))
+                suite = s
+                out.append(f"| **{s}** |" + " |" * (2 * len(cands)))
+            out.append(f"| {name} | " + " | ".join(f"{c[0].strip()} {c[1]} | {c[2]}" for c in cells) + " |")
+        out.append(_md_geo(suite, cands, gm))
+        out.append("")
+    out += [LEGEND.replace("*", "\\*"), "", targets_markdown(data)]
+    return "\n".join(out)
+
+
+def _md_geo(suite: str, cands: list[str], gm: dict) -> str:
+    return "| *geomean* | " + " | ".join(f"{_ratio(gm.get((k, suite), float('nan')))} | " for k in cands) + " |"
+
+
+def _target_rows(data: RunData) -> list[list[str]]:
+    rows = []
+    for t in data.targets:
+        f = t.facts
+        rows.append([t.name, t.kind, t.accel or "-",
+                     f"{t.boot_s:.2f} s" if t.boot_s is not None else "-",
+                     f"{t.idle_cpu_pct:.1f}%" if t.idle_cpu_pct is not None else "-",
+                     f"{t.mem_overhead_mb:.0f} MiB" if t.mem_overhead_mb is not None else "-",
+                     str(f.get("kernel", "?")), str(f.get("hypervisor_vendor") or "-")])
+    return rows
+
+
+TARGET_HEADER = ["target", "kind", "accel", "boot", "idle CPU", "mem overhead", "kernel", "hypervisor seen"]
+
+
+def targets_text(data: RunData) -> str:
+    return table.render(TARGET_HEADER, _target_rows(data), align="llllrrll")
+
+
+def targets_markdown(data: RunData) -> str:
+    lines = ["| " + " | ".join(TARGET_HEADER) + " |", "|" + "---|" * len(TARGET_HEADER)]
+    lines += ["| " + " | ".join(r) + " |" for r in _target_rows(data)]
+    notes = [f"- `{t.name}`: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def precision_share(cs: list[Comparison]) -> str:
+    if not cs:
+        return "no ratios"
+    n = sum(1 for c in cs if c.stopped_by == "precision")
+    flagged = sum(1 for c in cs if c.significant)
+    return (f"{n} of {len(cs)} ratios reached the precision asked ({fmt_pct(n / len(cs), 0)}); "
+            f"{flagged} outside the noise")
+

@@ -1,0 +1,164 @@
+"""The framed line channel to vmtax-shell inside a guest or container, and
+the base class of every target that runs one.
+
+Host -> guest: one command per line (`RUN <args>`, `PING`, `POWEROFF`).
+Guest -> host: the agent's stdout lines, then `@@VMTAX-END <status>`.
+A line is never lost or split: the transport is a pipe or a serial port
+whose QEMU backend is a pipe, and both ends read whole lines.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from abc import abstractmethod
+from pathlib import Path
+from typing import Iterator
+
+from .. import proc
+from ..errors import TargetError
+from ..proc import ChildFailed
+from .base import Target
+
+READY = "@@VMTAX-READY"
+END = "@@VMTAX-END "
+
+
+class Channel:
+    def __init__(self, p: subprocess.Popen, name: str, log: Path | None = None):
+        self.p, self.name, self.log = p, name, log
+        self.lines: "queue.Queue[str | None]" = queue.Queue()
+        self.broken: str | None = None
+        self._lock = threading.Lock()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for raw in self.p.stdout:
+            self.lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        self.lines.put(None)
+
+    def _next(self, deadline: float) -> str:
+        left = deadline - time.monotonic()
+        try:
+            line = self.lines.get(timeout=max(0.0, left)) if left > 0 else self.lines.get_nowait()
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None:
+            self.broken = f"{self.name} went away (exit status {self.p.poll()}){self.console_tail()}"
+            raise TargetError(self.broken)
+        return line
+
+    def console_tail(self, n: int = 3) -> str:
+        if not self.log or not self.log.exists():
+            return ""
+        lines = [l for l in self.log.read_text(errors="replace").splitlines() if l.strip()]
+        return ("; console: " + " | ".join(lines[-n:])) if lines else ""
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            while self._next(deadline) != READY:
+                pass
+        except TimeoutError:
+            raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s"
+                              f"{self.console_tail()}") from None
+
+    def command(self, line: str, timeout: float) -> Iterator[str]:
+        """Send one command; yield the answer's lines; ChildFailed on a
+        non-zero status.  An answer left half-read is drained, so the next
+        command starts in step."""
+        if self.broken:
+            raise TargetError(self.broken)
+        with self._lock:
+            deadline = time.monotonic() + timeout
+            try:
+                self.p.stdin.write(line.encode() + b"\n")
+                self.p.stdin.flush()
+            except OSError as e:
+                self.broken = f"{self.name}: cannot write to the channel ({e})"
+                raise TargetError(self.broken) from None
+            done = False
+            try:
+                while True:
+                    try:
+                        out = self._next(deadline)
+                    except TimeoutError:
+                        self.broken = f"{self.name}: no answer within {timeout:.0f} s"
+                        raise TargetError(self.broken) from None
+                    if out.startswith(END):
+                        done = True
+                        status = int(out[len(END):].strip() or 1)
+                        if status != 0:
+                            raise ChildFailed(status, self.console_tail().removeprefix("; console: "))
+                        return
+                    yield out
+            finally:
+                if not done and not self.broken:
+                    self._drain(deadline)
+
+    def _drain(self, deadline: float) -> None:
+        try:
+            while not self._next(min(deadline, time.monotonic() + 30)).startswith(END):
+                pass
+        except (TimeoutError, TargetError):
+            self.broken = self.broken or f"{self.name}: channel out of step"
+
+
+class ChannelTarget(Target):
+    """A target reached through vmtax-shell over a Channel: QEMU, UML,
+    containers.  Subclasses say how to launch; this class boots, measures
+    boot time, and tears down on every path."""
+
+    boot_timeout = 120.0
+
+    def __init__(self, name: str, options: dict[str, str]):
+        super().__init__(name, options)
+        self.p: subprocess.Popen | None = None
+        self.channel: Channel | None = None
+        self.workdir: Path | None = None
+
+    @abstractmethod
+    def launch(self) -> subprocess.Popen:
+        """Start the guest/container with the channel on stdin/stdout."""
+
+    def spawn(self, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(self.console_log, "ab")
+        try:
+            return proc.spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                              env=env, cwd=self.workdir)
+        finally:
+            log.close()
+
+    @property
+    def console_log(self) -> Path:
+        return self.workdir / "console.log"
+
+    def start(self) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"vmtax-{self.kind}-"))
+        t0 = time.monotonic()
+        self.p = self.launch()
+        self.channel = Channel(self.p, self.name, self.console_log)
+        self.channel.wait_ready(self.boot_timeout)
+        self.boot_s = time.monotonic() - t0
+        self.after_boot()
+
+    def after_boot(self) -> None:
+        """Hook: measure idle CPU, memory overhead..."""
+
+    def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
+        if not self.channel:
+            raise TargetError(f"{self.name} is not started")
+        return self.channel.command("RUN " + shlex.join(args), timeout)
+
+    def stop(self) -> None:
+        if self.p is not None:
+            proc.kill_group(self.p, grace=0.5)
+            self.p = None
+        self.channel = None
+        if self.workdir and not os.environ.get("VMTAX_KEEP_WORKDIR"):
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""What a target costs the host, read from /proc (seed 000's idle CPU and
+memory overhead): CPU time of a process tree, and resident memory beyond
+the guest's RAM."""
+from __future__ import annotations
+
+import os
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User+system CPU seconds of these processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / TICK
+
+
+def idle_cpu_pct(pid: int, window: float = 2.0) -> float:
+    """Host CPU used by an idle target's process tree over `window` seconds,
+    in percent of one CPU."""
+    pids = descendants(pid)
+    c0, t0 = cpu_seconds(pids), time.monotonic()
+    time.sleep(window)
+    c1, t1 = cpu_seconds(pids), time.monotonic()
+    return 100.0 * (c1 - c0) / (t1 - t0)
+
+
+def rss_kb_by_mapping(pid: int) -> list[tuple[int, int]]:
+    """(size KiB, Rss KiB) of every mapping of pid."""
+    out, size = [], None
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if line.startswith("Size:"):
+                    size = int(line.split()[1])
+                elif line.startswith("Rss:") and size is not None:
+                    out.append((size, int(line.split()[1])))
+                    size = None
+    except OSError:
+        return []
+    return out
+
+
+def rss_beyond_mapping(pid: int, guest_mb: int) -> float | None:
+    """Resident memory of the hypervisor process beyond the guest's RAM, in
+    MiB: total Rss minus the Rss of the mapping that backs guest RAM (the
+    one mapping at least guest_mb large)."""
+    maps = rss_kb_by_mapping(pid)
+    if not maps:
+        return None
+    total = sum(r for _, r in maps)
+    ram = [r for s, r in maps if s >= guest_mb * 1024]
+    return (total - max(ram, default=0)) / 1024.0

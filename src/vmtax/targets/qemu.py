@@ -1,0 +1,205 @@
+"""QEMU guests that vmtax boots itself: the host's kernel (from /boot, or
+kernel=PATH) with an initramfs of busybox-static and the agent.
+
+Options: accel=kvm|tcg|auto (auto: KVM only if a guest actually boots with
+it -- /dev/kvm can exist and still not run a standard kernel, as on nested
+or PVM hosts), smp=N, mem=SIZE (512M, 1G), cpu=MODEL, machine=pc|microvm,
+kernel=PATH.  The channel is the guest's second serial port (ttyS1) on
+QEMU's stdio; the first (the console) goes to a log file.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .. import guest
+from ..errors import TargetError, UserError
+from .channel import ChannelTarget
+from .hostproc import idle_cpu_pct, rss_beyond_mapping
+
+QEMU = "qemu-system-x86_64"
+KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
+
+
+def find_kernel(explicit: str | None = None) -> Path:
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise UserError(f"kernel '{explicit}' does not exist")
+        return p
+    cands = sorted(glob.glob("/boot/vmlinuz-*"), key=_version_key)
+    if not cands:
+        raise TargetError("no kernel under /boot: install linux-image-cloud-amd64 "
+                          "(make setup does) or give kernel=PATH")
+    return Path(cands[-1])
+
+
+def _version_key(path: str) -> list:
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", path)]
+
+
+def host_tsc_khz() -> int | None:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    except OSError:
+        pass
+    return None
+
+
+def parse_size_mb(text: str) -> int:
+    m = re.fullmatch(r"(\d+)([MG]?)", text.strip().upper())
+    if not m:
+        raise UserError(f"malformed memory size '{text}' (try 512M or 1G)")
+    return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
+
+
+def kvm_usable() -> tuple[bool, str]:
+    if not os.path.exists("/dev/kvm"):
+        return False, "no /dev/kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm is not accessible to this user"
+    failed = _probe_cache().get(_probe_key())
+    if failed:
+        return False, f"/dev/kvm is there but a KVM guest did not boot ({failed})"
+    return True, ""
+
+
+def _probe_key() -> str:
+    """A failed KVM probe holds until the host reboots or QEMU or the
+    guest kernel change."""
+    try:
+        boot_id = open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        boot_id = "?"
+    try:
+        kernel = str(find_kernel())
+    except (TargetError, UserError):
+        kernel = "?"
+    return f"{boot_id}|{_qemu_version()}|{kernel}"
+
+
+def _probe_cache_path() -> Path:
+    return guest.cache_dir() / "kvm-probe.json"
+
+
+def _probe_cache() -> dict:
+    try:
+        return json.loads(_probe_cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def remember_kvm_failure(reason: str) -> None:
+    cache = _probe_cache()
+    cache[_probe_key()] = reason[:300]
+    _probe_cache_path().write_text(json.dumps(cache))
+
+
+class QemuTarget(ChannelTarget):
+    kind = "qemu"
+    summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
+    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel"})
+
+    def __init__(self, name: str, options: dict[str, str]):
+        super().__init__(name, options)
+        self.accel_wanted = options.get("accel", "auto")
+        if self.accel_wanted not in ("auto", "kvm", "tcg"):
+            raise UserError(f"accel must be kvm, tcg or auto, got '{self.accel_wanted}'")
+        self.machine = options.get("machine", "pc")
+        if self.machine not in ("pc", "q35", "microvm"):
+            raise UserError(f"machine must be pc, q35 or microvm, got '{self.machine}'")
+        self.mem_mb = parse_size_mb(options.get("mem", "1G"))
+        try:
+            self.smp = int(options.get("smp", "1"))
+        except ValueError:
+            raise UserError(f"smp must be a number, got '{options['smp']}'") from None
+        self.accel: str | None = None
+        self.accel_note = ""
+        self.idle_cpu: float | None = None
+        self.mem_overhead: float | None = None
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if not shutil.which(QEMU):
+            return False, f"{QEMU} is missing (apt install qemu-system-x86)"
+        try:
+            find_kernel()
+            guest.busybox_path()
+        except (TargetError, UserError) as e:
+            return False, str(e)
+        ok, why = kvm_usable()
+        return True, "KVM may work (probed at boot)" if ok else f"TCG only: {why}"
+
+    def argv(self, accel: str) -> list[str]:
+        kernel = find_kernel(self.options.get("kernel"))
+        append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "vmtax.chan=/dev/ttyS1"]
+        machine = self.machine
+        if machine == "microvm":
+            khz = host_tsc_khz()
+            if khz:
+                append.append(f"tsc_early_khz={khz}")  # without it some microvm boots hang
+            machine = "microvm,isa-serial=on,rtc=on"
+        cpu = self.options.get("cpu", "host" if accel == "kvm" else "max")
+        # ttyS0: the console, to a log file; ttyS1: the channel, on stdio.
+        # microvm wires only one -serial, so its second port is named explicitly.
+        channel = (["-chardev", "stdio,id=vmtaxchan", "-device",
+                    "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
+                   if self.machine == "microvm" else ["-serial", "stdio"])
+        return [QEMU, "-name", "vmtax", "-nodefaults", "-no-user-config", "-display", "none",
+                "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
+                "-m", f"{self.mem_mb}M", "-kernel", str(kernel), "-initrd", str(guest.initramfs()),
+                "-append", " ".join(append), "-serial", f"file:{self.console_log}",
+                *channel, "-no-reboot"]
+
+    def launch(self) -> subprocess.Popen:
+        return self.spawn(self.argv(self.accel))
+
+    def start(self) -> None:
+        want = self.accel_wanted
+        if want == "auto":
+            ok, why = kvm_usable()
+            if ok:
+                self.accel, self.boot_timeout = "kvm", KVM_PROBE_TIMEOUT
+                try:
+                    super().start()
+                    return
+                except TargetError as e:
+                    self.accel_note = f"KVM probe failed, fell back to TCG: {e}"
+                    remember_kvm_failure(str(e))
+                    self.stop()
+            else:
+                self.accel_note = f"TCG: {why}"
+            want = "tcg"
+        self.accel, self.boot_timeout = want, 120.0
+        super().start()
+
+    def after_boot(self) -> None:
+        self.idle_cpu = idle_cpu_pct(self.p.pid, window=2.0)
+        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.mem_mb)
+
+    def own_facts(self) -> dict:
+        return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
+                "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
+                "guest_kernel_image": str(find_kernel(self.options.get("kernel"))),
+                "qemu": _qemu_version()}
+
+    def info(self):
+        i = super().info()
+        from dataclasses import replace
+        return replace(i, accel=self.accel, idle_cpu_pct=self.idle_cpu,
+                       mem_overhead_mb=self.mem_overhead)
+
+
+def _qemu_version() -> str:
+    try:
+        out = subprocess.run([QEMU, "--version"], capture_output=True, text=True, timeout=10).stdout
+        return out.splitlines()[0] if out else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"

@@ -1,0 +1,68 @@
+"""Target strings, options, and the A/A false-positive rate of compare."""
+import pytest
+
+from vmtax.analysis import analyse
+from vmtax.errors import UserError
+from vmtax.model import BenchSpec
+from vmtax.runner import RunConfig, Runner
+from vmtax.store import Store
+from vmtax.targets import KINDS, parse_target
+from vmtax.targets.qemu import parse_size_mb
+
+
+@pytest.mark.parametrize("text,kind,opts", [
+    ("local", "local", {}),
+    ("local:label=b", "local", {"label": "b"}),
+    ("qemu:accel=tcg,smp=2,mem=1G,machine=microvm", "qemu",
+     {"accel": "tcg", "smp": "2", "mem": "1G", "machine": "microvm"}),
+    ("uml:mem=256M", "uml", {"mem": "256M"}),
+    ("container:engine=unshare", "container", {"engine": "unshare"}),
+])
+def test_parse_target(text, kind, opts):
+    t = parse_target(text)
+    assert t.kind == kind and t.options == opts and t.name == text
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("qemu:accel=warp", "accel must be"),
+    ("qemu:machine=vax", "machine must be"),
+    ("qemu:mem=lots", "malformed memory size"),
+    ("qemu:colour=blue", "unknown option(s) colour"),
+    ("local:smp=2", "unknown option(s) smp"),
+    ("container:engine=docker", "engine must be"),
+])
+def test_bad_target_options(text, needle):
+    with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        parse_target(text)
+
+
+def test_sizes():
+    assert parse_size_mb("512M") == 512 and parse_size_mb("2G") == 2048 and parse_size_mb("64") == 64
+
+
+def test_every_kind_reports_availability():
+    for cls in KINDS.values():
+        ok, why = cls.available()
+        assert isinstance(ok, bool) and isinstance(why, str)
+
+
+def test_repeated_a_a_flags_about_alpha(tmp_path):
+    """A/A comparisons (same distribution, independent draws) must flag no
+    more than the significance level implies: 5% of 120 ~ 6, and a
+    binomial 99.9% bound is 16."""
+    specs = [BenchSpec(f"b{i}", "s", "ns", "lower", "d") for i in range(12)]
+    flagged = total = 0
+    for rep in range(10):
+        store = Store(tmp_path / f"aa{rep}.db")
+        targets = [parse_target(f"fake:seed={rep * 2 + 1},noise=0.02"),
+                   parse_target(f"fake:seed={rep * 2 + 2},noise=0.02,label=b")]
+        store.new_run("r", "compare", "t", "0", {})
+        for i, t in enumerate(targets):
+            store.add_target("r", i, t.info(), "h")
+        store.add_benchmarks("r", specs)
+        Runner(RunConfig(precision=0.01, max_time=1e6), specs, targets, store, "r").run()
+        _, cs = analyse(store.load("r"))
+        flagged += sum(c.significant for c in cs)
+        total += len(cs)
+    assert total == 120
+    assert flagged <= 16
