@@ -95,6 +95,11 @@ static void cpuid_facts(struct jbuf *j)
 	unsigned a = 1, b, c = 0, d;
 	__asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
 	int hv = (c >> 31) & 1;
+	if (c & (1u << 26)) { /* XSAVE: size of the area for the enabled features */
+		unsigned xa = 0xd, xb, xc = 0, xd;
+		__asm__ __volatile__("cpuid" : "+a"(xa), "=b"(xb), "+c"(xc), "=d"(xd));
+		jkl(j, "xsave_bytes", (long)xb);
+	}
 	jkl(j, "cpuid_hypervisor_bit", hv);
 	if (hv) {
 		unsigned sig[3];

@@ -6,6 +6,12 @@ pkgs=(
   build-essential file        # the agent: gcc, static glibc, `file` for its test
   python3 python3-venv        # the vmtax package
   linux-perf                  # perf stat and perf bench, for counters and cross-checks
+  procps                      # pgrep, for the tests' leftover-process checks
+  qemu-system-x86             # the qemu target
+  linux-image-cloud-amd64     # a guest kernel for it (/boot/vmlinuz-*)
+  busybox-static              # the guest's and container's userland
+  user-mode-linux             # the uml target
+  podman runc                 # the container target (unshare+chroot where podman fails)
 )
 
 missing=()

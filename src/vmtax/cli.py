@@ -90,14 +90,25 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     targets = [parse_target(t) for t in target_texts]
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
-        raise UserError("each target may appear once (give an A/A pair distinct options)")
+        raise UserError("each target may appear once (an A/A pair: local local:label=b)")
+    skipped: dict[str, str] = {}
+    if getattr(args, "skip_unavailable", False):
+        for t in targets[1:]:
+            ok, why = t.available()
+            if not ok:
+                skipped[t.name] = why
+                print(f"vmtax: skipping {t.name}: {why}", file=sys.stderr)
+        targets = [t for t in targets if t.name not in skipped]
+        if len(targets) < 2:
+            raise UserError("no candidate target works on this machine (see `vmtax targets`)")
     store = _store(args)
     command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     progress = TerminalProgress(goal=cfg.precision)
     print(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(names)}; results in {store.path}",
           file=sys.stderr)
     try:
-        run_id, status = run_session(kind, command, cfg, specs, targets, store, progress)
+        run_id, status = run_session(kind, command, cfg, specs, targets, store, progress,
+                                     notes={"skipped_targets": skipped} if skipped else None)
     finally:
         proc.kill_all()
     return _report(store, run_id, args)
@@ -115,6 +126,8 @@ def _report(store: Store, run_id: str, args) -> int:
         for t in data.targets:
             if t.facts.get("accel_note"):
                 print(f"  {t.name}: {t.facts['accel_note']}")
+        for name, why in data.config.get("skipped_targets", {}).items():
+            print(f"  {name}: not measured, it does not work here: {why}")
         print()
         print(scoreboard.precision_share(cs) + "; " + terminal.stop_tally(ms))
     else:
@@ -219,6 +232,8 @@ def build_parser() -> Parser:
     s = sub.add_parser("compare", help="compare a baseline with candidates: the scoreboard")
     s.add_argument("baseline", help="baseline target string, e.g. local")
     s.add_argument("candidates", nargs="+", help="candidate target strings, e.g. qemu uml container")
+    s.add_argument("--skip-unavailable", action="store_true",
+                   help="leave out candidates that do not work on this machine (say which and why)")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 

@@ -235,14 +235,13 @@ def new_run_id() -> str:
 
 def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 targets: list[Target], store: Store, progress: Progress | None = None,
-                on_started: Callable[[str], None] | None = None) -> tuple[str, str]:
+                notes: dict | None = None) -> tuple[str, str]:
     """Start the targets, record the run, measure, and tear everything down
     on every exit path.  Returns (run_id, status)."""
     run_id = new_run_id()
-    store.new_run(run_id, kind, command, __version__, {**asdict(cfg), "targets": [t.name for t in targets],
-                                                         "benchmarks": [s.name for s in specs]})
-    if on_started:
-        on_started(run_id)
+    store.new_run(run_id, kind, command, __version__,
+                  {**asdict(cfg), "targets": [t.name for t in targets],
+                   "benchmarks": [s.name for s in specs], **(notes or {})})
     status = "failed"
     try:
         with ExitStack() as stack:

@@ -160,6 +160,8 @@ def targets_markdown(data: RunData) -> str:
     lines = ["| " + " | ".join(TARGET_HEADER) + " |", "|" + "---|" * len(TARGET_HEADER)]
     lines += ["| " + " | ".join(r) + " |" for r in _target_rows(data)]
     notes = [f"- `{t.name}`: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
+    notes += [f"- `{name}`: not measured, it does not work here: {why}"
+              for name, why in data.config.get("skipped_targets", {}).items()]
     return "\n".join(lines + ([""] + notes if notes else []))
 
 

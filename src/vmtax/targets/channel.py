@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import proc
-from ..errors import TargetError
+from ..errors import TargetError, UserError
 from ..proc import ChildFailed
 from .base import Target
 
@@ -114,10 +114,15 @@ class ChannelTarget(Target):
     containers.  Subclasses say how to launch; this class boots, measures
     boot time, and tears down on every path."""
 
-    boot_timeout = 120.0
+    boot_timeout = 120.0  # seconds; the boot_timeout= option overrides it
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
+        if "boot_timeout" in options:
+            try:
+                self.boot_timeout = float(options["boot_timeout"])
+            except ValueError:
+                raise UserError(f"boot_timeout must be seconds, got '{options['boot_timeout']}'") from None
         self.p: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.workdir: Path | None = None

@@ -59,7 +59,7 @@ def unshare_works() -> tuple[bool, str]:
 class ContainerTarget(ChannelTarget):
     kind = "container"
     summary = "the agent in a container (podman+runc, else unshare+chroot)"
-    allowed_options = frozenset({"engine"})
+    allowed_options = frozenset({"engine", "boot_timeout"})
     boot_timeout = 60.0
 
     def __init__(self, name: str, options: dict[str, str]):

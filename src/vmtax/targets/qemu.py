@@ -4,7 +4,7 @@ kernel=PATH) with an initramfs of busybox-static and the agent.
 Options: accel=kvm|tcg|auto (auto: KVM only if a guest actually boots with
 it -- /dev/kvm can exist and still not run a standard kernel, as on nested
 or PVM hosts), smp=N, mem=SIZE (512M, 1G), cpu=MODEL, machine=pc|microvm,
-kernel=PATH.  The channel is the guest's second serial port (ttyS1) on
+kernel=PATH, boot_timeout=SECONDS (default 120).  The channel is the guest's second serial port (ttyS1) on
 QEMU's stdio; the first (the console) goes to a log file.
 """
 from __future__ import annotations
@@ -105,7 +105,7 @@ def remember_kvm_failure(reason: str) -> None:
 class QemuTarget(ChannelTarget):
     kind = "qemu"
     summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
-    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel"})
+    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -166,7 +166,8 @@ class QemuTarget(ChannelTarget):
         if want == "auto":
             ok, why = kvm_usable()
             if ok:
-                self.accel, self.boot_timeout = "kvm", KVM_PROBE_TIMEOUT
+                self.accel = "kvm"
+                wanted_timeout, self.boot_timeout = self.boot_timeout, KVM_PROBE_TIMEOUT
                 try:
                     super().start()
                     return
@@ -174,10 +175,11 @@ class QemuTarget(ChannelTarget):
                     self.accel_note = f"KVM probe failed, fell back to TCG: {e}"
                     remember_kvm_failure(str(e))
                     self.stop()
+                    self.boot_timeout = wanted_timeout
             else:
                 self.accel_note = f"TCG: {why}"
             want = "tcg"
-        self.accel, self.boot_timeout = want, 120.0
+        self.accel = want
         super().start()
 
     def after_boot(self) -> None:

@@ -7,9 +7,12 @@ Options: mem=SIZE (default 512M), kernel=PATH (default linux.uml).
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError
@@ -18,6 +21,40 @@ from .hostproc import idle_cpu_pct
 from .qemu import parse_size_mb
 
 UML_BINARIES = ("linux.uml", "linux")
+
+
+def boot_id() -> str:
+    try:
+        return open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        return "?"
+
+
+def host_xsave_bytes() -> int | None:
+    """Size of the host's XSAVE area for the enabled features (CPUID 0xD,
+    as the agent reports it)."""
+    from .local import LocalTarget
+    try:
+        return LocalTarget("local", {}).facts().get("xsave_bytes")
+    except Exception:  # a diagnosis must never hide the error it explains
+        return None
+
+
+def diagnose(console: Path) -> str | None:
+    """Name the known ways UML fails to boot on a host, from its console."""
+    try:
+        text = console.read_text(errors="replace")
+    except OSError:
+        return None
+    if "ptrace set fp regs failed" in text:
+        size = host_xsave_bytes()
+        return ("User-mode Linux cannot run on this host: its kernel's fixed-size FPU buffer is "
+                "smaller than the host's XSAVE area"
+                + (f" ({size} bytes, CPUID leaf 0xD)" if size else "")
+                + ", so PTRACE_SETREGSET fails with EFAULT and init dies; newer UML kernels size "
+                "it from the host")
+    panic = [l for l in text.splitlines() if "Kernel panic" in l or "segfault" in l]
+    return f"User-mode Linux did not boot: {panic[0].strip()}" if panic else None
 
 
 def find_uml(explicit: str | None = None) -> str:
@@ -31,7 +68,7 @@ def find_uml(explicit: str | None = None) -> str:
 class UmlTarget(ChannelTarget):
     kind = "uml"
     summary = "User-mode Linux: a paravirtualized kernel in host processes"
-    allowed_options = frozenset({"mem", "kernel"})
+    allowed_options = frozenset({"mem", "kernel", "boot_timeout"})
     boot_timeout = 60.0
 
     def __init__(self, name: str, options: dict[str, str]):
@@ -41,19 +78,46 @@ class UmlTarget(ChannelTarget):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
+        """Boots UML once (about a second; the answer is cached until the
+        host reboots or UML changes): installed is not the same as works."""
         try:
-            find_uml()
+            binary = find_uml()
             guest.busybox_path()
         except TargetError as e:
             return False, str(e)
-        return True, ""
+        key = f"{boot_id()}|{binary}|{os.stat(binary).st_mtime}"
+        cache = guest.cache_dir() / "uml-probe.json"
+        try:
+            known = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if key not in known:
+            t = cls("uml", {})
+            try:
+                with t:
+                    known[key] = ""
+            except TargetError as e:
+                known[key] = str(e)
+            cache.write_text(json.dumps(known))
+        return (True, "") if not known[key] else (False, known[key])
 
     def launch(self) -> subprocess.Popen:
         argv = [find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
                 f"initrd={guest.initramfs()}", "con=null", "con0=null,fd:2", "ssl=null",
-                "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "loglevel=3", "panic=-1"]
+                "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "panic=-1"]
         # UML keeps guest memory in a file under TMPDIR: keep it in our workdir.
-        return self.spawn(argv, env={"PATH": "/usr/bin:/bin", "TMPDIR": str(self.workdir)})
+        return self.spawn(argv, env={**os.environ, "TMPDIR": str(self.workdir)})
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except TargetError as e:
+            if self.p is not None:
+                try:
+                    self.p.wait(timeout=5)  # let a dying UML finish its console output
+                except subprocess.TimeoutExpired:
+                    pass
+            raise TargetError(diagnose(self.console_log) or str(e)) from None
 
     def after_boot(self) -> None:
         self.idle_cpu = idle_cpu_pct(self.p.pid, window=2.0)

@@ -1,0 +1,162 @@
+"""Real targets, really started: a TCG guest, containers, UML where it
+runs.  Every test checks that nothing it started is left running."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vmtax.errors import TargetError
+from vmtax.targets import parse_target
+from vmtax.targets.container import ContainerTarget
+from vmtax.targets.qemu import QemuTarget
+from vmtax.targets.uml import UmlTarget
+
+pytestmark = pytest.mark.e2e
+
+QEMU_OK, QEMU_WHY = QemuTarget.available()
+needs_qemu = pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
+
+
+def leftovers(marker: str) -> list[str]:
+    """Processes whose command line names marker (a target's workdir)."""
+    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if "pgrep" not in l]
+
+
+def samples(lines):
+    return [json.loads(l) for l in lines if '"sample"' in l]
+
+
+@needs_qemu
+@pytest.mark.parametrize("spec", ["qemu:accel=tcg", "qemu:accel=tcg,machine=microvm,smp=2,mem=512M"])
+def test_tcg_guest_boots_runs_and_goes_away(spec):
+    t = parse_target(spec)
+    with t:
+        workdir = str(t.workdir)
+        facts = t.facts()
+        assert facts["accel"] == "tcg" and facts["hypervisor_vendor"] == "TCGTCGTCGTCG"
+        assert facts["cpus_online"] == int(t.options.get("smp", 1))
+        s = samples(t.run_agent(["run", "getppid", "--samples", "2", "--warmup", "0"], 60))
+        assert len(s) == 2 and all(x["value"] > 0 for x in s)
+        info = t.info()
+        assert 0 < info.boot_s < 60 and info.idle_cpu_pct is not None
+        assert info.mem_overhead_mb > 1
+        assert leftovers(workdir)
+    assert not leftovers(workdir) and not os.path.exists(workdir)
+
+
+@needs_qemu
+def test_guest_that_hangs_while_booting_is_killed():
+    t = parse_target("qemu:accel=tcg,boot_timeout=0.3")  # far less than a boot: looks like a hang
+    with pytest.raises(TargetError, match="did not become ready"):
+        with t:
+            pass
+    assert not leftovers("vmtax-qemu-")
+
+
+@needs_qemu
+def test_error_inside_the_session_and_in_guest_timeout_clean_up():
+    t = parse_target("qemu:accel=tcg")
+    with pytest.raises(TargetError, match="no answer within"):
+        with t:
+            workdir = str(t.workdir)
+            list(t.run_agent(["run", "fork_sh", "--samples", "1000", "--warmup", "0"], 1.0))
+    assert not leftovers(workdir)
+
+
+@needs_qemu
+def test_ctrl_c_during_compare_kills_the_guest_and_keeps_samples(tmp_path):
+    db = tmp_path / "v.db"
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local", "qemu:accel=tcg",
+           "--bench", "getppid", "--precision", "0.01%", "--max-time", "5m"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, n = time.time() + 90, 0
+    while time.time() < deadline and n < 4:
+        time.sleep(0.5)
+        try:
+            n = sqlite3.connect(db).execute(
+                "SELECT count(*) FROM samples WHERE target='qemu:accel=tcg'").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    assert n >= 4, "the guest never delivered samples"
+    assert leftovers("vmtax-qemu-")
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    time.sleep(0.5)
+    assert not leftovers("vmtax-qemu-")
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0] >= n
+
+
+@needs_qemu
+def test_short_compare_local_qemu_container(tmp_path):
+    out = tmp_path / "c.json"
+    md = tmp_path / "c.md"
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "v.db"), "compare", "local",
+           "qemu:accel=tcg", "container", "uml", "--skip-unavailable", "--bench", "getppid", "cpuid",
+           "--precision", "5%", "--max-time", "60s", "--json", str(out), "--markdown", str(md)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    names = [t["name"] for t in doc["targets"]]
+    assert names[:2] == ["local", "qemu:accel=tcg"]
+    q = doc["targets"][1]
+    assert q["accel"] == "tcg" and q["boot_s"] > 0 and q["mem_overhead_mb"] > 0
+    cands = {c["candidate"] for c in doc["comparisons"]}
+    assert "qemu:accel=tcg" in cands
+    for c in doc["comparisons"]:
+        assert c["ratio_ci_low"] <= c["ratio"] <= c["ratio_ci_high"]
+    # TCG translates the guest's syscall path: slower than the host's.  (cpuid
+    # has no fixed direction: TCG emulates it cheaply, while a host that is
+    # itself a VM pays an exit for it.)
+    gp = next(c for c in doc["comparisons"] if c["benchmark"] == "getppid" and c["candidate"].startswith("qemu"))
+    assert gp["ratio"] > 1 and gp["significant"]
+    assert "Latency benchmarks" in p.stdout and "| benchmark |" in md.read_text()
+    assert not leftovers("vmtax-qemu-") and not leftovers("vmtax-uml-")
+
+
+CONTAINER_OK, CONTAINER_WHY = ContainerTarget.available()
+
+
+@pytest.mark.skipif(not CONTAINER_OK, reason=CONTAINER_WHY)
+@pytest.mark.parametrize("engine", ["auto", "unshare"])
+def test_container_runs_the_agent(engine):
+    t = parse_target(f"container:engine={engine}")
+    with t:
+        assert t.facts()["engine"] in ("podman", "unshare")
+        for bench in ("null_read", "select_tcp", "fork_sh"):
+            s = samples(t.run_agent(["run", bench, "--samples", "1", "--warmup", "0"], 60))
+            assert s and s[0]["value"] > 0, bench
+    if t.engine == "podman":
+        ps = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                            text=True).stdout
+        assert t.container_name not in ps
+
+
+UML_OK, UML_WHY = UmlTarget.available()
+
+
+@pytest.mark.skipif(not UML_OK, reason=f"UML does not run here: {UML_WHY}")
+def test_uml_boots_and_runs():
+    t = parse_target("uml")
+    with t:
+        workdir = str(t.workdir)
+        assert t.facts()["target_kind"] == "uml"
+        assert samples(t.run_agent(["run", "getppid", "--samples", "2", "--warmup", "0"], 60))
+    assert not leftovers(workdir)
+
+
+@pytest.mark.skipif(UML_OK, reason="UML works here; its failure path is not reachable")
+def test_uml_that_cannot_boot_says_why_and_leaves_nothing():
+    t = parse_target("uml")
+    with pytest.raises(TargetError) as e:
+        with t:
+            pass
+    assert "User-mode Linux" in str(e.value) or "uml" in str(e.value)
+    time.sleep(0.3)
+    assert not [l for l in leftovers("linux.uml") if "defunct" not in l]
