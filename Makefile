@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 demo: setup
-	$(VMTAX) run --target local
+	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 5m
 
 test: setup
 	$(MAKE) -C agent test

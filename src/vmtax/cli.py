@@ -11,6 +11,7 @@ import json
 import shlex
 import signal
 import sys
+import textwrap
 
 from . import __version__, proc, suite
 from .analysis import analyse
@@ -104,7 +105,8 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     store = _store(args)
     command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     progress = TerminalProgress(goal=cfg.precision)
-    print(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(names)}; results in {store.path}",
+    print(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)}; "
+          f"results in {store.path}",
           file=sys.stderr)
     try:
         run_id, status = run_session(kind, command, cfg, specs, targets, store, progress,
@@ -123,11 +125,11 @@ def _report(store: Store, run_id: str, args) -> int:
         print(scoreboard.render_text(data, ms, cs))
         print()
         print(scoreboard.targets_text(data))
-        for t in data.targets:
-            if t.facts.get("accel_note"):
-                print(f"  {t.name}: {t.facts['accel_note']}")
-        for name, why in data.config.get("skipped_targets", {}).items():
-            print(f"  {name}: not measured, it does not work here: {why}")
+        notes = [f"{t.name}: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
+        notes += [f"{name}: not measured, it does not work here: {why}"
+                  for name, why in data.config.get("skipped_targets", {}).items()]
+        for note in notes:
+            print(textwrap.fill(note, scoreboard.WIDTH, initial_indent="  ", subsequent_indent="    "))
         print()
         print(scoreboard.precision_share(cs) + "; " + terminal.stop_tally(ms))
     else:

@@ -109,6 +109,10 @@ class Runner:
         how = self._measure(index, spec, states, started + share, self._t0, self._durations)
         self._durations.append(self.clock() - started)
         if how == "budget" and not final and any(st.done is None for st in states.values()):
+            if self.progress:
+                self.progress.finished(index, len(self.specs), spec, {
+                    n: f"±{stats.summarize(st.values).ci_rel * 100:.1f}% so far, more in pass 2"
+                    if len(st.values) > 1 else "more in pass 2" for n, st in states.items()})
             return None
         outcome = self._outcome(states, how)
         self._record(index, spec, outcome)

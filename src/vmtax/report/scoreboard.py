@@ -6,6 +6,7 @@ flag where the difference is outside the noise.  Text for the terminal
 from __future__ import annotations
 
 import math
+import textwrap
 
 from .. import stats
 from ..model import Comparison, Measurement
@@ -13,6 +14,7 @@ from ..store import RunData
 from . import table
 from .units import fmt_pair, fmt_pct
 
+WIDTH = 100  # the scoreboard fits a 100-column terminal with two candidates
 LEGEND = ("ratio = candidate/baseline · [candidate/baseline] raw means · ±c/b = 95% CI half-width "
           "of each mean · * outside the 95% confidence interval (Welch) · ? ratio not yet within "
           "the precision asked (budget spent)")
@@ -93,7 +95,7 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         out.append(f"{_title(direction)} (ratios to {base})")
         out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
         out.append("")
-    out.append(LEGEND)
+    out.append(textwrap.fill(LEGEND, WIDTH))
     return "\n".join(out)
 
 

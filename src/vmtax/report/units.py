@@ -17,11 +17,14 @@ def fmt_value(v: float | None, unit: str) -> str:
 
 
 def fmt_pair(a: float, b: float, unit: str) -> str:
-    """`[a/b unit]` in one scale chosen for the larger, as seed 001 prints."""
+    """`[a/b unit]` in one scale chosen for the larger, as seed 001 prints;
+    each in its own scale when one would round away in the other's."""
     if unit == "ns":
-        big = max(abs(a), abs(b))
+        big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
         for name, scale in _TIME:
             if big >= scale or name == "ns":
+                if small / scale < 0.1:
+                    return f"[{fmt_value(a, unit)}/{fmt_value(b, unit)}]"
                 return f"[{_sig(a / scale)}/{_sig(b / scale)} {name}]"
     return f"[{_sig(a)}/{_sig(b)} {unit}]"
 
