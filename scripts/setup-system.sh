@@ -12,6 +12,7 @@ pkgs=(
   busybox-static              # the guest's and container's userland
   user-mode-linux             # the uml target
   podman runc                 # the container target (unshare+chroot where podman fails)
+  chromium                    # renders the HTML report in its end-to-end test
 )
 
 missing=()

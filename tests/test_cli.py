@@ -62,6 +62,20 @@ def test_benchmark_error_gives_exit_3_and_others_go_on(capsys, db):
     assert rc == 3 and "error: agent exited with status -11" in out and "precision" in out
 
 
+def test_report_needs_an_output_and_writes_each(tmp_path, capsys, db):
+    assert vmtax("report", db=db) == 2
+    assert "--html FILE" in capsys.readouterr().err
+    assert vmtax("compare", "fake", "fake:scale=2,label=b", "--bench", "getppid", db=db) == 0
+    out = {k: tmp_path / f"r.{k}" for k in ("html", "md", "csv")}
+    assert vmtax("report", "--html", str(out["html"]), "--markdown", str(out["md"]),
+                 "--csv", str(out["csv"]), db=db) == 0
+    assert "<svg" in out["html"].read_text()
+    assert "| getppid | 2.00*" in out["md"].read_text()
+    rows = out["csv"].read_text().splitlines()
+    assert rows[0].startswith("run_id,") and len(rows) == 3
+    assert vmtax("report", "nope", "--csv", "-", db=db) == 2
+
+
 def test_list_json():
     from vmtax import suite
     assert len(suite.all_benchmarks()) >= 31

@@ -16,7 +16,7 @@ import textwrap
 from . import __version__, proc, suite
 from .analysis import analyse
 from .errors import UserError, VmtaxError
-from .report import jsondoc, scoreboard, terminal
+from .report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal
 from .report.progress import TerminalProgress
 from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, run_session
@@ -139,9 +139,7 @@ def _report(store: Store, run_id: str, args) -> int:
     if getattr(args, "json", None):
         _json_out(jsondoc.document(data, ms, cs), args.json)
     if getattr(args, "markdown", None):
-        text = scoreboard.render_markdown(data, ms, cs) if data.kind == "compare" else \
-            "```\n" + terminal.measurements_table(ms) + "\n```\n"
-        _write_text(text + "\n", args.markdown)
+        _write_text(markdown.document(data, ms, cs), args.markdown)
     if data.status == "interrupted":
         kept = sum(1 for s in data.samples if not s.warmup)
         print(f"interrupted: {kept} samples kept in run {data.id}", file=sys.stderr)
@@ -178,6 +176,30 @@ def cmd_targets(args) -> int:
 def cmd_show(args) -> int:
     store = _store(args)
     return _report(store, store.resolve(args.run), args)
+
+
+def cmd_report(args) -> int:
+    if not (args.html or args.markdown or args.csv):
+        raise UserError("say what to write: --html FILE, --markdown FILE and/or --csv FILE")
+    store = _store(args)
+    ids = list(dict.fromkeys(store.resolve(r) for r in (args.runs or [None])))
+    runs = []
+    for run_id in ids:
+        data = store.load(run_id)
+        runs.append((data, *analyse(data)))
+    if args.html:
+        command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        _write_text(html.document(runs, command), args.html)
+    if args.markdown:
+        _write_text("\n".join(markdown.document(*r) for r in runs), args.markdown)
+    if args.csv:
+        _write_text(csvout.document(runs), args.csv)
+    for w in facts.warnings([r[0] for r in runs]):
+        print(f"vmtax: warning: {w}", file=sys.stderr)
+    written = [f for f in (args.html, args.markdown, args.csv) if f and f != "-"]
+    if written:
+        print(f"wrote {', '.join(written)} from {len(runs)} run(s): {', '.join(ids)}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_runs(args) -> int:
@@ -249,6 +271,13 @@ def build_parser() -> Parser:
     s.add_argument("--markdown", metavar="FILE", help="write the report as Markdown to FILE")
     s.add_argument("--all-rows", action="store_true", help="per-target rows instead of the scoreboard")
     s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("report", help="HTML, Markdown or CSV report of stored runs (default: the latest)")
+    s.add_argument("runs", nargs="*", metavar="RUN", help="run ids or unique prefixes")
+    s.add_argument("--html", metavar="FILE", help="a self-contained HTML page with plots")
+    s.add_argument("--markdown", metavar="FILE", help="Markdown for an issue or a mail (- for stdout)")
+    s.add_argument("--csv", metavar="FILE", help="one row per benchmark and target (- for stdout)")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("runs", help="list stored runs")
     s.add_argument("--limit", type=int, default=50)

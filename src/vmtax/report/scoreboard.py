@@ -31,6 +31,11 @@ def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | No
     return [f"{_ratio(c.ratio)}{flag}", fmt_pair(cand.summary.mean, base.summary.mean, unit), cis]
 
 
+def md_cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def _ratio(r: float) -> str:
     if not math.isfinite(r):
         return "-"
@@ -111,15 +116,16 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
     gm = geomeans(data, cs)
     env = data.targets[0].facts if data.targets else {}
     out = [f"### vmtax scoreboard — run `{data.id}`", "",
-           f"Baseline `{base}` on {env.get('cpu_model', '?')} ({env.get('cpus_online', '?')} CPUs), "
-           f"kernel {env.get('kernel', '?')}; command `{data.command}`.", ""]
+           f"Baseline `{md_cell(base)}` on {md_cell(env.get('cpu_model', '?'))} "
+           f"({env.get('cpus_online', '?')} CPUs), kernel {md_cell(env.get('kernel', '?'))}; "
+           f"command `{md_cell(data.command)}`.", ""]
     rows = list(_rows(data, ms, cs))
     for direction in ("higher", "lower"):
         sel = [r for r in rows if r[0] == direction]
         if not sel:
             continue
         out += [f"**{_title(direction)}**", "",
-                "| benchmark | " + " | ".join(f"{k}/{base} | ±c/b %" for k in cands) + " |",
+                "| benchmark | " + " | ".join(f"{md_cell(k)}/{md_cell(base)} | ±c/b %" for k in cands) + " |",
                 "|---|" + "---|---|" * len(cands)]
         suite = None
         for _, s, name, cells in sel:
@@ -160,7 +166,7 @@ def targets_text(data: RunData) -> str:
 
 def targets_markdown(data: RunData) -> str:
     lines = ["| " + " | ".join(TARGET_HEADER) + " |", "|" + "---|" * len(TARGET_HEADER)]
-    lines += ["| " + " | ".join(r) + " |" for r in _target_rows(data)]
+    lines += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in _target_rows(data)]
     notes = [f"- `{t.name}`: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
     notes += [f"- `{name}`: not measured, it does not work here: {why}"
               for name, why in data.config.get("skipped_targets", {}).items()]

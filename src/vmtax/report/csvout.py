@@ -1,0 +1,44 @@
+"""CSV export: one row per benchmark and target of every run, with the
+candidate's ratio to the baseline where the run is a comparison."""
+from __future__ import annotations
+
+import csv
+import io
+
+from ..model import Comparison, Measurement
+from ..store import RunData
+
+COLUMNS = ["run_id", "kind", "benchmark", "suite", "direction", "unit", "target", "role", "n",
+           "processes", "mean", "median", "ci_low", "ci_high", "stdev", "min", "best3of5",
+           "stopped_by", "reason", "ratio", "ratio_ci_low", "ratio_ci_high", "p_value", "significant"]
+
+
+def _num(x) -> str:
+    return "" if x is None else repr(float(x))
+
+
+def rows(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[list[str]]:
+    base = data.targets[0].name if data.targets else ""
+    cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    out = []
+    for m in ms:
+        s = m.summary
+        c = cby.get((m.target, m.benchmark.name))
+        out.append([data.id, data.kind, m.benchmark.name, m.benchmark.suite, m.benchmark.direction,
+                    m.benchmark.unit, m.target, "baseline" if m.target == base else "candidate",
+                    str(s.n if s else 0), str(m.processes),
+                    *[_num(getattr(s, k)) if s else "" for k in
+                      ("mean", "median", "ci_low", "ci_high", "stdev", "min", "best3of5")],
+                    m.stopped_by, m.reason,
+                    *([_num(c.ratio), _num(c.ratio_ci_low), _num(c.ratio_ci_high), _num(c.p_value),
+                       str(c.significant).lower()] if c else ["", "", "", "", ""])])
+    return out
+
+
+def document(runs: list[tuple[RunData, list[Measurement], list[Comparison]]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for data, ms, cs in runs:
+        w.writerows(rows(data, ms, cs))
+    return buf.getvalue()

@@ -1,0 +1,210 @@
+"""The self-contained HTML report: one file, no network (a Content-Security-
+Policy forbids every fetch), charts as inline SVG, tables sortable by a few
+lines of inline script.  Every string that comes from a run -- target names,
+facts, commands, reasons -- goes through escape(): a target cannot inject
+markup into the page."""
+from __future__ import annotations
+
+import math
+import time
+from html import escape
+
+from .. import __version__
+from ..model import Comparison, Measurement
+from ..store import RunData
+from . import plots
+from .facts import FACT_HEADER, fact_rows, warnings
+from .scoreboard import geomeans
+from .units import fmt_duration, fmt_pct, fmt_value
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;
+ padding:0 1em;color:#222}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:right;white-space:nowrap}
+th{background:#f4f4f4;cursor:pointer;user-select:none}th:hover{background:#e8e8e8}
+td.l,th.l{text-align:left}td.wrap{white-space:normal;max-width:28em;text-align:left}
+.sig{color:#b00;font-weight:600}.prec{color:#888}.meta{color:#555}
+.warn{background:#fff4e0;border-left:4px solid #f0a000;padding:.5em 1em;margin:.5em 0}
+.charts{display:flex;flex-wrap:wrap;gap:1em}.charts>figure{margin:0}
+figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}
+code{background:#f4f4f4;padding:0 .3em}
+"""
+
+SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th, col){
+  th.addEventListener('click', function(){
+    var table = th.closest('table'), body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var dir = th.dataset.dir === 'asc' ? -1 : 1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+    rows.sort(function(a, b){
+      var x = a.cells[col], y = b.cells[col];
+      var u = parseFloat(x.dataset.v), v = parseFloat(y.dataset.v);
+      if (!isNaN(u) && !isNaN(v)) return dir * (u - v);
+      return dir * x.textContent.localeCompare(y.textContent);
+    });
+    rows.forEach(function(r){ body.appendChild(r); });
+  });
+});
+"""
+
+
+def _td(text: object, v: float | None = None, cls: str = "") -> str:
+    attrs = f' class="{cls}"' if cls else ""
+    if v is not None and math.isfinite(v):
+        attrs += f' data-v="{v!r}"'
+    return f"<td{attrs}>{escape(str(text))}</td>"
+
+
+def _table(header: list[str], rows: list[str], left: int = 1) -> str:
+    ths = "".join(f'<th class="l">{escape(h)}</th>' if i < left else f"<th>{escape(h)}</th>"
+                  for i, h in enumerate(header))
+    return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _ratio_text(c: Comparison) -> str:
+    lo, hi = c.ratio_ci_low, c.ratio_ci_high
+    ci = f"{lo:.3f}–{hi:.3f}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
+    return f"{c.ratio:.3f} ({ci})"
+
+
+def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+    base = data.targets[0].name
+    cands = [t.name for t in data.targets[1:]]
+    mby = {(m.target, m.benchmark.name): m for m in ms}
+    cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    header = ["suite", "benchmark", "better"]
+    for k in cands:
+        header += [f"{k} / {base} (95% CI)", f"{k} vs {base}", "flag"]
+    rows = []
+    for spec in data.benchmarks:
+        b = mby.get((base, spec.name))
+        if not b:
+            continue
+        cells = [_td(spec.suite, cls="l"), _td(spec.name, cls="l"), _td(spec.direction, cls="l")]
+        for k in cands:
+            c, m = cby.get((k, spec.name)), mby.get((k, spec.name))
+            if c and m and m.summary and b.summary:
+                flag = ("outside noise" if c.significant else "") + \
+                       ("" if c.stopped_by == "precision" else " · precision not reached")
+                cells += [_td(_ratio_text(c), c.ratio),
+                          _td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
+                              m.summary.mean),
+                          _td(flag.strip(" ·"), cls="l sig" if c.significant else "l prec")]
+            else:
+                why = f"{m.stopped_by}: {m.reason}" if m else "not measured"
+                cells += [_td(why, cls="wrap"), _td("-"), _td("")]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return _table(header, rows, left=3)
+
+
+def measurements_table(ms: list[Measurement]) -> str:
+    header = ["suite", "benchmark", "target", "mean", "±95% CI", "median", "best 3/5", "n",
+              "processes", "stopped by"]
+    rows = []
+    for m in ms:
+        s, u = m.summary, m.benchmark.unit
+        cells = [_td(m.benchmark.suite, cls="l"), _td(m.benchmark.name, cls="l"), _td(m.target, cls="l")]
+        if s:
+            cells += [_td(fmt_value(s.mean, u), s.mean), _td("±" + fmt_pct(s.ci_rel, 2), s.ci_rel),
+                      _td(fmt_value(s.median, u), s.median), _td(fmt_value(s.best3of5, u), s.best3of5),
+                      _td(s.n, s.n)]
+        else:
+            cells += [_td("-")] * 5
+        cells += [_td(m.processes, m.processes),
+                  _td(m.stopped_by + (f": {m.reason}" if m.reason else ""), cls="wrap")]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return _table(header, rows, left=3)
+
+
+def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
+    cands = [t.name for t in data.targets[1:]]
+    gm = geomeans(data, cs)
+    cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    out = []
+    suites = list(dict.fromkeys((b.suite, b.direction) for b in data.benchmarks))
+    for suite, direction in suites:
+        benches = [b.name for b in data.benchmarks if b.suite == suite and b.direction == direction
+                   and any((k, b.name) in cby for k in cands)]
+        if not benches:
+            continue
+        series = []
+        for k in cands:
+            vals = []
+            for name in benches:
+                c = cby.get((k, name))
+                vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
+            series.append((k, vals))
+        svg = plots.ratio_bars(f"{suite}: candidate / {data.targets[0].name}", direction, benches, series)
+        caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite), float('nan')):.3g}" for k in cands)
+        out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (Fieller) · "
+                   f"{escape(direction)} is better</figcaption></figure>")
+    return f'<div class="charts">{"".join(out)}</div>'
+
+
+def distribution_charts(data: RunData) -> str:
+    out = []
+    by: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for s in data.samples:
+        if not s.warmup:
+            t, v = by.setdefault((s.benchmark, s.target), ([], []))
+            t.append(s.t)
+            v.append(s.value)
+    for spec in data.benchmarks:
+        per = [(t.name, *by[(spec.name, t.name)]) for t in data.targets if (spec.name, t.name) in by]
+        if not per:
+            continue
+        out.append(f'<figure id="dist-{escape(spec.name)}">'
+                   f'{plots.distribution(spec.name, spec.unit, per)}'
+                   f"<figcaption>{escape(spec.name)}: {escape(spec.description)}</figcaption></figure>")
+    return f'<div class="charts">{"".join(out)}</div>'
+
+
+def targets_table(data: RunData) -> str:
+    rows = []
+    for t, facts in zip(data.targets, fact_rows(data)):
+        extra = [_td(f"{t.boot_s:.2f} s" if t.boot_s is not None else "-", t.boot_s),
+                 _td(f"{t.idle_cpu_pct:.1f}%" if t.idle_cpu_pct is not None else "-", t.idle_cpu_pct),
+                 _td(f"{t.mem_overhead_mb:.0f} MiB" if t.mem_overhead_mb is not None else "-",
+                     t.mem_overhead_mb)]
+        rows.append("<tr>" + "".join(_td(x, cls="l") for x in facts) + "".join(extra) + "</tr>")
+    table = _table(FACT_HEADER + ["boot", "idle CPU", "mem overhead"], rows, left=len(FACT_HEADER))
+    notes = [f"{t.name}: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
+    notes += [f"{n}: not measured, it does not work here: {why}"
+              for n, why in data.config.get("skipped_targets", {}).items()]
+    return table + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
+
+
+def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+    cfg = data.config
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
+    pin = f"pinned to CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
+    parts = [f'<section id="run-{escape(data.id)}"><h2>Run {escape(data.id)} · {escape(data.kind)} · '
+             f"{escape(data.status)}</h2>",
+             f'<p class="meta">{escape(when)} · vmtax {escape(data.vmtax_version)} · goal ±'
+             f"{escape(fmt_pct(cfg.get('precision')))} (95% CI) within {escape(fmt_duration(cfg.get('max_time', 0)))}"
+             f" · {escape(pin)}<br>command: <code>{escape(data.command)}</code></p>"]
+    if data.kind == "compare" and len(data.targets) > 1:
+        parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, ms, cs),
+                  "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]
+    parts += ["<h3>Measurements</h3>", measurements_table(ms),
+              "<h3>Targets</h3>", targets_table(data),
+              "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]
+    return "".join(parts)
+
+
+def document(runs: list[tuple[RunData, list[Measurement], list[Comparison]]], command: str) -> str:
+    made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    warn = "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warnings([r for r, _, _ in runs]))
+    body = "".join(run_section(*r) for r in runs)
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f"<title>vmtax report: {escape(', '.join(r.id for r, _, _ in runs))}</title>"
+            f"<style>{CSS}</style></head><body>"
+            f"<h1>vmtax report</h1><p class=\"meta\">made {escape(made)} by <code>{escape(command)}</code> "
+            f"with vmtax {escape(__version__)} from {len(runs)} stored run(s)</p>{warn}{body}"
+            f"<script>{SORT_JS}</script></body></html>\n")

@@ -1,0 +1,106 @@
+"""Every chart of the reports, as inline SVG from matplotlib (text kept as
+<text>, so it stays searchable and small).  One way to plot, used by all."""
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import matplotlib
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+
+from .units import fmt_value
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+         "axes.spines.right": False, "svg.hashsalt": "vmtax"}  # hashsalt: stable ids
+
+
+def colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def to_svg(fig: Figure) -> str:
+    """The figure as one <svg> element (no XML prolog, no doctype)."""
+    buf = io.StringIO()
+    FigureCanvasSVG(fig)
+    with matplotlib.rc_context(STYLE):
+        fig.savefig(buf, format="svg", bbox_inches="tight", dpi=110)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def _figure(width: float, height: float) -> Figure:
+    with matplotlib.rc_context(STYLE):
+        return Figure(figsize=(width, height), layout="constrained")
+
+
+def ratio_bars(title: str, direction: str, benches: list[str],
+               series: list[tuple[str, list[tuple[float, float, float] | None]]]) -> str:
+    """Grouped bars of candidate/baseline ratios with their 95% intervals
+    as error bars, a line at 1.0, one colour per candidate.  series:
+    (candidate, [(ratio, low, high) or None per benchmark])."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(max(5.0, 0.5 * len(benches) * max(1, len(series)) + 1.5), 3.2)
+        ax = fig.add_subplot()
+        k = max(1, len(series))
+        width = 0.8 / k
+        finite = [v[0] for _, vals in series for v in vals if v and v[0] > 0 and math.isfinite(v[0])]
+        log = bool(finite) and max(finite) / min(finite) > 5
+        for i, (name, vals) in enumerate(series):
+            xs, ys, lo, hi = [], [], [], []
+            for j, v in enumerate(vals):
+                if v is None or not (v[0] > 0 and math.isfinite(v[0])):
+                    continue
+                r, a, b = v
+                xs.append(j - 0.4 + width * (i + 0.5))
+                ys.append(r)
+                lo.append(max(0.0, r - a) if math.isfinite(a) else 0.0)
+                hi.append(max(0.0, b - r) if math.isfinite(b) else 0.0)
+            ax.bar(xs, ys, width * 0.9, color=colour(i), label=name,
+                   yerr=[lo, hi], error_kw={"elinewidth": 0.8, "capsize": 2},
+                   bottom=0 if not log else None)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xticks(range(len(benches)), benches, rotation=30, ha="right")
+        better = "lower" if direction == "lower" else "higher"
+        ax.set_ylabel(f"ratio to baseline ({better} is better)")
+        ax.set_title(title, loc="left")
+        ax.legend(frameon=False, fontsize=8)
+        return to_svg(fig)
+
+
+def distribution(title: str, unit: str, per_target: list[tuple[str, list[float], list[float]]]) -> str:
+    """Two panels: each target's samples as a box over its points (so
+    bimodality shows), and the samples in time order (so drift shows).
+    per_target: (name, times, values)."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(8.0, 2.4)
+        left, right = fig.subplots(1, 2, width_ratios=[1, 2])
+        for i, (name, times, values) in enumerate(per_target):
+            if not values:
+                continue
+            left.boxplot([values], positions=[i], widths=0.5, showfliers=False,
+                         medianprops={"color": "black"})
+            step = max(1, len(values) // 400)  # at most ~400 points a target
+            pts = values[::step]
+            jitter = [i + 0.18 * ((k * 0.618) % 1 - 0.5) for k in range(len(pts))]
+            left.scatter(jitter, pts, s=4, color=colour(i), alpha=0.5, linewidths=0, rasterized=True)
+            t0 = times[0]
+            right.plot([t - t0 for t in times[::step]], pts, ".", markersize=2, color=colour(i),
+                       label=name, rasterized=True)  # points as one image: a small page
+        left.set_xticks(range(len(per_target)), [n for n, _, _ in per_target], rotation=20, ha="right")
+        left.set_ylabel(unit)
+        left.set_title(title, loc="left")
+        right.set_xlabel("seconds since the first sample of each target")
+        right.set_ylabel(unit)
+        right.legend(frameon=False, fontsize=7, markerscale=4)
+        if per_target and per_target[0][2]:
+            lo = min(min(v) for _, _, v in per_target if v)
+            hi = max(max(v) for _, _, v in per_target if v)
+            right.set_title(f"range {fmt_value(lo, unit)} – {fmt_value(hi, unit)}", loc="right",
+                            fontsize=8)
+        return to_svg(fig)

@@ -1,0 +1,68 @@
+"""Exports of stored runs: golden Markdown and CSV, escaping, warnings."""
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from reportdata import run
+from vmtax.analysis import analyse
+from vmtax.report import csvout, facts, html, markdown
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; rerun with UPDATE_GOLDEN=1 if intended"
+
+
+@pytest.mark.parametrize("kind", ["compare", "run"])
+def test_markdown_golden(kind):
+    data = run(kind=kind, names=("local", "qemu:accel=tcg") if kind == "compare" else ("local",))
+    check_golden(f"{kind}.md", markdown.document(data, *analyse(data)))
+
+
+def test_csv_golden():
+    data = run()
+    check_golden("compare.csv", csvout.document([(data, *analyse(data))]))
+
+
+def test_markdown_is_pasteable():
+    data = run(facts={"cpu_model": "A|B"})
+    text = markdown.document(data, *analyse(data))
+    table = [l for l in text.splitlines() if l.startswith("| getppid")]
+    assert table and table[0].count("|") == 4  # benchmark + 2 cells per candidate, no stray pipes
+    assert "A\\|B" in text
+
+
+HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+
+
+def test_html_escapes_everything_from_a_target():
+    data = run(facts={"kernel": HOSTILE, "hypervisor_vendor": HOSTILE, "accel_note": HOSTILE},
+               names=("local", "qemu:label=<b>x</b>"))
+    data.outcomes[("qemu:label=<b>x</b>", "pi")] = ("error", HOSTILE)
+    page = html.document([(data, *analyse(data))], "vmtax report <i>")
+    assert HOSTILE not in page and "<b>x</b>" not in page and "<i>" not in page
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
+    assert page.count("<script>") == 1  # only the page's own sorting script
+    assert "Content-Security-Policy" in page
+    # nothing that could be fetched (SVG xmlns declarations name, never fetch)
+    assert not re.search(r'(src|href)\s*=\s*"(https?:|//)|url\((?!#)|@import', page)
+
+
+def test_html_has_charts_per_suite_and_per_benchmark():
+    data = run()
+    page = html.document([(data, *analyse(data))], "vmtax report")
+    assert page.count("<svg") == 2 + 3  # ratio bars for kernel and cpu; a distribution per benchmark
+    assert 'id="dist-forkwait"' in page and "geometric mean" in page
+
+
+def test_warnings_when_runs_differ():
+    a, b = run(run_id="a"), run(run_id="b", cpu_model="Other CPU", agent_hash="b" * 64)
+    w = facts.warnings([a, b])
+    assert any("CPU model" in x for x in w) and any("agent binaries" in x for x in w)
+    assert facts.warnings([a, run(run_id="c")]) == []

@@ -1,0 +1,72 @@
+"""The HTML report in a real browser: headless Chromium renders a report of
+a real stored comparison; the charts drew, nothing reached for the network
+(Chromium's own NetLog says so), and a hostile string in a target's facts
+is shown as text."""
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from vmtax.targets.container import ContainerTarget
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make setup installs it)")]
+
+HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+
+
+def chromium(tmp_path, *args):
+    profile = tmp_path / "profile"
+    profile.mkdir(exist_ok=True)
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    db = tmp / "v.db"
+    cand = "container" if ContainerTarget.available()[0] else "local:label=b"
+    subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local", cand,
+                    "--bench", "getppid", "null_call", "pi", "--precision", "5%", "--max-time", "30s"],
+                   check=True, capture_output=True, timeout=300)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE run_targets SET facts_json = json_set(facts_json, '$.kernel', ?)"
+                    " WHERE position = 1", (HOSTILE,))
+    page = tmp / "report.html"
+    subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "report", "--html", str(page)],
+                   check=True, capture_output=True, timeout=120)
+    return tmp, page
+
+
+def test_charts_draw_and_hostile_text_stays_text(report, tmp_path):
+    tmp, page = report
+    netlog = tmp_path / "netlog.json"
+    p = chromium(tmp_path, f"--log-net-log={netlog}", "--net-log-capture-mode=Everything",
+                 "--dump-dom", page.as_uri())
+    dom = p.stdout
+    assert "<h1>vmtax report</h1>" in dom, p.stderr[-2000:]
+    svgs = re.findall(r"<svg.*?</svg>", dom, flags=re.S)
+    assert len(svgs) >= 2 + 3  # ratio bars per suite, a distribution per benchmark
+    assert all("<path" in s for s in svgs)
+    assert "<title>vmtax report" in dom and "pwned</title>" not in dom
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    assert '<img src="x"' not in dom
+    urls = set(re.findall(r'"url"\s*:\s*"([^"]+)"', netlog.read_text()))
+    remote = [u for u in urls if re.match(r"(https?|wss?|ftp):", u)]
+    assert not remote, remote
+
+
+def test_sortable_table_and_screenshot(report, tmp_path):
+    tmp, page = report
+    shot = tmp_path / "shot.png"
+    p = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,900", page.as_uri())
+    assert shot.exists() and shot.stat().st_size > 10000, p.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
