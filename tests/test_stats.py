@@ -23,6 +23,28 @@ def test_summary_matches_scipy():
     assert s.n == 40
 
 
+def test_interval_over_process_means():
+    """Samples of one process are one unit: the interval is the t-interval
+    of the process means, while descriptive figures use every sample."""
+    values = [10, 11, 12, 20, 21, 22, 30, 31, 32]
+    groups = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    s = stats.summarize(values, groups=groups)
+    lo, hi = sst.t.interval(0.95, 2, loc=21, scale=sst.sem([11, 21, 31]))
+    assert s.units == 3 and s.n == 9 and s.mean == pytest.approx(21)
+    assert s.ci_low == pytest.approx(lo) and s.ci_high == pytest.approx(hi)
+    assert s.min == 10 and s.median == 21
+    assert stats.cluster_means([1, 3, 5], [7, 7, 9]) == [2, 5]
+
+
+@given(st.lists(st.tuples(finite, st.integers(0, 5)), min_size=2, max_size=40))
+def test_process_interval_is_never_narrower_than_needed(pairs):
+    """With one sample per process the two methods agree."""
+    values = [v for v, _ in pairs]
+    a = stats.summarize(values, groups=list(range(len(values))))
+    b = stats.summarize(values)
+    assert a.ci_high == pytest.approx(b.ci_high, rel=1e-9)
+
+
 def test_best_k_of_n_follows_direction():
     v = [5, 1, 4, 2, 3, 9]
     assert stats.best_k_of_n(v, 3, 5, lower_is_better=True) == pytest.approx(2.0)
@@ -40,7 +62,7 @@ def test_interval_contains_estimate(xs):
 def test_scaling_scales_interval(xs, k):
     a, b = stats.summarize(xs), stats.summarize([x * k for x in xs])
     assert b.mean == pytest.approx(a.mean * k, rel=1e-9)
-    assert b.ci_halfwidth == pytest.approx(a.ci_halfwidth * k, rel=1e-6, abs=1e-9)
+    assert b.ci_halfwidth == pytest.approx(a.ci_halfwidth * k, rel=1e-6, abs=1e-12 * b.mean)
 
 
 @given(samples, st.randoms())

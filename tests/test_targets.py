@@ -46,23 +46,42 @@ def test_every_kind_reports_availability():
         assert isinstance(ok, bool) and isinstance(why, str)
 
 
-def test_repeated_a_a_flags_about_alpha(tmp_path):
+@pytest.mark.parametrize("process_noise", [0.0, 0.03])
+def test_repeated_a_a_flags_about_alpha(tmp_path, process_noise):
     """A/A comparisons (same distribution, independent draws) must flag no
     more than the significance level implies: 5% of 120 ~ 6, and a
-    binomial 99.9% bound is 16."""
+    binomial 99.9% bound is 16.  With a per-process offset (samples of one
+    process are not independent) this holds only if the statistics treat
+    the process, not the sample, as the unit."""
     specs = [BenchSpec(f"b{i}", "s", "ns", "lower", "d") for i in range(12)]
     flagged = total = 0
     for rep in range(10):
         store = Store(tmp_path / f"aa{rep}.db")
-        targets = [parse_target(f"fake:seed={rep * 2 + 1},noise=0.02"),
-                   parse_target(f"fake:seed={rep * 2 + 2},noise=0.02,label=b")]
+        opts = f"noise=0.02,process_noise={process_noise}"
+        targets = [parse_target(f"fake:seed={rep * 2 + 1},{opts}"),
+                   parse_target(f"fake:seed={rep * 2 + 2},{opts},label=b")]
         store.new_run("r", "compare", "t", "0", {})
         for i, t in enumerate(targets):
             store.add_target("r", i, t.info(), "h")
         store.add_benchmarks("r", specs)
-        Runner(RunConfig(precision=0.01, max_time=1e6), specs, targets, store, "r").run()
+        Runner(RunConfig(precision=0.01, max_time=1e6, min_processes=4), specs, targets, store,
+               "r").run()
         _, cs = analyse(store.load("r"))
         flagged += sum(c.significant for c in cs)
         total += len(cs)
     assert total == 120
     assert flagged <= 16
+
+
+def test_a_target_whose_agent_cannot_report_is_a_target_error(monkeypatch):
+    from vmtax.errors import TargetError
+    from vmtax.proc import ChildFailed
+    t = parse_target("fake")
+
+    def broken(args, timeout):
+        raise ChildFailed(127, "vmtax-agent: not found")
+        yield  # a generator, like every run_agent
+
+    monkeypatch.setattr(t, "run_agent", broken)
+    with pytest.raises(TargetError, match="could not report its environment"):
+        t.facts()

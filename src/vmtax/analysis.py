@@ -12,20 +12,24 @@ from .store import RunData
 ALPHA = 0.05
 
 
-def values_by(samples: list[Sample]) -> dict[tuple[str, str], list[float]]:
-    """(target, benchmark) -> measured values, warmups left out."""
-    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+def process_means(samples: list[Sample]) -> dict[tuple[str, str], list[float]]:
+    """(target, benchmark) -> the mean of each agent process's measured
+    values (warmups left out): the independent units of comparison."""
+    out: dict[tuple[str, str], tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))
     for s in samples:
         if not s.warmup:
-            out[(s.target, s.benchmark)].append(s.value)
-    return out
+            vals, groups = out[(s.target, s.benchmark)]
+            vals.append(s.value)
+            groups.append(s.process)
+    return {k: stats.cluster_means(v, g) for k, (v, g) in out.items()}
 
 
 def measurement(spec: BenchSpec, target: str, samples: list[Sample],
                 stopped_by: str, reason: str = "") -> Measurement:
     real = [s for s in samples if not s.warmup]
     values = [s.value for s in real]
-    summary = stats.summarize(values, lower_is_better=spec.direction == "lower") if values else None
+    summary = stats.summarize(values, lower_is_better=spec.direction == "lower",
+                              groups=[s.process for s in real]) if values else None
     overhead = sum(s.overhead for s in real) / len(real) if real else None
     cpus = {s.cpu for s in real}
     return Measurement(benchmark=spec, target=target, stopped_by=stopped_by, summary=summary,
@@ -35,6 +39,7 @@ def measurement(spec: BenchSpec, target: str, samples: list[Sample],
 
 def compare(spec: BenchSpec, baseline: str, candidate: str, base: list[float], cand: list[float],
             stopped_by: str, alpha: float = ALPHA) -> Comparison | None:
+    """Ratio and test over per-process means (base, cand)."""
     if len(base) < 2 or len(cand) < 2:
         return None
     r, lo, hi = stats.ratio_ci(cand, base, confidence=1 - alpha)
@@ -58,7 +63,7 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
             measurements.append(measurement(spec, name, by_key.get((name, spec.name), []),
                                             stopped_by, reason))
         if len(names) > 1:
-            vals = values_by([s for n in names for s in by_key.get((n, spec.name), [])])
+            vals = process_means([s for n in names for s in by_key.get((n, spec.name), [])])
             base = vals.get((names[0], spec.name), [])
             for cand_name in names[1:]:
                 stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]

@@ -224,8 +224,8 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", type=int, metavar="N", help="pin every agent process to CPU N")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="run N concurrent instances of each benchmark (default 1)")
-    p.add_argument("--samples", type=int, default=5, metavar="N",
-                   help="samples per agent process, after the warmup (default 5)")
+    p.add_argument("--samples", type=int, default=3, metavar="N",
+                   help="samples per agent process, after the warmup (default 3)")
     p.add_argument("--warmup", type=int, default=1, metavar="N",
                    help="warmup samples discarded per agent process (default 1)")
     p.add_argument("--min-time-ms", type=int, default=10, metavar="MS",

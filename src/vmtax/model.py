@@ -5,6 +5,7 @@ its Summary) -> Comparison (candidate/baseline ratio) -> report.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -48,6 +49,7 @@ class Summary:
     max: float
     best3of5: float | None = None
     best18of30: float | None = None
+    units: int = 0  # independent units the interval rests on (agent processes)
 
     @property
     def ci_halfwidth(self) -> float:
@@ -56,7 +58,7 @@ class Summary:
     @property
     def ci_rel(self) -> float:
         """CI half-width as a fraction of the mean (inf when undefined)."""
-        if self.mean == 0 or self.n < 2:
+        if self.mean == 0 or self.n < 2 or not math.isfinite(self.ci_high):
             return float("inf")
         return abs(self.ci_halfwidth / self.mean)
 

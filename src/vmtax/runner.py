@@ -29,7 +29,7 @@ from .targets.base import Target
 class RunConfig:
     precision: float = 0.01          # CI half-width as a fraction of the estimate
     max_time: float = 360.0          # seconds for the whole run
-    samples_per_process: int = 5
+    samples_per_process: int = 3     # per fresh process (pyperf: 3); the process is the unit
     warmup: int = 1                  # samples discarded at the start of each process
     min_time_ms: int = 10            # calibration goal for one sample
     min_processes: int = 3
@@ -41,10 +41,17 @@ class RunConfig:
 @dataclass
 class TargetState:
     values: list[float] = field(default_factory=list)
+    groups: list[int] = field(default_factory=list)  # the process of each value
     processes: int = 0
     iters: int | None = None
     done: str | None = None          # "skipped" or "error" once finished early
     reason: str = ""
+
+    def unit_means(self) -> list[float]:
+        return stats.cluster_means(self.values, self.groups)
+
+    def summary(self):
+        return stats.summarize(self.values, groups=self.groups)
 
 
 class Progress(Protocol):
@@ -111,7 +118,7 @@ class Runner:
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
                 self.progress.finished(index, len(self.specs), spec, {
-                    n: f"±{stats.summarize(st.values).ci_rel * 100:.1f}% so far, more in pass 2"
+                    n: f"±{st.summary().ci_rel * 100:.1f}% so far, more in pass 2"
                     if len(st.values) > 1 else "more in pass 2" for n, st in states.items()})
             return None
         outcome = self._outcome(states, how)
@@ -165,12 +172,12 @@ class Runner:
             for n in names[1:]:
                 if states[n].done is not None:
                     continue
-                a, b = states[n].values, states[base].values
+                a, b = states[n].unit_means(), states[base].unit_means()
                 if len(a) < 2 or len(b) < 2:
                     return float("inf")
                 widths.append(stats.ratio_ci_rel(*stats.ratio_ci(a, b)))
             return max(widths, default=0.0)
-        widths = [stats.summarize(st.values).ci_rel if len(st.values) >= 2 else float("inf")
+        widths = [st.summary().ci_rel if len(st.values) >= 2 else float("inf")
                   for st in states.values() if st.done is None]
         return max(widths, default=0.0)
 
@@ -231,6 +238,7 @@ class Runner:
         self.store.add_sample(self.run_id, s)
         if not s.warmup:
             st.values.append(s.value)
+            st.groups.append(process)
 
 
 def new_run_id() -> str:

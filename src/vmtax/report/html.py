@@ -17,13 +17,14 @@ from .facts import FACT_HEADER, fact_rows, warnings
 from .scoreboard import geomeans
 from .units import fmt_duration, fmt_pct, fmt_value
 
+CHART_MAX_BARS = 10  # benchmarks per ratio chart
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;
  padding:0 1em;color:#222}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px;display:block;overflow-x:auto;max-width:100%}
 th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:right;white-space:nowrap}
 th{background:#f4f4f4;cursor:pointer;user-select:none}th:hover{background:#e8e8e8}
 td.l,th.l{text-align:left}td.wrap{white-space:normal;max-width:28em;text-align:left}
@@ -78,7 +79,7 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
     cby = {(c.candidate, c.benchmark.name): c for c in cs}
     header = ["suite", "benchmark", "better"]
     for k in cands:
-        header += [f"{k} / {base} (95% CI)", f"{k} vs {base}", "flag"]
+        header += [f"{k} / {base} (95% CI)", f"{k} vs {base}", ""]
     rows = []
     for spec in data.benchmarks:
         b = mby.get((base, spec.name))
@@ -88,17 +89,20 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
         for k in cands:
             c, m = cby.get((k, spec.name)), mby.get((k, spec.name))
             if c and m and m.summary and b.summary:
-                flag = ("outside noise" if c.significant else "") + \
-                       ("" if c.stopped_by == "precision" else " · precision not reached")
+                flag = ("*" if c.significant else "") + ("" if c.stopped_by == "precision" else "?")
                 cells += [_td(_ratio_text(c), c.ratio),
                           _td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
                               m.summary.mean),
-                          _td(flag.strip(" ·"), cls="l sig" if c.significant else "l prec")]
+                          _td(flag, cls="l sig" if c.significant else "l prec")]
             else:
                 why = f"{m.stopped_by}: {m.reason}" if m else "not measured"
                 cells += [_td(why, cls="wrap"), _td("-"), _td("")]
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    return _table(header, rows, left=3)
+    legend = ('<p class="meta"><span class="sig">*</span> difference outside the 95% confidence '
+              'interval (Welch) · <span class="prec">?</span> the ratio did not reach the precision '
+              "asked within the budget · the interval in brackets is the ratio's 95% CI (Fieller), "
+              "computed over per-process means</p>")
+    return legend + _table(header, rows, left=3)
 
 
 def measurements_table(ms: list[Measurement]) -> str:
@@ -126,11 +130,15 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
     cby = {(c.candidate, c.benchmark.name): c for c in cs}
     out = []
     suites = list(dict.fromkeys((b.suite, b.direction) for b in data.benchmarks))
+    chunks = []
     for suite, direction in suites:
-        benches = [b.name for b in data.benchmarks if b.suite == suite and b.direction == direction
-                   and any((k, b.name) in cby for k in cands)]
-        if not benches:
-            continue
+        names = [b.name for b in data.benchmarks if b.suite == suite and b.direction == direction
+                 and any((k, b.name) in cby for k in cands)]
+        parts = math.ceil(len(names) / CHART_MAX_BARS)
+        for i in range(parts):  # a long suite is split so that every chart stays legible
+            label = f"{suite} ({i + 1}/{parts})" if parts > 1 else suite
+            chunks.append((suite, label, direction, names[i * CHART_MAX_BARS:(i + 1) * CHART_MAX_BARS]))
+    for suite, label, direction, benches in chunks:
         series = []
         for k in cands:
             vals = []
@@ -138,7 +146,7 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
                 c = cby.get((k, name))
                 vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
             series.append((k, vals))
-        svg = plots.ratio_bars(f"{suite}: candidate / {data.targets[0].name}", direction, benches, series)
+        svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
         caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite), float('nan')):.3g}" for k in cands)
         out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (Fieller) · "
                    f"{escape(direction)} is better</figcaption></figure>")

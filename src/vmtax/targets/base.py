@@ -49,8 +49,13 @@ class Target(ABC):
         target's own facts (cached: the environment of a run is fixed)."""
         if self._facts is None:
             from ..agent import parse_line
-            lines = [l for l in self.run_agent(["--env"], timeout=60) if l.strip()]
-            self._facts = parse_line(lines[-1]) if lines else {}
+            from ..errors import AgentError, TargetError
+            from ..proc import ChildFailed
+            try:
+                lines = [l for l in self.run_agent(["--env"], timeout=60) if l.strip()]
+                self._facts = parse_line(lines[-1]) if lines else {}
+            except (ChildFailed, AgentError) as e:
+                raise TargetError(f"{self.name}: the agent could not report its environment: {e}") from None
             self._facts.pop("schema", None)
             self._facts.pop("type", None)
             self._facts.update(self.own_facts())

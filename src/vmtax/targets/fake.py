@@ -2,7 +2,9 @@
 it speaks the agent's protocol with values drawn from a seeded normal
 distribution, so tests need no timing.  Never for measuring anything.
 
-Options: scale (multiplies every mean), noise (relative sd), seed,
+Options: scale (multiplies every mean), noise (relative sd of a sample),
+process_noise (relative sd of a per-process offset: samples of one process
+share it, as real processes share their memory layout and CPU), seed,
 delay (seconds per sample), skip=NAME, crash=NAME (dies mid-benchmark),
 garbage=NAME (prints a malformed line mid-benchmark).
 """
@@ -23,12 +25,14 @@ from .local import LocalTarget
 class FakeTarget(Target):
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
-    allowed_options = frozenset({"scale", "noise", "seed", "delay", "skip", "crash", "garbage"})
+    allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",
+                                 "garbage"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.scale = float(options.get("scale", 1.0))
         self.noise = float(options.get("noise", 0.01))
+        self.process_noise = float(options.get("process_noise", 0.0))
         self.delay = float(options.get("delay", 0.0))
         self.rng = random.Random(int(options.get("seed", 1)))
 
@@ -45,7 +49,7 @@ class FakeTarget(Target):
         opts = dict(zip(rest[::2], rest[1::2]))
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
         base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
-        mean = base * self.scale
+        mean = base * self.scale * (1 + self.rng.gauss(0, self.process_noise))
         if self.options.get("skip") == bench:
             yield _line(type="skip", bench=bench, reason="fake target skips it")
             yield _line(type="done", bench=bench)

@@ -9,6 +9,15 @@ import time
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def boot_id() -> str:
+    """Changes at every host boot: the key for facts that hold until then."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def descendants(pid: int) -> list[int]:
     """pid and every process below it."""
     children: dict[int, list[int]] = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import guest
 from ..errors import TargetError, UserError
 from .channel import ChannelTarget
-from .hostproc import idle_cpu_pct, rss_beyond_mapping
+from .hostproc import boot_id, idle_cpu_pct, rss_beyond_mapping
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
@@ -75,14 +75,10 @@ def _probe_key() -> str:
     """A failed KVM probe holds until the host reboots or QEMU or the
     guest kernel change."""
     try:
-        boot_id = open("/proc/sys/kernel/random/boot_id").read().strip()
-    except OSError:
-        boot_id = "?"
-    try:
         kernel = str(find_kernel())
     except (TargetError, UserError):
         kernel = "?"
-    return f"{boot_id}|{_qemu_version()}|{kernel}"
+    return f"{boot_id()}|{_qemu_version()}|{kernel}"
 
 
 def _probe_cache_path() -> Path:

@@ -17,17 +17,10 @@ from pathlib import Path
 from .. import guest
 from ..errors import TargetError
 from .channel import ChannelTarget
-from .hostproc import idle_cpu_pct
+from .hostproc import boot_id, idle_cpu_pct
 from .qemu import parse_size_mb
 
 UML_BINARIES = ("linux.uml", "linux")
-
-
-def boot_id() -> str:
-    try:
-        return open("/proc/sys/kernel/random/boot_id").read().strip()
-    except OSError:
-        return "?"
 
 
 def host_xsave_bytes() -> int | None:
