@@ -99,6 +99,47 @@ def test_fieller_agrees_with_bootstrap():
     assert lo == pytest.approx(blo, rel=0.01) and hi == pytest.approx(bhi, rel=0.01)
 
 
+def test_paired_fieller_cancels_common_drift():
+    """Both sides drift together (the interleaved design): the paired
+    interval is narrow and contains the true ratio; the unpaired one is
+    wide.  Against a brute-force check of Fieller's inequality."""
+    rng = np.random.default_rng(5)
+    drift = 100 * (1 + 0.2 * np.sin(np.linspace(0, 6, 40)))  # a host that speeds up and slows
+    base = drift * rng.normal(1, 0.01, 40)
+    cand = 1.5 * drift * rng.normal(1, 0.01, 40)
+    r, lo, hi = stats.ratio_ci_paired(cand, base)
+    _, ulo, uhi = stats.ratio_ci(cand, base)
+    assert lo < 1.5 < hi and (hi - lo) < (uhi - ulo) / 5
+    # every theta inside satisfies the inequality, just outside does not
+    k, t2 = 40, sst.t.ppf(0.975, 39) ** 2
+    va, vb = cand.var(ddof=1) / k, base.var(ddof=1) / k
+    cov = np.cov(cand, base)[0, 1] / k
+
+    def inside(th):
+        return (cand.mean() - th * base.mean()) ** 2 <= t2 * (va - 2 * th * cov + th * th * vb)
+    assert inside(r) and inside(lo + 1e-9) and inside(hi - 1e-9)
+    assert not inside(lo - 1e-6) and not inside(hi + 1e-6)
+
+
+def test_paired_test_ignores_drift_but_sees_a_shift():
+    rng = np.random.default_rng(9)
+    drift = 100 * (1 + 0.3 * rng.standard_normal(30).cumsum() / 10)
+    base = drift * rng.normal(1, 0.01, 30)
+    same = drift * rng.normal(1, 0.01, 30)
+    assert stats.paired_p(same, base) > 0.01
+    assert stats.paired_p(same * 1.02, base) < 0.001
+    assert stats.paired_p(base, base) == 1.0
+
+
+@given(samples, st.floats(min_value=0.01, max_value=100))
+def test_paired_ratio_invariant_to_common_scale(xs, k):
+    ys = [x * 1.1 + 1 for x in xs]
+    r1, r2 = stats.ratio_ci_paired(ys, xs), stats.ratio_ci_paired([y * k for y in ys], [x * k for x in xs])
+    for u, v in zip(r1, r2):
+        if math.isfinite(u):
+            assert v == pytest.approx(u, rel=1e-6)
+
+
 def test_fieller_unbounded_when_baseline_is_noise():
     r, lo, hi = stats.ratio_ci([1.0, 2.0, 3.0], [-1.0, 0.5, 1.0])
     assert lo == -math.inf and hi == math.inf

@@ -39,11 +39,12 @@ def measurement(spec: BenchSpec, target: str, samples: list[Sample],
 
 def compare(spec: BenchSpec, baseline: str, candidate: str, base: list[float], cand: list[float],
             stopped_by: str, alpha: float = ALPHA) -> Comparison | None:
-    """Ratio and test over per-process means (base, cand)."""
-    if len(base) < 2 or len(cand) < 2:
+    """Ratio and test over per-process means, paired block by block: the
+    runner ran cand[i] and base[i] side by side, so host drift cancels."""
+    if min(len(base), len(cand)) < 2:
         return None
-    r, lo, hi = stats.ratio_ci(cand, base, confidence=1 - alpha)
-    p = stats.welch_p(cand, base)
+    r, lo, hi = stats.ratio_ci_paired(cand, base, confidence=1 - alpha)
+    p = stats.paired_p(cand, base)
     return Comparison(benchmark=spec, baseline=baseline, candidate=candidate, ratio=r,
                       ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha,
                       stopped_by=stopped_by)

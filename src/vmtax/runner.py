@@ -104,8 +104,7 @@ class Runner:
             for name in unfinished:
                 for target in states[name]:
                     if (target, name) not in self._recorded:
-                        self.store.set_outcome(self.run_id, target, name, "interrupted",
-                                               "interrupted by the user")
+                        self.store.set_outcome(self.run_id, target, name, "interrupted")
             return "interrupted"
         return "complete"
 
@@ -175,7 +174,7 @@ class Runner:
                 a, b = states[n].unit_means(), states[base].unit_means()
                 if len(a) < 2 or len(b) < 2:
                     return float("inf")
-                widths.append(stats.ratio_ci_rel(*stats.ratio_ci(a, b)))
+                widths.append(stats.ratio_ci_rel(*stats.ratio_ci_paired(a, b)))
             return max(widths, default=0.0)
         widths = [st.summary().ci_rel if len(st.values) >= 2 else float("inf")
                   for st in states.values() if st.done is None]

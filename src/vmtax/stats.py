@@ -72,6 +72,12 @@ def summarize(values: Sequence[float], confidence: float = CONFIDENCE,
     )
 
 
+def _rounded(disc: float, scale: float) -> float:
+    """A discriminant that is negative only by rounding (zero-variance
+    data) is zero: the interval is the point, not unbounded."""
+    return 0.0 if -1e-9 * abs(scale) < disc < 0 else disc
+
+
 def ratio_ci(cand: Sequence[float], base: Sequence[float],
              confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """Ratio of means cand/base with Fieller's confidence interval for two
@@ -88,12 +94,49 @@ def ratio_ci(cand: Sequence[float], base: Sequence[float],
     t2 = _t(df, confidence) ** 2
     qa = mb * mb - t2 * vb  # quadratic in theta: qa th^2 - 2 ma mb th + qc <= 0
     qc = ma * ma - t2 * va
-    disc = ma * ma * mb * mb - qa * qc
+    disc = _rounded(ma * ma * mb * mb - qa * qc, ma * ma * mb * mb)
     if qa <= 0 or disc < 0:
         return float(r), float("-inf"), float("inf")
     root = math.sqrt(disc)
     lo, hi = (ma * mb - root) / qa, (ma * mb + root) / qa
     return float(r), float(min(lo, hi)), float(max(lo, hi))
+
+
+def ratio_ci_paired(cand: Sequence[float], base: Sequence[float],
+                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """Ratio of means cand/base with Fieller's interval for paired
+    observations: cand[i] and base[i] were measured side by side (one block
+    of the interleaved runner), so host drift moves both, and the
+    covariance term of Fieller's theorem takes it out.  Unpaired tails (an
+    interrupted block) are dropped."""
+    k = min(len(cand), len(base))
+    a, b = np.asarray(cand[:k], float), np.asarray(base[:k], float)
+    if k < 2:
+        raise ValueError("need at least two pairs")
+    ma, mb = a.mean(), b.mean()
+    va, vb = a.var(ddof=1) / k, b.var(ddof=1) / k
+    cov = float(np.cov(a, b, ddof=1)[0, 1]) / k
+    r = ma / mb
+    t2 = _t(k - 1, confidence) ** 2
+    # (ma - th mb)^2 <= t2 (va - 2 th cov + th^2 vb): a quadratic in th
+    qa = mb * mb - t2 * vb
+    qb = ma * mb - t2 * cov
+    qc = ma * ma - t2 * va
+    disc = _rounded(qb * qb - qa * qc, qb * qb)
+    if qa <= 0 or disc < 0:
+        return float(r), float("-inf"), float("inf")
+    root = math.sqrt(disc)
+    return float(r), float((qb - root) / qa), float((qb + root) / qa)
+
+
+def paired_p(cand: Sequence[float], base: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t-test on the log ratios of pairs
+    (1.0 when every pair is identical)."""
+    k = min(len(cand), len(base))
+    d = np.log(np.asarray(cand[:k], float)) - np.log(np.asarray(base[:k], float))
+    if d.var() == 0:
+        return 1.0 if d.mean() == 0 else 0.0
+    return float(sst.ttest_1samp(d, 0.0).pvalue)
 
 
 def welch_df(v1: float, n1: int, v2: float, n2: int) -> float:

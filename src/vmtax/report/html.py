@@ -99,9 +99,9 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
                 cells += [_td(why, cls="wrap"), _td("-"), _td("")]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     legend = ('<p class="meta"><span class="sig">*</span> difference outside the 95% confidence '
-              'interval (Welch) · <span class="prec">?</span> the ratio did not reach the precision '
-              "asked within the budget · the interval in brackets is the ratio's 95% CI (Fieller), "
-              "computed over per-process means</p>")
+              'interval (paired t-test) · <span class="prec">?</span> the ratio did not reach the '
+              "precision asked within the budget · the interval in brackets is the ratio's 95% CI: "
+              "Fieller's, over process means paired block by block, so host drift cancels</p>")
     return legend + _table(header, rows, left=3)
 
 
@@ -148,7 +148,7 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
             series.append((k, vals))
         svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
         caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite), float('nan')):.3g}" for k in cands)
-        out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (Fieller) · "
+        out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (paired Fieller) · "
                    f"{escape(direction)} is better</figcaption></figure>")
     return f'<div class="charts">{"".join(out)}</div>'
 

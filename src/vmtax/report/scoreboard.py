@@ -16,8 +16,8 @@ from .units import fmt_pair, fmt_pct
 
 WIDTH = 100  # the scoreboard fits a 100-column terminal with two candidates
 LEGEND = ("ratio = candidate/baseline · [candidate/baseline] raw means · ±c/b = 95% CI half-width "
-          "of each mean · * outside the 95% confidence interval (Welch) · ? ratio not yet within "
-          "the precision asked (budget spent)")
+          "of each mean · * outside the 95% confidence interval (paired t-test over blocks) · ? ratio "
+          "not yet within the precision asked (budget spent)")
 
 
 def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | None) -> list[str]:
