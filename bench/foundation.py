@@ -9,7 +9,7 @@ machine, in one session,
    round by round, with the ratio's 95% confidence interval.
 
 Writes results/foundation.md (and the JSON documents beside it).
-Usage: .venv/bin/python bench/foundation.py [--max-time 6m] [--rounds 15]
+Usage: .venv/bin/python bench/foundation.py [--max-time 6m] [--rounds 60] [--reuse]
 """
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def vmtax_run(args: list[str], json_name: str) -> tuple[str, dict]:
     return " ".join(["vmtax", "run", *args]), json.loads(path.read_text()) | {"_table": table}
 
 
+def reuse(args: list[str], json_name: str) -> tuple[str, dict]:
+    """A stored run of an earlier invocation, re-analysed by today's vmtax."""
+    run_id = json.loads((OUT / json_name).read_text())["run_id"]
+    path = OUT / json_name
+    table = sh([VMTAX, "show", run_id, "--json", str(path)])
+    return " ".join(["vmtax", "run", *args]), json.loads(path.read_text()) | {"_table": table}
+
+
 def perf_getppid_ns(loops: int) -> float:
     out = sh(["perf", "bench", "syscall", "basic", "--loop", str(loops)])
     m = re.search(r"([\d.]+)\s+usecs/op", out)
@@ -56,18 +64,21 @@ def perf_getppid_ns(loops: int) -> float:
     return float(m.group(1)) * 1000.0
 
 
-def agent_getppid_ns() -> list[float]:
+def agent_getppid_ns() -> float:
+    """The mean of one fresh agent process's samples (the process is the unit)."""
     out = sh([AGENT, "run", "getppid", "--samples", "5", "--warmup", "1", "--min-time-ms", "20"])
-    return [json.loads(l)["value"] for l in out.splitlines()
-            if '"sample"' in l and '"warmup":false' in l]
+    values = [json.loads(l)["value"] for l in out.splitlines()
+              if '"sample"' in l and '"warmup":false' in l]
+    return sum(values) / len(values)
 
 
 def cross_check(rounds: int) -> dict:
+    """perf and the agent, one of each per round: pairs, analysed as pairs."""
     perf, agent = [], []
     for _ in range(rounds):
         perf.append(perf_getppid_ns(1_000_000))
-        agent.extend(agent_getppid_ns())
-    r, lo, hi = stats.ratio_ci(agent, perf)
+        agent.append(agent_getppid_ns())
+    r, lo, hi = stats.ratio_ci_paired(agent, perf)
     return {"perf": stats.summarize(perf), "agent": stats.summarize(agent),
             "ratio": r, "lo": lo, "hi": hi, "rounds": rounds}
 
@@ -75,18 +86,24 @@ def cross_check(rounds: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-time", default="6m")
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--reuse", action="store_true",
+                    help="take sections 1-2 from the stored runs (vmtax show), measure only section 3")
     a = ap.parse_args()
     if not shutil.which("perf"):
         sys.exit("perf is missing: run `make setup`")
     OUT.mkdir(exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
-    full_cmd, full = vmtax_run(["--target", "local", "--precision", "1%", "--max-time", a.max_time],
-                               "foundation-local.json")
+    full_args = ["--target", "local", "--precision", "1%", "--max-time", a.max_time]
     ctx = "ctx_2p_0k ctx_2p_16k ctx_2p_64k ctx_8p_16k ctx_8p_64k ctx_16p_16k ctx_16p_64k threadswitch".split()
-    pin_cmd, pinned = vmtax_run(["--target", "local", "--bench", *ctx, "--cpu", "0",
-                                 "--precision", "1%", "--max-time", "2m"], "foundation-ctx-pinned.json")
+    pin_args = ["--target", "local", "--bench", *ctx, "--cpu", "0", "--precision", "1%", "--max-time", "2m"]
+    if a.reuse:
+        full_cmd, full = reuse(full_args, "foundation-local.json")
+        pin_cmd, pinned = reuse(pin_args, "foundation-ctx-pinned.json")
+    else:
+        full_cmd, full = vmtax_run(full_args, "foundation-local.json")
+        pin_cmd, pinned = vmtax_run(pin_args, "foundation-ctx-pinned.json")
     xc = cross_check(a.rounds)
 
     res = full["results"]
@@ -140,8 +157,10 @@ def main() -> None:
         "`agent/build/vmtax-agent run getppid --samples 5 --warmup 1 --min-time-ms 20`.",
         "",
         f"- perf bench: {xc['perf'].mean:.1f} ns/op ±{fmt_pct(xc['perf'].ci_rel)} (95% CI, n={xc['perf'].n})",
-        f"- vmtax getppid: {xc['agent'].mean:.1f} ns/op ±{fmt_pct(xc['agent'].ci_rel)} (95% CI, n={xc['agent'].n})",
-        f"- ratio vmtax/perf: **{xc['ratio']:.3f}** (95% CI {xc['lo']:.3f}–{xc['hi']:.3f}, Fieller): "
+        f"- vmtax getppid: {xc['agent'].mean:.1f} ns/op ±{fmt_pct(xc['agent'].ci_rel)} (95% CI, "
+        f"n={xc['agent'].n} processes of 5 samples)",
+        f"- ratio vmtax/perf: **{xc['ratio']:.3f}** (95% CI {xc['lo']:.3f}–{xc['hi']:.3f}, Fieller over "
+        "the rounds as pairs): "
         + ("agrees within 3%" if agree else "does NOT agree within 3%"),
         "",
     ]
