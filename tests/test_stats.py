@@ -129,6 +129,7 @@ def test_paired_test_ignores_drift_but_sees_a_shift():
     assert stats.paired_p(same, base) > 0.01
     assert stats.paired_p(same * 1.02, base) < 0.001
     assert stats.paired_p(base, base) == 1.0
+    assert 0 <= stats.paired_p([-1.0, 2.0, 0.5], [1.0, 1.5, 0.0]) <= 1  # no log of <= 0
 
 
 @given(samples, st.floats(min_value=0.01, max_value=100))

@@ -117,8 +117,8 @@ class Runner:
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
                 self.progress.finished(index, len(self.specs), spec, {
-                    n: f"±{st.summary().ci_rel * 100:.1f}% so far, more in pass 2"
-                    if len(st.values) > 1 else "more in pass 2" for n, st in states.items()})
+                    n: f"±{w * 100:.1f}% so far, more in pass 2" if w != float("inf") else "more in pass 2"
+                    for n, w in self.precision_by_target(states).items()})
             return None
         outcome = self._outcome(states, how)
         self._record(index, spec, outcome)
@@ -161,24 +161,27 @@ class Runner:
     def _outcome(self, states: dict[str, TargetState], how: str) -> dict[str, tuple[str, str]]:
         return {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}
 
-    def worst_precision(self, states: dict[str, TargetState]) -> float:
-        """The widest relative CI half-width that decides stopping: of every
-        candidate/baseline ratio when comparing, else of every mean."""
+    def precision_by_target(self, states: dict[str, TargetState]) -> dict[str, float]:
+        """The relative CI half-width that decides stopping, per active
+        target: each candidate's ratio to the baseline when comparing (the
+        baseline has none of its own), else each target's mean."""
         base = self.targets[0].name
-        names = [t.name for t in self.targets]
-        if len(names) > 1 and states[base].done is None:
-            widths = []
-            for n in names[1:]:
-                if states[n].done is not None:
+        active = [t.name for t in self.targets if states[t.name].done is None]
+        if len(self.targets) > 1 and states[base].done is None:
+            out = {}
+            for n in active:
+                if n == base:
                     continue
                 a, b = states[n].unit_means(), states[base].unit_means()
-                if len(a) < 2 or len(b) < 2:
-                    return float("inf")
-                widths.append(stats.ratio_ci_rel(*stats.ratio_ci_paired(a, b)))
-            return max(widths, default=0.0)
-        widths = [st.summary().ci_rel if len(st.values) >= 2 else float("inf")
-                  for st in states.values() if st.done is None]
-        return max(widths, default=0.0)
+                out[n] = (stats.ratio_ci_rel(*stats.ratio_ci_paired(a, b))
+                          if min(len(a), len(b)) >= 2 else float("inf"))
+            return out
+        return {n: states[n].summary().ci_rel if len(states[n].values) >= 2 else float("inf")
+                for n in active}
+
+    def worst_precision(self, states: dict[str, TargetState]) -> float:
+        """The widest of precision_by_target: the figure that decides stopping."""
+        return max(self.precision_by_target(states).values(), default=0.0)
 
     # -- one agent process --------------------------------------------------------
     def agent_args(self, spec: BenchSpec, st: TargetState) -> list[str]:

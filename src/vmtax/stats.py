@@ -131,9 +131,11 @@ def ratio_ci_paired(cand: Sequence[float], base: Sequence[float],
 
 def paired_p(cand: Sequence[float], base: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test on the log ratios of pairs
-    (1.0 when every pair is identical)."""
+    (on the differences where a value is not positive; 1.0 when every pair
+    is identical)."""
     k = min(len(cand), len(base))
-    d = np.log(np.asarray(cand[:k], float)) - np.log(np.asarray(base[:k], float))
+    a, b = np.asarray(cand[:k], float), np.asarray(base[:k], float)
+    d = np.log(a) - np.log(b) if (a > 0).all() and (b > 0).all() else a - b
     if d.var() == 0:
         return 1.0 if d.mean() == 0 else 0.0
     return float(sst.ttest_1samp(d, 0.0).pvalue)

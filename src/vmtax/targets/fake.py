@@ -34,7 +34,9 @@ class FakeTarget(Target):
         self.noise = float(options.get("noise", 0.01))
         self.process_noise = float(options.get("process_noise", 0.0))
         self.delay = float(options.get("delay", 0.0))
-        self.rng = random.Random(int(options.get("seed", 1)))
+        # independent draws per target unless a seed is given: two fakes with one
+        # seed would produce perfectly correlated "noise" and a zero-width ratio
+        self.rng = random.Random(int(options["seed"]) if "seed" in options else zlib.crc32(name.encode()))
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
