@@ -13,6 +13,8 @@ import threading
 import weakref
 from typing import Iterator, Sequence
 
+from .hostproc import descendants
+
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
 
 
@@ -25,7 +27,6 @@ def spawn(argv: Sequence[str], **kw) -> subprocess.Popen:
 def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:
     """Kill p, everything in its process group and every descendant that
     left the group (UML's host processes, say), then reap p."""
-    from .targets.hostproc import descendants
     tree = descendants(p.pid) if p.poll() is None else []
     if p.poll() is None and grace > 0:
         _signal_group(p, signal.SIGTERM)

@@ -150,14 +150,6 @@ def welch_df(v1: float, n1: int, v2: float, n2: int) -> float:
     return num / den
 
 
-def welch_p(cand: Sequence[float], base: Sequence[float]) -> float:
-    """Two-sided p-value of Welch's t-test (1.0 when both are constant)."""
-    a, b = np.asarray(cand, float), np.asarray(base, float)
-    if a.var() == 0 and b.var() == 0:
-        return 1.0 if a.mean() == b.mean() else 0.0
-    return float(sst.ttest_ind(a, b, equal_var=False).pvalue)
-
-
 def ratio_ci_rel(ratio: float, low: float, high: float) -> float:
     """Half-width of a ratio's interval as a fraction of the ratio."""
     if not (math.isfinite(low) and math.isfinite(high)) or ratio == 0:

@@ -15,12 +15,13 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError, UserError
 from .channel import ChannelTarget
-from .hostproc import boot_id, idle_cpu_pct, rss_beyond_mapping
+from ..hostproc import boot_id, idle_cpu_pct, rss_beyond_mapping
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
@@ -189,9 +190,7 @@ class QemuTarget(ChannelTarget):
                 "qemu": _qemu_version()}
 
     def info(self):
-        i = super().info()
-        from dataclasses import replace
-        return replace(i, accel=self.accel, idle_cpu_pct=self.idle_cpu,
+        return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
                        mem_overhead_mb=self.mem_overhead)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import guest
 from ..errors import TargetError
 from .channel import ChannelTarget
-from .hostproc import boot_id, idle_cpu_pct
+from ..hostproc import boot_id, idle_cpu_pct
 from .qemu import parse_size_mb
 
 UML_BINARIES = ("linux.uml", "linux")
