@@ -112,7 +112,7 @@ class Runner:
                final: bool = False) -> dict | None:
         """Measure until precision (recorded, returned) or budget (None)."""
         started = self.clock()
-        how = self._measure(index, spec, states, started + share, self._t0, self._durations)
+        how = self._measure(index, spec, states, started + share)
         self._durations.append(self.clock() - started)
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
@@ -132,7 +132,7 @@ class Runner:
             self.progress.finished(index, len(self.specs), spec, {k: v[0] for k, v in outcome.items()})
 
     def _measure(self, index: int, spec: BenchSpec, states: dict[str, TargetState],
-                 deadline: float, t0: float, durations: list[float]) -> str:
+                 deadline: float) -> str:
         """Interleave targets block by block; 'precision' or 'budget'."""
         block = 0
         while True:
@@ -144,12 +144,9 @@ class Runner:
             active = [t.name for t in self.targets if states[t.name].done is None]
             worst = self.worst_precision(states)
             if self.progress:
-                left = len(self.specs) - index - 1
-                per = (sum(durations) / len(durations)) if durations else (self.clock() - t0 + 1)
-                eta = min(self.cfg.max_time - (self.clock() - t0),
-                          max(0.0, deadline - self.clock()) + per * left)
-                self.progress.update(index, len(self.specs), spec, states, worst,
-                                     self.clock() - t0, max(0.0, eta))
+                elapsed = self.clock() - self._t0
+                self.progress.update(index, len(self.specs), spec, states, worst, elapsed,
+                                     self._eta(index, deadline, elapsed))
             if not active:
                 return "budget"  # every target skipped or failed: _outcome says which
             enough = all(states[n].processes >= self.cfg.min_processes for n in active)
@@ -157,6 +154,14 @@ class Runner:
                 return "precision"
             if self.clock() >= deadline:
                 return "budget"
+
+    def _eta(self, index: int, deadline: float, elapsed: float) -> float:
+        """This benchmark's time left, plus the mean duration so far for each
+        one still to come, never past the budget."""
+        per = sum(self._durations) / len(self._durations) if self._durations else elapsed + 1
+        left = len(self.specs) - index - 1
+        guess = max(0.0, deadline - self.clock()) + per * left
+        return max(0.0, min(self.cfg.max_time - elapsed, guess))
 
     def _outcome(self, states: dict[str, TargetState], how: str) -> dict[str, tuple[str, str]]:
         return {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}

@@ -4,6 +4,7 @@ a newc cpio initramfs for QEMU and UML."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -28,6 +29,22 @@ def cache_dir() -> Path:
     d = Path(base) / "vmtax"
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def probe_memory(name: str) -> dict:
+    """What earlier probes of this machine found (`name`: e.g. kvm, uml),
+    keyed by whatever invalidates them (the host's boot id, a binary)."""
+    try:
+        return json.loads((cache_dir() / f"{name}-probe.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def remember_probe(name: str, key: str, finding: str) -> None:
+    """Record a probe's finding ('' when the thing works, else why not)."""
+    known = probe_memory(name)
+    known[key] = finding[:300]
+    (cache_dir() / f"{name}-probe.json").write_text(json.dumps(known))
 
 
 def _files() -> list[tuple[str, Path]]:

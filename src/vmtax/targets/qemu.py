@@ -10,7 +10,6 @@ QEMU's stdio; the first (the console) goes to a log file.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import shutil
@@ -66,7 +65,7 @@ def kvm_usable() -> tuple[bool, str]:
         return False, "no /dev/kvm"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False, "/dev/kvm is not accessible to this user"
-    failed = _probe_cache().get(_probe_key())
+    failed = guest.probe_memory("kvm").get(_probe_key())
     if failed:
         return False, f"/dev/kvm is there but a KVM guest did not boot ({failed})"
     return True, ""
@@ -80,23 +79,6 @@ def _probe_key() -> str:
     except (TargetError, UserError):
         kernel = "?"
     return f"{boot_id()}|{_qemu_version()}|{kernel}"
-
-
-def _probe_cache_path() -> Path:
-    return guest.cache_dir() / "kvm-probe.json"
-
-
-def _probe_cache() -> dict:
-    try:
-        return json.loads(_probe_cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def remember_kvm_failure(reason: str) -> None:
-    cache = _probe_cache()
-    cache[_probe_key()] = reason[:300]
-    _probe_cache_path().write_text(json.dumps(cache))
 
 
 class QemuTarget(ChannelTarget):
@@ -170,7 +152,7 @@ class QemuTarget(ChannelTarget):
                     return
                 except TargetError as e:
                     self.accel_note = f"KVM probe failed, fell back to TCG: {e}"
-                    remember_kvm_failure(str(e))
+                    guest.remember_probe("kvm", _probe_key(), str(e))
                     self.stop()
                     self.boot_timeout = wanted_timeout
             else:

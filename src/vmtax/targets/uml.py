@@ -7,7 +7,6 @@ Options: mem=SIZE (default 512M), kernel=PATH (default linux.uml).
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -79,20 +78,14 @@ class UmlTarget(ChannelTarget):
         except TargetError as e:
             return False, str(e)
         key = f"{boot_id()}|{binary}|{os.stat(binary).st_mtime}"
-        cache = guest.cache_dir() / "uml-probe.json"
-        try:
-            known = json.loads(cache.read_text())
-        except (OSError, ValueError):
-            known = {}
-        if key not in known:
-            t = cls("uml", {})
+        if key not in guest.probe_memory("uml"):
             try:
-                with t:
-                    known[key] = ""
+                with cls("uml", {}):
+                    guest.remember_probe("uml", key, "")
             except TargetError as e:
-                known[key] = str(e)
-            cache.write_text(json.dumps(known))
-        return (True, "") if not known[key] else (False, known[key])
+                guest.remember_probe("uml", key, str(e))
+        finding = guest.probe_memory("uml")[key]
+        return (True, "") if not finding else (False, finding)
 
     def launch(self) -> subprocess.Popen:
         argv = [find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
