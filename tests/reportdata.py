@@ -2,7 +2,7 @@
 import random
 
 from vmtax.model import BenchSpec, Sample, TargetInfo
-from vmtax.store import RunData
+from vmtax.model import RunData
 
 SPECS = [BenchSpec("getppid", "kernel", "ns", "lower", "getppid loop"),
          BenchSpec("forkwait", "kernel", "ns", "lower", "fork and wait"),

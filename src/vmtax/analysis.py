@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from . import stats
-from .model import BenchSpec, Comparison, Measurement, Sample
-from .store import RunData
+from .model import BenchSpec, Comparison, Measurement, RunData, Sample
 
 ALPHA = 0.05
 

@@ -35,6 +35,8 @@ class Sample:
     tsc_per_op: float = 0.0
     cpu: int = -1  # pinned CPU, -1 when not pinned
     t: float = 0.0  # wall-clock time it arrived
+    # further figures per operation, by name (counters, host cost, ...)
+    metrics: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -104,3 +106,21 @@ class TargetInfo:
     boot_s: float | None = None
     idle_cpu_pct: float | None = None
     mem_overhead_mb: float | None = None
+
+
+@dataclass
+class RunData:
+    """Everything stored about one run, as read back."""
+    id: str
+    kind: str
+    started: float
+    finished: float | None
+    status: str
+    command: str
+    vmtax_version: str
+    config: dict
+    targets: list[TargetInfo] = field(default_factory=list)
+    agent_hashes: dict[str, str] = field(default_factory=dict)
+    benchmarks: list[BenchSpec] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    outcomes: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)

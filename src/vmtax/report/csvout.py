@@ -5,8 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..model import Comparison, Measurement
-from ..store import RunData
+from ..model import Comparison, Measurement, RunData
 
 COLUMNS = ["run_id", "kind", "benchmark", "suite", "direction", "unit", "target", "role", "n",
            "processes", "mean", "median", "ci_low", "ci_high", "stdev", "min", "best3of5",

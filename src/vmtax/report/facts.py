@@ -2,7 +2,7 @@
 shown together differ (pyperf refuses to mix apples and oranges; we warn)."""
 from __future__ import annotations
 
-from ..store import RunData
+from ..model import RunData
 
 # (label, fact key) shown for every target
 FACTS = [("kernel", "kernel"), ("CPU", "cpu_model"), ("CPUs", "cpus_online"),

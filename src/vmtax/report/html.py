@@ -10,8 +10,7 @@ import time
 from html import escape
 
 from .. import __version__
-from ..model import Comparison, Measurement
-from ..store import RunData
+from ..model import Comparison, Measurement, RunData
 from . import plots
 from .facts import FACT_HEADER, fact_rows, warnings
 from .scoreboard import geomeans

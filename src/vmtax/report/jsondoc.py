@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import Comparison, Measurement
-from ..store import RunData
+from ..model import Comparison, Measurement, RunData
 
 SCHEMA = 1
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..model import Comparison, Measurement
-from ..store import RunData
+from ..model import Comparison, Measurement, RunData
 from . import scoreboard
 from .scoreboard import md_cell as _cell
 from .units import fmt_pct, fmt_value

@@ -9,8 +9,7 @@ import math
 import textwrap
 
 from .. import stats
-from ..model import Comparison, Measurement
-from ..store import RunData
+from ..model import Comparison, Measurement, RunData
 from . import table
 from .units import fmt_pair, fmt_pct
 

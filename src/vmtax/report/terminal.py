@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import time
 
-from ..model import Measurement
-from ..store import RunData
+from ..model import Measurement, RunData
 from . import table
 from .units import fmt_duration, fmt_pct, fmt_value
 

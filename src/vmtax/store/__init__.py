@@ -7,11 +7,10 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from ..model import BenchSpec, Sample, TargetInfo
+from ..model import BenchSpec, RunData, Sample, TargetInfo
 from .migrations import MIGRATIONS
 
 
@@ -22,23 +21,6 @@ def default_db_path() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "vmtax" / "vmtax.db"
 
-
-@dataclass
-class RunData:
-    """Everything stored about one run, as read back."""
-    id: str
-    kind: str
-    started: float
-    finished: float | None
-    status: str
-    command: str
-    vmtax_version: str
-    config: dict
-    targets: list[TargetInfo] = field(default_factory=list)
-    agent_hashes: dict[str, str] = field(default_factory=dict)
-    benchmarks: list[BenchSpec] = field(default_factory=list)
-    samples: list[Sample] = field(default_factory=list)
-    outcomes: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
 
 class Store:
