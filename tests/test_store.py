@@ -62,3 +62,17 @@ def test_unwritable_location_is_one_clear_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="cannot open the results database"):
         Store(blocker / "sub" / "vmtax.db")
+
+
+def test_resolve_matches_an_exact_id_or_a_literal_prefix(db):
+    s = Store(db)
+    for run_id in ("20260101-000000-4449", "20260101-000000-a_bc", "r1", "r10"):
+        s.new_run(run_id, "run", "vmtax run", "0", {})
+    assert s.resolve("20260101-000000-4449") == "20260101-000000-4449"
+    assert s.resolve("20260101-000000-a_") == "20260101-000000-a_bc"
+    assert s.resolve("r1") == "r1"  # exact, although it is also a prefix of r10
+    for pattern in ("%4449", "_0260101", "20260101-000000-4_49", "%", "r_0"):
+        with pytest.raises(UserError, match="no run matching"):
+            s.resolve(pattern)
+    with pytest.raises(UserError, match="2 runs matching"):
+        s.resolve("20260101")

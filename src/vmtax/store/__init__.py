@@ -98,13 +98,16 @@ class Store:
         return [dict(zip(keys, r)) for r in rows]
 
     def resolve(self, ref: str | None) -> str:
-        """A run id from a full id, a unique prefix, or None/'last'."""
+        """A run id from a full id, a unique literal prefix (no wildcards), or None/'last'."""
         if ref in (None, "last", "latest"):
             row = self.db.execute("SELECT id FROM runs ORDER BY started DESC LIMIT 1").fetchone()
             if not row:
                 raise UserError(f"no runs stored in {self.path}")
             return row[0]
-        rows = self.db.execute("SELECT id FROM runs WHERE id LIKE ? || '%'", (ref,)).fetchall()
+        if self.db.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
+            return ref
+        rows = self.db.execute("SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1",
+                               (ref,)).fetchall()
         if len(rows) != 1:
             what = "no run" if not rows else f"{len(rows)} runs"
             raise UserError(f"{what} matching '{ref}' in {self.path} (see `vmtax runs`)")
