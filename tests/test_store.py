@@ -1,6 +1,13 @@
+import os
 import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+
+import vmtax
 
 from vmtax.errors import UserError
 from vmtax.model import BenchSpec, Sample, TargetInfo
@@ -76,3 +83,45 @@ def test_resolve_matches_an_exact_id_or_a_literal_prefix(db):
             s.resolve(pattern)
     with pytest.raises(UserError, match="2 runs matching"):
         s.resolve("20260101")
+
+
+SRC = str(Path(vmtax.__file__).resolve().parents[1])  # the vmtax under test, for child processes
+
+
+def _schema(path) -> list:
+    con = sqlite3.connect(path)
+    try:
+        return [con.execute("PRAGMA user_version").fetchone()[0],
+                con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()]
+    finally:
+        con.close()
+
+
+OPENER = """
+import os, sys, time
+from vmtax.store import Store
+go, path, ready = sys.argv[1:]
+open(ready, "w").close()
+while not os.path.exists(go):
+    time.sleep(0.0005)
+Store(path).close()
+"""
+
+
+def test_first_opens_of_a_new_database_at_once_all_succeed(tmp_path):
+    Store(tmp_path / "alone.db").close()
+    expected = _schema(tmp_path / "alone.db")
+    env = {**os.environ, "PYTHONPATH": SRC}
+    for trial in range(10):
+        go, path = tmp_path / f"go{trial}", tmp_path / f"new{trial}.db"
+        ready = [tmp_path / f"ready{trial}.{i}" for i in range(8)]
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(go), str(path), str(r)], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for r in ready]
+        while not all(r.exists() for r in ready):  # every opener has imported vmtax and waits
+            assert all(p.poll() is None for p in procs), "an opener died before the barrier"
+            time.sleep(0.005)
+        go.touch()
+        failures = [out for out in (p.communicate(timeout=60)[0] for p in procs) if out]
+        assert [p.returncode for p in procs] == [0] * 8, f"trial {trial}: {failures[0]}"
+        assert _schema(path) == expected

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
-from .migrations import MIGRATIONS
+from .opening import open_readwrite, user_version
 
 
 def default_db_path() -> Path:
@@ -27,12 +27,7 @@ class Store:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            self.db = open_readwrite(self.path)
         except (sqlite3.DatabaseError, OSError) as e:
             raise UserError(f"cannot open the results database {self.path}: {e}") from None
 
@@ -41,15 +36,7 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return self.db.execute("PRAGMA user_version").fetchone()[0]
-
-    def _migrate(self) -> None:
-        have = self.schema_version
-        if have > len(MIGRATIONS):
-            raise UserError(f"{self.path} has schema {have}, newer than this vmtax ({len(MIGRATIONS)})")
-        for number in range(have + 1, len(MIGRATIONS) + 1):
-            self.db.executescript("BEGIN;\n" + MIGRATIONS[number - 1]
-                                  + f"\nPRAGMA user_version = {number};\nCOMMIT;")
+        return user_version(self.db)
 
     # -- writing, one committed statement at a time --------------------------
     def new_run(self, run_id: str, kind: str, command: str, version: str, config: dict) -> None:

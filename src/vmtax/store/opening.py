@@ -1,0 +1,93 @@
+"""Opening the results database.
+
+Read-write: the file is created if missing, put in WAL mode and migrated
+under a write lock, so any number of vmtax processes may open a brand-new
+path at once."""
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from ..errors import UserError
+from .migrations import MIGRATIONS
+
+BUSY_TIMEOUT_S = 30.0
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+
+
+def open_readwrite(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    try:
+        retry_while_busy(lambda: _prepare(db, path))
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _prepare(db: sqlite3.Connection, path: Path) -> None:
+    # Changing the journal mode takes an exclusive lock without waiting for
+    # it, and other steps can meet a lock a concurrent opener holds: each step
+    # is idempotent, so the whole of it is retried while busy.
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    migrate(db, path)
+
+
+def retry_while_busy(step):
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.001
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode & 0xFF not in (SQLITE_BUSY, SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.05)
+
+
+def user_version(db: sqlite3.Connection) -> int:
+    return db.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Apply the missing migrations in one transaction under the write lock,
+    deciding what is missing inside it: a concurrent opener may have just
+    applied them."""
+    if _check_version(user_version(db), path) == len(MIGRATIONS):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for number in range(_check_version(user_version(db), path) + 1, len(MIGRATIONS) + 1):
+            for statement in _statements(MIGRATIONS[number - 1]):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {number}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _check_version(have: int, path: Path) -> int:
+    if have > len(MIGRATIONS):
+        raise UserError(f"{path} has schema {have}, newer than this vmtax ({len(MIGRATIONS)})")
+    return have
+
+
+def _statements(script: str):
+    """The statements of a migration one by one (executescript would commit
+    the transaction they must run in)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \t\n;"):
+        raise ValueError(f"incomplete statement in a migration: {pending!r}")
