@@ -12,7 +12,7 @@ import vmtax
 from vmtax.errors import UserError
 from vmtax.model import BenchSpec, Sample, TargetInfo
 from vmtax.store import Store, default_db_path
-from vmtax.store.migrations import MIGRATIONS
+from vmtax.store.migrations import APPLICATION_ID, MIGRATIONS
 
 
 def test_migrates_to_latest_in_wal_mode(db):
@@ -125,3 +125,45 @@ def test_first_opens_of_a_new_database_at_once_all_succeed(tmp_path):
         failures = [out for out in (p.communicate(timeout=60)[0] for p in procs) if out]
         assert [p.returncode for p in procs] == [0] * 8, f"trial {trial}: {failures[0]}"
         assert _schema(path) == expected
+
+
+def _foreign(path, *sql):
+    con = sqlite3.connect(path, isolation_level=None)
+    for statement in sql:
+        con.execute(statement)
+    con.close()
+    return path.read_bytes()
+
+
+def test_marks_its_database_with_its_application_id(db):
+    Store(db).close()
+    assert sqlite3.connect(db).execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID == 0x766D7478
+
+
+def test_an_empty_file_is_initialised(db):
+    db.touch()
+    assert Store(db).schema_version == len(MIGRATIONS)
+
+
+@pytest.mark.parametrize("sql, says", [
+    (["CREATE TABLE users (id, name)", "CREATE TABLE orders (id)"], "it has tables orders, users"),
+    (["CREATE TABLE runs (id, kind)", "PRAGMA user_version = 1"], "it has tables runs"),
+    (["CREATE TABLE runs (id, config_json)"], "it has tables runs"),  # user_version 0
+    (["PRAGMA application_id = 1234", "CREATE TABLE runs (id, config_json)", "PRAGMA user_version = 1"],
+     "it has tables runs"),
+    (["PRAGMA user_version = 7"], "its user_version is 7"),
+])
+def test_refuses_another_programs_database_and_writes_nothing(tmp_path, sql, says):
+    path = tmp_path / "theirs.db"
+    before = _foreign(path, *sql)
+    with pytest.raises(UserError, match=f"theirs.db is not a vmtax results database \\({says}\\)"):
+        Store(path)
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["theirs.db"]
+
+
+def test_refuses_a_file_that_is_not_sqlite(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database, but long enough to have a header " * 10)
+    with pytest.raises(UserError, match="notes.txt is not a vmtax results database \\(not an SQLite file\\)"):
+        Store(path)
+    assert path.read_text().startswith("not a database")

@@ -1,5 +1,8 @@
 """Numbered schema migrations.  Append only: never edit a shipped one.
-PRAGMA user_version holds the number of the last one applied."""
+PRAGMA user_version holds the number of the last one applied, and
+PRAGMA application_id marks the file as vmtax's (see opening.check_ours)."""
+
+APPLICATION_ID = 0x766D7478  # "vmtx"
 
 MIGRATIONS: list[str] = [
     # 1: runs, their targets and benchmarks, every sample, outcomes
@@ -65,4 +68,6 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, target, benchmark)
     );
     """,
+    # 2: mark the file as a vmtax results database
+    "PRAGMA application_id = 1986884728;",
 ]

@@ -1,8 +1,9 @@
 """Opening the results database.
 
-Read-write: the file is created if missing, put in WAL mode and migrated
-under a write lock, so any number of vmtax processes may open a brand-new
-path at once."""
+Whichever way, a file that is not vmtax's is refused before anything is
+written to it.  Read-write: the file is created if missing, put in WAL mode
+and migrated under a write lock, so any number of vmtax processes may open a
+brand-new path at once."""
 from __future__ import annotations
 
 import sqlite3
@@ -10,10 +11,10 @@ import time
 from pathlib import Path
 
 from ..errors import UserError
-from .migrations import MIGRATIONS
+from .migrations import APPLICATION_ID, MIGRATIONS
 
 BUSY_TIMEOUT_S = 30.0
-SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOTADB = 5, 6, 26
 
 
 def open_readwrite(path: Path) -> sqlite3.Connection:
@@ -31,6 +32,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
     # Changing the journal mode takes an exclusive lock without waiting for
     # it, and other steps can meet a lock a concurrent opener holds: each step
     # is idempotent, so the whole of it is retried while busy.
+    check_ours(db, path)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA foreign_keys=ON")
@@ -62,6 +64,7 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
+        check_ours(db, path)
         for number in range(_check_version(user_version(db), path) + 1, len(MIGRATIONS) + 1):
             for statement in _statements(MIGRATIONS[number - 1]):
                 db.execute(statement)
@@ -91,3 +94,31 @@ def _statements(script: str):
             pending = ""
     if pending.strip(" \t\n;"):
         raise ValueError(f"incomplete statement in a migration: {pending!r}")
+
+
+def check_ours(db: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file that is not a vmtax results database: ours carry vmtax's
+    application_id, or (written before it was set) have user_version 1 or more
+    and a runs table with a config_json column.  An empty file is new."""
+    outside = not db.in_transaction  # then read it all in one snapshot: another opener may be migrating it
+    try:
+        if outside:
+            db.execute("BEGIN")
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = user_version(db)
+        tables = [r[0] for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name")]
+        empty = not db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        old_vmtax = "config_json" in {r[0] for r in db.execute("SELECT name FROM pragma_table_info('runs')")}
+    except sqlite3.DatabaseError as e:
+        if e.sqlite_errorcode == SQLITE_NOTADB:
+            raise UserError(f"{path} is not a vmtax results database (not an SQLite file)") from None
+        raise
+    finally:
+        if outside and db.in_transaction:
+            db.execute("COMMIT")
+    if app_id == APPLICATION_ID or app_id == 0 and (empty and version == 0 or version >= 1 and old_vmtax):
+        return
+    what = (f"it has tables {', '.join(tables)}" if tables
+            else f"its application_id is {app_id:#x}" if app_id else f"its user_version is {version}")
+    raise UserError(f"{path} is not a vmtax results database ({what})")
