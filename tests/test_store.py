@@ -1,7 +1,9 @@
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -153,17 +155,147 @@ def test_an_empty_file_is_initialised(db):
      "it has tables runs"),
     (["PRAGMA user_version = 7"], "its user_version is 7"),
 ])
-def test_refuses_another_programs_database_and_writes_nothing(tmp_path, sql, says):
+@pytest.mark.parametrize("readonly", [False, True])
+def test_refuses_another_programs_database_and_writes_nothing(tmp_path, sql, says, readonly):
     path = tmp_path / "theirs.db"
     before = _foreign(path, *sql)
     with pytest.raises(UserError, match=f"theirs.db is not a vmtax results database \\({says}\\)"):
-        Store(path)
+        Store(path, readonly=readonly)
     assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["theirs.db"]
 
 
-def test_refuses_a_file_that_is_not_sqlite(tmp_path):
+@pytest.mark.parametrize("readonly", [False, True])
+def test_refuses_a_file_that_is_not_sqlite(tmp_path, readonly):
     path = tmp_path / "notes.txt"
     path.write_text("not a database, but long enough to have a header " * 10)
     with pytest.raises(UserError, match="notes.txt is not a vmtax results database \\(not an SQLite file\\)"):
-        Store(path)
+        Store(path, readonly=readonly)
     assert path.read_text().startswith("not a database")
+
+
+def _schema1_db(path, run_id="20250101-000000-0001"):
+    """A database as vmtax with only migration 1 wrote it, holding one run."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.executescript("BEGIN;\n" + MIGRATIONS[0] + "\nPRAGMA user_version = 1;\nCOMMIT;")
+    con.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                (run_id, "run", 1.0e9, None, "running", "vmtax run", "0.1.0", '{"precision": 0.01}'))
+    con.execute("INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
+                "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, "local", "getppid", 0, 0, 0, 0, 42.0, "ns", 1000, 1000.0, 1.0, 100.0, -1, 1.0e9))
+    con.close()
+    return run_id
+
+
+def _current_db(path, run_id="20260101-000000-0002"):
+    s = Store(path)
+    s.new_run(run_id, "run", "vmtax run", "0.1.0", {})
+    s.add_sample(run_id, Sample("getppid", "local", 42.0, "ns", process=0, seq=0))
+    s.finish_run(run_id, "complete")
+    s.close()
+    return run_id
+
+
+def test_readonly_open_of_a_missing_file_is_one_clear_error(tmp_path):
+    with pytest.raises(UserError, match="no results database at .*sub/vmtax.db$"):
+        Store(tmp_path / "sub" / "vmtax.db", readonly=True)
+    assert os.listdir(tmp_path) == []
+
+
+def test_readonly_open_is_mode_ro(tmp_path):
+    path = tmp_path / "odd ?#%&name.db"  # characters that mean something in a URI
+    run_id = _current_db(path)
+    s = Store(path, readonly=True)
+    assert [r["id"] for r in s.list_runs()] == [run_id] and s.load(run_id).samples[0].value == 42.0
+    s.db.execute("PRAGMA query_only=OFF")  # the file itself refuses writes: it is open read-only
+    with pytest.raises(sqlite3.OperationalError, match="readonly database"):
+        s.db.execute("CREATE TABLE other (x)")
+    s.close()
+
+
+@pytest.mark.parametrize("make", [_schema1_db, _current_db])
+def test_readonly_open_leaves_the_file_as_it_was(db, make):
+    run_id = make(db)
+    before, stat = db.read_bytes(), db.stat()
+    time.sleep(0.01)  # an mtime written now would differ
+    s = Store(db, readonly=True)
+    assert s.schema_version == len(MIGRATIONS)  # an old one migrated in a copy
+    data = s.load(s.resolve(None))
+    assert data.id == run_id and [x.value for x in data.samples] == [42.0]
+    s.close()
+    assert db.read_bytes() == before and db.stat().st_mtime_ns == stat.st_mtime_ns
+    assert _schema(db)[0] == (1 if make is _schema1_db else len(MIGRATIONS))
+
+
+READER = """
+import sys
+from vmtax.store import Store
+s = Store(sys.argv[1], readonly=True)
+print(" ".join(r["id"] for r in s.list_runs()))
+"""
+
+
+def _runs(argv, env, user) -> bool:
+    try:
+        return subprocess.run(argv, env=env, capture_output=True, **user).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory another user may traverse (pytest's tmp_path is private)."""
+    path = Path(tempfile.mkdtemp(prefix="vmtax-ro-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        for p in [path, *path.iterdir()]:
+            p.chmod(0o755)
+        shutil.rmtree(path)
+
+
+def _read_as_another_user(path):
+    """READER on path, as nobody when we are root (root ignores permissions),
+    with a Python that user can run."""
+    user = {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
+    env = {**os.environ, "PYTHONPATH": SRC}
+    python = next((exe for exe in (sys.executable, shutil.which("python3"), "/usr/bin/python3") if exe
+                   and _runs([exe, "-c", "import sys, vmtax.store; assert sys.version_info >= (3, 11)"],
+                             env, user)), None)
+    if python is None:
+        pytest.skip("user nobody can run no Python >= 3.11 that imports vmtax here")
+    return subprocess.run([python, "-c", READER, str(path)], env=env, capture_output=True, text=True, **user)
+
+
+@pytest.mark.parametrize("make", [_schema1_db, _current_db])
+def test_readonly_open_of_a_read_only_file_in_a_read_only_directory(shared_dir, make):
+    path = shared_dir / "vmtax.db"
+    run_id = make(path)
+    path.chmod(0o444)
+    shared_dir.chmod(0o555)
+    out = _read_as_another_user(path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [run_id]
+    assert sorted(os.listdir(shared_dir)) == ["vmtax.db"]
+
+
+def test_readonly_open_in_a_read_only_directory_with_an_unapplied_log_says_so(shared_dir, db):
+    s = Store(db)
+    s.new_run("r1", "run", "vmtax run", "0", {})  # in the -wal until a checkpoint
+    for suffix in ("", "-wal"):  # as if its writer had been killed
+        shutil.copy(f"{db}{suffix}", f"{shared_dir / 'vmtax.db'}{suffix}")
+    s.close()
+    shared_dir.chmod(0o555)
+    out = _read_as_another_user(shared_dir / "vmtax.db")
+    assert out.returncode == 1 and "holds changes that only a writer can apply" in out.stderr
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_refuses_a_newer_schema_read_only_too(db, readonly):
+    Store(db).close()
+    con = sqlite3.connect(db)
+    con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    con.close()
+    with pytest.raises(UserError, match="newer"):
+        Store(db, readonly=readonly)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
-from .opening import open_readwrite, user_version
+from .opening import open_readonly, open_readwrite, user_version
 
 
 def default_db_path() -> Path:
@@ -24,10 +24,13 @@ def default_db_path() -> Path:
 
 
 class Store:
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
+    """The results database.  readonly=True never writes to the file (for
+    show, runs and report): it may be read-only, or in use by a run."""
+
+    def __init__(self, path: Path | str, readonly: bool = False):
+        self.path, self.readonly = Path(path), readonly
         try:
-            self.db = open_readwrite(self.path)
+            self.db = open_readonly(self.path) if readonly else open_readwrite(self.path)
         except (sqlite3.DatabaseError, OSError) as e:
             raise UserError(f"cannot open the results database {self.path}: {e}") from None
 

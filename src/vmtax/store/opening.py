@@ -3,7 +3,8 @@
 Whichever way, a file that is not vmtax's is refused before anything is
 written to it.  Read-write: the file is created if missing, put in WAL mode
 and migrated under a write lock, so any number of vmtax processes may open a
-brand-new path at once."""
+brand-new path at once.  Read-only: the file is opened with mode=ro and never
+written; an older schema is migrated in a private in-memory copy."""
 from __future__ import annotations
 
 import sqlite3
@@ -14,7 +15,8 @@ from ..errors import UserError
 from .migrations import APPLICATION_ID, MIGRATIONS
 
 BUSY_TIMEOUT_S = 30.0
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOTADB = 5, 6, 26
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN, SQLITE_NOTADB = 5, 6, 14, 26
+SQLITE_READONLY_DIRECTORY = 8 | 6 << 8
 
 
 def open_readwrite(path: Path) -> sqlite3.Connection:
@@ -26,6 +28,51 @@ def open_readwrite(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise UserError(f"no results database at {path}")
+    db, immutable = _connect_readonly(path)
+    try:
+        if immutable or _check_version(user_version(db), path) < len(MIGRATIONS):
+            copy = sqlite3.connect(":memory:", isolation_level=None)
+            db.backup(copy)
+            db.close()
+            db = copy
+            migrate(db, path)
+        db.execute("PRAGMA query_only=ON")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
+    """mode=ro, or else for a WAL database in a directory we cannot write
+    (SQLite cannot create the -shm index its readers share) immutable=1:
+    no writer is at work there, as it would have created that index, and
+    the caller copies the file at once in case one starts."""
+    uri = path.absolute().as_uri() + "?mode=ro"
+    for immutable in (False, True):
+        db = sqlite3.connect(uri + "&immutable=1" * immutable, uri=True, isolation_level=None,
+                             timeout=BUSY_TIMEOUT_S)
+        try:
+            retry_while_busy(lambda: check_ours(db, path))
+            return db, immutable
+        except sqlite3.OperationalError as e:
+            db.close()
+            if immutable or (e.sqlite_errorcode != SQLITE_READONLY_DIRECTORY
+                             and e.sqlite_errorcode & 0xFF != SQLITE_CANTOPEN):
+                raise
+        except BaseException:
+            db.close()
+            raise
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise UserError(f"cannot read {path}: its directory is read-only, and its write-ahead log"
+                            f" {wal.name} holds changes that only a writer can apply")
+    raise AssertionError("unreachable")
 
 
 def _prepare(db: sqlite3.Connection, path: Path) -> None:
