@@ -11,7 +11,7 @@ import pytest
 
 import vmtax
 
-from vmtax.errors import UserError
+from vmtax.errors import StoreError, UserError
 from vmtax.model import BenchSpec, Sample, TargetInfo
 from vmtax.store import Store, default_db_path
 from vmtax.store.migrations import APPLICATION_ID, MIGRATIONS
@@ -299,3 +299,57 @@ def test_refuses_a_newer_schema_read_only_too(db, readonly):
     con.close()
     with pytest.raises(UserError, match="newer"):
         Store(db, readonly=readonly)
+
+
+def test_a_read_only_store_refuses_writes_with_a_store_error(db):
+    _current_db(db)
+    s = Store(db, readonly=True)
+    with pytest.raises(StoreError, match="cannot record run r9: it was opened read-only"):
+        s.new_run("r9", "run", "vmtax run", "0", {})
+    with pytest.raises(StoreError, match="opened read-only$"):
+        s.finish_run("r9", "complete")
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A real 300 KiB file system, to fill."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a 300 KiB tmpfs needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", str(mnt)]).returncode:
+            subprocess.run(["umount", "-l", str(mnt)])  # a connection left open: detach it anyway
+
+
+def test_a_full_disk_is_one_store_error_and_what_was_stored_stays_readable(tiny_fs):
+    path = tiny_fs / "vmtax.db"
+    s = Store(path)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    stored = 0
+    with pytest.raises(StoreError) as full:
+        while stored < 100_000:
+            s.add_sample("r1", Sample("getppid", "local", 40.0 + stored, "ns", process=0, seq=stored))
+            stored += 1
+    assert str(full.value) == (f"results database {path}: cannot store a sample: database or disk is full"
+                               " (the samples stored so far are kept)")
+    assert full.value.__suppress_context__  # one line, no chained sqlite3 traceback
+    assert 10 < stored < 100_000
+    assert [x.value for x in s.load("r1").samples] == [40.0 + i for i in range(stored)]
+    reader = Store(path, readonly=True)
+    assert len(reader.load("r1").samples) == stored and reader.list_runs()[0]["samples"] == stored
+    reader.close()
+    try:
+        s.finish_run("r1", "failed")  # this may fit in the space the failed sample took
+    except StoreError as e:
+        assert "database or disk is full" in str(e) and "reads as abandoned" in str(e)
+        subprocess.run(["mount", "-o", "remount,size=2m", str(tiny_fs)], check=True)
+        s.finish_run("r1", "failed")
+    assert s.load("r1").status == "failed"
+    s.close()

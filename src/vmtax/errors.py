@@ -15,3 +15,7 @@ class TargetError(VmtaxError):
 
 class AgentError(VmtaxError):
     """The agent crashed or printed something that is not its protocol."""
+
+
+class StoreError(VmtaxError):
+    """The results database could not be written (disk full, I/O error)."""

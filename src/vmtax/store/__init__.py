@@ -7,11 +7,14 @@ import json
 import os
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
 from .opening import open_readonly, open_readwrite, user_version
+
+SQLITE_FULL = 13
 
 
 def default_db_path() -> Path:
@@ -20,7 +23,6 @@ def default_db_path() -> Path:
         return Path(env)
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "vmtax" / "vmtax.db"
-
 
 
 class Store:
@@ -41,39 +43,76 @@ class Store:
     def schema_version(self) -> int:
         return user_version(self.db)
 
-    # -- writing, one committed statement at a time --------------------------
+    # -- writing: each call is one committed transaction ------------------------
+    @contextmanager
+    def _write(self, what: str):
+        """A write transaction; any SQLite error in it becomes one StoreError."""
+        if self.readonly:
+            raise StoreError(f"results database {self.path}: cannot {what}: it was opened read-only")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            kept = " (the samples stored so far are kept)" if e.sqlite_errorcode & 0xFF == SQLITE_FULL else ""
+            raise StoreError(f"results database {self.path}: cannot {what}: {e}{kept}") from None
+
     def new_run(self, run_id: str, kind: str, command: str, version: str, config: dict) -> None:
-        self.db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
-                        (run_id, kind, time.time(), None, "running", command, version,
-                         json.dumps(config, sort_keys=True)))
+        with self._write(f"record run {run_id}") as db:
+            db.execute("INSERT INTO runs (id, kind, started, finished, status, command, vmtax_version,"
+                       " config_json) VALUES (?,?,?,?,?,?,?,?)",
+                       (run_id, kind, time.time(), None, "running", command, version,
+                        json.dumps(config, sort_keys=True)))
 
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO run_targets VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (run_id, position, info.name, info.kind, info.accel, info.boot_s, info.idle_cpu_pct,
-             info.mem_overhead_mb, agent_hash, json.dumps(info.facts, sort_keys=True)))
+        with self._write(f"store target {info.name}") as db:
+            db.execute("INSERT OR REPLACE INTO run_targets VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (run_id, position, info.name, info.kind, info.accel, info.boot_s,
+                        info.idle_cpu_pct, info.mem_overhead_mb, agent_hash,
+                        json.dumps(info.facts, sort_keys=True)))
 
     def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None:
-        with self.db:
-            self.db.execute("BEGIN")
-            self.db.executemany(
-                "INSERT INTO run_benchmarks VALUES (?,?,?,?,?,?,?)",
-                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description)
-                 for i, s in enumerate(specs)])
+        with self._write("store the benchmarks") as db:
+            db.executemany("INSERT INTO run_benchmarks VALUES (?,?,?,?,?,?,?)",
+                           [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description)
+                            for i, s in enumerate(specs)])
 
     def add_sample(self, run_id: str, s: Sample) -> None:
-        self.db.execute(
-            "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
-            "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
-             s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t))
+        with self._write("store a sample") as db:
+            db.execute(
+                "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
+                "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
+                 s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t))
 
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
-        self.db.execute("INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?)",
-                        (run_id, target, bench, stopped_by, reason))
+        with self._write("store an outcome") as db:
+            db.execute("INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?)",
+                       (run_id, target, bench, stopped_by, reason))
 
     def finish_run(self, run_id: str, status: str) -> None:
-        self.db.execute("UPDATE runs SET finished=?, status=? WHERE id=?", (time.time(), status, run_id))
+        """Record how the run ended.  On failure (a full disk) it checkpoints,
+        which can give back the space the write-ahead log holds, and tries
+        again; a run left 'running' reads as abandoned once vmtax has exited."""
+        for attempt in (1, 2):
+            try:
+                with self._write(f"record that run {run_id} ended ({status})") as db:
+                    db.execute("UPDATE runs SET finished=?, status=? WHERE id=?", (time.time(), status, run_id))
+                return
+            except StoreError as e:
+                if self.readonly:
+                    raise
+                if attempt == 2:
+                    raise StoreError(f"{e}; the run reads as abandoned once this vmtax has exited") from None
+            try:
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
 
     # -- reading --------------------------------------------------------------
     def list_runs(self, limit: int = 50) -> list[dict]:
