@@ -1,5 +1,7 @@
 import os
+import pwd
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -353,3 +355,47 @@ def test_a_full_disk_is_one_store_error_and_what_was_stored_stays_readable(tiny_
         s.finish_run("r1", "failed")
     assert s.load("r1").status == "failed"
     s.close()
+
+
+CONTROLLER = """
+import sys
+from vmtax.store import Store
+Store(sys.argv[1]).new_run("dead", "run", "vmtax run", "0", {})
+"""  # and exits without finishing it, as if killed
+
+
+def test_a_run_whose_controller_died_reads_as_abandoned_and_reading_writes_nothing(db):
+    dead = subprocess.run([sys.executable, "-c", CONTROLLER, str(db)], env={**os.environ, "PYTHONPATH": SRC})
+    assert dead.returncode == 0
+    s = Store(db)
+    s.new_run("alive", "run", "vmtax run", "0", {})  # this process controls it
+    s.new_run("done", "run", "vmtax run", "0", {})
+    s.finish_run("done", "complete")
+    changes = s.db.total_changes
+    runs = {r["id"]: r for r in s.list_runs()}
+    assert {k: r["status"] for k, r in runs.items()} == {"dead": "abandoned", "alive": "running",
+                                                          "done": "complete"}
+    assert runs["alive"]["host"] == socket.gethostname() and runs["alive"]["pid"] == os.getpid()
+    assert runs["alive"]["user"] == pwd.getpwuid(os.getuid()).pw_name
+    assert runs["dead"]["pid"] not in (None, os.getpid())
+    assert s.load("dead").status == "abandoned" and s.load("alive").status == "running"
+    assert Store(db, readonly=True).load("dead").status == "abandoned"
+    assert s.db.total_changes == changes
+    assert sqlite3.connect(db).execute("SELECT status FROM runs WHERE id = 'dead'").fetchone() == ("running",)
+
+
+def test_abandoned_is_told_by_boot_and_start_time_and_only_on_this_host(db):
+    s = Store(db)
+    for run_id in ("reused", "rebooted", "elsewhere", "old"):
+        s.new_run(run_id, "run", "vmtax run", "0", {})
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    raw = sqlite3.connect(db, isolation_level=None)
+    raw.execute("UPDATE runs SET pid_start = pid_start + 1 WHERE id = 'reused'")  # our pid, another process
+    raw.execute("UPDATE runs SET boot_id = 'another-boot' WHERE id = 'rebooted'")
+    raw.execute("UPDATE runs SET host = 'elsewhere.example', pid = ? WHERE id = 'elsewhere'", (gone.pid,))
+    raw.execute("UPDATE runs SET host = NULL, user = NULL, pid = NULL, pid_start = NULL, boot_id = NULL"
+                " WHERE id = 'old'")  # as stored before vmtax recorded controllers
+    raw.close()
+    assert {r["id"]: r["status"] for r in s.list_runs()} == {
+        "reused": "abandoned", "rebooted": "abandoned", "elsewhere": "running", "old": "running"}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
+from .controller import effective_status, this_controller
 from .opening import open_readonly, open_readwrite, user_version
 
 SQLITE_FULL = 13
@@ -63,11 +64,13 @@ class Store:
             raise StoreError(f"results database {self.path}: cannot {what}: {e}{kept}") from None
 
     def new_run(self, run_id: str, kind: str, command: str, version: str, config: dict) -> None:
+        c = this_controller()
         with self._write(f"record run {run_id}") as db:
             db.execute("INSERT INTO runs (id, kind, started, finished, status, command, vmtax_version,"
-                       " config_json) VALUES (?,?,?,?,?,?,?,?)",
+                       " config_json, host, user, pid, pid_start, boot_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (run_id, kind, time.time(), None, "running", command, version,
-                        json.dumps(config, sort_keys=True)))
+                        json.dumps(config, sort_keys=True),
+                        c["host"], c["user"], c["pid"], c["pid_start"], c["boot_id"]))
 
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
         with self._write(f"store target {info.name}") as db:
@@ -121,10 +124,13 @@ class Store:
             " (SELECT group_concat(name, ' ') FROM (SELECT name FROM run_targets t"
             "   WHERE t.run_id = r.id ORDER BY position)),"
             " (SELECT count(*) FROM run_benchmarks b WHERE b.run_id = r.id),"
-            " (SELECT count(*) FROM samples s WHERE s.run_id = r.id AND NOT s.warmup)"
+            " (SELECT count(*) FROM samples s WHERE s.run_id = r.id AND NOT s.warmup),"
+            " r.host, r.user, r.pid, r.pid_start, r.boot_id"
             " FROM runs r ORDER BY r.started DESC LIMIT ?", (limit,)).fetchall()
-        keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples")
-        return [dict(zip(keys, r)) for r in rows]
+        keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples",
+                "host", "user", "pid")
+        return [{**dict(zip(keys, r)), "status": effective_status(r[4], r[9], r[11], r[12], r[13])}
+                for r in rows]
 
     def resolve(self, ref: str | None) -> str:
         """A run id from a full id, a unique literal prefix (no wildcards), or None/'last'."""
@@ -143,11 +149,12 @@ class Store:
         return rows[0][0]
 
     def load(self, run_id: str) -> RunData:
-        r = self.db.execute("SELECT id,kind,started,finished,status,command,vmtax_version,config_json"
-                            " FROM runs WHERE id=?", (run_id,)).fetchone()
+        r = self.db.execute("SELECT id,kind,started,finished,status,command,vmtax_version,config_json,"
+                            "host,pid,pid_start,boot_id FROM runs WHERE id=?", (run_id,)).fetchone()
         if not r:
             raise UserError(f"no run '{run_id}' in {self.path}")
         data = RunData(*r[:7], config=json.loads(r[7]))
+        data.status = effective_status(r[4], *r[8:])
         for row in self.db.execute("SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
                                    "agent_hash,facts_json FROM run_targets WHERE run_id=?"
                                    " ORDER BY position", (run_id,)):

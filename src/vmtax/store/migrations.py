@@ -69,5 +69,14 @@ MIGRATIONS: list[str] = [
     );
     """,
     # 2: mark the file as a vmtax results database
-    "PRAGMA application_id = 1986884728;",
+    "PRAGMA application_id = 1986884728;",  # APPLICATION_ID
+    # 3: the controller of each run (NULL for older runs), so that a run whose
+    # controller is gone reads as abandoned (see controller.py)
+    """
+    ALTER TABLE runs ADD COLUMN host TEXT;
+    ALTER TABLE runs ADD COLUMN user TEXT;
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    ALTER TABLE runs ADD COLUMN pid_start INTEGER;  -- /proc/PID/stat field 22, against pid reuse
+    ALTER TABLE runs ADD COLUMN boot_id TEXT;       -- /proc/sys/kernel/random/boot_id
+    """,
 ]
