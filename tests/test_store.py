@@ -399,3 +399,39 @@ def test_abandoned_is_told_by_boot_and_start_time_and_only_on_this_host(db):
     raw.close()
     assert {r["id"]: r["status"] for r in s.list_runs()} == {
         "reused": "abandoned", "rebooted": "abandoned", "elsewhere": "running", "old": "running"}
+
+
+def test_sample_metrics_round_trip(db):
+    s = Store(db)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    s.add_sample("r1", Sample("getppid", "local", 40.0, "ns", 0, 0, metrics={"host_ns": 41.5, "cycles": 120}))
+    s.add_sample("r1", Sample("getppid", "local", 41.0, "ns", 0, 1))
+    s.add_sample("r1", Sample("getppid", "local", 42.0, "ns", 0, 2, metrics={"cycles": -3.0, "a": 0.0}))
+    got = [x.metrics for x in Store(db, readonly=True).load("r1").samples]
+    assert got == [{"host_ns": 41.5, "cycles": 120.0}, {}, {"cycles": -3.0, "a": 0.0}]
+    assert [list(m) for m in got] == [["host_ns", "cycles"], [], ["cycles", "a"]]  # in the order given
+
+
+@pytest.mark.parametrize("value, metrics", [
+    (float("nan"), {}), (float("inf"), {}), (-float("inf"), {"ok": 1.0}),
+    (1.0, {"cycles": float("nan")}), (1.0, {"ok": 1.0, "cycles": float("-inf")}),
+    (1.0, {"cycles": "12"}), (1.0, {"cycles": 10 ** 400}), (1.0, {"": 1.0}),
+])
+def test_add_sample_refuses_what_is_not_a_finite_number(db, value, metrics):
+    s = Store(db)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    with pytest.raises(ValueError, match="getppid on local: not a finite number"):
+        s.add_sample("r1", Sample("getppid", "local", value, "ns", 0, 0, metrics=metrics))
+    assert s.db.execute("SELECT count(*) FROM samples").fetchone() == (0,)
+    assert s.db.execute("SELECT count(*) FROM sample_metrics").fetchone() == (0,)
+
+
+def test_a_sample_and_its_metrics_are_stored_together_or_not_at_all(db):
+    s = Store(db)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    s.db.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON sample_metrics WHEN NEW.name = 'boom'"
+                 " BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    with pytest.raises(StoreError, match="cannot store a sample: refused"):
+        s.add_sample("r1", Sample("getppid", "local", 1.0, "ns", 0, 0, metrics={"fine": 1.0, "boom": 2.0}))
+    assert s.load("r1").samples == []
+    assert s.db.execute("SELECT count(*) FROM sample_metrics").fetchone() == (0,)

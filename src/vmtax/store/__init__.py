@@ -4,6 +4,8 @@ Ctrl-C loses nothing already measured."""
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import sqlite3
 import time
@@ -24,6 +26,13 @@ def default_db_path() -> Path:
         return Path(env)
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "vmtax" / "vmtax.db"
+
+
+def _finite(x) -> bool:
+    try:
+        return isinstance(x, numbers.Real) and math.isfinite(x)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 class Store:
@@ -86,12 +95,20 @@ class Store:
                             for i, s in enumerate(specs)])
 
     def add_sample(self, run_id: str, s: Sample) -> None:
+        """The sample and its metrics, together; ValueError for a value or
+        metric that is not a finite number (nothing is stored then)."""
+        bad = {k: v for k, v in [("value", s.value), *s.metrics.items()] if not _finite(v)}
+        bad.update({k: v for k, v in s.metrics.items() if not isinstance(k, str) or not k})
+        if bad:
+            raise ValueError(f"sample of {s.benchmark} on {s.target}: not a finite number: {bad!r}")
         with self._write("store a sample") as db:
-            db.execute(
+            sample_id = db.execute(
                 "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
                 "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
-                 s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t))
+                 s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t)).lastrowid
+            db.executemany("INSERT INTO sample_metrics VALUES (?,?,?)",
+                           [(sample_id, name, float(v)) for name, v in s.metrics.items()])
 
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         with self._write("store an outcome") as db:
@@ -165,11 +182,17 @@ class Store:
         for row in self.db.execute("SELECT name,suite,unit,direction,description FROM run_benchmarks"
                                    " WHERE run_id=? ORDER BY position", (run_id,)):
             data.benchmarks.append(BenchSpec(*row))
+        metrics: dict[int, dict[str, float]] = {}
+        for sample_id, name, value in self.db.execute(
+                "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"
+                " ON s.id = m.sample_id WHERE s.run_id=? ORDER BY m.rowid", (run_id,)):
+            metrics.setdefault(sample_id, {})[name] = value
         for row in self.db.execute("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
-                                   "iters,ops,overhead,tsc_per_op,cpu,t FROM samples WHERE run_id=?"
+                                   "iters,ops,overhead,tsc_per_op,cpu,t,id FROM samples WHERE run_id=?"
                                    " ORDER BY id", (run_id,)):
             data.samples.append(Sample(*row[:7], warmup=bool(row[7]), iters=row[8], ops=row[9],
-                                       overhead=row[10], tsc_per_op=row[11], cpu=row[12], t=row[13]))
+                                       overhead=row[10], tsc_per_op=row[11], cpu=row[12], t=row[13],
+                                       metrics=metrics.get(row[14], {})))
         for row in self.db.execute("SELECT target,benchmark,stopped_by,reason FROM outcomes"
                                    " WHERE run_id=?", (run_id,)):
             data.outcomes[(row[0], row[1])] = (row[2], row[3])

@@ -79,4 +79,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN pid_start INTEGER;  -- /proc/PID/stat field 22, against pid reuse
     ALTER TABLE runs ADD COLUMN boot_id TEXT;       -- /proc/sys/kernel/random/boot_id
     """,
+    # 4: further figures per operation of each sample, by name
+    """
+    CREATE TABLE sample_metrics (
+        sample_id INTEGER NOT NULL REFERENCES samples(id),
+        name TEXT NOT NULL,
+        value REAL NOT NULL,
+        PRIMARY KEY (sample_id, name)
+    );
+    """,
 ]
