@@ -435,3 +435,28 @@ def test_a_sample_and_its_metrics_are_stored_together_or_not_at_all(db):
         s.add_sample("r1", Sample("getppid", "local", 1.0, "ns", 0, 0, metrics={"fine": 1.0, "boom": 2.0}))
     assert s.load("r1").samples == []
     assert s.db.execute("SELECT count(*) FROM sample_metrics").fetchone() == (0,)
+
+
+def test_a_schema_1_database_opens_read_only_and_read_write(tmp_path):
+    path = tmp_path / "schema1.db"
+    run_id = _schema1_db(path)
+    before = path.read_bytes()
+    ro = Store(path, readonly=True)
+    data = ro.load(ro.resolve(None))
+    assert data.id == run_id and data.config == {"precision": 0.01}
+    assert data.status == "running"  # its controller was not recorded: whether it lives cannot be known
+    assert [(x.value, x.metrics) for x in data.samples] == [(42.0, {})]
+    assert {k: ro.list_runs()[0][k] for k in ("id", "host", "user", "pid", "samples")} == {
+        "id": run_id, "host": None, "user": None, "pid": None, "samples": 1}
+    ro.close()
+    assert path.read_bytes() == before and _schema(path)[0] == 1
+
+    rw = Store(path)
+    Store(tmp_path / "fresh.db").close()
+    assert _schema(path) == _schema(tmp_path / "fresh.db")
+    assert rw.load(run_id) == data
+    rw.add_sample(run_id, Sample("getppid", "local", 43.0, "ns", 0, 1, metrics={"cycles": 3.0}))
+    rw.finish_run(run_id, "complete")
+    rw.close()
+    again = Store(path, readonly=True).load(run_id)
+    assert again.status == "complete" and [x.metrics for x in again.samples] == [{}, {"cycles": 3.0}]
