@@ -18,4 +18,4 @@ class AgentError(VmtaxError):
 
 
 class StoreError(VmtaxError):
-    """The results database could not be written (disk full, I/O error)."""
+    """The results database failed (disk full, I/O error): what was stored is kept."""
