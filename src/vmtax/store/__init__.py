@@ -76,7 +76,8 @@ class Store:
         c = this_controller()
         with self._write(f"record run {run_id}") as db:
             db.execute("INSERT INTO runs (id, kind, started, finished, status, command, vmtax_version,"
-                       " config_json, host, user, pid, pid_start, boot_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       " config_json, host, user, pid, pid_start, boot_id)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        (run_id, kind, time.time(), None, "running", command, version,
                         json.dumps(config, sort_keys=True),
                         c["host"], c["user"], c["pid"], c["pid_start"], c["boot_id"]))
@@ -98,9 +99,11 @@ class Store:
         """The sample and its metrics, together; ValueError for a value or
         metric that is not a finite number (nothing is stored then)."""
         bad = {k: v for k, v in [("value", s.value), *s.metrics.items()] if not _finite(v)}
-        bad.update({k: v for k, v in s.metrics.items() if not isinstance(k, str) or not k})
         if bad:
             raise ValueError(f"sample of {s.benchmark} on {s.target}: not a finite number: {bad!r}")
+        if not all(isinstance(k, str) and k for k in s.metrics):
+            raise ValueError(f"sample of {s.benchmark} on {s.target}: a metric name that is not a"
+                             f" non-empty string: {list(s.metrics)!r}")
         with self._write("store a sample") as db:
             sample_id = db.execute(
                 "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
@@ -122,7 +125,8 @@ class Store:
         for attempt in (1, 2):
             try:
                 with self._write(f"record that run {run_id} ended ({status})") as db:
-                    db.execute("UPDATE runs SET finished=?, status=? WHERE id=?", (time.time(), status, run_id))
+                    db.execute("UPDATE runs SET finished=?, status=? WHERE id=?",
+                               (time.time(), status, run_id))
                 return
             except StoreError as e:
                 if self.readonly:
@@ -145,9 +149,12 @@ class Store:
             " r.host, r.user, r.pid, r.pid_start, r.boot_id"
             " FROM runs r ORDER BY r.started DESC LIMIT ?", (limit,)).fetchall()
         keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples",
-                "host", "user", "pid")
-        return [{**dict(zip(keys, r)), "status": effective_status(r[4], r[9], r[11], r[12], r[13])}
-                for r in rows]
+                "host", "user", "pid", "pid_start", "boot_id")
+        runs = [dict(zip(keys, r)) for r in rows]
+        for run in runs:
+            pid_start, boot = run.pop("pid_start"), run.pop("boot_id")
+            run["status"] = effective_status(run["status"], run["host"], run["pid"], pid_start, boot)
+        return runs
 
     def resolve(self, ref: str | None) -> str:
         """A run id from a full id, a unique literal prefix (no wildcards), or None/'last'."""

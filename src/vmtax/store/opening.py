@@ -54,25 +54,27 @@ def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
     no writer is at work there, as it would have created that index, and
     the caller copies the file at once in case one starts."""
     uri = path.absolute().as_uri() + "?mode=ro"
-    for immutable in (False, True):
-        db = sqlite3.connect(uri + "&immutable=1" * immutable, uri=True, isolation_level=None,
-                             timeout=BUSY_TIMEOUT_S)
-        try:
-            retry_while_busy(lambda: check_ours(db, path))
-            return db, immutable
-        except sqlite3.OperationalError as e:
-            db.close()
-            if immutable or (e.sqlite_errorcode != SQLITE_READONLY_DIRECTORY
-                             and e.sqlite_errorcode & 0xFF != SQLITE_CANTOPEN):
-                raise
-        except BaseException:
-            db.close()
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+        return _ours(db, path), False
+    except sqlite3.OperationalError as e:
+        if e.sqlite_errorcode != SQLITE_READONLY_DIRECTORY and e.sqlite_errorcode & 0xFF != SQLITE_CANTOPEN:
             raise
-        wal = Path(f"{path}-wal")
-        if wal.exists() and wal.stat().st_size:
-            raise UserError(f"cannot read {path}: its directory is read-only, and its write-ahead log"
-                            f" {wal.name} holds changes that only a writer can apply")
-    raise AssertionError("unreachable")
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size:
+        raise UserError(f"cannot read {path}: its directory is read-only, and its write-ahead log"
+                        f" {wal.name} holds changes that only a writer can apply")
+    return _ours(sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None), path), True
+
+
+def _ours(db: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """db, once check_ours has passed it; closed if not."""
+    try:
+        retry_while_busy(lambda: check_ours(db, path))
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _prepare(db: sqlite3.Connection, path: Path) -> None:
@@ -147,7 +149,7 @@ def check_ours(db: sqlite3.Connection, path: Path) -> None:
     """Refuse a file that is not a vmtax results database: ours carry vmtax's
     application_id, or (written before it was set) have user_version 1 or more
     and a runs table with a config_json column.  An empty file is new."""
-    outside = not db.in_transaction  # then read it all in one snapshot: another opener may be migrating it
+    outside = not db.in_transaction  # then read in one snapshot: another opener may be migrating it
     try:
         if outside:
             db.execute("BEGIN")
@@ -164,7 +166,8 @@ def check_ours(db: sqlite3.Connection, path: Path) -> None:
     finally:
         if outside and db.in_transaction:
             db.execute("COMMIT")
-    if app_id == APPLICATION_ID or app_id == 0 and (empty and version == 0 or version >= 1 and old_vmtax):
+    new = empty and version == 0
+    if app_id == APPLICATION_ID or (app_id == 0 and (new or (version >= 1 and old_vmtax))):
         return
     what = (f"it has tables {', '.join(tables)}" if tables
             else f"its application_id is {app_id:#x}" if app_id else f"its user_version is {version}")
