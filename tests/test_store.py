@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import vmtax
 from vmtax.errors import StoreError, UserError
@@ -450,3 +452,20 @@ def test_a_schema_1_database_opens_read_only_and_read_write(tmp_path):
     rw.close()
     again = Store(path, readonly=True).load(run_id)
     assert again.status == "complete" and [x.metrics for x in again.samples] == [{}, {"cycles": 3.0}]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=st.sets(st.text("ab%_-", min_size=1, max_size=4), min_size=1, max_size=6),
+       ref=st.text("ab%_-", min_size=1, max_size=4))
+def test_resolve_is_exact_or_literal_prefix(db, ids, ref):
+    s = Store(db)
+    s.db.execute("DELETE FROM runs")
+    for run_id in ids:
+        s.new_run(run_id, "run", "vmtax run", "0", {})
+    expected = [ref] if ref in ids else [i for i in ids if i.startswith(ref)]
+    if len(expected) == 1:
+        assert s.resolve(ref) == expected[0]
+    else:
+        with pytest.raises(UserError):
+            s.resolve(ref)
+    s.close()
