@@ -1,8 +1,7 @@
 """A deterministic stored run, built by hand, for report tests."""
 import random
 
-from vmtax.model import BenchSpec, Sample, TargetInfo
-from vmtax.model import RunData
+from vmtax.model import BenchSpec, RunData, Sample, TargetInfo
 
 SPECS = [BenchSpec("getppid", "kernel", "ns", "lower", "getppid loop"),
          BenchSpec("forkwait", "kernel", "ns", "lower", "fork and wait"),
@@ -21,11 +20,11 @@ def run(kind="compare", run_id="20260101-120000-abcd", facts=None, names=("local
     samples, outcomes = [], {}
     for spec in SPECS:
         for n in names:
-            for k in range(12):
+            for k in range(32):  # 8 blocks of one process with a warmup and 3 samples
                 samples.append(Sample(spec.name, n, rng.gauss(means[spec.name] * scale[n],
                                                               means[spec.name] * 0.01),
                                       "ns", process=k // 4, seq=k % 4, warmup=(k % 4 == 0),
-                                      t=1767268800.0 + k))
+                                      t=1767268800.0 + k, block=k // 4))
             outcomes[(n, spec.name)] = ("precision", "") if spec.name != "pi" else ("budget", "")
     return RunData(id=run_id, kind=kind, started=1767268800.0, finished=1767269000.0, status="complete",
                    command="vmtax compare local qemu:accel=tcg", vmtax_version="0.1.0",

@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import numpy as np
@@ -37,12 +38,26 @@ def test_interval_over_process_means():
 
 
 @given(st.lists(st.tuples(finite, st.integers(0, 5)), min_size=2, max_size=40))
-def test_process_interval_is_never_narrower_than_needed(pairs):
-    """With one sample per process the two methods agree."""
+def test_interval_rests_on_the_group_means(pairs):
+    """Whatever the grouping, the interval is Student's over the group
+    means (computed here independently), and n counts every value."""
     values = [v for v, _ in pairs]
-    a = stats.summarize(values, groups=list(range(len(values))))
-    b = stats.summarize(values)
-    assert a.ci_high == pytest.approx(b.ci_high, rel=1e-9)
+    groups = [g for _, g in pairs]
+    by: dict[int, list[float]] = {}
+    for v, g in pairs:
+        by.setdefault(g, []).append(v)
+    means = [sum(v) / len(v) for v in by.values()]
+    s = stats.summarize(values, groups=groups)
+    assert s.n == len(values) and s.units == len(means)
+    assert s.mean == pytest.approx(np.mean(means))
+    if len(means) > 1 and np.std(means) > 0:
+        lo, hi = sst.t.interval(0.95, len(means) - 1, loc=np.mean(means), scale=sst.sem(means))
+        assert s.ci_low == pytest.approx(lo, rel=1e-9, abs=1e-9) and s.ci_high == pytest.approx(hi, rel=1e-9, abs=1e-9)
+    elif len(means) == 1:
+        assert s.ci_high == math.inf
+    # one value per group: the same as no groups at all
+    b = stats.summarize(values, groups=list(range(len(values))))
+    assert b.ci_high == pytest.approx(stats.summarize(values).ci_high, rel=1e-9)
 
 
 def test_best_k_of_n_follows_direction():
@@ -73,82 +88,198 @@ def test_order_does_not_matter(xs, rnd):
     assert a.mean == pytest.approx(b.mean) and a.ci_high == pytest.approx(b.ci_high)
 
 
-@given(samples, samples, st.floats(min_value=0.01, max_value=100))
-def test_ratio_invariant_to_common_scale(a, b, k):
-    assume(np.var(b) > 0 or np.var(a) > 0)
-    r1 = stats.ratio_ci(a, b)
-    r2 = stats.ratio_ci([x * k for x in a], [x * k for x in b])
+pairs = st.integers(min_value=2, max_value=40).flatmap(
+    lambda k: st.tuples(st.lists(finite, min_size=k, max_size=k), st.lists(finite, min_size=k, max_size=k)))
+
+
+@given(pairs, st.floats(min_value=0.01, max_value=100))
+def test_paired_comparison_invariant_to_common_scale(ab, k):
+    a, b = ab
+    r1 = stats.compare_paired(a, b)
+    r2 = stats.compare_paired([x * k for x in a], [x * k for x in b])
     for u, v in zip(r1, r2):
         if math.isfinite(u):
             assert v == pytest.approx(u, rel=1e-6)
 
 
-@given(samples, samples)
-def test_ratio_interval_contains_ratio(a, b):
-    r, lo, hi = stats.ratio_ci(a, b)
+@given(pairs)
+def test_interval_contains_the_ratio_and_the_test_is_symmetric(ab):
+    a, b = ab
+    r, lo, hi, p = stats.compare_paired(a, b)
     assert lo <= r * (1 + 1e-9) and r <= hi * (1 + 1e-9)
+    assert stats.compare_paired(b, a)[3] == pytest.approx(p)  # swapping the sides changes nothing
 
 
-def test_fieller_agrees_with_bootstrap():
-    rng = np.random.default_rng(3)
-    a, b = rng.normal(120, 6, 50), rng.normal(100, 5, 50)
-    r, lo, hi = stats.ratio_ci(a, b)
-    boots = [rng.choice(a, 50).mean() / rng.choice(b, 50).mean() for _ in range(4000)]
-    blo, bhi = np.percentile(boots, [2.5, 97.5])
-    assert r == pytest.approx(1.2, rel=0.05)
-    assert lo == pytest.approx(blo, rel=0.01) and hi == pytest.approx(bhi, rel=0.01)
+def test_exact_p_is_the_share_of_sign_patterns():
+    """Against a brute force of its definition, over every pattern."""
+    rng = np.random.default_rng(4)
+    for k in (2, 5, 9):
+        c, b = rng.lognormal(0, 0.1, k) * 1.05, rng.lognormal(0, 0.1, k)
+        z = c - b
+        t = abs(z.sum())
+        share = np.mean([abs(np.dot(s, z)) >= t - 1e-12 for s in itertools.product((1, -1), repeat=k)])
+        assert stats.PairedTest(c, b).p(1.0) == pytest.approx(share)
+        # at theta, the same on cand - theta * base
+        th = 1.1
+        zt = c - th * b
+        share = np.mean([abs(np.dot(s, zt)) >= abs(zt.sum()) - 1e-12
+                         for s in itertools.product((1, -1), repeat=k)])
+        assert stats.PairedTest(c, b).p(th) == pytest.approx(share)
 
 
-def test_paired_fieller_cancels_common_drift():
-    """Both sides drift together (the interleaved design): the paired
-    interval is narrow and contains the true ratio; the unpaired one is
-    wide.  Against a brute-force check of Fieller's inequality."""
-    rng = np.random.default_rng(5)
-    drift = 100 * (1 + 0.2 * np.sin(np.linspace(0, 6, 40)))  # a host that speeds up and slows
-    base = drift * rng.normal(1, 0.01, 40)
-    cand = 1.5 * drift * rng.normal(1, 0.01, 40)
-    r, lo, hi = stats.ratio_ci_paired(cand, base)
-    _, ulo, uhi = stats.ratio_ci(cand, base)
-    assert lo < 1.5 < hi and (hi - lo) < (uhi - ulo) / 5
-    # every theta inside satisfies the inequality, just outside does not
-    k, t2 = 40, sst.t.ppf(0.975, 39) ** 2
-    va, vb = cand.var(ddof=1) / k, base.var(ddof=1) / k
-    cov = np.cov(cand, base)[0, 1] / k
+def test_random_draw_agrees_with_enumeration():
+    """Beyond EXACT_PAIRS the p-value comes from a fixed draw of patterns:
+    it agrees with the t-test on the differences where that is exact-ish."""
+    rng = np.random.default_rng(8)
+    k = 60
+    b = rng.lognormal(0, 0.05, k)
+    c = b * rng.lognormal(0.012, 0.03, k)
+    p = stats.PairedTest(c, b).p(1.0)
+    assert p == pytest.approx(sst.ttest_1samp(c - b, 0).pvalue, abs=0.02)
+    assert stats.PairedTest(c, b).p(1.0) == p  # the same draw every time: reports repeat
 
-    def inside(th):
-        return (cand.mean() - th * base.mean()) ** 2 <= t2 * (va - 2 * th * cov + th * th * vb)
-    assert inside(r) and inside(lo + 1e-9) and inside(hi - 1e-9)
-    assert not inside(lo - 1e-6) and not inside(hi + 1e-6)
+
+def test_interval_is_the_set_the_test_accepts():
+    rng = np.random.default_rng(6)
+    for k in (8, 30):
+        b = rng.lognormal(0, 0.05, k)
+        c = 1.2 * b * rng.lognormal(0, 0.03, k)
+        t = stats.PairedTest(c, b)
+        lo, hi = t.interval()
+        assert t.p(lo * (1 + 1e-4)) > 0.05 and t.p(hi * (1 - 1e-4)) > 0.05
+        assert t.p(lo * (1 - 1e-3)) <= 0.05 and t.p(hi * (1 + 1e-3)) <= 0.05
+
+
+def test_too_few_pairs_give_an_unbounded_interval_and_no_flag():
+    """With 5 pairs no pattern is rarer than 2/32 > 5%: nothing can be
+    rejected, whatever the data say."""
+    r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11], [1, 1.1, 1.2, 1, 1.1])
+    assert (lo, hi) == (-math.inf, math.inf) and p == pytest.approx(2 / 32)
+    r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11, 12], [1, 1.1, 1.2, 1, 1.1, 1.2])
+    assert math.isfinite(lo) and p == pytest.approx(2 / 64)
 
 
 def test_paired_test_ignores_drift_but_sees_a_shift():
     rng = np.random.default_rng(9)
-    drift = 100 * (1 + 0.3 * rng.standard_normal(30).cumsum() / 10)
+    drift = 100 * np.exp(0.3 * rng.standard_normal(30).cumsum() / 10)
     base = drift * rng.normal(1, 0.01, 30)
     same = drift * rng.normal(1, 0.01, 30)
-    assert stats.paired_p(same, base) > 0.01
-    assert stats.paired_p(same * 1.02, base) < 0.001
-    assert stats.paired_p(base, base) == 1.0
-    assert 0 <= stats.paired_p([-1.0, 2.0, 0.5], [1.0, 1.5, 0.0]) <= 1  # no log of <= 0
+    assert stats.compare_paired(same, base)[3] > 0.01
+    r, lo, hi, p = stats.compare_paired(same * 1.02, base)
+    assert p < 0.001 and lo < 1.02 < hi and hi - lo < 0.02
 
 
-@given(samples, st.floats(min_value=0.01, max_value=100))
-def test_paired_ratio_invariant_to_common_scale(xs, k):
-    ys = [x * 1.1 + 1 for x in xs]
-    r1, r2 = stats.ratio_ci_paired(ys, xs), stats.ratio_ci_paired([y * k for y in ys], [x * k for x in xs])
-    for u, v in zip(r1, r2):
-        if math.isfinite(u):
-            assert v == pytest.approx(u, rel=1e-6)
+def _simulate(design, k, rng, effect=1.0, rho=0.8, sd=0.02, proc=0.01):
+    """Two targets measured block by block on a host whose speed follows a
+    log-AR(1) process, one step per agent process: noise correlated in time,
+    as on a shared machine.  design: 'abba' (the old fixed rotation) or
+    'random' (a coin per block).  Returns per-block (candidate, baseline)."""
+    h, level = np.zeros(2 * k), 0.0
+    for i in range(2 * k):
+        level = rho * level + rng.normal(0, sd)
+        h[i] = level
+    y = 100 * np.exp(h + rng.normal(0, proc, 2 * k))
+    cand, base = [], []
+    for blk in range(k):
+        first_is_base = blk % 2 == 0 if design == "abba" else rng.random() < 0.5
+        u, w = y[2 * blk], y[2 * blk + 1]
+        base.append(u if first_is_base else w)
+        cand.append((w if first_is_base else u) * effect)
+    return np.array(cand), np.array(base)
 
 
-def test_fieller_unbounded_when_baseline_is_noise():
-    r, lo, hi = stats.ratio_ci([1.0, 2.0, 3.0], [-1.0, 0.5, 1.0])
-    assert lo == -math.inf and hi == math.inf
+def test_error_rate_holds_when_the_host_noise_is_correlated_in_time():
+    """Random order plus the sign-flip test: under A/A the labels in a block
+    are a coin, so the error rate is 5% whatever the host's noise does."""
+    rng = np.random.default_rng(12)
+    n, k = 600, 30
+    new = sum(stats.compare_paired(c, b)[3] < 0.05
+              for c, b in (_simulate("random", k, rng, rho=0.95, sd=0.03) for _ in range(n)))
+    assert new <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95)  # 5% plus three binomial SEs
 
 
-@given(samples)
-def test_identical_samples_are_not_significant(xs):
-    assert stats.paired_p(xs, list(xs)) > 0.05
+def _fieller_halfwidth(c, b):
+    """The old stopping rule: Fieller's paired interval (centred variances)."""
+    k, a, bb = len(c), np.asarray(c), np.asarray(b)
+    ma, mb = a.mean(), bb.mean()
+    va, vb, cov = a.var(ddof=1) / k, bb.var(ddof=1) / k, np.cov(a, bb)[0, 1] / k
+    t2 = sst.t.ppf(0.975, k - 1) ** 2
+    qa, qb, qc = mb * mb - t2 * vb, ma * mb - t2 * cov, ma * ma - t2 * va
+    disc = qb * qb - qa * qc
+    return math.inf if qa <= 0 or disc < 0 else math.sqrt(disc) / qa / (ma / mb)
+
+
+def test_the_old_stopping_rule_inflated_the_a_a_rate():
+    """The diagnosis of the A/A false positives (7 of 31 rows twice): the old
+    runner stopped a row as soon as 3+ processes gave a narrow interval, and
+    a centred spread looks narrow exactly when the difference happens to
+    look large -- a t-test then flags far more than 5%.  The new rule
+    (stop_halfwidth, 10 processes first) with the sign-flip test does not."""
+    rng = np.random.default_rng(16)
+    n, bound = 800, 800 * 0.05 + 3 * math.sqrt(800 * 0.05 * 0.95)
+    old = new = 0
+    for _ in range(n):
+        cs, bs = [], []
+        for blk in range(60):
+            cs.append(100 * math.exp(rng.normal(0, 0.01)))
+            bs.append(100 * math.exp(rng.normal(0, 0.01)))
+            if blk >= 2 and _fieller_halfwidth(cs, bs) <= 0.01:
+                break
+        old += sst.ttest_1samp(np.log(cs) - np.log(bs), 0).pvalue < 0.05
+        r, *_, p = _stop_run(rng, 1.0)
+        new += p < 0.05
+    assert old > bound and new <= bound
+
+
+def test_interval_covers_a_known_slowdown_at_the_nominal_rate():
+    rng = np.random.default_rng(13)
+    n, hits, flagged = 400, 0, 0
+    for _ in range(n):
+        c, b = _simulate("random", 30, rng, effect=1.03)
+        r, lo, hi, p = stats.compare_paired(c, b)
+        hits += lo <= 1.03 <= hi
+        flagged += p < 0.05
+    assert hits >= n * 0.95 - 3 * math.sqrt(n * 0.05 * 0.95)
+    assert flagged >= 0.8 * n  # a 3% difference against ~1.5% noise per block is seen
+
+
+def _stop_run(rng, effect, goal=0.01, first=10, kmax=60):
+    """The runner's rule: after each block (from the first-th on), stop
+    when stop_halfwidth reaches the goal."""
+    cs, bs = [], []
+    for blk in range(kmax):
+        c, b = _simulate("random", 1, rng, effect=effect, rho=0.0, sd=0.0, proc=0.012)
+        cs.append(c[0])
+        bs.append(b[0])
+        if blk + 1 >= first and stats.stop_halfwidth(cs, bs) <= goal:
+            break
+    return stats.compare_paired(cs, bs)
+
+
+def test_stopping_on_precision_does_not_bias_the_test():
+    """The stopping rule sees only how far apart each block's pair is, not
+    which side is ahead: stopping on it leaves the A/A rate at 5%, and the
+    interval it stops on is about the one reported."""
+    rng = np.random.default_rng(14)
+    n = 500
+    runs = [_stop_run(rng, 1.0) for _ in range(n)]
+    flagged = sum(p < 0.05 for *_, p in runs)
+    assert flagged <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95)
+    widths = [(hi - lo) / 2 / r for r, lo, hi, _ in runs]
+    assert 0.007 < float(np.median(widths)) < 0.013
+
+
+def test_stop_halfwidth_is_blind_to_which_side_is_ahead():
+    rng = np.random.default_rng(15)
+    c, b = rng.lognormal(0, 0.05, 20) * 1.3, rng.lognormal(0, 0.05, 20)
+    w = stats.stop_halfwidth(c, b)
+    swapped = [(y, x) if i % 3 == 0 else (x, y) for i, (x, y) in enumerate(zip(c, b))]
+    assert stats.stop_halfwidth([x for x, _ in swapped], [y for _, y in swapped]) == pytest.approx(w)
+    # ... yet it follows the spread both with and without a difference
+    for effect in (1.0, 1.5):
+        cc = b * effect * rng.lognormal(0, 0.02, 20)
+        est = stats.stop_halfwidth(cc, b)
+        assert 0.4 < est / (sst.t.ppf(0.975, 19) * 0.02 / math.sqrt(20)) < 2.0
 
 
 def test_geomean():

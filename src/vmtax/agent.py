@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -31,12 +32,69 @@ def agent_hash(path: Path | None = None) -> str:
     return _hash(str(p), p.stat().st_mtime)
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number vmtax accepts")
+
+
 def parse_line(line: str) -> dict:
-    """One protocol line; AgentError for anything that is not one."""
+    """One protocol line; AgentError for anything that is not one.  What a
+    target prints is untrusted: a guest can print anything on its channel."""
+    if len(line) > 65536:
+        raise AgentError(f"agent output line of {len(line)} characters: {line[:80]!r}...")
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError:
+        obj = json.loads(line, parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError):
         raise AgentError(f"malformed agent output: {line[:120]!r}") from None
-    if not isinstance(obj, dict) or obj.get("schema") != SCHEMA or "type" not in obj:
+    if not isinstance(obj, dict) or obj.get("schema") != SCHEMA or not isinstance(obj.get("type"), str):
         raise AgentError(f"unexpected agent output (schema {SCHEMA} expected): {line[:120]!r}")
     return obj
+
+
+def _number(msg: dict, key: str, lo: float, integer: bool = False, default=None):
+    v = msg.get(key, default)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+    if not ok or (integer and not float(v).is_integer()):
+        raise AgentError(f"sample line with an invalid {key}: {v!r}")
+    return int(v) if integer else float(v)
+
+
+def sample_fields(msg: dict, spec) -> dict:
+    """The fields of a Sample from one agent sample line, checked: finite
+    numbers in range, the benchmark and unit expected, nothing else."""
+    if msg.get("bench") != spec.name or msg.get("unit") != spec.unit:
+        raise AgentError(f"sample for {str(msg.get('bench'))[:40]!r} in {str(msg.get('unit'))[:20]!r}, "
+                         f"expected {spec.name} in {spec.unit}")
+    if not isinstance(msg.get("warmup"), bool):
+        raise AgentError(f"sample line with an invalid warmup: {msg.get('warmup')!r}")
+    value = _number(msg, "value", 0.0)
+    if value <= 0:
+        raise AgentError(f"sample line with a non-positive value: {value!r}")
+    return dict(value=value, unit=spec.unit, seq=_number(msg, "seq", 0, True),
+                instance=_number(msg, "instance", 0, True, 0), warmup=msg["warmup"],
+                iters=_number(msg, "iters", 1, True), ops=_number(msg, "ops", 1e-300),
+                overhead=_number(msg, "overhead", 0.0), tsc_per_op=_number(msg, "tsc_per_op", 0.0),
+                cpu=_number(msg, "cpu", -1, True, -1))
+
+
+FACT_MAX = 4096  # characters of one fact kept
+
+
+def clean_facts(obj: object) -> dict:
+    """A target's facts as plain JSON values: strings (cut to FACT_MAX),
+    finite numbers, booleans, null, and one level of such dicts."""
+    def scalar(v):
+        if isinstance(v, str):
+            return v[:FACT_MAX]
+        if isinstance(v, bool) or v is None:
+            return v
+        if isinstance(v, (int, float)):
+            return v if math.isfinite(v) else None
+        return str(v)[:FACT_MAX]
+    if not isinstance(obj, dict):
+        return {}
+    out = {}
+    for k, v in list(obj.items())[:200]:
+        key = str(k)[:100]
+        out[key] = ({str(a)[:100]: scalar(b) for a, b in list(v.items())[:100]} if isinstance(v, dict)
+                    else scalar(v))
+    return out

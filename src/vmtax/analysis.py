@@ -11,16 +11,28 @@ from .model import BenchSpec, Comparison, Measurement, RunData, Sample
 ALPHA = 0.05
 
 
-def process_means(samples: list[Sample]) -> dict[tuple[str, str], list[float]]:
-    """(target, benchmark) -> the mean of each agent process's measured
-    values (warmups left out): the independent units of comparison."""
-    out: dict[tuple[str, str], tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))
+def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]]:
+    """(target, benchmark) -> {block: the mean of the agent process measured
+    in that block} (warmups left out): the units of comparison, paired
+    across targets by block.  Runs stored before samples carried their
+    block pair the k-th process of each target, as their runner did."""
+    acc: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
+    order: dict[tuple[str, str], list[int]] = defaultdict(list)
     for s in samples:
-        if not s.warmup:
-            vals, groups = out[(s.target, s.benchmark)]
-            vals.append(s.value)
-            groups.append(s.process)
-    return {k: stats.cluster_means(v, g) for k, (v, g) in out.items()}
+        if s.warmup:
+            continue
+        key = (s.target, s.benchmark)
+        if s.process not in acc[key]:
+            order[key].append(s.process)
+            acc[key][s.process] = [s.block, 0.0, 0]
+        unit = acc[key][s.process]
+        unit[1] += s.value
+        unit[2] += 1
+    out = {}
+    for key, units in acc.items():
+        out[key] = {(block if block >= 0 else order[key].index(proc)): total / n
+                    for proc, (block, total, n) in units.items()}
+    return out
 
 
 def measurement(spec: BenchSpec, target: str, samples: list[Sample],
@@ -36,14 +48,15 @@ def measurement(spec: BenchSpec, target: str, samples: list[Sample],
                        overhead=overhead, cpu=cpus.pop() if len(cpus) == 1 else -1)
 
 
-def compare(spec: BenchSpec, baseline: str, candidate: str, base: list[float], cand: list[float],
-            stopped_by: str, alpha: float = ALPHA) -> Comparison | None:
-    """Ratio and test over per-process means, paired block by block: the
-    runner ran cand[i] and base[i] side by side, so host drift cancels."""
-    if min(len(base), len(cand)) < 2:
+def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, float],
+            cand: dict[int, float], stopped_by: str, alpha: float = ALPHA) -> Comparison | None:
+    """Ratio, interval and test over process means paired block by block:
+    the runner ran both in one block, in random order, so host drift
+    cancels and the sign-flip test holds its error rate (stats.py)."""
+    c, b = stats.paired(cand, base)
+    if len(c) < 2:
         return None
-    r, lo, hi = stats.ratio_ci_paired(cand, base, confidence=1 - alpha)
-    p = stats.paired_p(cand, base)
+    r, lo, hi, p = stats.compare_paired(c, b, confidence=1 - alpha)
     return Comparison(benchmark=spec, baseline=baseline, candidate=candidate, ratio=r,
                       ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha,
                       stopped_by=stopped_by)
@@ -63,11 +76,11 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
             measurements.append(measurement(spec, name, by_key.get((name, spec.name), []),
                                             stopped_by, reason))
         if len(names) > 1:
-            vals = process_means([s for n in names for s in by_key.get((n, spec.name), [])])
-            base = vals.get((names[0], spec.name), [])
+            vals = block_means([s for n in names for s in by_key.get((n, spec.name), [])])
+            base = vals.get((names[0], spec.name), {})
             for cand_name in names[1:]:
                 stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
-                c = compare(spec, names[0], cand_name, base, vals.get((cand_name, spec.name), []),
+                c = compare(spec, names[0], cand_name, base, vals.get((cand_name, spec.name), {}),
                             stopped_by)
                 if c:
                     comparisons.append(c)

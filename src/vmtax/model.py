@@ -35,6 +35,7 @@ class Sample:
     tsc_per_op: float = 0.0
     cpu: int = -1  # pinned CPU, -1 when not pinned
     t: float = 0.0  # wall-clock time it arrived
+    block: int = -1  # the runner's block it was measured in (-1: unknown, an old run)
     # further figures per operation, by name (counters, host cost, ...)
     metrics: dict = field(default_factory=dict, compare=False)
 

@@ -1,15 +1,20 @@
 """The runner: repeat each benchmark in fresh agent processes until it is
 known to the precision asked, or its share of the time budget is spent.
 
-For each benchmark, targets are interleaved block by block (one agent
-process per target per block, in an order that rotates each block) so that
-drift on the host hits every target alike.  The first process on a target
+For each benchmark, targets are measured in blocks: one agent process per
+target per block, in an order drawn at random for every block (the seed is
+recorded with the run).  Host drift then hits every target alike, and which
+of two targets ran first in a block is a fair coin -- what the sign-flip
+test in stats.py rests on.  Every sample carries its block, so pairing never
+depends on the order samples arrived in.  The first process on a target
 calibrates the iteration count; later ones reuse it (as pyperf does), and
 every process discards its warmup samples.  Each sample is stored as it
 arrives.
 """
 from __future__ import annotations
 
+import math
+import random
 import time
 import uuid
 from contextlib import ExitStack
@@ -17,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
 from . import __version__, stats
-from .agent import agent_hash, parse_line
-from .errors import AgentError, TargetError
+from .agent import agent_hash, parse_line, sample_fields
+from .errors import AgentError, StoreError, TargetError
 from .model import BenchSpec, Sample
 from .proc import ChildFailed
 from .store import Store
@@ -32,23 +37,31 @@ class RunConfig:
     samples_per_process: int = 3     # per fresh process (pyperf: 3); the process is the unit
     warmup: int = 1                  # samples discarded at the start of each process
     min_time_ms: int = 10            # calibration goal for one sample
-    min_processes: int = 3
-    cpu: int | None = None           # pin every agent process to this CPU
+    min_processes: int = 10          # before stopping on precision (a steadier spread estimate)
+    cpu: int | None = None           # run every target on this host CPU (None: unpinned)
     parallel: int = 1                # concurrent instances (seed 000 ran 16)
     agent_timeout: float = 300.0
+    seed: int = 0                    # the random block order (recorded, so a run can be replayed)
 
 
 @dataclass
 class TargetState:
     values: list[float] = field(default_factory=list)
     groups: list[int] = field(default_factory=list)  # the process of each value
+    blocks: dict[int, int] = field(default_factory=dict)  # process -> its block
     processes: int = 0
     iters: int | None = None
     done: str | None = None          # "skipped" or "error" once finished early
     reason: str = ""
 
-    def unit_means(self) -> list[float]:
-        return stats.cluster_means(self.values, self.groups)
+    def block_means(self) -> dict[int, float]:
+        """Block -> the mean of the process measured in it."""
+        sums: dict[int, list[float]] = {}
+        for v, g in zip(self.values, self.groups):
+            acc = sums.setdefault(self.blocks[g], [0.0, 0])
+            acc[0] += v
+            acc[1] += 1
+        return {b: total / n for b, (total, n) in sums.items()}
 
     def summary(self):
         return stats.summarize(self.values, groups=self.groups)
@@ -67,8 +80,11 @@ class Runner:
                  clock: Callable[[], float] = time.monotonic):
         self.cfg, self.specs, self.targets = cfg, specs, targets
         self.store, self.run_id, self.progress, self.clock = store, run_id, progress, clock
+        self.order = random.Random(cfg.seed)
         self._process_counter = 0
+        self._blocks: dict[str, int] = {}
         self._recorded: set[tuple[str, str]] = set()
+        self._spent: dict[str, float] = {}
 
     # -- the main loop ------------------------------------------------------------
     FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
@@ -77,10 +93,11 @@ class Runner:
         """Measure every benchmark; returns 'complete' or 'interrupted'.
 
         Pass 1 gives each benchmark an equal share of 60% of the budget
-        (time a benchmark does not use flows to the next).  Pass 2 splits
-        what is left among the benchmarks that have not reached the
-        precision yet, resuming their samples, so the time goes where the
-        noise is."""
+        (time a benchmark does not use flows to the next).  Pass 2 takes the
+        benchmarks that have not reached the precision yet, cheapest to
+        finish first (the time each would need at its current rate), and
+        splits what is left among them, so the budget buys as many rows at
+        the precision asked as it can."""
         t0 = self.clock()
         self._t0, self._durations = t0, []
         states = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
@@ -95,6 +112,7 @@ class Runner:
                 outcome = self._timed(index, spec, states[spec.name], share)
                 if outcome is None:
                     pending.append(index)
+            pending.sort(key=lambda i: self._time_to_goal(self.specs[i], states[self.specs[i].name]))
             for k, index in enumerate(pending):
                 spec = current = self.specs[index]
                 share = max(0.0, (self.cfg.max_time - (self.clock() - t0)) / (len(pending) - k))
@@ -108,12 +126,22 @@ class Runner:
             return "interrupted"
         return "complete"
 
+    def _time_to_goal(self, spec: BenchSpec, states: dict[str, TargetState]) -> float:
+        """Seconds more this benchmark would need to reach the precision at
+        the rate it has narrowed so far (the interval shrinks as 1/sqrt(time))."""
+        w = self.worst_precision(states)
+        if not math.isfinite(w):
+            return float("inf")
+        return self._spent.get(spec.name, 0.0) * max(0.0, (w / self.cfg.precision) ** 2 - 1)
+
     def _timed(self, index: int, spec: BenchSpec, states: dict[str, TargetState], share: float,
                final: bool = False) -> dict | None:
         """Measure until precision (recorded, returned) or budget (None)."""
         started = self.clock()
         how = self._measure(index, spec, states, started + share)
-        self._durations.append(self.clock() - started)
+        spent = self.clock() - started
+        self._durations.append(spent)
+        self._spent[spec.name] = self._spent.get(spec.name, 0.0) + spent
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
                 self.progress.finished(index, len(self.specs), spec, {
@@ -133,14 +161,15 @@ class Runner:
 
     def _measure(self, index: int, spec: BenchSpec, states: dict[str, TargetState],
                  deadline: float) -> str:
-        """Interleave targets block by block; 'precision' or 'budget'."""
-        block = 0
+        """Block after block, each in a random order; 'precision' or 'budget'."""
         while True:
-            k = block % len(self.targets)
-            for target in self.targets[k:] + self.targets[:k]:
+            block = self._blocks.get(spec.name, 0)
+            self._blocks[spec.name] = block + 1
+            order = list(self.targets)
+            self.order.shuffle(order)
+            for target in order:
                 if states[target.name].done is None:
-                    self._one_process(target, spec, states[target.name])
-            block += 1
+                    self._one_process(target, spec, states[target.name], block)
             active = [t.name for t in self.targets if states[t.name].done is None]
             worst = self.worst_precision(states)
             if self.progress:
@@ -177,9 +206,8 @@ class Runner:
             for n in active:
                 if n == base:
                     continue
-                a, b = states[n].unit_means(), states[base].unit_means()
-                out[n] = (stats.ratio_ci_rel(*stats.ratio_ci_paired(a, b))
-                          if min(len(a), len(b)) >= 2 else float("inf"))
+                a, b = stats.paired(states[n].block_means(), states[base].block_means())
+                out[n] = stats.stop_halfwidth(a, b)
             return out
         return {n: states[n].summary().ci_rel if len(states[n].values) >= 2 else float("inf")
                 for n in active}
@@ -189,36 +217,41 @@ class Runner:
         return max(self.precision_by_target(states).values(), default=0.0)
 
     # -- one agent process --------------------------------------------------------
-    def agent_args(self, spec: BenchSpec, st: TargetState) -> list[str]:
+    def agent_args(self, target: Target, spec: BenchSpec, st: TargetState) -> list[str]:
         c = self.cfg
         args = ["run", spec.name, "--samples", str(c.samples_per_process),
                 "--warmup", str(c.warmup), "--min-time-ms", str(c.min_time_ms)]
         if st.iters:
             args += ["--iters", str(st.iters)]
-        if c.cpu is not None:
-            args += ["--cpu", str(c.cpu)]
+        cpu = target.agent_cpu()
+        if cpu is not None:
+            args += ["--cpu", str(cpu)]
         if c.parallel > 1:
             args += ["--parallel", str(c.parallel)]
-        return args
+        return args + target.agent_extra_args()
 
-    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState) -> None:
+    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState, block: int) -> None:
         process = self._process_counter
         self._process_counter += 1
+        st.blocks[process] = block
         finished = False
         try:
-            for line in target.run_agent(self.agent_args(spec, st), timeout=self.cfg.agent_timeout):
+            for line in target.run_agent(self.agent_args(target, spec, st), timeout=self.cfg.agent_timeout):
                 if not line.strip():
                     continue
                 msg = parse_line(line)
                 kind = msg["type"]
                 if kind == "sample":
-                    self._take_sample(target.name, spec, process, msg, st)
+                    self._take_sample(target.name, spec, process, block, msg, st)
                 elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
-                    st.iters = int(msg["iters"])
+                    iters = msg.get("iters")
+                    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+                        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
+                    st.iters = iters
                 elif kind == "skip":
-                    st.done, st.reason = "skipped", str(msg.get("reason", ""))
+                    st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
                 elif kind == "error":
-                    raise AgentError(str(msg.get("message", "agent error")))
+                    raise AgentError(str(msg.get("message", "agent error"))[:500])
                 elif kind == "done":
                     finished = True
             if not finished and st.done is None:
@@ -229,19 +262,11 @@ class Runner:
             st.done, st.reason = "error", f"agent {e}"
         st.processes += 1
 
-    def _take_sample(self, target: str, spec: BenchSpec, process: int, msg: dict,
+    def _take_sample(self, target: str, spec: BenchSpec, process: int, block: int, msg: dict,
                      st: TargetState) -> None:
-        try:
-            s = Sample(benchmark=spec.name, target=target, value=float(msg["value"]),
-                       unit=str(msg["unit"]), process=process, seq=int(msg["seq"]),
-                       instance=int(msg.get("instance", 0)), warmup=bool(msg["warmup"]),
-                       iters=int(msg["iters"]), ops=float(msg["ops"]),
-                       overhead=float(msg["overhead"]), tsc_per_op=float(msg["tsc_per_op"]),
-                       cpu=int(msg.get("cpu", -1)), t=time.time())
-        except (KeyError, TypeError, ValueError) as e:
-            raise AgentError(f"sample line lacks a valid field ({e})") from None
-        if s.unit != spec.unit or msg.get("bench") != spec.name:
-            raise AgentError(f"sample for {msg.get('bench')} in {s.unit}, expected {spec.name} in {spec.unit}")
+        f = sample_fields(msg, spec)  # AgentError for anything a real agent would not say
+        s = Sample(benchmark=spec.name, target=target, process=process, block=block,
+                   t=time.time(), **f)
         self.store.add_sample(self.run_id, s)
         if not s.warmup:
             st.values.append(s.value)
@@ -254,25 +279,33 @@ def new_run_id() -> str:
 
 def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 targets: list[Target], store: Store, progress: Progress | None = None,
-                notes: dict | None = None) -> tuple[str, str]:
+                notes: dict | None = None) -> tuple[str, str, str]:
     """Start the targets, record the run, measure, and tear everything down
-    on every exit path.  Returns (run_id, status)."""
+    on every exit path.  Returns (run_id, status, failure): failure is what
+    went wrong with the store mid-run ('' when nothing did) -- the samples
+    stored before it are kept and can be reported."""
     run_id = new_run_id()
     store.new_run(run_id, kind, command, __version__,
                   {**asdict(cfg), "targets": [t.name for t in targets],
                    "benchmarks": [s.name for s in specs], **(notes or {})})
-    status = "failed"
+    status, failure = "failed", ""
     try:
         with ExitStack() as stack:
             for position, target in enumerate(targets):
+                target.pin(cfg.cpu)
                 stack.enter_context(target)
                 store.add_target(run_id, position, target.info(), agent_hash())
             store.add_benchmarks(run_id, specs)
             status = Runner(cfg, specs, targets, store, run_id, progress).run()
     except KeyboardInterrupt:
         status = "interrupted"
+    except StoreError as e:
+        failure = str(e)
     finally:
         if progress:
             progress.close()
-        store.finish_run(run_id, status)
-    return run_id, status
+        try:
+            store.finish_run(run_id, status)
+        except StoreError as e:
+            failure = failure or str(e)
+    return run_id, status, failure

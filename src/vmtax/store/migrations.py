@@ -88,4 +88,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (sample_id, name)
     );
     """,
+    # 5: the runner's block of each sample (samples of one block were measured
+    # side by side, one process per target, in random order; NULL before)
+    "ALTER TABLE samples ADD COLUMN block INTEGER;",
 ]

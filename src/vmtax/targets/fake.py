@@ -6,11 +6,16 @@ Options: scale (multiplies every mean), noise (relative sd of a sample),
 process_noise (relative sd of a per-process offset: samples of one process
 share it, as real processes share their memory layout and CPU), seed,
 delay (seconds per sample), skip=NAME, crash=NAME (dies mid-benchmark),
-garbage=NAME (prints a malformed line mid-benchmark).
+garbage=NAME (prints a malformed line mid-benchmark), host_noise and
+host_rho (a slowdown shared by every fake target, as a busy host's is: a
+log-AR(1) process with innovation sd host_noise and coefficient host_rho,
+one step per agent process -- noise correlated in time across targets).
 """
 from __future__ import annotations
 
+import functools
 import json
+import math
 import random
 import time
 import zlib
@@ -18,7 +23,7 @@ from typing import Iterator
 
 from ..agent import parse_line
 from ..proc import ChildFailed
-from .base import Target
+from .base import Target, option_number
 from .local import LocalTarget
 
 
@@ -26,17 +31,21 @@ class FakeTarget(Target):
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
     allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",
-                                 "garbage"})
+                                 "garbage", "host_noise", "host_rho"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
-        self.scale = float(options.get("scale", 1.0))
-        self.noise = float(options.get("noise", 0.01))
-        self.process_noise = float(options.get("process_noise", 0.0))
-        self.delay = float(options.get("delay", 0.0))
+        num = functools.partial(option_number, name, options)
+        self.scale = num("scale", 1.0, lo=0.0, hi=1e6, open_lo=True)
+        self.noise = num("noise", 0.01, lo=0.0, hi=10.0)
+        self.process_noise = num("process_noise", 0.0, lo=0.0, hi=10.0)
+        self.delay = num("delay", 0.0, lo=0.0, hi=60.0)
+        self.host_noise = num("host_noise", 0.0, lo=0.0, hi=10.0)
+        self.host_rho = num("host_rho", 0.0, lo=0.0, hi=0.999)
         # independent draws per target unless a seed is given: two fakes with one
         # seed would produce perfectly correlated "noise" and a zero-width ratio
-        self.rng = random.Random(int(options["seed"]) if "seed" in options else zlib.crc32(name.encode()))
+        seed = num("seed", None, lo=0, hi=2 ** 63, integer=True)
+        self.rng = random.Random(seed if seed is not None else zlib.crc32(name.encode()))
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
@@ -51,7 +60,9 @@ class FakeTarget(Target):
         opts = dict(zip(rest[::2], rest[1::2]))
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
         base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
-        mean = base * self.scale * (1 + self.rng.gauss(0, self.process_noise))
+        mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
+        if self.host_noise:
+            mean *= HOST.step(self.host_noise, self.host_rho)
         if self.options.get("skip") == bench:
             yield _line(type="skip", bench=bench, reason="fake target skips it")
             yield _line(type="done", bench=bench)
@@ -65,11 +76,28 @@ class FakeTarget(Target):
                 yield "this is not json"
             if self.options.get("crash") == bench and s == 2:
                 raise ChildFailed(-11, "fake agent: Segmentation fault")
-            v = self.rng.gauss(mean, mean * self.noise)
+            v = mean * math.exp(self.rng.gauss(0, self.noise))
             yield _line(type="sample", bench=bench, unit="ns", instance=0, seq=s,
                         warmup=s < warmup, iters=1000, ops=1000, value=v,
                         overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)))
         yield _line(type="done", bench=bench)
+
+
+class _Host:
+    """The shared state of a simulated busy host (one per controller)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self, seed: int = 0) -> None:
+        self.rng, self.level = random.Random(seed), 0.0
+
+    def step(self, sd: float, rho: float) -> float:
+        self.level = rho * self.level + self.rng.gauss(0, sd)
+        return math.exp(self.level)
+
+
+HOST = _Host()
 
 
 def _line(**kw) -> str:
