@@ -18,6 +18,17 @@ def boot_id() -> str:
         return "?"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (of any user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def descendants(pid: int) -> list[int]:
     """pid and every process below it."""
     children: dict[int, list[int]] = {}

@@ -2,26 +2,86 @@
 
 Every child vmtax starts (agent, qemu, uml, ssh, podman) is started here, in
 its own session so that a Ctrl-C at the terminal reaches vmtax alone, and is
-killed with its whole process group on every exit path.
+killed with its whole process group on every exit path -- including the
+one vmtax cannot see: a SIGKILL of vmtax itself, after which the kernel
+kills each direct child (PR_SET_PDEATHSIG) and the next run sweeps what
+was left (`sweep`).
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import weakref
+from pathlib import Path
 from typing import Iterator, Sequence
 
-from .hostproc import descendants
+from .hostproc import descendants, pid_alive
 
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _prctl = None
 
 
-def spawn(argv: Sequence[str], **kw) -> subprocess.Popen:
-    p = subprocess.Popen(list(argv), start_new_session=True, **kw)
+def _child_setup(cpu: int | None):
+    """Runs in the child between fork and exec: die with vmtax (the
+    spawning thread is always the main thread), and optionally pin."""
+    def setup() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+    return setup
+
+
+def spawn(argv: Sequence[str], cpu: int | None = None, **kw) -> subprocess.Popen:
+    """Start argv in a session of its own; it dies when vmtax does.  With
+    cpu, it (and every process it starts) runs on that host CPU alone."""
+    p = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=_child_setup(cpu), **kw)
     _live.add(p)
     return p
+
+
+# -- what a controller killed outright leaves behind ---------------------------------
+def private_dir(kind: str, parent: str | None = None) -> Path:
+    """A fresh private directory named after this controller's pid, so a
+    later run can tell whether its owner is still alive (see sweep)."""
+    return Path(tempfile.mkdtemp(prefix=f"vmtax-{kind}-{os.getpid()}-", dir=parent))
+
+
+_OWNED = re.compile(r"^vmtax-[a-z]+-(\d+)-")
+
+
+def sweep(parent: str | None = None) -> list[str]:
+    """Remove the private directories of controllers that are gone (a
+    SIGKILLed vmtax cannot clean up after itself); returns what it removed."""
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in entries:
+        m = _OWNED.match(name)
+        path = os.path.join(parent, name)
+        if not m or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
+            continue
+        try:
+            if os.stat(path).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:

@@ -4,6 +4,7 @@ itself.  Every concrete target cleans up its processes in stop(), which the
 context manager calls on every exit path."""
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import ClassVar, Iterator
 
@@ -11,27 +12,58 @@ from ..errors import UserError
 from ..model import TargetInfo
 
 
+# Every kind takes these: label=TEXT, so that `local local:label=b` is an A/A
+# pair, and inject=PCT, which makes the agent add PCT percent of extra work to
+# every operation: a known slowdown, to check that vmtax finds it.
+COMMON_OPTIONS = frozenset({"label", "inject"})
+
+
 class Target(ABC):
     kind: ClassVar[str]
     summary: ClassVar[str] = ""
-    # every kind also takes label=TEXT, so that `local local:label=b` is an A/A pair
     allowed_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, options: dict[str, str]):
-        unknown = set(options) - self.allowed_options - {"label"}
+        unknown = set(options) - self.allowed_options - COMMON_OPTIONS
         if unknown:
-            known = sorted(self.allowed_options | {"label"})
+            known = sorted(self.allowed_options | COMMON_OPTIONS)
             raise UserError(f"target '{name}': unknown option(s) {', '.join(sorted(unknown))} "
                             f"(known: {', '.join(known)})")
         self.name = name
         self.options = options
         self.boot_s: float | None = None
+        self.host_cpu: int | None = None
         self._facts: dict | None = None
+        self.inject = option_number(name, options, "inject", None, lo=0.0, hi=100.0,
+                                    strip="%", open_lo=True)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         """Whether this kind works on this machine, and why not."""
         return True, ""
+
+    def pin(self, cpu: int | None) -> None:
+        """Run this target's benchmarks on host CPU cpu (None: anywhere).
+        Called before start(): a guest pins its hypervisor's processes."""
+        self.host_cpu = cpu
+
+    def agent_cpu(self) -> int | None:
+        """The --cpu the agent gets inside this target: the host CPU itself
+        where the agent sees host CPUs (local, container)."""
+        return self.host_cpu
+
+    def scratch_dir(self) -> str | None:
+        """The directory the agent's file benchmarks work in (a tmpfs on
+        every kind, so that they compare kernels, not filesystems)."""
+        return None
+
+    def agent_extra_args(self) -> list[str]:
+        out = []
+        if self.scratch_dir():
+            out += ["--tmpdir", self.scratch_dir()]
+        if self.inject is not None:
+            out += ["--inject", f"{self.inject:g}"]
+        return out
 
     def start(self) -> None:
         """Bring the target up (boot a guest, open a connection)."""
@@ -48,17 +80,23 @@ class Target(ABC):
         """The agent's --env report from inside the target, plus the
         target's own facts (cached: the environment of a run is fixed)."""
         if self._facts is None:
-            from ..agent import parse_line
+            from ..agent import clean_facts, parse_line
             from ..errors import AgentError, TargetError
             from ..proc import ChildFailed
+            args = ["--env"] + (["--tmpdir", self.scratch_dir()] if self.scratch_dir() else [])
             try:
-                lines = [l for l in self.run_agent(["--env"], timeout=60) if l.strip()]
-                self._facts = parse_line(lines[-1]) if lines else {}
+                lines = [l for l in self.run_agent(args, timeout=60) if l.strip()]
+                facts = clean_facts(parse_line(lines[-1])) if lines else {}
             except (ChildFailed, AgentError) as e:
                 raise TargetError(f"{self.name}: the agent could not report its environment: {e}") from None
-            self._facts.pop("schema", None)
-            self._facts.pop("type", None)
-            self._facts.update(self.own_facts())
+            facts.pop("schema", None)
+            facts.pop("type", None)
+            facts.update(self.own_facts())
+            if self.host_cpu is not None:
+                facts["host_cpu"] = self.host_cpu
+            if self.inject is not None:
+                facts["inject_pct"] = self.inject
+            self._facts = facts
         return self._facts
 
     def own_facts(self) -> dict:
@@ -78,3 +116,21 @@ class Target(ABC):
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def option_number(name: str, options: dict[str, str], key: str, default, lo: float, hi: float,
+                  integer: bool = False, strip: str = "", open_lo: bool = False):
+    """A numeric target option, checked: one clear line for a bad one."""
+    if key not in options:
+        return default
+    text = options[key].strip().removesuffix(strip) if strip else options[key].strip()
+    try:
+        v = int(text) if integer else float(text)
+    except ValueError:
+        v = None
+    if v is None or not math.isfinite(v) or v > hi or v < lo or (open_lo and v == lo):
+        what = "an integer" if integer else "a number"
+        top = f"{int(hi)}" if integer else f"{hi:g}"
+        raise UserError(f"target '{name}': {key} must be {what} {'>' if open_lo else '>='} {lo:g} "
+                        f"and <= {top}, got '{options[key]}'")
+    return v

@@ -13,7 +13,6 @@ import queue
 import shlex
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from abc import abstractmethod
@@ -21,9 +20,9 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import proc
-from ..errors import TargetError, UserError
+from ..errors import TargetError
 from ..proc import ChildFailed
-from .base import Target
+from .base import Target, option_number
 
 READY = "@@VMTAX-READY"
 END = "@@VMTAX-END "
@@ -92,7 +91,10 @@ class Channel:
                         raise TargetError(self.broken) from None
                     if out.startswith(END):
                         done = True
-                        status = int(out[len(END):].strip() or 1)
+                        status = _status(out)
+                        if status is None:
+                            self.broken = f"{self.name}: malformed end-of-answer line {out[:60]!r}"
+                            raise TargetError(self.broken)
                         if status != 0:
                             raise ChildFailed(status, self.console_tail().removeprefix("; console: "))
                         return
@@ -109,6 +111,12 @@ class Channel:
             self.broken = self.broken or f"{self.name}: channel out of step"
 
 
+def _status(frame: str) -> int | None:
+    """The exit status in an end-of-answer line; None if it is not one."""
+    text = frame[len(END):].strip()
+    return int(text) if text.isdigit() and len(text) <= 3 else None
+
+
 class ChannelTarget(Target):
     """A target reached through vmtax-shell over a Channel: QEMU, UML,
     containers.  Subclasses say how to launch; this class boots, measures
@@ -118,11 +126,8 @@ class ChannelTarget(Target):
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
-        if "boot_timeout" in options:
-            try:
-                self.boot_timeout = float(options["boot_timeout"])
-            except ValueError:
-                raise UserError(f"boot_timeout must be seconds, got '{options['boot_timeout']}'") from None
+        self.boot_timeout = option_number(name, options, "boot_timeout", self.boot_timeout,
+                                          lo=0.0, hi=3600.0, open_lo=True)
         self.p: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.workdir: Path | None = None
@@ -134,8 +139,8 @@ class ChannelTarget(Target):
     def spawn(self, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         log = open(self.console_log, "ab")
         try:
-            return proc.spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                              env=env, cwd=self.workdir)
+            return proc.spawn(argv, cpu=self.host_cpu, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=log, env=env, cwd=self.workdir)
         finally:
             log.close()
 
@@ -143,8 +148,12 @@ class ChannelTarget(Target):
     def console_log(self) -> Path:
         return self.workdir / "console.log"
 
+    def scratch_dir(self) -> str | None:
+        return "/tmp"  # a tmpfs in vmtax's guests and containers
+
     def start(self) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"vmtax-{self.kind}-"))
+        proc.sweep()
+        self.workdir = proc.private_dir(self.kind)
         t0 = time.monotonic()
         self.p = self.launch()
         self.channel = Channel(self.p, self.name, self.console_log)

@@ -9,6 +9,7 @@ actually starts, else unshare).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -17,11 +18,14 @@ from functools import lru_cache
 
 from .. import guest
 from ..errors import TargetError, UserError
+from ..hostproc import pid_alive
 from .channel import ChannelTarget
 
 # What this machine's podman needs (rootless limits are low inside a microVM).
+# The root is vmtax's cached directory, mounted read-only: a container cannot
+# change the agent that later runs record the hash of.
 PODMAN_RUN = ["podman", "run", "--rm", "-i", "--runtime", "runc", "--network", "none",
-              "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+              "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--read-only",
               "--tmpfs", "/tmp", "--log-driver", "none"]
 SHELL = ["/bin/sh", "/vmtax-shell"]
 # unshare gets no /dev of its own: make the few nodes a process expects.
@@ -30,6 +34,10 @@ UNSHARE_INIT = ("mount -t proc proc /proc && mount -t tmpfs tmp /tmp && mount -t
                 "mknod -m 666 /dev/urandom c 1 9 && ln -s /proc/self/fd /dev/fd && "
                 "ln -s /proc/self/fd/2 /dev/stderr && ip link set lo up && "
                 "VMTAX_STDERR=/dev/stderr exec /bin/sh /vmtax-shell")
+# unshare: the root directory bind-mounted read-only inside the new mount
+# namespace, then chroot; paths travel as arguments, never inside the script.
+UNSHARE_ROOT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec chroot "$1" /bin/sh -c "$2"'
+NAME = re.compile(r"^vmtax-(\d+)-[0-9a-f]+$")
 
 
 @lru_cache(maxsize=1)
@@ -56,6 +64,27 @@ def unshare_works() -> tuple[bool, str]:
     return True, ""
 
 
+_swept = False
+
+
+def sweep_containers() -> None:
+    """Remove the containers of vmtax controllers that are gone (once per run)."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    try:
+        out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "name=^vmtax-"],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    stale = [n for n in out.split() if (m := NAME.match(n)) and int(m.group(1)) != os.getpid()
+             and not pid_alive(int(m.group(1)))]
+    if stale:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", *stale], capture_output=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+
+
 class ContainerTarget(ChannelTarget):
     kind = "container"
     summary = "the agent in a container (podman+runc, else unshare+chroot)"
@@ -69,7 +98,8 @@ class ContainerTarget(ChannelTarget):
             raise UserError(f"engine must be podman, unshare or auto, got '{self.engine_wanted}'")
         self.engine: str | None = None
         self.engine_note = ""
-        self.container_name = f"vmtax-{uuid.uuid4().hex[:10]}"
+        # the controller's pid in the name: a later run removes what a killed one left
+        self.container_name = f"vmtax-{os.getpid()}-{uuid.uuid4().hex[:10]}"
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -92,11 +122,12 @@ class ContainerTarget(ChannelTarget):
         self.engine = self.choose_engine()
         root = str(guest.rootfs_dir())
         if self.engine == "podman":
+            sweep_containers()
             argv = PODMAN_RUN + ["--name", self.container_name, "--env", "VMTAX_STDERR=/dev/stderr",
                                  "--rootfs", root, *SHELL]
         else:
             argv = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc", "--net",
-                    "--kill-child", "chroot", root, "/bin/sh", "-c", UNSHARE_INIT]
+                    "--kill-child", "/bin/sh", "-c", UNSHARE_ROOT, "sh", root, UNSHARE_INIT]
         return self.spawn(argv)
 
     def stop(self) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError, UserError
+from .base import option_number
 from .channel import ChannelTarget
 from ..hostproc import boot_id, idle_cpu_pct, rss_beyond_mapping
 
@@ -95,10 +96,10 @@ class QemuTarget(ChannelTarget):
         if self.machine not in ("pc", "q35", "microvm"):
             raise UserError(f"machine must be pc, q35 or microvm, got '{self.machine}'")
         self.mem_mb = parse_size_mb(options.get("mem", "1G"))
-        try:
-            self.smp = int(options.get("smp", "1"))
-        except ValueError:
-            raise UserError(f"smp must be a number, got '{options['smp']}'") from None
+        if self.mem_mb < 128:
+            raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, "
+                            f"got '{options['mem']}'")
+        self.smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
         self.accel: str | None = None
         self.accel_note = ""
         self.idle_cpu: float | None = None
@@ -136,6 +137,10 @@ class QemuTarget(ChannelTarget):
                 "-m", f"{self.mem_mb}M", "-kernel", str(kernel), "-initrd", str(guest.initramfs()),
                 "-append", " ".join(append), "-serial", f"file:{self.console_log}",
                 *channel, "-no-reboot"]
+
+    def agent_cpu(self) -> int | None:
+        """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
+        return 0 if self.host_cpu is not None else None
 
     def launch(self) -> subprocess.Popen:
         return self.spawn(self.argv(self.accel))

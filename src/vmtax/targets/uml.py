@@ -87,6 +87,10 @@ class UmlTarget(ChannelTarget):
         finding = guest.probe_memory("uml")[key]
         return (True, "") if not finding else (False, finding)
 
+    def agent_cpu(self) -> int | None:
+        """Pinned, every UML host process runs on one host CPU; UML has one vCPU."""
+        return 0 if self.host_cpu is not None else None
+
     def launch(self) -> subprocess.Popen:
         argv = [find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
                 f"initrd={guest.initramfs()}", "con=null", "con0=null,fd:2", "ssl=null",
