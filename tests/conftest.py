@@ -1,8 +1,19 @@
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# The tests never touch the user's ~/.cache/vmtax (probe results, cached
+# images): one private cache for the whole session, set before any test
+# module is imported (some probe targets at import), removed at the end.
+_CACHE = tempfile.mkdtemp(prefix="vmtax-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "agent" / "build" / "vmtax-agent"

@@ -26,9 +26,21 @@ def vmtax(*args, db=None):
     (["run", "--max-time", "6 parsecs"], "malformed duration"),
     (["run", "--precision", "lots"], "malformed precision"),
     (["run", "--precision", "0%"], "between 0% and 100%"),
-    (["run", "--samples", "0"], "--samples must be at least 1"),
+    (["run", "--samples", "0"], "--samples must be between 1 and 10000"),
+    (["run", "--samples", "10000000"], "--samples must be between 1 and 10000"),
+    (["run", "--parallel", "10000"], "--parallel must be between 1 and 256"),
+    (["run", "--cpu", "99"], "--cpu 99: not a CPU this process may use"),
+    (["run", "--cpu", "lots"], "--cpu must be a CPU number, auto or none"),
+    (["run", "--max-time", "0s"], "--max-time must be positive"),
     (["run", "--target", "fake:oops"], "not key=value"),
-    (["show", "nope"], "no run"),
+    (["run", "--target", "fake:scale=abc"], "scale must be a number"),
+    (["run", "--target", "qemu:smp=0"], "smp must be an integer >= 1"),
+    (["run", "--target", "qemu:boot_timeout=-1"], "boot_timeout must be a number > 0"),
+    (["run", "--target", "qemu:boot_timeout=nan"], "boot_timeout must be a number > 0"),
+    (["run", "--target", "uml:boot_timeout=inf"], "boot_timeout must be a number > 0"),
+    (["run", "--target", "local:inject=200"], "inject must be a number > 0"),
+    (["show", "nope"], "no results database"),
+    (["runs", "--limit", "0"], "--limit must be at least 1"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, db):
@@ -76,9 +88,14 @@ def test_report_needs_an_output_and_writes_each(tmp_path, capsys, db):
     assert vmtax("report", "nope", "--csv", "-", db=db) == 2
 
 
-def test_list_json():
-    from vmtax import suite
-    assert len(suite.all_benchmarks()) >= 31
+def test_list_json(capsys):
+    assert vmtax("list", "--json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    names = [r["name"] for r in rows]
+    assert len(rows) >= 30 and len(set(names)) == len(names)
+    for r in rows:
+        assert {"name", "suite", "unit", "direction", "description"} <= set(r)
+        assert r["direction"] in ("lower", "higher")
 
 
 @pytest.mark.e2e

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import shlex
 import signal
 import sys
@@ -18,6 +20,7 @@ from .analysis import analyse
 from .errors import UserError, VmtaxError
 from .report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal
 from .report.progress import TerminalProgress
+from .report.safe import inert
 from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, run_session
 from .store import Store, default_db_path
@@ -31,13 +34,19 @@ class Parser(argparse.ArgumentParser):
         raise UserError(f"{message} (see `{self.prog} --help`)")
 
 
+def say(text: str = "", stream=None) -> None:
+    """Print for a person: whatever came from a target or the store is made
+    inert first (no control sequences reach the terminal)."""
+    print(inert(text), file=stream or sys.stdout)
+
+
 def _json_out(doc: object, dest: str) -> None:
     _write_text(json.dumps(doc, indent=2, default=str) + "\n", dest)
 
 
 def _write_text(text: str, dest: str) -> None:
     if dest == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(inert(text))
         return
     try:
         with open(dest, "w") as f:
@@ -46,8 +55,8 @@ def _write_text(text: str, dest: str) -> None:
         raise UserError(f"cannot write {dest}: {e.strerror}") from None
 
 
-def _store(args) -> Store:
-    return Store(args.db or default_db_path())
+def _store(args, readonly: bool = False) -> Store:
+    return Store(args.db or default_db_path(), readonly=readonly)
 
 
 # -- commands ------------------------------------------------------------------------
@@ -58,10 +67,10 @@ def cmd_list(args) -> int:
         return EXIT_OK
     from .report import table
     rows = [[s.suite, s.name, s.unit, f"{s.direction} is better", s.description] for s in specs]
-    print(table.render(["suite", "benchmark", "unit", "direction", "what it measures"], rows,
-                       align="lllll"))
-    print(f"\nsuites: {', '.join([suite.DEFAULT_SUITE, *suite.suites(specs)])} "
-          f"({suite.DEFAULT_SUITE} = all {len(specs)} benchmarks)")
+    say(table.render(["suite", "benchmark", "unit", "direction", "what it measures"], rows,
+                     align="lllll"))
+    say(f"\nsuites: {', '.join([suite.DEFAULT_SUITE, *suite.suites(specs)])} "
+        f"({suite.DEFAULT_SUITE} = all {len(specs)} benchmarks)")
     return EXIT_OK
 
 
@@ -71,18 +80,42 @@ def _config(args) -> RunConfig:
         max_time = parse_duration(args.max_time)
     except ValueError as e:
         raise UserError(str(e)) from None
-    if max_time <= 0:
-        raise UserError(f"--max-time must be positive, got '{args.max_time}'")
-    for flag, value, least in (("--samples", args.samples, 1), ("--warmup", args.warmup, 0),
-                               ("--parallel", args.parallel, 1), ("--min-processes", args.min_processes, 2),
-                               ("--min-time-ms", args.min_time_ms, 0)):
-        if value < least:
-            raise UserError(f"{flag} must be at least {least}, got {value}")
-    if args.cpu is not None and args.cpu < 0:
-        raise UserError(f"--cpu must be a CPU number, got {args.cpu}")
+    if not 0 < max_time <= 7 * 86400:
+        raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
+    for flag, value, least, most in LIMITS(args):
+        if not least <= value <= most:
+            raise UserError(f"{flag} must be between {least} and {most}, got {value}")
     return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
-                     warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=args.cpu,
-                     parallel=args.parallel, min_processes=args.min_processes)
+                     warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
+                     parallel=args.parallel, min_processes=args.min_processes,
+                     seed=random.SystemRandom().randrange(2 ** 32))
+
+
+def LIMITS(args) -> list[tuple[str, int, int, int]]:
+    """(flag, value, least, most) of every numeric option of run/compare:
+    the agent's own bounds, so that nothing starts with a value it refuses."""
+    return [("--samples", args.samples, 1, 10000), ("--warmup", args.warmup, 0, 1000),
+            ("--parallel", args.parallel, 1, 256), ("--min-processes", args.min_processes, 2, 100000),
+            ("--min-time-ms", args.min_time_ms, 0, 60000)]
+
+
+def _cpu(text: str, parallel: int) -> int | None:
+    """--cpu N | auto | none -> the host CPU every target runs on, or None.
+    auto: the last CPU this process may use, when there are two or more and
+    one instance runs (one vCPU guest against one host CPU: like for like)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if text == "none":
+        return None
+    if text == "auto":
+        return allowed[-1] if len(allowed) >= 2 and parallel == 1 else None
+    try:
+        cpu = int(text)
+    except ValueError:
+        raise UserError(f"--cpu must be a CPU number, auto or none, got '{text}'") from None
+    if cpu not in allowed:
+        raise UserError(f"--cpu {cpu}: not a CPU this process may use (allowed: "
+                        f"{', '.join(map(str, allowed))})")
+    return cpu
 
 
 def _measure(args, kind: str, target_texts: list[str]) -> int:
@@ -98,53 +131,56 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
             ok, why = t.available()
             if not ok:
                 skipped[t.name] = why
-                print(f"vmtax: skipping {t.name}: {why}", file=sys.stderr)
+                say(f"vmtax: skipping {t.name}: {why}", sys.stderr)
         targets = [t for t in targets if t.name not in skipped]
         if len(targets) < 2:
             raise UserError("no candidate target works on this machine (see `vmtax targets`)")
     store = _store(args)
     command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     progress = TerminalProgress(goal=cfg.precision)
-    print(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)}; "
-          f"results in {store.path}",
-          file=sys.stderr)
+    pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
+    say(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
+        f"results in {store.path}", sys.stderr)
     try:
-        run_id, status = run_session(kind, command, cfg, specs, targets, store, progress,
-                                     notes={"skipped_targets": skipped} if skipped else None)
+        run_id, status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
+                                              notes={"skipped_targets": skipped} if skipped else None)
     finally:
         proc.kill_all()
+    if failure:  # the store failed mid-run: say so, then report what it holds
+        say(f"vmtax: {failure}", sys.stderr)
+        _report(Store(store.path, readonly=True), run_id, args)
+        return EXIT_FAIL
     return _report(store, run_id, args)
 
 
 def _report(store: Store, run_id: str, args) -> int:
     data = store.load(run_id)
     ms, cs = analyse(data)
-    print(terminal.run_header(data))
-    print()
+    # with the JSON document on stdout, the tables go to stderr: `--json - | jq` works
+    out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+    say(terminal.run_header(data) + "\n", out)
     if data.kind == "compare" and not getattr(args, "all_rows", False):
-        print(scoreboard.render_text(data, ms, cs))
-        print()
-        print(scoreboard.targets_text(data))
+        say(scoreboard.render_text(data, ms, cs) + "\n", out)
+        say(scoreboard.targets_text(data), out)
         notes = [f"{t.name}: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
         notes += [f"{name}: not measured, it does not work here: {why}"
                   for name, why in data.config.get("skipped_targets", {}).items()]
         for note in notes:
-            print(textwrap.fill(note, scoreboard.WIDTH, initial_indent="  ", subsequent_indent="    "))
-        print()
-        print(scoreboard.precision_share(cs) + "; " + terminal.stop_tally(ms))
+            say(textwrap.fill(note, scoreboard.WIDTH, initial_indent="  ", subsequent_indent="    "), out)
+        say("", out)
+        say(scoreboard.precision_share(data, cs) + "; " + terminal.stop_tally(ms), out)
     else:
-        print(terminal.measurements_table(ms))
-        print()
-        print(terminal.stop_tally(ms))
+        say(terminal.measurements_table(ms) + "\n", out)
+        say(terminal.stop_tally(ms), out)
     if getattr(args, "json", None):
         _json_out(jsondoc.document(data, ms, cs), args.json)
     if getattr(args, "markdown", None):
         _write_text(markdown.document(data, ms, cs), args.markdown)
     if data.status == "interrupted":
         kept = sum(1 for s in data.samples if not s.warmup)
-        print(f"interrupted: {kept} samples kept in run {data.id}", file=sys.stderr)
+        say(f"interrupted: {kept} samples kept in run {data.id}", sys.stderr)
         return EXIT_INTERRUPTED
-    if data.status == "failed":
+    if data.status in ("failed", "abandoned"):
         return EXIT_FAIL
     return EXIT_BENCH_ERROR if any(m.stopped_by == "error" for m in ms) else EXIT_OK
 
@@ -166,22 +202,22 @@ def cmd_targets(args) -> int:
         _json_out(rows, args.json)
         return EXIT_OK
     from .report import table
-    print(table.render(["kind", "works here", "what it is", "note"],
-                       [[r["kind"], "yes" if r["works"] else "no", r["what"], r["note"]] for r in rows],
-                       align="llll"))
-    print("\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm")
+    say(table.render(["kind", "works here", "what it is", "note"],
+                     [[r["kind"], "yes" if r["works"] else "no", r["what"], r["note"]] for r in rows],
+                     align="llll"))
+    say("\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm")
     return EXIT_OK
 
 
 def cmd_show(args) -> int:
-    store = _store(args)
+    store = _store(args, readonly=True)
     return _report(store, store.resolve(args.run), args)
 
 
 def cmd_report(args) -> int:
     if not (args.html or args.markdown or args.csv):
         raise UserError("say what to write: --html FILE, --markdown FILE and/or --csv FILE")
-    store = _store(args)
+    store = _store(args, readonly=True)
     ids = list(dict.fromkeys(store.resolve(r) for r in (args.runs or [None])))
     runs = []
     for run_id in ids:
@@ -195,19 +231,21 @@ def cmd_report(args) -> int:
     if args.csv:
         _write_text(csvout.document(runs), args.csv)
     for w in facts.warnings([r[0] for r in runs]):
-        print(f"vmtax: warning: {w}", file=sys.stderr)
+        say(f"vmtax: warning: {w}", sys.stderr)
     written = [f for f in (args.html, args.markdown, args.csv) if f and f != "-"]
     if written:
-        print(f"wrote {', '.join(written)} from {len(runs)} run(s): {', '.join(ids)}", file=sys.stderr)
+        say(f"wrote {', '.join(written)} from {len(runs)} run(s): {', '.join(ids)}", sys.stderr)
     return EXIT_OK
 
 
 def cmd_runs(args) -> int:
-    runs = _store(args).list_runs(args.limit)
+    if args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    runs = _store(args, readonly=True).list_runs(args.limit)
     if args.json:
         _json_out(runs, args.json)
     else:
-        print(terminal.runs_table(runs))
+        say(terminal.runs_table(runs))
     return EXIT_OK
 
 
@@ -221,7 +259,9 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
                    help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default 1%%)")
     p.add_argument("--max-time", default="6m", metavar="DURATION",
                    help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)")
-    p.add_argument("--cpu", type=int, metavar="N", help="pin every agent process to CPU N")
+    p.add_argument("--cpu", default="auto", metavar="N|auto|none",
+                   help="run every target on host CPU N (a guest: its whole hypervisor; the agent on "
+                        "its vCPU 0); auto (default): the last CPU when there are several; none: unpinned")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="run N concurrent instances of each benchmark (default 1)")
     p.add_argument("--samples", type=int, default=3, metavar="N",
@@ -230,8 +270,8 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
                    help="warmup samples discarded per agent process (default 1)")
     p.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
                    help="calibrate so one sample lasts at least MS milliseconds (default 10)")
-    p.add_argument("--min-processes", type=int, default=3, metavar="N",
-                   help="fresh agent processes per target before stopping on precision (default 3)")
+    p.add_argument("--min-processes", type=int, default=10, metavar="N",
+                   help="fresh agent processes per target before stopping on precision (default 10)")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="also write the results as JSON to FILE (- for stdout)")
     p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown to FILE")
@@ -297,10 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except UserError as e:
-        print(f"vmtax: {e}", file=sys.stderr)
+        say(f"vmtax: {e}", sys.stderr)
         return EXIT_USAGE
     except VmtaxError as e:
-        print(f"vmtax: {e}", file=sys.stderr)
+        say(f"vmtax: {e}", sys.stderr)
         return EXIT_FAIL
     except KeyboardInterrupt:
         print("vmtax: interrupted", file=sys.stderr)

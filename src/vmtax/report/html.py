@@ -13,7 +13,7 @@ from .. import __version__
 from ..model import Comparison, Measurement, RunData
 from . import plots
 from .facts import FACT_HEADER, fact_rows, warnings
-from .scoreboard import geomeans
+from .scoreboard import geomeans, precise
 from .units import fmt_duration, fmt_pct, fmt_value
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
@@ -88,7 +88,7 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
         for k in cands:
             c, m = cby.get((k, spec.name)), mby.get((k, spec.name))
             if c and m and m.summary and b.summary:
-                flag = ("*" if c.significant else "") + ("" if c.stopped_by == "precision" else "?")
+                flag = ("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
                 cells += [_td(_ratio_text(c), c.ratio),
                           _td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
                               m.summary.mean),
@@ -97,10 +97,11 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
                 why = f"{m.stopped_by}: {m.reason}" if m else "not measured"
                 cells += [_td(why, cls="wrap"), _td("-"), _td("")]
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    legend = ('<p class="meta"><span class="sig">*</span> difference outside the 95% confidence '
-              'interval (paired t-test) · <span class="prec">?</span> the ratio did not reach the '
-              "precision asked within the budget · the interval in brackets is the ratio's 95% CI: "
-              "Fieller's, over process means paired block by block, so host drift cancels</p>")
+    legend = ('<p class="meta"><span class="sig">*</span> a difference at the 5% level · '
+              '<span class="prec">?</span> the ratio did not reach the precision asked within the '
+              "budget · the interval in brackets is the ratio's 95% CI: the ratios a sign-flip test "
+              "does not reject, over process means paired block by block (each block in random "
+              "order), so host drift cancels and the error rate holds on a noisy host</p>")
     return legend + _table(header, rows, left=3)
 
 
@@ -147,7 +148,7 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
             series.append((k, vals))
         svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
         caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite), float('nan')):.3g}" for k in cands)
-        out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (paired Fieller) · "
+        out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (sign-flip test, paired blocks) · "
                    f"{escape(direction)} is better</figcaption></figure>")
     return f'<div class="charts">{"".join(out)}</div>'
 

@@ -13,8 +13,10 @@ from matplotlib.figure import Figure
 from .units import fmt_value
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+# text.parse_math off: a label like `$x$` is text, never a formula (and a
+# malformed one cannot crash the report); hashsalt: stable ids
 STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
-         "axes.spines.right": False, "svg.hashsalt": "vmtax"}  # hashsalt: stable ids
+         "axes.spines.right": False, "svg.hashsalt": "vmtax", "text.parse_math": False}
 
 
 def colour(i: int) -> str:

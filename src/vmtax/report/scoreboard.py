@@ -15,16 +15,40 @@ from .units import fmt_pair, fmt_pct
 
 WIDTH = 100  # the scoreboard fits a 100-column terminal with two candidates
 LEGEND = ("ratio = candidate/baseline · [candidate/baseline] raw means · ±c/b = 95% CI half-width "
-          "of each mean · * outside the 95% confidence interval (paired t-test over blocks) · ? ratio "
-          "not yet within the precision asked (budget spent)")
+          "of each mean · * a difference at the 5% level (sign-flip test over blocks run in random "
+          "order) · ? the ratio's 95% CI is wider than the precision asked")
 
 
-def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | None) -> list[str]:
-    if cand is not None and cand.stopped_by in ("skipped", "error"):
-        return [cand.stopped_by, (cand.reason or "")[:24], ""]
+class Notes:
+    """Why a cell holds no ratio, in full, numbered under the table (a
+    cell has room for a word, a reason needs a sentence)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def ref(self, target: str, m: Measurement) -> str:
+        text = f"{m.benchmark.name} on {target}: {m.stopped_by}" + (f": {m.reason}" if m.reason else "")
+        if text not in self.items:
+            self.items.append(text)
+        return f"{m.stopped_by} [{self.items.index(text) + 1}]"
+
+    def lines(self) -> list[str]:
+        return [f"[{i}] {t}" for i, t in enumerate(self.items, 1)]
+
+
+def precise(c: Comparison, goal: float | None) -> bool:
+    """Whether the ratio's interval is within the precision asked."""
+    return goal is not None and stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) <= goal
+
+
+def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | None, goal: float | None,
+          notes: Notes) -> list[str]:
+    for who, m in (("candidate", cand), ("baseline", base)):
+        if m is not None and m.stopped_by in ("skipped", "error"):
+            return [notes.ref(m.target, m), "", ""]
     if c is None or base is None or cand is None or not base.summary or not cand.summary:
         return ["-", "", ""]
-    flag = ("*" if c.significant else " ") + ("?" if c.stopped_by != "precision" else " ")
+    flag = ("*" if c.significant else " ") + (" " if precise(c, goal) else "?")
     unit = c.benchmark.unit
     cis = f"±{_pct(cand.summary.ci_rel)}/{_pct(base.summary.ci_rel)}"
     return [f"{_ratio(c.ratio)}{flag}", fmt_pair(cand.summary.mean, base.summary.mean, unit), cis]
@@ -36,8 +60,12 @@ def md_cell(text: object) -> str:
 
 
 def _ratio(r: float) -> str:
+    """Two decimals where that shows the difference, three significant
+    digits below 0.1 (a TCG cpuid at 0.004 is no '0.00')."""
     if not math.isfinite(r):
         return "-"
+    if r < 0.1:
+        return f"{r:.3g}"
     return f"{r:.2f}" if r < 10 else f"{r:.1f}" if r < 100 else f"{r:.0f}"
 
 
@@ -47,16 +75,17 @@ def _pct(f: float) -> str:
     return f"{f * 100:.1f}" if f < 0.1 else f"{f * 100:.0f}"
 
 
-def _rows(data: RunData, ms: list[Measurement], cs: list[Comparison]):
+def _rows(data: RunData, ms: list[Measurement], cs: list[Comparison], notes: Notes):
     """Yields (direction, suite, benchmark name, [cells per candidate])."""
     base = data.targets[0].name
     cands = [t.name for t in data.targets[1:]]
     mby = {(m.target, m.benchmark.name): m for m in ms}
     cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    goal = data.config.get("precision")
     for direction in ("higher", "lower"):
         for spec in [b for b in data.benchmarks if b.direction == direction]:
-            cells = [_cell(cby.get((k, spec.name)), mby.get((base, spec.name)), mby.get((k, spec.name)))
-                     for k in cands]
+            cells = [_cell(cby.get((k, spec.name)), mby.get((base, spec.name)), mby.get((k, spec.name)),
+                           goal, notes) for k in cands]
             if all(c == ["-", "", ""] for c in cells):
                 continue
             yield direction, spec.suite, spec.name, cells
@@ -79,7 +108,8 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     base, cands = data.targets[0].name, [t.name for t in data.targets[1:]]
     gm = geomeans(data, cs)
     out = []
-    rows = list(_rows(data, ms, cs))
+    notes = Notes()
+    rows = list(_rows(data, ms, cs, notes))
     for direction in ("higher", "lower"):
         sel = [r for r in rows if r[0] == direction]
         if not sel:
@@ -100,6 +130,8 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
         out.append("")
     out.append(textwrap.fill(LEGEND, WIDTH))
+    for line in notes.lines():
+        out.append(textwrap.fill(line, WIDTH, subsequent_indent="    "))
     return "\n".join(out)
 
 
@@ -118,7 +150,8 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
            f"Baseline `{md_cell(base)}` on {md_cell(env.get('cpu_model', '?'))} "
            f"({env.get('cpus_online', '?')} CPUs), kernel {md_cell(env.get('kernel', '?'))}; "
            f"command `{md_cell(data.command)}`.", ""]
-    rows = list(_rows(data, ms, cs))
+    notes = Notes()
+    rows = list(_rows(data, ms, cs, notes))
     for direction in ("higher", "lower"):
         sel = [r for r in rows if r[0] == direction]
         if not sel:
@@ -136,7 +169,9 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
             out.append(f"| {name} | " + " | ".join(f"{c[0].strip()} {c[1]} | {c[2]}" for c in cells) + " |")
         out.append(_md_geo(suite, cands, gm))
         out.append("")
-    out += [LEGEND.replace("*", "\\*"), "", targets_markdown(data)]
+    out += [LEGEND.replace("*", "\\*"), ""]
+    out += [md_cell(line) + "  " for line in notes.lines()] + ([""] if notes.items else [])
+    out += [targets_markdown(data)]
     return "\n".join(out)
 
 
@@ -172,10 +207,10 @@ def targets_markdown(data: RunData) -> str:
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def precision_share(cs: list[Comparison]) -> str:
+def precision_share(data: RunData, cs: list[Comparison]) -> str:
     if not cs:
         return "no ratios"
-    n = sum(1 for c in cs if c.stopped_by == "precision")
+    n = sum(1 for c in cs if precise(c, data.config.get("precision")))
     flagged = sum(1 for c in cs if c.significant)
     return (f"{n} of {len(cs)} ratios reached the precision asked ({fmt_pct(n / len(cs), 0)}); "
             f"{flagged} outside the noise")
