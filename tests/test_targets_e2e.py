@@ -2,10 +2,12 @@
 runs.  Every test checks that nothing it started is left running."""
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -160,3 +162,48 @@ def test_uml_that_cannot_boot_says_why_and_leaves_nothing():
     assert "User-mode Linux" in str(e.value) or "uml" in str(e.value)
     time.sleep(0.3)
     assert not [l for l in leftovers("linux.uml") if "defunct" not in l]
+
+
+def _podman_names() -> list[str]:
+    if not shutil.which("podman"):
+        return []
+    return subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
+                          text=True).stdout.split()
+
+
+@needs_qemu
+def test_sigkill_of_the_controller_leaves_no_guest_and_the_run_reads_abandoned(tmp_path):
+    """kill -KILL vmtax mid-compare: the kernel kills QEMU and UML (and UML's
+    helpers, in their PID namespace) with it; the container ends with its
+    channel; the run reads 'abandoned'; the next run sweeps the work dirs."""
+    db = tmp_path / "k.db"
+    targets = ["local", "qemu:accel=tcg"] + (["uml"] if UML_OK else []) + (["container"] if CONTAINER_OK else [])
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", *targets, "--bench", "getppid",
+           "--precision", "0.01%", "--max-time", "5m"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, n = time.time() + 120, 0
+    while time.time() < deadline and n < len(targets) * 3:
+        time.sleep(0.5)
+        try:
+            n = sqlite3.connect(db).execute("SELECT count(DISTINCT target) * 3 FROM samples").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    mine = f"-{p.pid}-"
+    assert leftovers(f"vmtax-qemu{mine}"), "the guest never came up"
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.time() + 15
+    while time.time() < deadline and (leftovers(f"vmtax-qemu{mine}") or
+                                      [n for n in _podman_names() if n.startswith(f"vmtax{mine}")]):
+        time.sleep(0.5)
+    assert not leftovers(f"vmtax-qemu{mine}")
+    assert not [l for l in leftovers("linux.uml") if "defunct" not in l]
+    assert not [n for n in _podman_names() if n.startswith(f"vmtax{mine}")]
+    out = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "runs", "--json"],
+                         capture_output=True, text=True)
+    assert json.loads(out.stdout)[0]["status"] == "abandoned"
+    stale = [d for d in os.listdir(tempfile.gettempdir()) if mine in d and d.startswith("vmtax-")]
+    assert stale  # left by the killed controller ...
+    from vmtax import proc
+    proc.sweep()  # ... and removed by the next one (every target's start() sweeps)
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if mine in d and d.startswith("vmtax-")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from functools import lru_cache
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,6 +48,27 @@ def diagnose(console: Path) -> str | None:
                 "it from the host")
     panic = [l for l in text.splitlines() if "Kernel panic" in l or "segfault" in l]
     return f"User-mode Linux did not boot: {panic[0].strip()}" if panic else None
+
+
+@lru_cache(maxsize=1)
+def pid_namespace() -> tuple[str, ...]:
+    """UML runs its guest's processes as host processes of its own; killing
+    UML does not kill them.  In a PID namespace of its own, with UML as its
+    init, the kernel kills them all when UML dies -- and UML dies with
+    vmtax (unshare gets PR_SET_PDEATHSIG, --kill-child passes it on).
+    Root can make one; others may through a user namespace; else nothing."""
+    for prefix in (("unshare", "--pid", "--fork", "--kill-child"),
+                   ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child")):
+        if prefix[1] == "--pid" and os.geteuid() != 0:
+            continue
+        try:
+            ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10,
+                                stdin=subprocess.DEVNULL).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            ok = False
+        if ok:
+            return prefix
+    return ()
 
 
 def find_uml(explicit: str | None = None) -> str:
@@ -92,7 +114,7 @@ class UmlTarget(ChannelTarget):
         return 0 if self.host_cpu is not None else None
 
     def launch(self) -> subprocess.Popen:
-        argv = [find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
+        argv = [*pid_namespace(), find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
                 f"initrd={guest.initramfs()}", "con=null", "con0=null,fd:2", "ssl=null",
                 "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "panic=-1"]
         # UML keeps guest memory in a file under TMPDIR: keep it in our workdir.
@@ -114,7 +136,8 @@ class UmlTarget(ChannelTarget):
 
     def own_facts(self) -> dict:
         return {"target_kind": self.kind, "mem_mb": self.mem_mb,
-                "uml_binary": find_uml(self.options.get("kernel"))}
+                "uml_binary": find_uml(self.options.get("kernel")),
+                "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)"}
 
     def info(self):
         return replace(super().info(), accel="uml", idle_cpu_pct=self.idle_cpu)
