@@ -135,7 +135,11 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
         targets = [t for t in targets if t.name not in skipped]
         if len(targets) < 2:
             raise UserError("no candidate target works on this machine (see `vmtax targets`)")
-    store = _store(args)
+    with _store(args) as store:
+        return _measure_into(store, args, kind, cfg, specs, targets, skipped)
+
+
+def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped) -> int:
     command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
@@ -148,7 +152,8 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
         proc.kill_all()
     if failure:  # the store failed mid-run: say so, then report what it holds
         say(f"vmtax: {failure}", sys.stderr)
-        _report(Store(store.path, readonly=True), run_id, args)
+        with Store(store.path, readonly=True) as reader:
+            _report(reader, run_id, args)
         return EXIT_FAIL
     return _report(store, run_id, args)
 
@@ -210,19 +215,19 @@ def cmd_targets(args) -> int:
 
 
 def cmd_show(args) -> int:
-    store = _store(args, readonly=True)
-    return _report(store, store.resolve(args.run), args)
+    with _store(args, readonly=True) as store:
+        return _report(store, store.resolve(args.run), args)
 
 
 def cmd_report(args) -> int:
     if not (args.html or args.markdown or args.csv):
         raise UserError("say what to write: --html FILE, --markdown FILE and/or --csv FILE")
-    store = _store(args, readonly=True)
-    ids = list(dict.fromkeys(store.resolve(r) for r in (args.runs or [None])))
-    runs = []
-    for run_id in ids:
-        data = store.load(run_id)
-        runs.append((data, *analyse(data)))
+    with _store(args, readonly=True) as store:
+        ids = list(dict.fromkeys(store.resolve(r) for r in (args.runs or [None])))
+        runs = []
+        for run_id in ids:
+            data = store.load(run_id)
+            runs.append((data, *analyse(data)))
     if args.html:
         command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         _write_text(html.document(runs, command), args.html)
@@ -241,7 +246,8 @@ def cmd_report(args) -> int:
 def cmd_runs(args) -> int:
     if args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
-    runs = _store(args, readonly=True).list_runs(args.limit)
+    with _store(args, readonly=True) as store:
+        runs = store.list_runs(args.limit)
     if args.json:
         _json_out(runs, args.json)
     else:

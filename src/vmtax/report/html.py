@@ -189,7 +189,7 @@ def targets_table(data: RunData) -> str:
 def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     cfg = data.config
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
-    pin = f"pinned to CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
+    pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
     parts = [f'<section id="run-{escape(data.id)}"><h2>Run {escape(data.id)} · {escape(data.kind)} · '
              f"{escape(data.status)}</h2>",
              f'<p class="meta">{escape(when)} · vmtax {escape(data.vmtax_version)} · goal ±'

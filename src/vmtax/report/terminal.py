@@ -11,7 +11,7 @@ from .units import fmt_duration, fmt_pct, fmt_value
 def run_header(data: RunData) -> str:
     cfg = data.config
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(data.started))
-    pin = f"pinned to CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
+    pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
     return (f"run {data.id} ({data.status}) · {when} · targets: {', '.join(t.name for t in data.targets)}\n"
             f"goal: 95% CI within ±{fmt_pct(cfg.get('precision'))} of the mean, budget "
             f"{fmt_duration(cfg.get('max_time', 0))} · {pin} · "

@@ -46,6 +46,12 @@ class Store:
         except (sqlite3.DatabaseError, OSError) as e:
             raise UserError(f"cannot open the results database {self.path}: {e}") from None
 
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         self.db.close()
 

@@ -1,0 +1,171 @@
+"""Input vmtax does not control -- a guest's channel, a target's facts and
+labels, the database file it is pointed at -- tried as a hostile user
+would.  Each test reproduces a failure found in a review."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from conftest import AGENT
+from reportdata import run
+from vmtax import proc
+from vmtax.analysis import analyse
+from vmtax.cli import main
+from vmtax.errors import TargetError
+from vmtax.model import BenchSpec
+from vmtax.report import html
+from vmtax.runner import RunConfig, Runner
+from vmtax.store import Store
+from vmtax.targets import parse_target
+from vmtax.targets.channel import Channel
+
+ESC = "\x1b"
+EVIL = f"{ESC}[2J{ESC}]52;c;cGF5bG9hZA=={chr(7)}{ESC}]0;owned{chr(7)}"
+
+
+def _channel(script: str, tmp_path):
+    """A channel to a 'guest' that answers every command with script's output."""
+    peer = tmp_path / "peer.sh"
+    peer.write_text("echo @@VMTAX-READY\nwhile read -r line; do\n" + script + "\ndone\n")
+    p = proc.spawn(["sh", str(peer)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    c = Channel(p, "guest")
+    c.wait_ready(10)
+    return p, c
+
+
+def test_a_malformed_end_frame_is_a_target_error_not_a_crash(tmp_path):
+    p, c = _channel('echo "@@VMTAX-END abc"', tmp_path)
+    try:
+        with pytest.raises(TargetError, match="malformed end-of-answer"):
+            list(c.command("RUN run getppid", 5))
+    finally:
+        proc.kill_group(p)
+
+
+class _Scripted:
+    """A target whose 'agent' prints given lines: what a compromised guest could."""
+    kind = "scripted"
+
+    def __init__(self, name, lines):
+        self.name, self.lines = name, lines
+
+    def run_agent(self, args, timeout):
+        return iter(self.lines)
+
+    def agent_cpu(self):
+        return None
+
+    def agent_extra_args(self):
+        return []
+
+
+@pytest.mark.parametrize("line,needle", [
+    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+     '"iters":10,"ops":10,"value":NaN,"overhead":0,"tsc_per_op":1,"cpu":-1}', "malformed"),
+    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+     '"iters":10,"ops":10,"value":-5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid value"),
+    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":"no",'
+     '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid warmup"),
+    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+     '"iters":1e400,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid iters"),
+    ('{"schema":1,"type":"calibration","bench":"getppid","iters":"lots"}', "iteration count"),
+    ('[' * 100000, "agent output line"),
+])
+def test_whatever_an_agent_prints_is_recorded_as_its_error(tmp_path, line, needle):
+    spec = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+    store = Store(tmp_path / "h.db")
+    store.new_run("r", "run", "t", "0", {})
+    target = _Scripted("evil", [line, '{"schema":1,"type":"done","bench":"getppid"}'])
+    Runner(RunConfig(max_time=1, min_processes=2), [spec], [target], store, "r").run()
+    how, reason = store.load("r").outcomes[("evil", "getppid")]
+    assert how == "error" and needle in reason
+
+
+def test_facts_from_a_guest_are_cleaned():
+    from vmtax.agent import clean_facts
+    facts = clean_facts({"kernel": "x" * 100000, "nested": {"a": {"b": 1}}, "n": float("nan"),
+                         "ok": 3, "list": [1, 2]})
+    assert len(facts["kernel"]) == 4096 and facts["n"] is None and facts["ok"] == 3
+    assert isinstance(facts["nested"]["a"], str) and isinstance(facts["list"], str)
+
+
+def test_terminal_output_never_carries_control_sequences(tmp_path, capsys):
+    db = tmp_path / "t.db"
+    label = f"label=x{EVIL}"
+    assert main(["--db", str(db), "compare", "fake", f"fake:scale=2,{label}", "--bench", "getppid",
+                 "--max-time", "5s"]) == 0
+    for args in (["show"], ["runs"], ["show", "--all-rows"]):
+        main(["--db", str(db), *args])
+    out = capsys.readouterr()
+    assert ESC not in out.out and ESC not in out.err and "\x07" not in out.out
+    assert "\\x1b[2J" in out.out  # shown, not acted on
+
+
+def test_dollar_signs_in_a_label_are_text_in_the_html(tmp_path):
+    for label in ("$x$", r"$\frac{$", "a$b$c$"):
+        data = run(names=("local", f"fake:label={label}"))
+        page = html.document([(data, *analyse(data))], "vmtax report")
+        assert label.replace("$", "") in page.replace("$", "") and "<svg" in page
+
+
+def test_a_foreign_database_is_refused_and_left_alone(tmp_path, capsys):
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    for args in (["runs"], ["show"], ["run", "--target", "fake", "--bench", "getppid"]):
+        assert main(["--db", str(other), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "not a vmtax results database" in err and len(err.splitlines()) == 1
+    assert other.read_bytes() == before
+
+
+def test_a_read_only_database_can_be_read(tmp_path, capsys):
+    db = tmp_path / "ro.db"
+    assert main(["--db", str(db), "run", "--target", "fake:noise=0.001", "--bench", "getppid",
+                 "--max-time", "5s"]) == 0
+    capsys.readouterr()
+    os.chmod(db, 0o444)
+    before = db.read_bytes()
+    assert main(["--db", str(db), "runs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["status"] == "complete"
+    assert main(["--db", str(db), "show"]) == 0
+    assert db.read_bytes() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root")
+def test_a_full_disk_ends_the_run_with_one_line_and_reports_what_was_stored(tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(mnt / "v.db"), "run",
+                            "--target", "fake:noise=0.5", "--bench", "getppid", "--precision", "0.001%",
+                            "--max-time", "60s", "--samples", "20"],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, p.stderr
+        assert "Traceback" not in p.stderr
+        assert "database or disk is full" in p.stderr
+        assert "getppid" in p.stdout  # what was stored is reported
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+@pytest.mark.e2e
+def test_the_container_root_is_read_only():
+    from vmtax.targets.container import ContainerTarget
+    ok, why = ContainerTarget.available()
+    if not ok:
+        pytest.skip(why)
+    for engine in ("auto", "unshare"):
+        t = parse_target(f"container:engine={engine}")
+        with t:
+            lines = [json.loads(l) for l in t.run_agent(["run", "stat", "--samples", "1", "--warmup", "0",
+                                                         "--iters", "10", "--tmpdir", "/"], 30)]
+        assert lines[0]["type"] == "skip" and "Read-only file system" in lines[0]["reason"], lines
