@@ -167,9 +167,9 @@ class Runner:
             self._blocks[spec.name] = block + 1
             order = list(self.targets)
             self.order.shuffle(order)
-            for target in order:
+            for slot, target in enumerate(order):
                 if states[target.name].done is None:
-                    self._one_process(target, spec, states[target.name], block)
+                    self._one_process(target, spec, states[target.name], block, slot)
             active = [t.name for t in self.targets if states[t.name].done is None]
             worst = self.worst_precision(states)
             if self.progress:
@@ -230,15 +230,18 @@ class Runner:
             args += ["--parallel", str(c.parallel)]
         return args + target.agent_extra_args()
 
-    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState, block: int) -> None:
+    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState, block: int,
+                     slot: int = 0) -> None:
         process = self._process_counter
         self._process_counter += 1
         st.blocks[process] = block
         finished = False
+        started, first = time.time(), None
         try:
             for line in target.run_agent(self.agent_args(target, spec, st), timeout=self.cfg.agent_timeout):
                 if not line.strip():
                     continue
+                first = first or time.time()
                 msg = parse_line(line)
                 kind = msg["type"]
                 if kind == "sample":
@@ -261,6 +264,8 @@ class Runner:
         except ChildFailed as e:
             st.done, st.reason = "error", f"agent {e}"
         st.processes += 1
+        self.store.add_process(self.run_id, process, target.name, spec.name, block, slot, started, first,
+                               time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
 
     def _take_sample(self, target: str, spec: BenchSpec, process: int, block: int, msg: dict,
                      st: TargetState) -> None:

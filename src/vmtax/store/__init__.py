@@ -120,6 +120,21 @@ class Store:
             db.executemany("INSERT INTO sample_metrics VALUES (?,?,?)",
                            [(sample_id, name, float(v)) for name, v in s.metrics.items()])
 
+    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
+                    started: float, first_line: float | None, ended: float, outcome: str) -> None:
+        """When one agent process ran and where its time went."""
+        with self._write("store a process") as db:
+            db.execute("INSERT OR REPLACE INTO processes VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (run_id, process, target, bench, block, slot, started, first_line, ended, outcome))
+
+    def processes(self, run_id: str) -> list[dict]:
+        """Every agent process of a run, in order (empty for runs before schema 6)."""
+        keys = ("process", "target", "benchmark", "block", "slot", "started", "first_line", "ended",
+                "outcome")
+        rows = self.db.execute(f"SELECT {','.join(keys)} FROM processes WHERE run_id=? ORDER BY process",
+                               (run_id,)).fetchall()
+        return [dict(zip(keys, r)) for r in rows]
+
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         with self._write("store an outcome") as db:
             db.execute("INSERT OR REPLACE INTO outcomes VALUES (?,?,?,?,?)",

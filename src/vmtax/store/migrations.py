@@ -91,4 +91,22 @@ MIGRATIONS: list[str] = [
     # 5: the runner's block of each sample (samples of one block were measured
     # side by side, one process per target, in random order; NULL before)
     "ALTER TABLE samples ADD COLUMN block INTEGER;",
+    # 6: every agent process: where it ran in its block and where its time
+    # went (started -> first line: start-up, setup, calibration; the rest:
+    # warmups, samples, teardown, the channel), for `bench/precision.py`
+    """
+    CREATE TABLE processes (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        process INTEGER NOT NULL,
+        target TEXT NOT NULL,
+        benchmark TEXT NOT NULL,
+        block INTEGER NOT NULL,
+        slot INTEGER NOT NULL,          -- position in its block (0: first)
+        started REAL NOT NULL,          -- wall-clock seconds
+        first_line REAL,                -- its first line arrived (NULL: none)
+        ended REAL NOT NULL,
+        outcome TEXT NOT NULL,          -- ok, skipped, error
+        PRIMARY KEY (run_id, process)
+    );
+    """,
 ]
