@@ -42,10 +42,17 @@ def _child_setup(cpu: int | None):
     return setup
 
 
-def spawn(argv: Sequence[str], cpu: int | None = None, **kw) -> subprocess.Popen:
+def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = True,
+          **kw) -> subprocess.Popen:
     """Start argv in a session of its own; it dies when vmtax does.  With
-    cpu, it (and every process it starts) runs on that host CPU alone."""
-    p = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=_child_setup(cpu), **kw)
+    cpu, it (and every process it starts) runs on that host CPU alone.
+
+    die_with_vmtax=False is for short-lived children that end on their own
+    once vmtax is gone (an agent dies writing to its closed pipe): without a
+    preexec hook, Python starts them with vfork, ~10 ms faster per process
+    than forking the whole interpreter."""
+    setup = _child_setup(cpu) if die_with_vmtax or cpu is not None else None
+    p = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=setup, **kw)
     _live.add(p)
     return p
 
@@ -126,7 +133,8 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
     when the consumer stops early, on any exception (Ctrl-C included), and
     after `timeout` seconds.  A non-zero exit raises ChildFailed with the
     tail of its stderr."""
-    p = spawn(argv, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+    p = spawn(argv, die_with_vmtax=False,
+              stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     timer = threading.Timer(timeout, _signal_group, (p, signal.SIGKILL))
     timer.daemon = True

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Validity you can show (benchmark script, not a test): does vmtax flag a
+known slowdown, and only that?
+
+Each round runs one real comparison at the default budget,
+
+    vmtax compare local local:label=aa local:inject=3,label=slow
+
+where `aa` is the machine against itself (an A/A pair: every flag is a
+false positive) and `slow` is the machine with the agent adding 3% of each
+operation's own time to every operation (every row should be flagged, and
+above 1).  Over the rounds it reports, per row and overall, the share of
+A/A rows flagged (goal: at most 5%) and the share of 3% rows flagged
+(goal: at least 95%), with the commands, into results/validity.md and the
+JSON documents beside it.
+
+Usage: .venv/bin/python bench/validity.py [--rounds 6] [--max-time 6m] [--inject 3]
+       [--bench NAME ...] [--reuse]   (--reuse: re-analyse the stored rounds only)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
+OUT = REPO / "results"
+
+
+def round_command(args, n: int) -> list[str]:
+    cmd = [VMTAX, "--db", str(OUT / "validity.db"), "compare", "local", "local:label=aa",
+           f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time,
+           "--json", str(OUT / f"validity-{n}.json")]
+    return cmd + (["--bench", *args.bench] if args.bench else [])
+
+
+def binomial_upper(k: int, n: int) -> float:
+    """A 95% upper bound on a rate seen k times in n (Clopper-Pearson)."""
+    from scipy.stats import beta
+    return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))
+
+
+def binomial_lower(k: int, n: int) -> float:
+    from scipy.stats import beta
+    return 0.0 if k == 0 else float(beta.ppf(0.05, k, n - k + 1))
+
+
+def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
+    rows: dict[str, dict] = {}
+    for doc in docs:
+        for c in doc["comparisons"]:
+            r = rows.setdefault(c["benchmark"], {"aa": 0, "aa_n": 0, "slow": 0, "slow_n": 0, "ratios": []})
+            if c["candidate"] == "local:label=aa":
+                r["aa_n"] += 1
+                r["aa"] += bool(c["significant"])
+            else:
+                r["slow_n"] += 1
+                r["slow"] += bool(c["significant"]) and (c["ratio"] or 0) > 1
+                if c["ratio"]:
+                    r["ratios"].append(c["ratio"])
+    aa = sum(r["aa"] for r in rows.values())
+    aa_n = sum(r["aa_n"] for r in rows.values())
+    slow = sum(r["slow"] for r in rows.values())
+    slow_n = sum(r["slow_n"] for r in rows.values())
+    lines = [f"**A/A rows flagged: {aa} of {aa_n} ({aa / aa_n * 100:.1f}%, 95% upper bound "
+             f"{binomial_upper(aa, aa_n) * 100:.1f}%)** — goal at most 5%.",
+             "",
+             f"**{inject:g}% slowdown flagged (and above 1): {slow} of {slow_n} "
+             f"({slow / slow_n * 100:.1f}%, 95% lower bound {binomial_lower(slow, slow_n) * 100:.1f}%)** "
+             "— goal at least 95%.", "",
+             "| benchmark | A/A flagged | slowdown flagged | median ratio of the slowed target |",
+             "|---|---:|---:|---:|"]
+    for name, r in rows.items():
+        med = f"{statistics.median(r['ratios']):.3f}" if r["ratios"] else "-"
+        lines.append(f"| {name} | {r['aa']}/{r['aa_n']} | {r['slow']}/{r['slow_n']} | {med} |")
+    summary = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": slow, "slow_rows": slow_n,
+               "per_row": {k: {kk: v for kk, v in r.items() if kk != "ratios"} for k, r in rows.items()}}
+    return "\n".join(lines), summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--max-time", default="6m")
+    ap.add_argument("--inject", type=float, default=3.0)
+    ap.add_argument("--bench", nargs="+")
+    ap.add_argument("--reuse", action="store_true", help="re-analyse the stored rounds only")
+    args = ap.parse_args()
+    OUT.mkdir(exist_ok=True)
+    commands = []
+    t0 = time.time()
+    for n in range(1, args.rounds + 1):
+        cmd = round_command(args, n)
+        commands.append(" ".join(["vmtax", *cmd[3:]]))
+        if args.reuse:
+            continue
+        print(f"[round {n}/{args.rounds}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode not in (0, 3):
+            sys.exit(f"round {n} failed ({p.returncode}): {p.stderr[-2000:]}")
+    docs = [json.loads((OUT / f"validity-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
+    table, summary = analyse(docs, args.inject)
+    env = docs[0]["environment"]
+    text = "\n".join([
+        "# Validity: false positives and power at the default budget", "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/validity.py` "
+        f"({args.rounds} rounds, {(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, "
+        f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). "
+        "Pinning: as each run's header says (the default, `--cpu auto`).", "",
+        "Each round: " + f"`{commands[0].replace(' --json ' + str(OUT / 'validity-1.json'), '')}`"
+        + " (with `--json results/validity-N.json`). `aa` is the machine against itself; `slow` "
+        f"adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).", "",
+        table, "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs) + ".", ""])
+    (OUT / "validity.md").write_text(text)
+    (OUT / "validity-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
