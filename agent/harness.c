@@ -79,23 +79,26 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 	return r;
 }
 
+/* May `iters` be doubled without passing the benchmark's cap? */
+static int may_double(const struct bench *b, uint64_t iters)
+{
+	return !b->max_iters || iters * 2 <= b->max_iters;
+}
+
 uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns)
 {
 	uint64_t iters = 1;
 	for (;;) {
 		struct batch r = time_batch(b, c, iters);
-		if (r.ns >= min_ns)
-			return iters;
-		if (b->max_iters && iters * 2 > b->max_iters)
+		if (r.ns >= min_ns || !may_double(b, iters))
 			return iters;
 		/* Jump close to the goal once the batch is long enough to
-		 * trust, then keep doubling; never overshoot by more than 2x. */
+		 * trust, then keep doubling; never overshoot by more than 2x,
+		 * and never pass the cap. */
 		if (r.ns > 1000000 && r.ns * 2 < min_ns) {
 			uint64_t want = iters * (min_ns / r.ns);
-			uint64_t p = iters;
-			while (p * 2 <= want)
-				p *= 2;
-			iters = p;
+			while (iters * 2 <= want && may_double(b, iters))
+				iters *= 2;
 		} else {
 			iters *= 2;
 		}

@@ -63,7 +63,8 @@ static inline uint64_t rdtsc(void)
 }
 
 /* Calibration: the smallest power-of-two iteration count whose run lasts at
- * least min_ns (doubling, as kvm-unit-tests' vmexit.c does). */
+ * least min_ns (doubling, as kvm-unit-tests' vmexit.c does), but never more
+ * than the benchmark's max_iters: then the largest power of two within it. */
 uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns);
 
 /* One timed batch: ns and tsc ticks for `iters` iterations. */

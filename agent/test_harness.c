@@ -22,6 +22,34 @@ static void spin_run(struct bctx *c, uint64_t iters)
 static int resets;
 static void count_reset(struct bctx *c) { (void)c; resets++; }
 
+/* A capped benchmark whose batches pass 1 ms long before the cap, so that
+ * calibration takes its jump-ahead branch.  Batches over the cap return at
+ * once (instead of overrunning a buffer, as page_fault would). */
+static uint64_t capped_most, capped_cap;
+static int capped_long_batch;
+static void capped_run(struct bctx *c, uint64_t iters)
+{
+	if (iters > capped_most)
+		capped_most = iters;
+	if (iters > capped_cap)
+		return;
+	uint64_t t = now_ns();
+	spin_run(c, iters);
+	if (now_ns() - t > 1000000 && iters < capped_cap)
+		capped_long_batch = 1;
+}
+
+static void test_cap_in_jump_ahead(void)
+{
+	struct bench b = {.name = "capped", .run = capped_run, .max_iters = 600};
+	struct bctx c = {.arg = 20000}; /* 20 us: 64 iterations pass 1 ms */
+	capped_cap = b.max_iters;
+	uint64_t iters = calibrate(&b, &c, 1000000000ull); /* goal 1 s: far past the cap */
+	CHECK(capped_long_batch);      /* the jump-ahead branch was reachable */
+	CHECK(capped_most <= 600);     /* no batch ever exceeded the cap */
+	CHECK(iters == 512);           /* the largest power of two under it */
+}
+
 int main(void)
 {
 	char out[64];
@@ -41,6 +69,7 @@ int main(void)
 
 	b.max_iters = 16;
 	CHECK(calibrate(&b, &c, 1000000000ull) == 16); /* cap honoured */
+	test_cap_in_jump_ahead();
 
 	double ovh = overhead_ns(1000000);
 	CHECK(ovh > 0 && ovh < 50); /* an empty loop iteration is cheap */
