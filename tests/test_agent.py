@@ -1,6 +1,7 @@
 """The real agent binary: every benchmark in its table runs, in the static
 and the sanitizer build, and speaks the protocol."""
 import json
+import os
 import subprocess
 
 import pytest
@@ -85,11 +86,60 @@ def test_pi_self_checks_its_digits():
     assert rc == 0 and s["tsc_per_op"] > 0
 
 
-@pytest.mark.parametrize("args", [["run", "nope"], ["run", "getppid", "--samples", "x"],
-                                  ["run", "getppid", "--bogus", "1"], ["frobnicate"]])
-def test_bad_arguments_exit_2(args):
-    p = subprocess.run([AGENT, *args], capture_output=True, text=True)
-    assert p.returncode == 2 and p.stderr.strip()
+BAD_ARGS = [
+    [], ["run"], ["run", "nope"], ["frobnicate"], ["run", "getppid", "--bogus", "1"],
+    ["run", "getppid", "--samples", "x"], ["run", "getppid", "--samples", ""],
+    ["run", "getppid", "--samples"], ["run", "getppid", "--samples", "0"],
+    ["run", "getppid", "--samples", "-3"], ["run", "getppid", "--samples", " 3"],
+    ["run", "getppid", "--samples", "3x"], ["run", "getppid", "--warmup", ""],
+    ["run", "getppid", "--min-time-ms", "3600001"], ["run", "getppid", "--iters", "0"],
+    ["run", "getppid", "--iters", str((1 << 40) + 1)], ["run", "getppid", "--iters", "1" + "0" * 30],
+    ["run", "getppid", "--parallel", "257"], ["run", "getppid", "--max-sample-ms", "0"],
+    ["run", "getppid", "--cpu", "1024"], ["run", "getppid", "--cpu", str(os.cpu_count() + 7)],
+    ["run", "stat", "--tmpdir", "/nonexistent/dir"], ["run", "stat", "--tmpdir", "/etc/passwd"],
+    ["run", "stat", "--tmpdir", ""], ["run", "stat", "--tmpdir", "/" * 4000],
+]
+
+
+@pytest.mark.parametrize("args", BAD_ARGS, ids=lambda a: " ".join(a)[:60] or "none")
+def test_bad_arguments_exit_2_with_one_line(args):
+    p = subprocess.run([AGENT, *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("vmtax-agent: ")
+
+
+def test_iters_over_the_cap_is_refused_naming_it():
+    p = subprocess.run([AGENT, "run", "page_fault", "--iters", "32769"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2 and p.stdout == ""
+    assert "page_fault runs at most 32768 iterations per sample" in p.stderr
+    rc, lines, err = run(AGENT, "run", "page_fault", "--iters", "32768", "--samples", "1")
+    assert rc == 0 and lines[-1]["type"] == "done", err
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_iters_that_would_run_for_hours_are_refused(parallel):
+    p = subprocess.run([AGENT, "run", "mmap", "--iters", "10000000000", "--parallel", parallel],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.splitlines()) == 1 and "--max-sample-ms 60000" in p.stderr
+
+
+def test_max_sample_ms_bounds_a_sample_given_by_iters():
+    # getppid's 10 calls take well over 1 ns, so 10^9 of them last more than 1 s
+    args = ["run", "getppid", "--iters", "1000000000", "--max-sample-ms", "1000"]
+    p = subprocess.run([AGENT, *args], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--max-sample-ms 1000" in p.stderr
+    rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "1000",
+                         "--samples", "1")
+    assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
+
+
+def test_help_and_a_good_tmpdir_are_accepted(tmp_path):
+    p = subprocess.run([AGENT, "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "--max-sample-ms" in p.stdout
+    rc, lines, err = run(AGENT, "run", "stat", "--tmpdir", str(tmp_path), "--iters", "2")
+    assert rc == 0 and lines[-1]["type"] == "done", err
 
 
 def test_harness_unit_tests():
