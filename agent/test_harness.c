@@ -50,25 +50,45 @@ static void test_cap_in_jump_ahead(void)
 	CHECK(iters == 512);           /* the largest power of two under it */
 }
 
-int main(void)
+static void test_json_escape(void)
 {
 	char out[64];
 	json_escape(out, sizeof out, "a\"b\\c\n\x01");
 	CHECK(strcmp(out, "a\\\"b\\\\c\\u000a\\u0001") == 0);
 	json_escape(out, 8, "0123456789abcdef"); /* truncates, stays terminated */
 	CHECK(strlen(out) < 8);
+}
 
+/* Calibration toward a 2 ms goal at 10 us per iteration.  Preemption on a
+ * busy machine can only lengthen a batch, so stop calibration early, never
+ * late: one good try out of five is a pass. */
+static int calibration_reaches_goal(struct bench *b, struct bctx *c)
+{
+	uint64_t iters = calibrate(b, c, 2000000);
+	struct batch r = time_batch(b, c, iters);
+	return r.ns >= 2000000                  /* reaches the goal */
+	       && iters >= 128 && iters <= 512  /* ...without overshooting 2x (+slack) */
+	       && (iters & (iters - 1)) == 0;   /* powers of two */
+}
+
+static void test_calibration(void)
+{
 	struct bench b = {.name = "spin", .run = spin_run, .reset = count_reset};
 	struct bctx c = {.arg = 10000}; /* 10 us per iteration */
-	uint64_t iters = calibrate(&b, &c, 2000000); /* goal: 2 ms */
-	struct batch r = time_batch(&b, &c, iters);
-	CHECK(r.ns >= 2000000);           /* reaches the goal */
-	CHECK(iters >= 128 && iters <= 512); /* ...without overshooting 2x (+slack) */
-	CHECK((iters & (iters - 1)) == 0);  /* powers of two */
-	CHECK(resets > 0);                  /* reset runs before every batch */
+	int ok = 0;
+	for (int try = 0; try < 5 && !ok; try++)
+		ok = calibration_reaches_goal(&b, &c);
+	CHECK(ok);
+	CHECK(resets > 0); /* reset runs before every batch */
 
 	b.max_iters = 16;
 	CHECK(calibrate(&b, &c, 1000000000ull) == 16); /* cap honoured */
+}
+
+int main(void)
+{
+	test_json_escape();
+	test_calibration();
 	test_cap_in_jump_ahead();
 
 	double ovh = overhead_ns(1000000);
