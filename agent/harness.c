@@ -11,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *tmpdir_path = "/tmp";
-
 uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -42,6 +40,7 @@ void die(const char *fmt, ...)
 		 AGENT_SCHEMA, esc, errno);
 	emit_line(line);
 	fprintf(stderr, "agent: %s\n", msg);
+	private_dir_remove();
 	_exit(3);
 }
 

@@ -85,6 +85,15 @@ void emit_line(const char *line);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void pin_to_cpu(int cpu);
 const char *self_exe(void);
+
+/* tmpdir.c: the private directory of the file benchmarks under --tmpdir. */
+#define TMPDIR_MAX 3000        /* longest --tmpdir accepted */
+#define PATH_CAP (TMPDIR_MAX + 64) /* room for a private file's path */
 extern const char *tmpdir_path;
+int private_dir_make(struct bctx *c);      /* 0, or -1 after skipf() */
+/* Creates `name` there (O_EXCL, O_NOFOLLOW, mode 0600) with open(2) `flags`;
+ * returns the descriptor and its path, or -1 after skipf(). */
+int private_file(struct bctx *c, const char *name, int flags, char *path, size_t cap);
+void private_dir_remove(void);             /* the directory and its files */
 
 #endif

@@ -14,9 +14,11 @@
 #include "opts.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +53,8 @@ static void emit_skip(const struct bench *b, const char *reason)
 		 AGENT_SCHEMA, b->name, esc);
 	emit_line(line);
 }
+
+static pid_t parent_pid; /* of --parallel instances */
 
 static struct bctx new_ctx(const struct bench *b)
 {
@@ -164,11 +168,23 @@ static void probe_in_parent(const struct bench *b, struct opts *o)
 	o->probe = 0;
 }
 
+/* A --parallel instance: ends (and cleans up, see tmpdir.c) with its parent. */
+static int run_child(const struct bench *b, const struct opts *o, int inst, int ready_fd, int go_fd)
+{
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent_pid)
+		return 1;
+	int rc = run_instance(b, o, inst, ready_fd, go_fd);
+	private_dir_remove(); /* _exit() skips the exit hook */
+	return rc;
+}
+
 static int run_parallel(const struct bench *b, struct opts *o)
 {
 	int ready[2], go[2];
 	pid_t pids[256];
 	probe_in_parent(b, o);
+	parent_pid = getpid();
 	if (pipe(ready) || pipe(go))
 		die("pipe: %s", strerror(errno));
 	for (long i = 0; i < o->parallel; i++) {
@@ -178,7 +194,7 @@ static int run_parallel(const struct bench *b, struct opts *o)
 		if (pids[i] == 0) {
 			close(ready[0]);
 			close(go[1]);
-			_exit(run_instance(b, o, (int)i, ready[1], go[0]));
+			_exit(run_child(b, o, (int)i, ready[1], go[0]));
 		}
 	}
 	close(ready[1]);

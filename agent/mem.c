@@ -16,21 +16,21 @@ struct mmstate {
 	int fd;
 	size_t len;
 	long pg;
-	char path[512];
 };
 
 int mmap_setup(struct bctx *c)
 {
+	char path[PATH_CAP];
 	struct mmstate *s = calloc(1, sizeof *s);
 	s->pg = sysconf(_SC_PAGESIZE);
 	s->len = (size_t)c->arg * 1024;
-	snprintf(s->path, sizeof s->path, "%s/vmtax-mmap-%d", tmpdir_path, (int)getpid());
-	s->fd = open(s->path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+	s->fd = private_file(c, "mmap", O_RDWR, path, sizeof path);
 	if (s->fd < 0) {
 		free(s);
-		return skipf(c, "cannot create a file in %s: %s", tmpdir_path, strerror(errno));
+		private_dir_remove();
+		return -1;
 	}
-	unlink(s->path);
+	unlink(path); /* the descriptor is all it needs */
 	char *buf = calloc(1, 65536);
 	memset(buf, 'v', 65536);
 	for (size_t off = 0; off < s->len; off += 65536)
@@ -38,6 +38,7 @@ int mmap_setup(struct bctx *c)
 			free(buf);
 			close(s->fd);
 			free(s);
+			private_dir_remove();
 			return skipf(c, "cannot write the mmap file: %s", strerror(errno));
 		}
 	free(buf);
@@ -65,6 +66,7 @@ void mmap_teardown(struct bctx *c)
 	struct mmstate *s = c->priv;
 	close(s->fd);
 	free(s);
+	private_dir_remove();
 }
 
 /* TLB pressure: a random cyclic pointer chase that visits every 4 KiB page

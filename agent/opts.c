@@ -11,8 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_TMPDIR_LEN 3000 /* leaves room for the private directory's names */
-
 void usage_error(const char *fmt, ...)
 {
 	char msg[512];
@@ -42,8 +40,8 @@ static const char *dir_arg(const char *flag, const char *v)
 	struct stat st;
 	if (!v || !*v)
 		usage_error("%s needs a directory", flag);
-	if (strlen(v) > MAX_TMPDIR_LEN)
-		usage_error("%s: path longer than %d bytes", flag, MAX_TMPDIR_LEN);
+	if (strlen(v) > TMPDIR_MAX)
+		usage_error("%s: path longer than %d bytes", flag, TMPDIR_MAX);
 	if (stat(v, &st) != 0 || !S_ISDIR(st.st_mode))
 		usage_error("%s: '%.200s' is not an existing directory", flag, v);
 	return v;

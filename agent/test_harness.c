@@ -1,9 +1,16 @@
 /* Unit tests of the harness: calibration, JSON escaping, overhead. */
 #include "harness.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static int failures, checks;
 #define CHECK(cond) do { checks++; if (!(cond)) { failures++; \
@@ -85,11 +92,79 @@ static void test_calibration(void)
 	CHECK(calibrate(&b, &c, 1000000000ull) == 16); /* cap honoured */
 }
 
+static int dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	int n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* In a child: make a private file, then end as `how` says (EXIT, DIE or a
+ * signal).  Returns the child's wait status. */
+enum { EXIT = -1, DIE = -2 };
+static int child_with_private_file(int how)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct bctx c = {0};
+		char path[PATH_CAP];
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (private_file(&c, "f", O_RDWR, path, sizeof path) < 0)
+			_exit(9);
+		if (how == EXIT)
+			exit(0);
+		if (how == DIE)
+			die("dying on purpose");
+		raise(how);
+		_exit(8);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return st;
+}
+
+static void test_private_dir(void)
+{
+	char top[] = "/tmp/vmtax-test-XXXXXX", path[PATH_CAP], again[PATH_CAP];
+	struct bctx c = {0};
+	struct stat st;
+	CHECK(mkdtemp(top) != NULL);
+	tmpdir_path = top;
+	int fd = private_file(&c, "a", O_RDWR, path, sizeof path);
+	CHECK(fd >= 0 && strncmp(path, top, strlen(top)) == 0);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	*strrchr(path, '/') = 0;
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0700); /* mkdtemp's */
+	CHECK(private_file(&c, "a", O_RDWR, again, sizeof again) < 0 && c.skip[0]); /* O_EXCL */
+	close(fd);
+	private_dir_remove();
+	CHECK(dir_entries(top) == 0);
+
+	int s = child_with_private_file(EXIT);
+	CHECK(WIFEXITED(s) && WEXITSTATUS(s) == 0 && dir_entries(top) == 0);
+	s = child_with_private_file(DIE);
+	CHECK(WIFEXITED(s) && WEXITSTATUS(s) == 3 && dir_entries(top) == 0);
+	int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+	for (int i = 0; i < 4; i++) {
+		s = child_with_private_file(sigs[i]);
+		CHECK(WIFSIGNALED(s) && WTERMSIG(s) == sigs[i] && dir_entries(top) == 0);
+	}
+	rmdir(top);
+}
+
 int main(void)
 {
 	test_json_escape();
 	test_calibration();
 	test_cap_in_jump_ahead();
+	test_private_dir();
 
 	double ovh = overhead_ns(1000000);
 	CHECK(ovh > 0 && ovh < 50); /* an empty loop iteration is cheap */

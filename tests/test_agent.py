@@ -2,7 +2,9 @@
 and the sanitizer build, and speaks the protocol."""
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -147,3 +149,72 @@ def test_harness_unit_tests():
     p = subprocess.run([REPO / "agent" / "build" / "test_harness"], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert " 0 failed" in p.stdout
+
+
+# -- the temporary files of the file benchmarks ----------------------------------------------
+FILE_BENCHES = ["stat", "open_close", "mmap"]
+OLD_NAMES = ["vmtax-stat-{}", "vmtax-mmap-{}"]  # the predictable names of old agents
+
+
+def _plant_symlinks(where, victim, count=2000):
+    """Symlinks at the old predictable names, for the next `count` PIDs."""
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        first = int(f.read()) + 1
+    for pid in range(first, first + count):
+        for name in OLD_NAMES:
+            (where / name.format(pid)).symlink_to(victim)
+    return range(first, first + count)
+
+
+@pytest.mark.parametrize("name", FILE_BENCHES)
+def test_planted_symlinks_are_never_followed(tmp_path, name):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pids = _plant_symlinks(shared, victim)
+    p = subprocess.Popen([AGENT, "run", name, "--samples", "1", "--warmup", "0",
+                          "--min-time-ms", "1", "--tmpdir", str(shared)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    assert p.pid in pids, "the agent's PID fell outside the planted range: inconclusive"
+    assert p.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["type"] == "done"
+    assert victim.read_text() == "precious\n"
+    assert all(e.is_symlink() for e in shared.iterdir())  # nothing of the agent's left
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+@pytest.mark.parametrize("name", FILE_BENCHES)
+def test_tmpdir_is_left_empty_after_a_run(tmp_path, name, parallel):
+    rc, lines, err = run(AGENT, "run", name, "--iters", "2", "--samples", "1",
+                         "--parallel", parallel, "--tmpdir", str(tmp_path))
+    assert rc == 0 and lines[-1]["type"] == "done", err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _wait_empty(d, timeout=5.0):
+    end = time.monotonic() + timeout
+    while list(d.iterdir()) and time.monotonic() < end:
+        time.sleep(0.05)
+    return list(d.iterdir())
+
+
+@pytest.mark.parametrize("sig,name,parallel", [
+    *[(signal.SIGTERM, n, "1") for n in FILE_BENCHES],
+    (signal.SIGINT, "stat", "1"), (signal.SIGHUP, "mmap", "1"),
+    (signal.SIGTERM, "open_close", "2")])
+def test_tmpdir_is_left_empty_after_a_signal(tmp_path, sig, name, parallel):
+    p = subprocess.Popen([AGENT, "run", name, "--samples", "1000", "--min-time-ms", "100",
+                          "--parallel", parallel, "--tmpdir", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = 0
+    for line in p.stdout:  # every instance has set up and calibrated
+        ready += json.loads(line)["type"] == "calibration"
+        if ready == int(parallel):
+            break
+    assert list(tmp_path.iterdir()), "the benchmark made no private directory"
+    p.send_signal(sig)
+    p.communicate(timeout=30)
+    assert p.returncode == -sig
+    assert _wait_empty(tmp_path) == []
