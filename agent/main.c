@@ -1,6 +1,6 @@
 /* vmtax-agent: command line, --list, and the sample loop.
  *
- *   vmtax-agent --list | --env | --version | --exit | --help
+ *   vmtax-agent --list | --env [--tmpdir DIR] | --version | --exit | --help
  *   vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
  *                        [--cpu C] [--tmpdir DIR]
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-	"usage: vmtax-agent --list | --env | --version | --help\n"
+	"usage: vmtax-agent --list | --env [--tmpdir DIR] | --version | --help\n"
 	"       vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]\n"
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
 	"                            [--cpu C] [--tmpdir DIR]\n";
@@ -267,6 +267,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "--env")) {
+		parse_env_opts(argc, argv);
 		print_env();
 		return 0;
 	}

@@ -73,3 +73,12 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 	}
 	o->probe = o->iters != 0;
 }
+
+void parse_env_opts(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i += 2) {
+		if (strcmp(argv[i], "--tmpdir"))
+			usage_error("--env takes only --tmpdir DIR, got '%.40s'", argv[i]);
+		tmpdir_path = dir_arg(argv[i], i + 1 < argc ? argv[i + 1] : NULL);
+	}
+}

@@ -13,5 +13,6 @@ struct opts {
 };
 
 void parse_run_opts(int argc, char **argv, struct opts *o);
+void parse_env_opts(int argc, char **argv); /* --env [--tmpdir DIR] */
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 #endif

@@ -78,8 +78,26 @@ def test_parallel_instances_and_pinning():
 def test_env_reports_the_system():
     rc, (env,), _ = run(AGENT, "--env")
     for key in ("kernel", "cpu_model", "cpus_online", "cpuid_hypervisor_bit", "clocksource",
-                "thp_enabled", "mitigations", "hypervisor_vendor", "systemd_detect_virt"):
+                "thp_enabled", "mitigations", "hypervisor_vendor", "systemd_detect_virt",
+                "tmpdir", "tmpdir_fs", "sh"):
         assert key in env
+    assert env["tmpdir"] == "/tmp" and env["sh"] == os.path.realpath("/bin/sh")
+
+
+FS_NAMES = {0x01021994: "tmpfs", 0xEF53: "ext2/3/4", 0x58465342: "xfs", 0x9123683E: "btrfs",
+            0x794C7630: "overlay", 0x01021997: "9p", 0x65735546: "fuse", 0x6969: "nfs"}
+
+
+@pytest.mark.parametrize("where", ["tmp_path", "/dev/shm", "/proc"])
+def test_env_names_the_tmpdir_filesystem(tmp_path, where):
+    d = str(tmp_path) if where == "tmp_path" else where
+    if not os.path.isdir(d):
+        pytest.skip(f"no {d} here")
+    magic = int(subprocess.run(["stat", "-f", "-c", "%t", d], capture_output=True, text=True,
+                               check=True).stdout, 16)
+    rc, (env,), err = run(AGENT, "--env", "--tmpdir", d)
+    assert rc == 0, err
+    assert env["tmpdir"] == d and env["tmpdir_fs"] == FS_NAMES.get(magic, hex(magic))
 
 
 def test_pi_self_checks_its_digits():
@@ -100,6 +118,7 @@ BAD_ARGS = [
     ["run", "getppid", "--cpu", "1024"], ["run", "getppid", "--cpu", str(os.cpu_count() + 7)],
     ["run", "stat", "--tmpdir", "/nonexistent/dir"], ["run", "stat", "--tmpdir", "/etc/passwd"],
     ["run", "stat", "--tmpdir", ""], ["run", "stat", "--tmpdir", "/" * 4000],
+    ["--env", "--tmpdir", "/nonexistent/dir"], ["--env", "--tmpdir"], ["--env", "--bogus"],
 ]
 
 
