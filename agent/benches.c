@@ -24,7 +24,9 @@ const struct bench benches[] = {
 	 "switch between two threads passing a token through pipes",
 	 "pthreads, pipes", threadswitch_setup, threadswitch_run, threadswitch_teardown, NULL, 0, 0, 0},
 	{"forkwait", "kernel", "ns", "lower",
-	 "fork a child that exits at once, wait for it (process creation, MMU)",
+	 "one op = fork() a child that calls _exit(0) at once, and waitpid() for it (process "
+	 "creation and teardown, address-space copy); this is also lmbench's \"fork proc\" "
+	 "(lat_proc fork), whose child calls exit(1) and whose parent wait()s",
 	 "fork", NULL, forkwait_run, NULL, NULL, 0, 0, 0},
 	/* lmbench rows of the seed 001 scoreboard */
 	{"null_call", "lmbench", "ns", "lower", "lat_syscall null: getppid() through libc",
@@ -43,8 +45,6 @@ const struct bench benches[] = {
 	 "", NULL, sig_install_run, NULL, NULL, 0, 0, 0},
 	{"sig_handle", "lmbench", "ns", "lower", "lat_sig catch: kill() to self and run the handler",
 	 "", sig_handle_setup, sig_handle_run, NULL, NULL, 0, 0, 0},
-	{"fork_exit", "lmbench", "ns", "lower", "lat_proc fork: fork, child exits, parent waits (same path as forkwait)",
-	 "fork", NULL, forkwait_run, NULL, NULL, 0, 0, 0},
 	{"fork_exec", "lmbench", "ns", "lower", "lat_proc exec: fork, exec the static agent, wait",
 	 "fork, exec", NULL, fork_exec_run, NULL, NULL, 0, 0, 0},
 	{"fork_sh", "lmbench", "ns", "lower", "lat_proc shell: fork, exec /bin/sh -c <static agent>, wait",
