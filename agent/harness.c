@@ -65,6 +65,29 @@ const char *self_exe(void)
 	return path;
 }
 
+uint64_t xorshift64(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+size_t *random_permutation(size_t n, uint64_t *state)
+{
+	size_t *a = malloc((n ? n : 1) * sizeof *a);
+	if (!a)
+		die("out of memory for %zu indices", n);
+	for (size_t i = 0; i < n; i++)
+		a[i] = i;
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)(xorshift64(state) % i), t = a[i - 1];
+		a[i - 1] = a[j];
+		a[j] = t;
+	}
+	return a;
+}
+
 struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 {
 	struct batch r = {.iters = iters};

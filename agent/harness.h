@@ -85,6 +85,9 @@ void emit_line(const char *line);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void pin_to_cpu(int cpu);
 const char *self_exe(void);
+uint64_t xorshift64(uint64_t *state);
+/* 0..n-1 shuffled (Fisher-Yates driven by xorshift64 from *state); free() it. */
+size_t *random_permutation(size_t n, uint64_t *state);
 
 /* tmpdir.c: the private directory of the file benchmarks under --tmpdir. */
 #define TMPDIR_MAX 3000        /* longest --tmpdir accepted */
@@ -95,5 +98,8 @@ int private_dir_make(struct bctx *c);      /* 0, or -1 after skipf() */
  * returns the descriptor and its path, or -1 after skipf(). */
 int private_file(struct bctx *c, const char *name, int flags, char *path, size_t cap);
 void private_dir_remove(void);             /* the directory and its files */
+/* A private file holding `len` bytes of data, already unlinked: its
+ * descriptor, or -1 after skipf() and private_dir_remove(). */
+int private_data_file(struct bctx *c, const char *name, size_t len);
 
 #endif

@@ -20,28 +20,14 @@ struct mmstate {
 
 int mmap_setup(struct bctx *c)
 {
-	char path[PATH_CAP];
 	struct mmstate *s = calloc(1, sizeof *s);
 	s->pg = sysconf(_SC_PAGESIZE);
 	s->len = (size_t)c->arg * 1024;
-	s->fd = private_file(c, "mmap", O_RDWR, path, sizeof path);
+	s->fd = private_data_file(c, "mmap", s->len);
 	if (s->fd < 0) {
 		free(s);
-		private_dir_remove();
 		return -1;
 	}
-	unlink(path); /* the descriptor is all it needs */
-	char *buf = calloc(1, 65536);
-	memset(buf, 'v', 65536);
-	for (size_t off = 0; off < s->len; off += 65536)
-		if (write(s->fd, buf, 65536) != 65536) {
-			free(buf);
-			close(s->fd);
-			free(s);
-			private_dir_remove();
-			return skipf(c, "cannot write the mmap file: %s", strerror(errno));
-		}
-	free(buf);
 	c->priv = s;
 	return 0;
 }
@@ -82,14 +68,6 @@ struct chase {
 };
 
 static volatile void *chase_sink;
-
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 static long anon_huge_kb(void)
 {
@@ -157,19 +135,11 @@ int tlb_setup(struct bctx *c)
 		madvise(s->base, len, MADV_NOHUGEPAGE);
 	}
 	s->len = len;
-	size_t *order = malloc(npages * sizeof *order);
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < npages; i++)
-		order[i] = i;
-	for (size_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
-		size_t j = (size_t)(xorshift(&seed) % (i + 1));
-		size_t t = order[i];
-		order[i] = order[j];
-		order[j] = t;
-	}
+	size_t *order = random_permutation(npages, &seed);
 	void **slot = malloc(npages * sizeof *slot);
 	for (size_t i = 0; i < npages; i++)
-		slot[i] = s->base + order[i] * pg + (xorshift(&seed) % (pg / 64)) * 64;
+		slot[i] = s->base + order[i] * pg + (xorshift64(&seed) % (pg / 64)) * 64;
 	for (size_t i = 0; i < npages; i++)
 		*(void **)slot[i] = slot[(i + 1) % npages];
 	s->start = slot[0];

@@ -159,12 +159,33 @@ static void test_private_dir(void)
 	rmdir(top);
 }
 
+static void test_random_permutation(void)
+{
+	size_t sizes[] = {0, 1, 2, 1000};
+	for (size_t k = 0; k < 4; k++) {
+		uint64_t seed = 42;
+		size_t n = sizes[k], *p = random_permutation(n, &seed);
+		char *seen = calloc(n + 1, 1);
+		int ok = 1, moved = 0;
+		for (size_t i = 0; i < n; i++) {
+			ok &= p[i] < n && !seen[p[i]];
+			seen[p[i] < n ? p[i] : n] = 1;
+			moved += p[i] != i;
+		}
+		CHECK(ok);                     /* each index exactly once */
+		CHECK(n < 1000 || moved > 900); /* and shuffled */
+		free(seen);
+		free(p);
+	}
+}
+
 int main(void)
 {
 	test_json_escape();
 	test_calibration();
 	test_cap_in_jump_ahead();
 	test_private_dir();
+	test_random_permutation();
 
 	double ovh = overhead_ns(1000000);
 	CHECK(ovh > 0 && ovh < 50); /* an empty loop iteration is cheap */

@@ -111,3 +111,25 @@ int private_file(struct bctx *c, const char *name, int flags, char *path, size_t
 	snprintf(path, cap, "%s", f);
 	return fd;
 }
+
+int private_data_file(struct bctx *c, const char *name, size_t len)
+{
+	char path[PATH_CAP], buf[65536];
+	int fd = private_file(c, name, O_RDWR, path, sizeof path);
+	if (fd >= 0)
+		unlink(path); /* the descriptor is all it takes */
+	memset(buf, 'v', sizeof buf);
+	for (size_t off = 0; fd >= 0 && off < len; off += sizeof buf) {
+		size_t n = len - off < sizeof buf ? len - off : sizeof buf;
+		ssize_t w = write(fd, buf, n);
+		if (w != (ssize_t)n) {
+			skipf(c, "cannot write %zu KiB in %s: %s", len >> 10, tmpdir_path,
+			      w < 0 ? strerror(errno) : "disk full");
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd < 0)
+		private_dir_remove();
+	return fd;
+}

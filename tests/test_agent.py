@@ -21,8 +21,8 @@ NAMES = [b["name"] for b in _list()]
 SEEDS = ["getppid", "divzero", "segv", "threadswitch", "forkwait", "null_call", "null_read",
          "null_write", "stat", "open_close", "select_tcp", "sig_install", "sig_handle",
          "fork_exec", "fork_sh", "ctx_2p_0k", "ctx_2p_16k", "ctx_2p_64k", "ctx_8p_16k", "ctx_8p_64k",
-         "ctx_16p_16k", "ctx_16p_64k", "mmap", "prot_fault", "page_fault", "pi", "cpuid", "rdtsc",
-         "tlb_4k", "tlb_2m"]
+         "ctx_16p_16k", "ctx_16p_64k", "mmap", "prot_fault", "page_fault", "page_fault_file", "pi",
+         "cpuid", "rdtsc", "tlb_4k", "tlb_2m"]
 
 
 def run(binary, *args, timeout=120):
@@ -40,12 +40,18 @@ def test_list_has_every_seed_benchmark():
 # What a row's description must say (the rest of it is read in review).
 ROW_FACTS = {
     "forkwait": ["one op", "fork proc", "lat_proc fork"],
+    "page_fault": ["one op", "anonymous", "zero-fill", "lat_pagefault", "page_fault_file"],
+    "page_fault_file": ["one op", "lat_pagefault", "PROT_READ", "MAP_SHARED", "permutation",
+                        "fault-around", "16384"],
 }
+SUITES = {"page_fault": "kernel", "page_fault_file": "lmbench"}
 
 
 def test_rows_say_what_they_measure():
     rows = {r["name"]: r for r in _list()}
     assert "fork_exit" not in rows  # the same code as forkwait
+    for name, suite in SUITES.items():
+        assert rows[name]["suite"] == suite, name
     for name, facts in ROW_FACTS.items():
         for fact in facts:
             assert fact in rows[name]["description"], (name, fact)
@@ -143,12 +149,13 @@ def test_bad_arguments_exit_2_with_one_line(args):
     assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("vmtax-agent: ")
 
 
-def test_iters_over_the_cap_is_refused_naming_it():
-    p = subprocess.run([AGENT, "run", "page_fault", "--iters", "32769"], capture_output=True,
+@pytest.mark.parametrize("name,cap", [("page_fault", 32768), ("page_fault_file", 16384)])
+def test_iters_over_the_cap_is_refused_naming_it(name, cap):
+    p = subprocess.run([AGENT, "run", name, "--iters", str(cap + 1)], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 2 and p.stdout == ""
-    assert "page_fault runs at most 32768 iterations per sample" in p.stderr
-    rc, lines, err = run(AGENT, "run", "page_fault", "--iters", "32768", "--samples", "1")
+    assert f"{name} runs at most {cap} iterations per sample" in p.stderr
+    rc, lines, err = run(AGENT, "run", name, "--iters", str(cap), "--samples", "1")
     assert rc == 0 and lines[-1]["type"] == "done", err
 
 
@@ -185,7 +192,7 @@ def test_harness_unit_tests():
 
 
 # -- the temporary files of the file benchmarks ----------------------------------------------
-FILE_BENCHES = ["stat", "open_close", "mmap"]
+FILE_BENCHES = ["stat", "open_close", "mmap", "page_fault_file"]
 OLD_NAMES = ["vmtax-stat-{}", "vmtax-mmap-{}"]  # the predictable names of old agents
 
 
