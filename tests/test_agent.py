@@ -44,6 +44,8 @@ ROW_FACTS = {
     "page_fault_file": ["one op", "lat_pagefault", "PROT_READ", "MAP_SHARED", "permutation",
                         "fault-around", "16384"],
 }
+ROW_FACTS["mmap"] = ["one op", "8 MiB", "PROT_READ|PROT_WRITE MAP_SHARED", "16 KiB",
+                     "first tenth", "munmap"]
 SUITES = {"page_fault": "kernel", "page_fault_file": "lmbench"}
 
 
