@@ -86,11 +86,16 @@ const struct bench benches[] = {
 	 "x86", x86_setup, rdtsc_run, NULL, NULL, 0, 0, 0},
 	/* TLB pressure */
 	{"tlb_4k", "mem", "ns", "lower",
-	 "random pointer chase, one load per 4 KiB page over 256 MiB (TLB miss + page walk per load)",
-	 "256 MiB of memory", tlb_setup, tlb_run, tlb_teardown, NULL, 256, 4, 0},
+	 "one op = one dependent load of a random pointer chase that visits each 4 KiB page of a "
+	 "64 MiB region (16384 pages, THP off) once per lap, at a random cache line of it: far "
+	 "beyond the TLB's reach, so nearly every load misses the TLB and walks the page tables "
+	 "(two-dimensional under nested paging); skipped when MemAvailable is under 128 MiB",
+	 "128 MiB of MemAvailable", tlb_setup, tlb_run, tlb_teardown, NULL, 64, 4, 0},
 	{"tlb_2m", "mem", "ns", "lower",
-	 "the same chase over 2 MiB pages (hugetlbfs or THP): TLB reach covers the region",
-	 "256 MiB of memory, 2 MiB pages", tlb_setup, tlb_run, tlb_teardown, NULL, 256, 2, 0},
+	 "the tlb_4k chase over the same 64 MiB backed by 2 MiB pages (hugetlbfs, else THP): 32 "
+	 "pages, within the TLB's reach, so the loads miss caches as in tlb_4k but not the TLB; "
+	 "the difference is the page walk; skipped when MemAvailable is under 128 MiB",
+	 "128 MiB of MemAvailable, 2 MiB pages", tlb_setup, tlb_run, tlb_teardown, NULL, 64, 2, 0},
 };
 
 const size_t nbenches = sizeof benches / sizeof benches[0];

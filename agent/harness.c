@@ -65,6 +65,21 @@ const char *self_exe(void)
 	return path;
 }
 
+long file_kb(const char *path, const char *key)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	size_t kl = strlen(key);
+	long kb = -1;
+	if (!f)
+		return -1;
+	while (kb < 0 && fgets(line, sizeof line, f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':')
+			sscanf(line + kl + 1, "%ld kB", &kb);
+	fclose(f);
+	return kb;
+}
+
 uint64_t xorshift64(uint64_t *s)
 {
 	*s ^= *s << 13;

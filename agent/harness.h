@@ -85,6 +85,8 @@ void emit_line(const char *line);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void pin_to_cpu(int cpu);
 const char *self_exe(void);
+/* The number of a "Key: N kB" line of a /proc file, -1 when absent. */
+long file_kb(const char *path, const char *key);
 uint64_t xorshift64(uint64_t *state);
 /* 0..n-1 shuffled (Fisher-Yates driven by xorshift64 from *state); free() it. */
 size_t *random_permutation(size_t n, uint64_t *state);

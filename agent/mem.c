@@ -55,7 +55,8 @@ void mmap_teardown(struct bctx *c)
 
 /* TLB pressure: a random cyclic pointer chase that visits every 4 KiB page
  * of a c->arg MiB region once per lap, at a random cache line of each page,
- * so (almost) every load misses the TLB.  With c->arg2 == 2 the region is
+ * so (almost) every load misses the TLB (64 MiB: 16384 pages, far beyond
+ * any TLB's reach).  With c->arg2 == 2 the region is
  * backed by 2 MiB pages, whose TLB reach covers it: the difference between
  * the two rows is the cost of the page walk, which nested paging (EPT/NPT)
  * makes two-dimensional. */
@@ -69,16 +70,7 @@ static volatile void *chase_sink;
 
 static long anon_huge_kb(void)
 {
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
-	long kb = -1;
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
+	return file_kb("/proc/self/smaps_rollup", "AnonHugePages");
 }
 
 static char *map_huge(struct bctx *c, size_t len)
@@ -113,36 +105,59 @@ static char *map_huge(struct bctx *c, size_t len)
 	return al;
 }
 
-int tlb_setup(struct bctx *c)
+/* The chase needs its region and as much again to spare: a guest short of
+ * memory would swap or fail (UML's hosts also ran out of mappings). */
+static int enough_memory(struct bctx *c, size_t len)
 {
-	struct chase *s = calloc(1, sizeof *s);
-	size_t pg = 4096, len = (size_t)c->arg << 20, npages = len / pg;
-	if (c->arg2 == 2) {
-		s->base = map_huge(c, len);
-		if (!s->base) {
-			free(s);
-			return -1;
-		}
-	} else {
-		s->base = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (s->base == MAP_FAILED) {
-			free(s);
-			return skipf(c, "mmap %zu MiB: %s", len >> 20, strerror(errno));
-		}
-		madvise(s->base, len, MADV_NOHUGEPAGE);
+	long avail_kb = file_kb("/proc/meminfo", "MemAvailable"); /* -1 before Linux 3.14 */
+	size_t need_mib = 2 * (len >> 20);
+	if (avail_kb >= 0 && (size_t)avail_kb / 1024 < need_mib)
+		return skipf(c, "needs %zu MiB, MemAvailable %ld MiB", need_mib, avail_kb / 1024);
+	return 0;
+}
+
+static char *map_small(struct bctx *c, size_t len)
+{
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		skipf(c, "mmap %zu MiB: %s", len >> 20, strerror(errno));
+		return NULL;
 	}
-	s->len = len;
+	madvise(p, len, MADV_NOHUGEPAGE);
+	return p;
+}
+
+/* Link one slot per 4 KiB page, at a random cache line of it, into one
+ * cycle in random page order. */
+static void **link_chase(char *base, size_t npages)
+{
+	size_t pg = 4096;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 	size_t *order = random_permutation(npages, &seed);
 	void **slot = malloc(npages * sizeof *slot);
 	for (size_t i = 0; i < npages; i++)
-		slot[i] = s->base + order[i] * pg + (xorshift64(&seed) % (pg / 64)) * 64;
+		slot[i] = base + order[i] * pg + (xorshift64(&seed) % (pg / 64)) * 64;
 	for (size_t i = 0; i < npages; i++)
 		*(void **)slot[i] = slot[(i + 1) % npages];
-	s->start = slot[0];
+	void **start = slot[0];
 	free(slot);
 	free(order);
+	return start;
+}
+
+int tlb_setup(struct bctx *c)
+{
+	size_t len = (size_t)c->arg << 20;
+	if (enough_memory(c, len) != 0)
+		return -1;
+	struct chase *s = calloc(1, sizeof *s);
+	s->base = c->arg2 == 2 ? map_huge(c, len) : map_small(c, len);
+	if (!s->base) {
+		free(s);
+		return -1;
+	}
+	s->len = len;
+	s->start = link_chase(s->base, len / 4096);
 	c->priv = s;
 	return 0;
 }

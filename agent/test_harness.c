@@ -179,6 +179,21 @@ static void test_random_permutation(void)
 	}
 }
 
+static void test_file_kb(void)
+{
+	char path[] = "/tmp/vmtax-test-meminfo-XXXXXX";
+	int fd = mkstemp(path);
+	const char text[] = "MemTotal:       8000000 kB\nMemFree: 1 kB\n"
+			    "MemAvailableX:  5 kB\nMemAvailable:     123456 kB\n";
+	CHECK(fd >= 0 && write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+	close(fd);
+	CHECK(file_kb(path, "MemAvailable") == 123456); /* not MemAvailableX */
+	CHECK(file_kb(path, "MemTotal") == 8000000);
+	CHECK(file_kb(path, "Cached") == -1);
+	CHECK(file_kb("/nonexistent", "MemTotal") == -1);
+	unlink(path);
+}
+
 int main(void)
 {
 	test_json_escape();
@@ -186,6 +201,7 @@ int main(void)
 	test_cap_in_jump_ahead();
 	test_private_dir();
 	test_random_permutation();
+	test_file_kb();
 
 	double ovh = overhead_ns(1000000);
 	CHECK(ovh > 0 && ovh < 50); /* an empty loop iteration is cheap */

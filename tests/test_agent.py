@@ -46,6 +46,8 @@ ROW_FACTS = {
 }
 ROW_FACTS["mmap"] = ["one op", "8 MiB", "PROT_READ|PROT_WRITE MAP_SHARED", "16 KiB",
                      "first tenth", "munmap"]
+ROW_FACTS["tlb_4k"] = ["one op", "64 MiB", "4 KiB", "MemAvailable"]
+ROW_FACTS["tlb_2m"] = ["64 MiB", "2 MiB pages", "MemAvailable"]
 SUITES = {"page_fault": "kernel", "page_fault_file": "lmbench"}
 
 
