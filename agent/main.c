@@ -30,7 +30,7 @@ static const char USAGE[] =
 
 static void print_list(void)
 {
-	char line[2048], d[1024], r[512];
+	char line[4096], d[2048], r[512]; /* room for the longest description */
 	emit_line("[\n");
 	for (size_t i = 0; i < nbenches; i++) {
 		const struct bench *b = &benches[i];

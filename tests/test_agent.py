@@ -48,6 +48,16 @@ ROW_FACTS["mmap"] = ["one op", "8 MiB", "PROT_READ|PROT_WRITE MAP_SHARED", "16 K
                      "first tenth", "munmap"]
 ROW_FACTS["tlb_4k"] = ["one op", "64 MiB", "4 KiB", "MemAvailable"]
 ROW_FACTS["tlb_2m"] = ["64 MiB", "2 MiB pages", "MemAvailable"]
+ROW_FACTS.update({
+    "stat": ["private directory", "$FSDIR/lmbench"],
+    "select_tcp": ["-n 100 tcp", "none is ready", "write set", "connected"],
+    "sig_handle": ["kill(getpid(), SIGUSR1)", "subtracts"],
+    "prot_fault": ["read-only", "MAP_SHARED", "subtracts"],
+    "fork_exec": ["static agent", "dynamically linked"],
+    "fork_sh": ["own /bin/sh", "sh fact"],
+    "ctx_2p_0k": ["lat_ctx -s 0 2", "subtracts"],
+    "ctx_16p_64k": ["lat_ctx -s 64 16", "64 KB"],
+})
 SUITES = {"page_fault": "kernel", "page_fault_file": "lmbench"}
 
 
@@ -56,6 +66,9 @@ def test_rows_say_what_they_measure():
     assert "fork_exit" not in rows  # the same code as forkwait
     for name, suite in SUITES.items():
         assert rows[name]["suite"] == suite, name
+    for r in rows.values():  # every row says what one operation is
+        assert "one op" in r["description"], r["name"]
+        assert r["suite"] != "lmbench" or r["description"].startswith("lat_"), r["name"]
     for name, facts in ROW_FACTS.items():
         for fact in facts:
             assert fact in rows[name]["description"], (name, fact)
