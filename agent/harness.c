@@ -110,6 +110,8 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 		b->reset(c);
 	uint64_t t0 = now_ns(), c0 = rdtsc();
 	b->run(c, iters);
+	if (c->inject_spins > 0)
+		inject_spin(c, iters);
 	uint64_t c1 = rdtsc(), t1 = now_ns();
 	r.ns = t1 - t0;
 	r.tsc = c1 - c0;

@@ -3,7 +3,7 @@
  *   vmtax-agent --list | --env [--tmpdir DIR] | --version | --exit | --help
  *   vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
- *                        [--cpu C] [--tmpdir DIR]
+ *                        [--cpu C] [--tmpdir DIR] [--inject PCT]
  *
  * Output: one JSON object per line (schema 1), types "calibration",
  * "sample", "skip", "error" and a final "done".
@@ -26,7 +26,7 @@ static const char USAGE[] =
 	"usage: vmtax-agent --list | --env [--tmpdir DIR] | --version | --help\n"
 	"       vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]\n"
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
-	"                            [--cpu C] [--tmpdir DIR]\n";
+	"                            [--cpu C] [--tmpdir DIR] [--inject PCT]\n";
 
 static void print_list(void)
 {
@@ -73,7 +73,7 @@ static void refuse_long_samples(const struct bench *b, struct bctx *c, const str
 		r = time_batch(b, c, n);
 	}
 	double per_iter_ns = (double)r.ns / (double)n;
-	double sample_ms = per_iter_ns * (double)o->iters / 1e6;
+	double sample_ms = per_iter_ns * (double)o->iters / 1e6 * (1 + o->inject_pct / 100);
 	if (sample_ms <= (double)o->max_sample_ms)
 		return;
 	if (b->teardown)
@@ -99,15 +99,17 @@ static void emit_calibration(const struct bench *b, const struct bctx *c, int in
 static void emit_sample(const struct bench *b, const struct bctx *c, const struct opts *o,
 			int inst, long seq, struct batch r, double ovh)
 {
-	char line[1024];
+	char line[1024], inject[64] = "";
 	double ops = (double)r.iters * (double)c->ops_per_iter;
+	if (o->inject_pct > 0)
+		snprintf(inject, sizeof inject, ",\"inject_pct\":%g", o->inject_pct);
 	snprintf(line, sizeof line,
 		 "{\"schema\":%d,\"type\":\"sample\",\"bench\":\"%s\",\"unit\":\"%s\","
 		 "\"instance\":%d,\"seq\":%ld,\"warmup\":%s,\"iters\":%llu,\"ops\":%.0f,"
-		 "\"value\":%.6g,\"overhead\":%.4f,\"tsc_per_op\":%.6g,\"cpu\":%ld}\n",
+		 "\"value\":%.6g,\"overhead\":%.4f,\"tsc_per_op\":%.6g,\"cpu\":%ld%s}\n",
 		 AGENT_SCHEMA, b->name, b->unit, inst, seq, seq < o->warmup ? "true" : "false",
 		 (unsigned long long)r.iters, ops, (double)r.ns / ops, ovh,
-		 (double)r.tsc / ops, o->cpu);
+		 (double)r.tsc / ops, o->cpu, inject);
 	emit_line(line);
 }
 
@@ -145,6 +147,8 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 	if (o->probe)
 		refuse_long_samples(b, &c, o);
 	uint64_t iters = o->iters ? o->iters : calibrate(b, &c, (uint64_t)o->min_time_ms * 1000000ull);
+	if (o->inject_pct > 0)
+		inject_setup(b, &c, iters, o->inject_pct);
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
 	emit_calibration(b, &c, inst, iters, ovh);
 	barrier(ready_fd, go_fd);

@@ -35,6 +35,22 @@ static long num_arg(const char *flag, const char *v, long lo, long hi)
 	return n;
 }
 
+/* A plain decimal number (digits, at most one point) in (lo, hi]. */
+static double pct_arg(const char *flag, const char *v, double lo, double hi)
+{
+	int digits = 0, points = 0;
+	for (const char *p = v; p && *p; p++) {
+		digits += *p >= '0' && *p <= '9';
+		points += *p == '.';
+		if ((*p < '0' || *p > '9') && *p != '.')
+			points = 2;
+	}
+	double x = digits && points < 2 ? strtod(v, NULL) : 0;
+	if (!(x > lo && x <= hi))
+		usage_error("%s needs a number in (%g, %g], got '%.40s'", flag, lo, hi, v ? v : "");
+	return x;
+}
+
 static const char *dir_arg(const char *flag, const char *v)
 {
 	struct stat st;
@@ -69,6 +85,7 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(f, "--parallel")) o->parallel = num_arg(f, v, 1, 256);
 		else if (!strcmp(f, "--cpu")) o->cpu = cpu_arg(f, v);
 		else if (!strcmp(f, "--tmpdir")) tmpdir_path = dir_arg(f, v);
+		else if (!strcmp(f, "--inject")) o->inject_pct = pct_arg(f, v, 0, 100);
 		else usage_error("unknown option '%.40s' (see --help)", f);
 	}
 	o->probe = o->iters != 0;

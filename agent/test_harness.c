@@ -194,6 +194,34 @@ static void test_file_kb(void)
 	unlink(path);
 }
 
+static uint64_t best_of_5(const struct bench *b, struct bctx *c, uint64_t iters)
+{
+	uint64_t best = UINT64_MAX;
+	for (int k = 0; k < 5; k++) {
+		uint64_t ns = time_batch(b, c, iters).ns;
+		best = ns < best ? ns : best;
+	}
+	return best;
+}
+
+/* --inject 50 makes a batch about 1.5 times as long.  Noise can inflate the
+ * one untimed measurement it is based on, so one good try in three passes. */
+static void test_inject(void)
+{
+	struct bench b = {.name = "spin", .run = spin_run};
+	struct bctx c = {.arg = 10000};
+	int ok = 0;
+	CHECK(spin_ns() > 0);
+	for (int try = 0; try < 3 && !ok; try++) {
+		c.inject_spins = 0;
+		double plain = (double)best_of_5(&b, &c, 64);
+		inject_setup(&b, &c, 64, 50);
+		double ratio = (double)best_of_5(&b, &c, 64) / plain;
+		ok = ratio > 1.3 && ratio < 1.8;
+	}
+	CHECK(ok);
+}
+
 int main(void)
 {
 	test_json_escape();
@@ -202,6 +230,7 @@ int main(void)
 	test_private_dir();
 	test_random_permutation();
 	test_file_kb();
+	test_inject();
 
 	double ovh = overhead_ns(1000000);
 	CHECK(ovh > 0 && ovh < 50); /* an empty loop iteration is cheap */

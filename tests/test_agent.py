@@ -156,6 +156,9 @@ BAD_ARGS = [
     ["run", "stat", "--tmpdir", "/nonexistent/dir"], ["run", "stat", "--tmpdir", "/etc/passwd"],
     ["run", "stat", "--tmpdir", ""], ["run", "stat", "--tmpdir", "/" * 4000],
     ["--env", "--tmpdir", "/nonexistent/dir"], ["--env", "--tmpdir"], ["--env", "--bogus"],
+    *[["run", "getppid", "--inject", v] for v in ["0", "100.5", "-5", "nan", "inf", "1e1", "0x10",
+                                                  " 5", "5%", "", "1.2.3", "."]],
+    ["run", "getppid", "--inject"],
 ]
 
 
@@ -194,9 +197,25 @@ def test_max_sample_ms_bounds_a_sample_given_by_iters():
     assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
 
 
+@pytest.mark.parametrize("name", ["rdtsc", "getppid"])
+def test_inject_slows_every_operation_down(name):
+    """--inject 50 adds half an operation's time: side by side, alternating, the
+    fastest sample with it is clearly slower than the fastest without."""
+    plain, injected = [], []
+    for _ in range(3):
+        for args, into in (([], plain), (["--inject", "50"], injected)):
+            rc, lines, err = run(AGENT, "run", name, "--samples", "3", "--min-time-ms", "20", *args)
+            assert rc == 0, err
+            samples = [l for l in lines if l["type"] == "sample" and not l["warmup"]]
+            assert all(("inject_pct" in s) == bool(args) for s in samples)
+            assert all(s["inject_pct"] == 50 for s in samples if args)
+            into += [s["value"] for s in samples]
+    assert min(injected) > 1.2 * min(plain), (plain, injected)
+
+
 def test_help_and_a_good_tmpdir_are_accepted(tmp_path):
     p = subprocess.run([AGENT, "--help"], capture_output=True, text=True)
-    assert p.returncode == 0 and "--max-sample-ms" in p.stdout
+    assert p.returncode == 0 and "--max-sample-ms" in p.stdout and "--inject" in p.stdout
     rc, lines, err = run(AGENT, "run", "stat", "--tmpdir", str(tmp_path), "--iters", "2")
     assert rc == 0 and lines[-1]["type"] == "done", err
 
