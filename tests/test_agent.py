@@ -105,6 +105,15 @@ def test_calibration_reaches_min_time():
     assert s["overhead"] < 0.01 * s["value"]  # harness cost well under 1%
 
 
+@pytest.mark.parametrize("name", ["ctx_2p_0k", "ctx_16p_16k"])
+def test_parallel_ring_benchmarks_finish(name):
+    # ring members inherited the barrier pipe, so the parent never saw every instance ready
+    rc, lines, err = run(AGENT, "run", name, "--parallel", "2", "--iters", "2", "--samples", "1",
+                         timeout=30)
+    assert rc == 0 and lines[-1]["type"] == "done", err
+    assert len([l for l in lines if l["type"] == "sample"]) == 2 * 2
+
+
 def test_parallel_instances_and_pinning():
     rc, lines, _ = run(AGENT, "run", "getppid", "--parallel", "3", "--samples", "2", "--cpu", "0")
     samples = [l for l in lines if l["type"] == "sample"]
@@ -294,3 +303,4 @@ def test_tmpdir_is_left_empty_after_a_signal(tmp_path, sig, name, parallel):
     p.communicate(timeout=30)
     assert p.returncode == -sig
     assert _wait_empty(tmp_path) == []
+
