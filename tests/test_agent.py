@@ -304,3 +304,67 @@ def test_tmpdir_is_left_empty_after_a_signal(tmp_path, sig, name, parallel):
     assert p.returncode == -sig
     assert _wait_empty(tmp_path) == []
 
+# -- the sanitizer sweep: every benchmark, long samples and extreme --iters -------------------
+def _caps():
+    """Iteration caps, as the agent states them when --iters passes one."""
+    caps = {}
+    for name in NAMES:
+        p = subprocess.run([AGENT, "run", name, "--iters", str(1 << 40)], capture_output=True,
+                           text=True, timeout=60)
+        if "iterations per sample" in p.stderr:
+            caps[name] = int(p.stderr.split(" runs at most ")[1].split()[0])
+    return caps
+
+
+CAPS = _caps()
+
+
+def _sweep_runs(name):
+    long_sample = ["--min-time-ms", "300", "--samples", "1", "--warmup", "0"]
+    runs = [long_sample, ["--iters", "2", "--parallel", "2", "--inject", "100", "--samples", "1"]]
+    absurd = [10 ** 10, 1 << 40]
+    if name in CAPS:
+        runs.append(["--iters", str(CAPS[name]), "--samples", "1", "--warmup", "0"])
+        absurd += [CAPS[name] + 1, CAPS[name] * 10]
+    return runs + [["--iters", str(n), "--samples", "1"] for n in absurd]
+
+
+def _clean(args, p, out, err):
+    """Exit 0 with the protocol's last line, or a clean refusal: exit 2 and one line."""
+    assert "Sanitizer" not in err and "runtime error" not in err, (args, err)
+    assert p.returncode in (0, 2), (args, p.returncode, err)
+    if p.returncode == 2:
+        assert out == "" and len(err.splitlines()) == 1, (args, err)
+    else:
+        assert json.loads(out.splitlines()[-1])["type"] == "done", (args, out, err)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sanitizer_sweep(name, tmp_path):
+    """Under ASan/UBSan: a long sample, --iters at the cap and far past it, and absurdly large
+    --iters; every run at once (they measure nothing here)."""
+    procs = []
+    for args in _sweep_runs(name):
+        cmd = [AGENT_SAN, "run", name, "--tmpdir", str(tmp_path), *args]
+        procs.append((args, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             text=True)))
+    for args, p in procs:
+        out, err = p.communicate(timeout=120)
+        _clean(args, p, out, err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_caps_are_found():
+    assert CAPS == {"page_fault": 32768, "page_fault_file": 16384}
+
+
+@pytest.mark.parametrize("name", FILE_BENCHES)
+def test_sanitizer_with_the_longest_tmpdir(tmp_path, name):
+    deep = tmp_path
+    while len(str(deep)) < 2900:  # --tmpdir takes up to 3000 bytes
+        deep = deep / ("d" * min(200, 2900 - len(str(deep))))
+    deep.mkdir(parents=True)
+    p = subprocess.run([AGENT_SAN, "run", name, "--tmpdir", str(deep), "--iters", "2",
+                        "--samples", "1"], capture_output=True, text=True, timeout=60)
+    _clean(["long tmpdir"], p, p.stdout, p.stderr)
+    assert p.returncode == 0 and list(deep.iterdir()) == []
