@@ -40,7 +40,7 @@ struct bench {
 	bench_teardown_fn teardown;
 	bench_reset_fn reset;
 	long arg, arg2;
-	uint64_t max_iters;      /* cap on calibration (0: none) */
+	uint64_t max_iters;      /* most iterations a sample may run (0: no cap) */
 };
 
 extern const struct bench benches[];

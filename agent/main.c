@@ -236,8 +236,8 @@ static void check_iters_cap(const struct bench *b, const struct opts *o)
 static int run_command(int argc, char **argv)
 {
 	const struct bench *b = find_bench(argv[2]);
-	struct opts o = {.name = argv[2], .samples = 5, .warmup = 1, .min_time_ms = 10,
-			 .parallel = 1, .cpu = -1, .max_sample_ms = 60000};
+	struct opts o = {.samples = 5, .warmup = 1, .min_time_ms = 10, .parallel = 1, .cpu = -1,
+			 .max_sample_ms = 60000};
 	parse_run_opts(argc, argv, &o);
 	check_iters_cap(b, &o);
 	setvbuf(stdout, NULL, _IONBF, 0);

@@ -6,7 +6,6 @@
 #include <stdint.h>
 
 struct opts {
-	const char *name;
 	long samples, warmup, min_time_ms, parallel, cpu, max_sample_ms;
 	uint64_t iters;      /* 0: calibrate */
 	double inject_pct;   /* 0: none */

@@ -293,24 +293,29 @@ def test_tmpdir_is_left_empty_after_a_signal(tmp_path, sig, name, parallel):
     p = subprocess.Popen([AGENT, "run", name, "--samples", "1000", "--min-time-ms", "100",
                           "--parallel", parallel, "--tmpdir", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ready = 0
-    for line in p.stdout:  # every instance has set up and calibrated
-        ready += json.loads(line)["type"] == "calibration"
-        if ready == int(parallel):
-            break
-    assert list(tmp_path.iterdir()), "the benchmark made no private directory"
-    p.send_signal(sig)
-    p.communicate(timeout=30)
+    try:
+        ready = 0
+        for line in p.stdout:  # every instance has set up and calibrated
+            ready += json.loads(line)["type"] == "calibration"
+            if ready == int(parallel):
+                break
+        assert list(tmp_path.iterdir()), "the benchmark made no private directory"
+        p.send_signal(sig)
+        p.communicate(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
     assert p.returncode == -sig
     assert _wait_empty(tmp_path) == []
+
 
 # -- the sanitizer sweep: every benchmark, long samples and extreme --iters -------------------
 def _caps():
     """Iteration caps, as the agent states them when --iters passes one."""
     caps = {}
     for name in NAMES:
-        p = subprocess.run([AGENT, "run", name, "--iters", str(1 << 40)], capture_output=True,
-                           text=True, timeout=60)
+        p = subprocess.run([AGENT, "run", name, "--iters", str(1 << 40), "--max-sample-ms", "1"],
+                           capture_output=True, text=True, timeout=30)
         if "iterations per sample" in p.stderr:
             caps[name] = int(p.stderr.split(" runs at most ")[1].split()[0])
     return caps
@@ -344,13 +349,18 @@ def test_sanitizer_sweep(name, tmp_path):
     """Under ASan/UBSan: a long sample, --iters at the cap and far past it, and absurdly large
     --iters; every run at once (they measure nothing here)."""
     procs = []
-    for args in _sweep_runs(name):
-        cmd = [AGENT_SAN, "run", name, "--tmpdir", str(tmp_path), *args]
-        procs.append((args, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                             text=True)))
-    for args, p in procs:
-        out, err = p.communicate(timeout=120)
-        _clean(args, p, out, err)
+    try:
+        for args in _sweep_runs(name):
+            cmd = [AGENT_SAN, "run", name, "--tmpdir", str(tmp_path), *args]
+            procs.append((args, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True)))
+        for args, p in procs:
+            out, err = p.communicate(timeout=60)
+            _clean(args, p, out, err)
+    finally:  # a failure leaves nothing running
+        for _, p in procs:
+            p.kill()
+            p.wait()
     assert list(tmp_path.iterdir()) == []
 
 
