@@ -38,14 +38,11 @@ static long num_arg(const char *flag, const char *v, long lo, long hi)
 /* A plain decimal number (digits, at most one point) in (lo, hi]. */
 static double pct_arg(const char *flag, const char *v, double lo, double hi)
 {
-	int digits = 0, points = 0;
-	for (const char *p = v; p && *p; p++) {
-		digits += *p >= '0' && *p <= '9';
-		points += *p == '.';
-		if ((*p < '0' || *p > '9') && *p != '.')
-			points = 2;
-	}
-	double x = digits && points < 2 ? strtod(v, NULL) : 0;
+	const char *dot = v ? strchr(v, '.') : NULL;
+	int plain = v && v[strspn(v, "0123456789.")] == 0 /* digits and points only, */
+		    && (!dot || !strchr(dot + 1, '.'))    /* at most one point, */
+		    && strpbrk(v, "0123456789");          /* some digit */
+	double x = plain ? strtod(v, NULL) : 0;
 	if (!(x > lo && x <= hi))
 		usage_error("%s needs a number in (%g, %g], got '%.40s'", flag, lo, hi, v ? v : "");
 	return x;
