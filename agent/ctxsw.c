@@ -6,12 +6,15 @@
 #include "families.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,15 +111,35 @@ static void touch(const long *d, size_t n)
 	ctx_sink = sum;
 }
 
+static void close_fds(int first, int last)
+{
+	if (first > last)
+		return;
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, (unsigned)first, (unsigned)last, 0u) == 0)
+		return;
+#endif
+	struct rlimit rl; /* before Linux 5.9: one by one, up to the limit */
+	int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
+	for (int fd = first; fd <= last && fd < max; fd++)
+		close(fd);
+}
+
+/* A ring member keeps stdio and its two pipe ends, nothing else: anything
+ * it inherited (the other ring pipes, --parallel's barrier pipe) would stay
+ * open as long as the ring lives, and the barrier would never see its end. */
+static void keep_only(int a, int b)
+{
+	int lo = a < b ? a : b, hi = a < b ? b : a;
+	close_fds(3, lo - 1);
+	close_fds(lo + 1, hi - 1);
+	close_fds(hi + 1, INT_MAX);
+}
+
 static void ring_member(struct ring *r, int me)
 {
 	int in = r->pipes[me][0], out = r->pipes[(me + 1) % r->nproc][1];
-	for (int i = 0; i < r->nproc; i++) {
-		if (r->pipes[i][0] != in)
-			close(r->pipes[i][0]);
-		if (r->pipes[i][1] != out)
-			close(r->pipes[i][1]);
-	}
+	keep_only(in, out);
 	r->data = calloc(r->words ? r->words : 1, sizeof(long));
 	char b;
 	while (read(in, &b, 1) == 1) {

@@ -5,10 +5,12 @@
 #include "families.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 struct jbuf {
@@ -172,6 +174,43 @@ static char *detect_virt(char *buf, size_t cap)
 	return NULL;
 }
 
+/* The filesystem under --tmpdir, by statfs(2) f_type (linux/magic.h). */
+static const struct {
+	unsigned long magic;
+	const char *name;
+} filesystems[] = {
+	{0x01021994, "tmpfs"},    {0xef53, "ext2/3/4"},     {0x58465342, "xfs"},
+	{0x9123683e, "btrfs"},    {0x794c7630, "overlay"},  {0x01021997, "9p"},
+	{0x65735546, "fuse"},     {0x6969, "nfs"},          {0x73717368, "squashfs"},
+	{0x858458f6, "ramfs"},    {0x00c0ffee, "hostfs"},   {0x2fc12fc1, "zfs"},
+	{0xf2f52010, "f2fs"},     {0x4d44, "vfat"},         {0x2011bab0, "exfat"},
+	{0xff534d42, "cifs"},     {0xfe534d42, "smb2"},     {0x00c36400, "ceph"},
+	{0x958458f6, "hugetlbfs"}, {0xf15f, "ecryptfs"},    {0xca451a4e, "bcachefs"},
+	{0x5346544e, "ntfs"},     {0x3153464a, "jfs"},      {0x52654973, "reiserfs"},
+};
+
+static const char *fs_name(const char *path, char *buf, size_t cap)
+{
+	struct statfs st;
+	if (statfs(path, &st) != 0)
+		return NULL;
+	unsigned long magic = (unsigned long)st.f_type & 0xffffffffUL;
+	for (size_t i = 0; i < sizeof filesystems / sizeof *filesystems; i++)
+		if (filesystems[i].magic == magic)
+			return filesystems[i].name;
+	snprintf(buf, cap, "0x%lx", magic);
+	return buf;
+}
+
+/* Where the benchmarks' files go, and which shell fork_sh runs. */
+static void files_and_shell(struct jbuf *j)
+{
+	char b[PATH_MAX];
+	jkv(j, "tmpdir", tmpdir_path);
+	jkv(j, "tmpdir_fs", fs_name(tmpdir_path, b, sizeof b));
+	jkv(j, "sh", realpath("/bin/sh", b));
+}
+
 void print_env(void)
 {
 	struct jbuf j = {0};
@@ -197,6 +236,7 @@ void print_env(void)
 	jkv(&j, "clocksource", read_line("/sys/devices/system/clocksource/clocksource0/current_clocksource", b, sizeof b));
 	jkv(&j, "thp_enabled", read_line("/sys/kernel/mm/transparent_hugepage/enabled", b, sizeof b));
 	jkv(&j, "cpu_governor", read_line(sched_path, b, sizeof b));
+	files_and_shell(&j);
 	mitigations(&j);
 	jput(&j, "}\n");
 	emit_line(j.s);

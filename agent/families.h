@@ -29,10 +29,14 @@ void prot_fault_run(struct bctx *, uint64_t);
 void prot_fault_teardown(struct bctx *);
 int sig_handle_setup(struct bctx *);
 void sig_handle_run(struct bctx *, uint64_t);
+/* pagefault.c */
 int page_fault_setup(struct bctx *);
 void page_fault_reset(struct bctx *);
 void page_fault_run(struct bctx *, uint64_t);
 void page_fault_teardown(struct bctx *);
+int page_fault_file_setup(struct bctx *);
+void page_fault_file_reset(struct bctx *);
+void page_fault_file_run(struct bctx *, uint64_t);
 /* procs.c */
 void forkwait_run(struct bctx *, uint64_t);
 void fork_exec_run(struct bctx *, uint64_t);

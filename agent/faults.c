@@ -1,6 +1,6 @@
 /* Fault paths: hardware faults turned into signals and resumed (VMware's
- * divzero and segv), lmbench's signal-handling, protection-fault and
- * page-fault rows. */
+ * divzero and segv), lmbench's signal-handling and protection-fault rows.
+ * Page faults proper are in pagefault.c. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "families.h"
@@ -123,48 +123,4 @@ void sig_handle_run(struct bctx *c, uint64_t iters)
 	pid_t me = getpid();
 	for (uint64_t i = 0; i < iters; i++)
 		kill(me, SIGUSR1);
-}
-
-/* page_fault: first touch of an anonymous 4 KiB page (a zero-fill fault),
- * one page per operation.  A fresh region is mapped before every batch by
- * the reset hook, outside the timed region. */
-struct pfstate {
-	char *base;
-	size_t len;
-	long pg;
-};
-
-int page_fault_setup(struct bctx *c)
-{
-	struct pfstate *s = calloc(1, sizeof *s);
-	s->pg = sysconf(_SC_PAGESIZE);
-	s->len = (size_t)s->pg * (size_t)c->arg;
-	c->priv = s;
-	return 0;
-}
-
-void page_fault_reset(struct bctx *c)
-{
-	struct pfstate *s = c->priv;
-	if (s->base)
-		munmap(s->base, s->len);
-	s->base = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s->base == MAP_FAILED)
-		die("mmap %zu bytes: %s", s->len, strerror(errno));
-	madvise(s->base, s->len, MADV_NOHUGEPAGE);
-}
-
-void page_fault_run(struct bctx *c, uint64_t iters)
-{
-	struct pfstate *s = c->priv;
-	for (uint64_t i = 0; i < iters; i++)
-		((volatile char *)s->base)[i * (uint64_t)s->pg] = 1;
-}
-
-void page_fault_teardown(struct bctx *c)
-{
-	struct pfstate *s = c->priv;
-	if (s->base)
-		munmap(s->base, s->len);
-	free(s);
 }

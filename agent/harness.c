@@ -11,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *tmpdir_path = "/tmp";
-
 uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -42,6 +40,7 @@ void die(const char *fmt, ...)
 		 AGENT_SCHEMA, esc, errno);
 	emit_line(line);
 	fprintf(stderr, "agent: %s\n", msg);
+	private_dir_remove();
 	_exit(3);
 }
 
@@ -66,6 +65,44 @@ const char *self_exe(void)
 	return path;
 }
 
+long file_kb(const char *path, const char *key)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	size_t kl = strlen(key);
+	long kb = -1;
+	if (!f)
+		return -1;
+	while (kb < 0 && fgets(line, sizeof line, f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':')
+			sscanf(line + kl + 1, "%ld kB", &kb);
+	fclose(f);
+	return kb;
+}
+
+uint64_t xorshift64(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+size_t *random_permutation(size_t n, uint64_t *state)
+{
+	size_t *a = malloc((n ? n : 1) * sizeof *a);
+	if (!a)
+		die("out of memory for %zu indices", n);
+	for (size_t i = 0; i < n; i++)
+		a[i] = i;
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)(xorshift64(state) % i), t = a[i - 1];
+		a[i - 1] = a[j];
+		a[j] = t;
+	}
+	return a;
+}
+
 struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 {
 	struct batch r = {.iters = iters};
@@ -73,10 +110,18 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 		b->reset(c);
 	uint64_t t0 = now_ns(), c0 = rdtsc();
 	b->run(c, iters);
+	if (c->inject_spins > 0)
+		inject_spin(c, iters);
 	uint64_t c1 = rdtsc(), t1 = now_ns();
 	r.ns = t1 - t0;
 	r.tsc = c1 - c0;
 	return r;
+}
+
+/* May `iters` be doubled without passing the benchmark's cap? */
+static int may_double(const struct bench *b, uint64_t iters)
+{
+	return !b->max_iters || iters * 2 <= b->max_iters;
 }
 
 uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns)
@@ -84,18 +129,15 @@ uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns)
 	uint64_t iters = 1;
 	for (;;) {
 		struct batch r = time_batch(b, c, iters);
-		if (r.ns >= min_ns)
-			return iters;
-		if (b->max_iters && iters * 2 > b->max_iters)
+		if (r.ns >= min_ns || !may_double(b, iters))
 			return iters;
 		/* Jump close to the goal once the batch is long enough to
-		 * trust, then keep doubling; never overshoot by more than 2x. */
+		 * trust, then keep doubling; never overshoot by more than 2x,
+		 * and never pass the cap. */
 		if (r.ns > 1000000 && r.ns * 2 < min_ns) {
 			uint64_t want = iters * (min_ns / r.ns);
-			uint64_t p = iters;
-			while (p * 2 <= want)
-				p *= 2;
-			iters = p;
+			while (iters * 2 <= want && may_double(b, iters))
+				iters *= 2;
 		} else {
 			iters *= 2;
 		}

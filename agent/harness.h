@@ -20,6 +20,7 @@ struct bctx {
 	long arg2;             /* second argument (e.g. KB touched per switch) */
 	char skip[256];        /* reason, when setup declines */
 	uint64_t ops_per_iter; /* operations one iteration performs (default 1) */
+	double inject_spins;   /* --inject: spin iterations added per iteration */
 };
 
 typedef int (*bench_setup_fn)(struct bctx *);
@@ -39,7 +40,7 @@ struct bench {
 	bench_teardown_fn teardown;
 	bench_reset_fn reset;
 	long arg, arg2;
-	uint64_t max_iters;      /* cap on calibration (0: none) */
+	uint64_t max_iters;      /* most iterations a sample may run (0: no cap) */
 };
 
 extern const struct bench benches[];
@@ -63,14 +64,24 @@ static inline uint64_t rdtsc(void)
 }
 
 /* Calibration: the smallest power-of-two iteration count whose run lasts at
- * least min_ns (doubling, as kvm-unit-tests' vmexit.c does). */
+ * least min_ns (doubling, as kvm-unit-tests' vmexit.c does), but never more
+ * than the benchmark's max_iters: then the largest power of two within it. */
 uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns);
 
-/* One timed batch: ns and tsc ticks for `iters` iterations. */
+/* One timed batch: ns and tsc ticks for `iters` iterations (the reset hook
+ * before it, untimed; --inject's spin after the run, timed). */
 struct batch {
 	uint64_t iters, ns, tsc;
 };
 struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters);
+
+/* inject.c: --inject's calibrated extra work, added by time_batch(). */
+void spin(uint64_t n);
+void inject_spin(const struct bctx *c, uint64_t iters); /* c->inject_spins per iteration */
+double spin_ns(void); /* ns per spin iteration */
+/* Sets c->inject_spins to pct percent of one iteration's time, measured
+ * with one untimed batch of `iters`. */
+void inject_setup(const struct bench *b, struct bctx *c, uint64_t iters, double pct);
 
 /* Loop-and-timer overhead per iteration in ns, for `iters` iterations. */
 double overhead_ns(uint64_t iters);
@@ -84,6 +95,23 @@ void emit_line(const char *line);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void pin_to_cpu(int cpu);
 const char *self_exe(void);
+/* The number of a "Key: N kB" line of a /proc file, -1 when absent. */
+long file_kb(const char *path, const char *key);
+uint64_t xorshift64(uint64_t *state);
+/* 0..n-1 shuffled (Fisher-Yates driven by xorshift64 from *state); free() it. */
+size_t *random_permutation(size_t n, uint64_t *state);
+
+/* tmpdir.c: the private directory of the file benchmarks under --tmpdir. */
+#define TMPDIR_MAX 3000        /* longest --tmpdir accepted */
+#define PATH_CAP (TMPDIR_MAX + 64) /* room for a private file's path */
 extern const char *tmpdir_path;
+int private_dir_make(struct bctx *c);      /* 0, or -1 after skipf() */
+/* Creates `name` there (O_EXCL, O_NOFOLLOW, mode 0600) with open(2) `flags`;
+ * returns the descriptor and its path, or -1 after skipf(). */
+int private_file(struct bctx *c, const char *name, int flags, char *path, size_t cap);
+void private_dir_remove(void);             /* the directory and its files */
+/* A private file holding `len` bytes of data, already unlinked: its
+ * descriptor, or -1 after skipf() and private_dir_remove(). */
+int private_data_file(struct bctx *c, const char *name, size_t len);
 
 #endif

@@ -1,8 +1,9 @@
 /* vmtax-agent: command line, --list, and the sample loop.
  *
- *   vmtax-agent --list | --env | --version | --exit
+ *   vmtax-agent --list | --env [--tmpdir DIR] | --version | --exit | --help
  *   vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]
- *                        [--iters N] [--parallel N] [--cpu C] [--tmpdir DIR]
+ *                        [--iters N] [--max-sample-ms MS] [--parallel N]
+ *                        [--cpu C] [--tmpdir DIR] [--inject PCT]
  *
  * Output: one JSON object per line (schema 1), types "calibration",
  * "sample", "skip", "error" and a final "done".
@@ -10,45 +11,26 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "families.h"
+#include "opts.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-struct opts {
-	const char *name;
-	long samples, warmup, min_time_ms, parallel, cpu;
-	uint64_t iters;
-};
-
-static void usage(void)
-{
-	fprintf(stderr,
-		"usage: vmtax-agent --list | --env | --version\n"
-		"       vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]\n"
-		"                            [--iters N] [--parallel N] [--cpu C] [--tmpdir DIR]\n");
-	exit(2);
-}
-
-static long num_arg(const char *flag, const char *v, long lo, long hi)
-{
-	char *end;
-	errno = 0;
-	long n = v ? strtol(v, &end, 10) : 0;
-	if (!v || errno || *end || n < lo || n > hi) {
-		fprintf(stderr, "vmtax-agent: %s needs an integer in [%ld, %ld], got '%s'\n",
-			flag, lo, hi, v ? v : "");
-		exit(2);
-	}
-	return n;
-}
+static const char USAGE[] =
+	"usage: vmtax-agent --list | --env [--tmpdir DIR] | --version | --help\n"
+	"       vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]\n"
+	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
+	"                            [--cpu C] [--tmpdir DIR] [--inject PCT]\n";
 
 static void print_list(void)
 {
-	char line[2048], d[1024], r[512];
+	char line[4096], d[2048], r[512]; /* room for the longest description */
 	emit_line("[\n");
 	for (size_t i = 0; i < nbenches; i++) {
 		const struct bench *b = &benches[i];
@@ -63,14 +45,6 @@ static void print_list(void)
 	emit_line("]\n");
 }
 
-static const struct bench *find(const char *name)
-{
-	for (size_t i = 0; i < nbenches; i++)
-		if (strcmp(benches[i].name, name) == 0)
-			return &benches[i];
-	return NULL;
-}
-
 static void emit_skip(const struct bench *b, const char *reason)
 {
 	char line[1024], esc[600];
@@ -80,13 +54,87 @@ static void emit_skip(const struct bench *b, const char *reason)
 	emit_line(line);
 }
 
+static pid_t parent_pid; /* of --parallel instances */
+
+static struct bctx new_ctx(const struct bench *b)
+{
+	return (struct bctx){.arg = b->arg, .arg2 = b->arg2, .ops_per_iter = 1};
+}
+
+/* --iters: estimate one iteration's time with a short untimed probe
+ * (doubling batches up to about 1 ms, the reset hook included, as in
+ * calibration) and refuse, exit 2, a sample longer than --max-sample-ms. */
+static void refuse_long_samples(const struct bench *b, struct bctx *c, const struct opts *o)
+{
+	uint64_t n = 1;
+	struct batch r = time_batch(b, c, n);
+	while (r.ns < 1000000 && n * 2 <= o->iters) {
+		n *= 2;
+		r = time_batch(b, c, n);
+	}
+	double per_iter_ns = (double)r.ns / (double)n;
+	double sample_ms = per_iter_ns * (double)o->iters / 1e6 * (1 + o->inject_pct / 100);
+	if (sample_ms <= (double)o->max_sample_ms)
+		return;
+	if (b->teardown)
+		b->teardown(c);
+	fprintf(stderr, "vmtax-agent: %s: a sample of %llu iterations would last about %.3g s "
+		"(%.3g us each), more than --max-sample-ms %ld\n", b->name,
+		(unsigned long long)o->iters, sample_ms / 1e3, per_iter_ns / 1e3, o->max_sample_ms);
+	exit(2);
+}
+
+static void emit_calibration(const struct bench *b, const struct bctx *c, int inst,
+			     uint64_t iters, double ovh)
+{
+	char line[1024];
+	snprintf(line, sizeof line,
+		 "{\"schema\":%d,\"type\":\"calibration\",\"bench\":\"%s\",\"instance\":%d,"
+		 "\"iters\":%llu,\"ops_per_iter\":%llu,\"overhead\":%.4f,\"unit\":\"%s\"}\n",
+		 AGENT_SCHEMA, b->name, inst, (unsigned long long)iters,
+		 (unsigned long long)c->ops_per_iter, ovh, b->unit);
+	emit_line(line);
+}
+
+static void emit_sample(const struct bench *b, const struct bctx *c, const struct opts *o,
+			int inst, long seq, struct batch r, double ovh)
+{
+	char line[1024], inject[64] = "";
+	double ops = (double)r.iters * (double)c->ops_per_iter;
+	if (o->inject_pct > 0)
+		snprintf(inject, sizeof inject, ",\"inject_pct\":%g", o->inject_pct);
+	snprintf(line, sizeof line,
+		 "{\"schema\":%d,\"type\":\"sample\",\"bench\":\"%s\",\"unit\":\"%s\","
+		 "\"instance\":%d,\"seq\":%ld,\"warmup\":%s,\"iters\":%llu,\"ops\":%.0f,"
+		 "\"value\":%.6g,\"overhead\":%.4f,\"tsc_per_op\":%.6g,\"cpu\":%ld%s}\n",
+		 AGENT_SCHEMA, b->name, b->unit, inst, seq, seq < o->warmup ? "true" : "false",
+		 (unsigned long long)r.iters, ops, (double)r.ns / ops, ovh,
+		 (double)r.tsc / ops, o->cpu, inject);
+	emit_line(line);
+}
+
+/* --parallel: report ready on `ready_fd`, then wait for `go_fd` to close. */
+static void barrier(int ready_fd, int go_fd)
+{
+	char x = 'r';
+	if (ready_fd >= 0) {
+		if (write(ready_fd, &x, 1) != 1)
+			die("barrier write: %s", strerror(errno));
+		close(ready_fd);
+	}
+	if (go_fd >= 0) {
+		while (read(go_fd, &x, 1) < 0 && errno == EINTR)
+			;
+		close(go_fd);
+	}
+}
+
 /* One instance: setup, calibrate, warm up, sample, tear down.  Waits on
  * `go_fd` (if >= 0) after calibration so --parallel instances start together. */
 static int run_instance(const struct bench *b, const struct opts *o, int inst,
 			int ready_fd, int go_fd)
 {
-	struct bctx c = {.arg = b->arg, .arg2 = b->arg2, .ops_per_iter = 1};
-	char line[1024];
+	struct bctx c = new_ctx(b);
 	if (o->cpu >= 0)
 		pin_to_cpu((int)o->cpu);
 	if (b->setup && b->setup(&c) != 0) {
@@ -96,47 +144,51 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 			close(ready_fd);
 		return 0;
 	}
+	if (o->probe)
+		refuse_long_samples(b, &c, o);
 	uint64_t iters = o->iters ? o->iters : calibrate(b, &c, (uint64_t)o->min_time_ms * 1000000ull);
+	if (o->inject_pct > 0)
+		inject_setup(b, &c, iters, o->inject_pct);
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
-	snprintf(line, sizeof line,
-		 "{\"schema\":%d,\"type\":\"calibration\",\"bench\":\"%s\",\"instance\":%d,"
-		 "\"iters\":%llu,\"ops_per_iter\":%llu,\"overhead\":%.4f,\"unit\":\"%s\"}\n",
-		 AGENT_SCHEMA, b->name, inst, (unsigned long long)iters,
-		 (unsigned long long)c.ops_per_iter, ovh, b->unit);
-	emit_line(line);
-	if (ready_fd >= 0) {
-		char x = 'r';
-		if (write(ready_fd, &x, 1) != 1)
-			die("barrier write: %s", strerror(errno));
-		close(ready_fd);
-	}
-	if (go_fd >= 0) {
-		char x;
-		while (read(go_fd, &x, 1) < 0 && errno == EINTR)
-			;
-		close(go_fd);
-	}
-	for (long s = 0; s < o->warmup + o->samples; s++) {
-		struct batch r = time_batch(b, &c, iters);
-		double ops = (double)r.iters * (double)c.ops_per_iter;
-		snprintf(line, sizeof line,
-			 "{\"schema\":%d,\"type\":\"sample\",\"bench\":\"%s\",\"unit\":\"%s\","
-			 "\"instance\":%d,\"seq\":%ld,\"warmup\":%s,\"iters\":%llu,\"ops\":%.0f,"
-			 "\"value\":%.6g,\"overhead\":%.4f,\"tsc_per_op\":%.6g,\"cpu\":%ld}\n",
-			 AGENT_SCHEMA, b->name, b->unit, inst, s, s < o->warmup ? "true" : "false",
-			 (unsigned long long)r.iters, ops, (double)r.ns / ops, ovh,
-			 (double)r.tsc / ops, o->cpu);
-		emit_line(line);
-	}
+	emit_calibration(b, &c, inst, iters, ovh);
+	barrier(ready_fd, go_fd);
+	for (long s = 0; s < o->warmup + o->samples; s++)
+		emit_sample(b, &c, o, inst, s, time_batch(b, &c, iters), ovh);
 	if (b->teardown)
 		b->teardown(&c);
 	return 0;
 }
 
-static int run_parallel(const struct bench *b, const struct opts *o)
+/* Before --parallel instances start: the sample-length check, once, in a
+ * setup of the parent's own, so that a refusal is one line and exit 2. */
+static void probe_in_parent(const struct bench *b, struct opts *o)
+{
+	struct bctx c = new_ctx(b);
+	if (!o->probe || (b->setup && b->setup(&c) != 0))
+		return;
+	refuse_long_samples(b, &c, o);
+	if (b->teardown)
+		b->teardown(&c);
+	o->probe = 0;
+}
+
+/* A --parallel instance: ends (and cleans up, see tmpdir.c) with its parent. */
+static int run_child(const struct bench *b, const struct opts *o, int inst, int ready_fd, int go_fd)
+{
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent_pid)
+		return 1;
+	int rc = run_instance(b, o, inst, ready_fd, go_fd);
+	private_dir_remove(); /* _exit() skips the exit hook */
+	return rc;
+}
+
+static int run_parallel(const struct bench *b, struct opts *o)
 {
 	int ready[2], go[2];
 	pid_t pids[256];
+	probe_in_parent(b, o);
+	parent_pid = getpid();
 	if (pipe(ready) || pipe(go))
 		die("pipe: %s", strerror(errno));
 	for (long i = 0; i < o->parallel; i++) {
@@ -146,7 +198,7 @@ static int run_parallel(const struct bench *b, const struct opts *o)
 		if (pids[i] == 0) {
 			close(ready[0]);
 			close(go[1]);
-			_exit(run_instance(b, o, (int)i, ready[1], go[0]));
+			_exit(run_child(b, o, (int)i, ready[1], go[0]));
 		}
 	}
 	close(ready[1]);
@@ -166,48 +218,28 @@ static int run_parallel(const struct bench *b, const struct opts *o)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static const struct bench *find_bench(const char *name)
 {
-	if (argc < 2)
-		usage();
-	if (!strcmp(argv[1], "--exit"))
-		return 0;
-	if (!strcmp(argv[1], "--list")) {
-		print_list();
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("vmtax-agent %s (schema %d)\n", AGENT_VERSION, AGENT_SCHEMA);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--env")) {
-		print_env();
-		return 0;
-	}
-	if (strcmp(argv[1], "run") || argc < 3)
-		usage();
-	struct opts o = {.name = argv[2], .samples = 5, .warmup = 1,
-			 .min_time_ms = 10, .parallel = 1, .cpu = -1};
-	for (int i = 3; i < argc; i++) {
-		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(f, "--samples")) o.samples = num_arg(f, v, 1, 1000000);
-		else if (!strcmp(f, "--warmup")) o.warmup = num_arg(f, v, 0, 1000000);
-		else if (!strcmp(f, "--min-time-ms")) o.min_time_ms = num_arg(f, v, 0, 3600000);
-		else if (!strcmp(f, "--iters")) o.iters = (uint64_t)num_arg(f, v, 1, 1L << 40);
-		else if (!strcmp(f, "--parallel")) o.parallel = num_arg(f, v, 1, 256);
-		else if (!strcmp(f, "--cpu")) o.cpu = num_arg(f, v, 0, 4095);
-		else if (!strcmp(f, "--tmpdir") && v) tmpdir_path = v;
-		else {
-			fprintf(stderr, "vmtax-agent: unknown option '%s'\n", f);
-			usage();
-		}
-		i++;
-	}
-	const struct bench *b = find(o.name);
-	if (!b) {
-		fprintf(stderr, "vmtax-agent: unknown benchmark '%s' (see --list)\n", o.name);
-		return 2;
-	}
+	for (size_t i = 0; i < nbenches; i++)
+		if (strcmp(benches[i].name, name) == 0)
+			return &benches[i];
+	usage_error("unknown benchmark '%.40s' (see --list)", name);
+}
+
+static void check_iters_cap(const struct bench *b, const struct opts *o)
+{
+	if (b->max_iters && o->iters > b->max_iters)
+		usage_error("%s runs at most %llu iterations per sample, got --iters %llu", b->name,
+			    (unsigned long long)b->max_iters, (unsigned long long)o->iters);
+}
+
+static int run_command(int argc, char **argv)
+{
+	const struct bench *b = find_bench(argv[2]);
+	struct opts o = {.samples = 5, .warmup = 1, .min_time_ms = 10, .parallel = 1, .cpu = -1,
+			 .max_sample_ms = 60000};
+	parse_run_opts(argc, argv, &o);
+	check_iters_cap(b, &o);
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (o.parallel > 1)
 		run_parallel(b, &o);
@@ -218,4 +250,35 @@ int main(int argc, char **argv)
 		 AGENT_SCHEMA, b->name);
 	emit_line(line);
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		usage_error("no command given (see --help)");
+	if (!strcmp(argv[1], "--exit"))
+		return 0;
+	if (!strcmp(argv[1], "--help")) {
+		fputs(USAGE, stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--list")) {
+		print_list();
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("vmtax-agent %s (schema %d)\n", AGENT_VERSION, AGENT_SCHEMA);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--env")) {
+		parse_env_opts(argc, argv);
+		print_env();
+		return 0;
+	}
+	if (!strcmp(argv[1], "run")) {
+		if (argc < 3)
+			usage_error("run needs a benchmark name (see --list)");
+		return run_command(argc, argv);
+	}
+	usage_error("unknown command '%.40s' (see --help)", argv[1]);
 }

@@ -1,4 +1,4 @@
-/* Memory paths: lmbench's mmap row and a TLB-pressure pointer chase. */
+/* Memory paths: lmbench's lat_mmap row and a TLB-pressure pointer chase. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "families.h"
@@ -11,36 +11,23 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* mmap: map a c->arg KB file, read one byte of every page, unmap. */
+/* mmap, as lmbench's lat_mmap: map a c->arg KB file read-write and shared,
+ * store one byte every 16 KiB over the first tenth of the mapping, unmap. */
+#define MMAP_STRIDE (16u << 10)
 struct mmstate {
 	int fd;
 	size_t len;
-	long pg;
-	char path[512];
 };
 
 int mmap_setup(struct bctx *c)
 {
 	struct mmstate *s = calloc(1, sizeof *s);
-	s->pg = sysconf(_SC_PAGESIZE);
 	s->len = (size_t)c->arg * 1024;
-	snprintf(s->path, sizeof s->path, "%s/vmtax-mmap-%d", tmpdir_path, (int)getpid());
-	s->fd = open(s->path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+	s->fd = private_data_file(c, "mmap", s->len);
 	if (s->fd < 0) {
 		free(s);
-		return skipf(c, "cannot create a file in %s: %s", tmpdir_path, strerror(errno));
+		return -1;
 	}
-	unlink(s->path);
-	char *buf = calloc(1, 65536);
-	memset(buf, 'v', 65536);
-	for (size_t off = 0; off < s->len; off += 65536)
-		if (write(s->fd, buf, 65536) != 65536) {
-			free(buf);
-			close(s->fd);
-			free(s);
-			return skipf(c, "cannot write the mmap file: %s", strerror(errno));
-		}
-	free(buf);
 	c->priv = s;
 	return 0;
 }
@@ -48,16 +35,14 @@ int mmap_setup(struct bctx *c)
 void mmap_run(struct bctx *c, uint64_t iters)
 {
 	struct mmstate *s = c->priv;
-	volatile char sink = 0;
 	for (uint64_t i = 0; i < iters; i++) {
-		char *p = mmap(NULL, s->len, PROT_READ, MAP_SHARED, s->fd, 0);
+		volatile char *p = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
 		if (p == MAP_FAILED)
 			die("mmap: %s", strerror(errno));
-		for (size_t off = 0; off < s->len; off += (size_t)s->pg)
-			sink += p[off];
-		munmap(p, s->len);
+		for (size_t off = 0; off < s->len / 10; off += MMAP_STRIDE)
+			p[off] = (char)s->len; /* lmbench stores size & 0xff */
+		munmap((void *)p, s->len);
 	}
-	(void)sink;
 }
 
 void mmap_teardown(struct bctx *c)
@@ -65,11 +50,13 @@ void mmap_teardown(struct bctx *c)
 	struct mmstate *s = c->priv;
 	close(s->fd);
 	free(s);
+	private_dir_remove();
 }
 
 /* TLB pressure: a random cyclic pointer chase that visits every 4 KiB page
  * of a c->arg MiB region once per lap, at a random cache line of each page,
- * so (almost) every load misses the TLB.  With c->arg2 == 2 the region is
+ * so (almost) every load misses the TLB (64 MiB: 16384 pages, far beyond
+ * any TLB's reach).  With c->arg2 == 2 the region is
  * backed by 2 MiB pages, whose TLB reach covers it: the difference between
  * the two rows is the cost of the page walk, which nested paging (EPT/NPT)
  * makes two-dimensional. */
@@ -81,26 +68,9 @@ struct chase {
 
 static volatile void *chase_sink;
 
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static long anon_huge_kb(void)
 {
-	FILE *f = fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
-	long kb = -1;
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
+	return file_kb("/proc/self/smaps_rollup", "AnonHugePages");
 }
 
 static char *map_huge(struct bctx *c, size_t len)
@@ -135,44 +105,59 @@ static char *map_huge(struct bctx *c, size_t len)
 	return al;
 }
 
-int tlb_setup(struct bctx *c)
+/* The chase needs its region and as much again to spare: a guest short of
+ * memory would swap or fail (UML's hosts also ran out of mappings). */
+static int enough_memory(struct bctx *c, size_t len)
 {
-	struct chase *s = calloc(1, sizeof *s);
-	size_t pg = 4096, len = (size_t)c->arg << 20, npages = len / pg;
-	if (c->arg2 == 2) {
-		s->base = map_huge(c, len);
-		if (!s->base) {
-			free(s);
-			return -1;
-		}
-	} else {
-		s->base = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (s->base == MAP_FAILED) {
-			free(s);
-			return skipf(c, "mmap %zu MiB: %s", len >> 20, strerror(errno));
-		}
-		madvise(s->base, len, MADV_NOHUGEPAGE);
+	long avail_kb = file_kb("/proc/meminfo", "MemAvailable"); /* -1 before Linux 3.14 */
+	size_t need_mib = 2 * (len >> 20);
+	if (avail_kb >= 0 && (size_t)avail_kb / 1024 < need_mib)
+		return skipf(c, "needs %zu MiB, MemAvailable %ld MiB", need_mib, avail_kb / 1024);
+	return 0;
+}
+
+static char *map_small(struct bctx *c, size_t len)
+{
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		skipf(c, "mmap %zu MiB: %s", len >> 20, strerror(errno));
+		return NULL;
 	}
-	s->len = len;
-	size_t *order = malloc(npages * sizeof *order);
+	madvise(p, len, MADV_NOHUGEPAGE);
+	return p;
+}
+
+/* Link one slot per 4 KiB page, at a random cache line of it, into one
+ * cycle in random page order. */
+static void **link_chase(char *base, size_t npages)
+{
+	size_t pg = 4096;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < npages; i++)
-		order[i] = i;
-	for (size_t i = npages - 1; i > 0; i--) { /* Fisher-Yates */
-		size_t j = (size_t)(xorshift(&seed) % (i + 1));
-		size_t t = order[i];
-		order[i] = order[j];
-		order[j] = t;
-	}
+	size_t *order = random_permutation(npages, &seed);
 	void **slot = malloc(npages * sizeof *slot);
 	for (size_t i = 0; i < npages; i++)
-		slot[i] = s->base + order[i] * pg + (xorshift(&seed) % (pg / 64)) * 64;
+		slot[i] = base + order[i] * pg + (xorshift64(&seed) % (pg / 64)) * 64;
 	for (size_t i = 0; i < npages; i++)
 		*(void **)slot[i] = slot[(i + 1) % npages];
-	s->start = slot[0];
+	void **start = slot[0];
 	free(slot);
 	free(order);
+	return start;
+}
+
+int tlb_setup(struct bctx *c)
+{
+	size_t len = (size_t)c->arg << 20;
+	if (enough_memory(c, len) != 0)
+		return -1;
+	struct chase *s = calloc(1, sizeof *s);
+	s->base = c->arg2 == 2 ? map_huge(c, len) : map_small(c, len);
+	if (!s->base) {
+		free(s);
+		return -1;
+	}
+	s->len = len;
+	s->start = link_chase(s->base, len / 4096);
 	c->priv = s;
 	return 0;
 }

@@ -28,7 +28,7 @@ static pid_t fork_or_die(void)
 	return pid;
 }
 
-/* forkwait / fork_exit: fork a child that exits at once, wait for it. */
+/* forkwait (also lmbench's fork proc): fork a child that exits at once, wait. */
 void forkwait_run(struct bctx *c, uint64_t iters)
 {
 	(void)c;

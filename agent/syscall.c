@@ -48,7 +48,7 @@ void null_call_run(struct bctx *c, uint64_t iters)
 struct fdstate {
 	int fd;
 	char buf[8];
-	char path[512];
+	char path[PATH_CAP];
 	int fds[128];
 	int nfds;
 };
@@ -93,21 +93,21 @@ void fd_teardown(struct bctx *c)
 		close(s->fd);
 	for (int i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
-	if (s->path[0])
-		unlink(s->path);
+	private_dir_remove();
 	free(s);
 	c->priv = NULL;
 }
 
-/* stat and open+close of a small regular file made in setup. */
+/* stat and open+close of an empty regular file made in setup, in the
+ * private directory. */
 int file_setup(struct bctx *c)
 {
 	struct fdstate *s = calloc(1, sizeof *s);
-	snprintf(s->path, sizeof s->path, "%s/vmtax-stat-%d", tmpdir_path, (int)getpid());
-	s->fd = open(s->path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	s->fd = private_file(c, "stat", O_WRONLY, s->path, sizeof s->path);
 	if (s->fd < 0) {
 		free(s);
-		return skipf(c, "cannot create a file in %s: %s", tmpdir_path, strerror(errno));
+		private_dir_remove();
+		return -1;
 	}
 	c->priv = s;
 	return 0;

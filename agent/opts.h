@@ -1,0 +1,18 @@
+/* The command line of `vmtax-agent run` and `--env`: parsed and checked
+ * here, so that everything past it may trust its options.  Every problem is
+ * one line on stderr and exit status 2. */
+#ifndef VMTAX_OPTS_H
+#define VMTAX_OPTS_H
+#include <stdint.h>
+
+struct opts {
+	long samples, warmup, min_time_ms, parallel, cpu, max_sample_ms;
+	uint64_t iters;      /* 0: calibrate */
+	double inject_pct;   /* 0: none */
+	int probe;           /* with --iters: check the sample length (see main.c) */
+};
+
+void parse_run_opts(int argc, char **argv, struct opts *o);
+void parse_env_opts(int argc, char **argv); /* --env [--tmpdir DIR] */
+void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+#endif
