@@ -63,7 +63,9 @@ static struct bctx new_ctx(const struct bench *b)
 
 /* --iters: estimate one iteration's time with a short untimed probe
  * (doubling batches up to about 1 ms, the reset hook included, as in
- * calibration) and refuse, exit 2, a sample longer than --max-sample-ms. */
+ * calibration) and refuse, exit 2, a sample longer than --max-sample-ms.
+ * --max-sample-ms 0 skips it: vmtax passes the count its first process
+ * calibrated, and saves the probe's ~2 ms in every later process. */
 static void refuse_long_samples(const struct bench *b, struct bctx *c, const struct opts *o)
 {
 	uint64_t n = 1;

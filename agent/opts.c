@@ -77,7 +77,7 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		if (!strcmp(f, "--samples")) o->samples = num_arg(f, v, 1, 1000000);
 		else if (!strcmp(f, "--warmup")) o->warmup = num_arg(f, v, 0, 1000000);
 		else if (!strcmp(f, "--min-time-ms")) o->min_time_ms = num_arg(f, v, 0, 3600000);
-		else if (!strcmp(f, "--max-sample-ms")) o->max_sample_ms = num_arg(f, v, 1, 86400000);
+		else if (!strcmp(f, "--max-sample-ms")) o->max_sample_ms = num_arg(f, v, 0, 86400000);
 		else if (!strcmp(f, "--iters")) o->iters = (uint64_t)num_arg(f, v, 1, 1L << 40);
 		else if (!strcmp(f, "--parallel")) o->parallel = num_arg(f, v, 1, 256);
 		else if (!strcmp(f, "--cpu")) o->cpu = cpu_arg(f, v);
@@ -85,7 +85,7 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(f, "--inject")) o->inject_pct = pct_arg(f, v, 0, 100);
 		else usage_error("unknown option '%.40s' (see --help)", f);
 	}
-	o->probe = o->iters != 0;
+	o->probe = o->iters != 0 && o->max_sample_ms > 0; /* 0: the caller vouches for --iters */
 }
 
 void parse_env_opts(int argc, char **argv)

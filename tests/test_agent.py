@@ -160,7 +160,7 @@ BAD_ARGS = [
     ["run", "getppid", "--samples", "3x"], ["run", "getppid", "--warmup", ""],
     ["run", "getppid", "--min-time-ms", "3600001"], ["run", "getppid", "--iters", "0"],
     ["run", "getppid", "--iters", str((1 << 40) + 1)], ["run", "getppid", "--iters", "1" + "0" * 30],
-    ["run", "getppid", "--parallel", "257"], ["run", "getppid", "--max-sample-ms", "0"],
+    ["run", "getppid", "--parallel", "257"], ["run", "getppid", "--max-sample-ms", "-1"],
     ["run", "getppid", "--cpu", "1024"], ["run", "getppid", "--cpu", str(os.cpu_count() + 7)],
     ["run", "stat", "--tmpdir", "/nonexistent/dir"], ["run", "stat", "--tmpdir", "/etc/passwd"],
     ["run", "stat", "--tmpdir", ""], ["run", "stat", "--tmpdir", "/" * 4000],
@@ -202,6 +202,10 @@ def test_max_sample_ms_bounds_a_sample_given_by_iters():
     p = subprocess.run([AGENT, *args], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--max-sample-ms 1000" in p.stderr
     rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "1000",
+                         "--samples", "1")
+    assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
+    # 0: no probe -- the caller (vmtax, reusing its first process's calibration) vouches for --iters
+    rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "0",
                          "--samples", "1")
     assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
 

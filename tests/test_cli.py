@@ -135,6 +135,9 @@ def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
         except sqlite3.OperationalError:
             pass
     assert n >= 6, "no samples arrived"
+    deadline = time.time() + 10  # between two agent processes there is a gap: wait for one
+    while not _alive(agent) and time.time() < deadline:
+        time.sleep(0.01)
     assert _alive(agent), "expected an agent to be running"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)

@@ -221,8 +221,8 @@ class Runner:
         c = self.cfg
         args = ["run", spec.name, "--samples", str(c.samples_per_process),
                 "--warmup", str(c.warmup), "--min-time-ms", str(c.min_time_ms)]
-        if st.iters:
-            args += ["--iters", str(st.iters)]
+        if st.iters:  # the first process's calibration: no need for the agent's own probe
+            args += ["--iters", str(st.iters), "--max-sample-ms", "0"]
         cpu = target.agent_cpu()
         if cpu is not None:
             args += ["--cpu", str(cpu)]
