@@ -104,6 +104,7 @@ class QemuTarget(ChannelTarget):
         self.accel_note = ""
         self.idle_cpu: float | None = None
         self.mem_overhead: float | None = None
+        self.emulator_cpus: list[int] = []
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -167,6 +168,7 @@ class QemuTarget(ChannelTarget):
         super().start()
 
     def after_boot(self) -> None:
+        self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
         self.idle_cpu = idle_cpu_pct(self.p.pid, window=2.0)
         self.mem_overhead = rss_beyond_mapping(self.p.pid, self.mem_mb)
 
@@ -174,11 +176,36 @@ class QemuTarget(ChannelTarget):
         return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
                 "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
                 "guest_kernel_image": str(find_kernel(self.options.get("kernel"))),
+                "emulator_threads_on": self.emulator_cpus or None,
                 "qemu": _qemu_version()}
 
     def info(self):
         return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
                        mem_overhead_mb=self.mem_overhead)
+
+
+def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
+    """Pinned, the vCPU threads keep the host CPU the guest was given and
+    QEMU's other threads (the main loop, RCU, I/O) move to the other CPUs,
+    as libvirt's emulatorpin does: they no longer preempt the vCPU.  Returns
+    the CPUs the emulator threads got (empty: left with the vCPUs)."""
+    if cpu is None:
+        return []
+    others = sorted(set(os.sched_getaffinity(0)) - {cpu})
+    if not others:
+        return []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                vcpu = f.read().startswith("CPU ")
+            os.sched_setaffinity(int(tid), {cpu} if vcpu else set(others))
+        except OSError:
+            continue
+    return others
 
 
 def _qemu_version() -> str:
