@@ -112,11 +112,13 @@ class Runner:
                 outcome = self._timed(index, spec, states[spec.name], share)
                 if outcome is None:
                     pending.append(index)
-            pending.sort(key=lambda i: self._time_to_goal(self.specs[i], states[self.specs[i].name]))
+            need = {i: self._time_to_goal(self.specs[i], states[self.specs[i].name]) for i in pending}
+            pending.sort(key=need.get)
             for k, index in enumerate(pending):
                 spec = current = self.specs[index]
-                share = max(0.0, (self.cfg.max_time - (self.clock() - t0)) / (len(pending) - k))
-                self._timed(index, spec, states[spec.name], share, final=True)
+                left = max(0.0, self.cfg.max_time - (self.clock() - t0))
+                self._timed(index, spec, states[spec.name], self._pass2_share(need[index], left,
+                                                                            len(pending) - k), final=True)
         except KeyboardInterrupt:
             unfinished = ([current.name] if current else []) + [self.specs[i].name for i in pending]
             for name in unfinished:
@@ -125,6 +127,17 @@ class Runner:
                         self.store.set_outcome(self.run_id, target, name, "interrupted")
             return "interrupted"
         return "complete"
+
+    PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
+
+    def _pass2_share(self, need: float, left: float, rows_left: int) -> float:
+        """Pass 2 funds rows cheapest first, each with what it should need
+        to reach the precision (what it does not use goes to the next), so
+        the budget buys as many precise rows as it can; a row whose need is
+        unknown gets an even share of what is left."""
+        if math.isfinite(need):
+            return min(left, need * self.PASS2_MARGIN)
+        return left / rows_left
 
     def _time_to_goal(self, spec: BenchSpec, states: dict[str, TargetState]) -> float:
         """Seconds more this benchmark would need to reach the precision at
