@@ -88,15 +88,17 @@ class Runner:
 
     # -- the main loop ------------------------------------------------------------
     FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
+    CATCH_UP = 0.8    # pass 2 brings slow rows to --min-processes within this share of the budget
 
     def run(self) -> str:
         """Measure every benchmark; returns 'complete' or 'interrupted'.
 
         Pass 1 gives each benchmark an equal share of 60% of the budget
         (time a benchmark does not use flows to the next).  Pass 2 takes the
-        benchmarks that have not reached the precision yet, cheapest to
-        finish first (the time each would need at its current rate), and
-        splits what is left among them, so the budget buys as many rows at
+        benchmarks that have not reached the precision yet: first it brings
+        any with fewer than --min-processes processes up to that (a row with
+        a handful of slow processes has no interval at all), then it funds
+        them cheapest to finish first, so the budget buys as many rows at
         the precision asked as it can."""
         t0 = self.clock()
         self._t0, self._durations = t0, []
@@ -112,6 +114,11 @@ class Runner:
                 outcome = self._timed(index, spec, states[spec.name], share)
                 if outcome is None:
                     pending.append(index)
+            for k, index in enumerate(pending):  # first, every row gets an interval at all
+                spec = current = self.specs[index]
+                left = max(0.0, self.cfg.max_time * self.CATCH_UP - (self.clock() - t0))
+                self._measure(index, spec, states[spec.name], self.clock() + left / (len(pending) - k),
+                              until_enough=True)
             need = {i: self._time_to_goal(self.specs[i], states[self.specs[i].name]) for i in pending}
             pending.sort(key=need.get)
             for k, index in enumerate(pending):
@@ -173,8 +180,12 @@ class Runner:
             self.progress.finished(index, len(self.specs), spec, {k: v[0] for k, v in outcome.items()})
 
     def _measure(self, index: int, spec: BenchSpec, states: dict[str, TargetState],
-                 deadline: float) -> str:
-        """Block after block, each in a random order; 'precision' or 'budget'."""
+                 deadline: float, until_enough: bool = False) -> str:
+        """Block after block, each in a random order; 'precision' or 'budget'
+        (until_enough: or 'budget' as soon as every target has the minimum
+        number of processes; with it, nothing is run once they have)."""
+        if until_enough and self._enough(states):
+            return "budget"
         while True:
             block = self._blocks.get(spec.name, 0)
             self._blocks[spec.name] = block + 1
@@ -191,11 +202,13 @@ class Runner:
                                      self._eta(index, deadline, elapsed))
             if not active:
                 return "budget"  # every target skipped or failed: _outcome says which
-            enough = all(states[n].processes >= self.cfg.min_processes for n in active)
-            if enough and worst <= self.cfg.precision:
+            if self._enough(states) and worst <= self.cfg.precision:
                 return "precision"
-            if self.clock() >= deadline:
+            if self.clock() >= deadline or (until_enough and self._enough(states)):
                 return "budget"
+
+    def _enough(self, states: dict[str, TargetState]) -> bool:
+        return all(st.processes >= self.cfg.min_processes for st in states.values() if st.done is None)
 
     def _eta(self, index: int, deadline: float, elapsed: float) -> float:
         """This benchmark's time left, plus the mean duration so far for each
