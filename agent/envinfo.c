@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "families.h"
+#include "counters.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -211,6 +212,32 @@ static void files_and_shell(struct jbuf *j)
 	jkv(j, "sh", realpath("/bin/sh", b));
 }
 
+/* Where each counter comes from here, said once per target: "perf",
+ * "getrusage (perf: why not)" or "not counted: why" -- and whether a PMU is
+ * exposed at all (a guest under TCG has none). */
+static void counter_facts(struct jbuf *j)
+{
+	struct counters k;
+	char buf[160], esc[400];
+	counters_open(&k, 1);
+	jput(j, ",\"counters\":{");
+	for (int i = 0; i < NCOUNTERS; i++) {
+		json_escape(esc, sizeof esc, counters_source(&k, i, buf, sizeof buf));
+		jput(j, i ? ",\"" : "\"");
+		jput(j, counter_name(i));
+		jput(j, "\":\"");
+		jput(j, esc);
+		jput(j, "\"");
+	}
+	jput(j, "}");
+	int pmu = 0;
+	for (int i = 0; i < NCOUNTERS; i++)
+		if (!strcmp(counter_name(i), "cycles"))
+			pmu = k.fd[i] >= 0;
+	jkl(j, "pmu", pmu);
+	counters_close(&k);
+}
+
 void print_env(void)
 {
 	struct jbuf j = {0};
@@ -238,6 +265,7 @@ void print_env(void)
 	jkv(&j, "cpu_governor", read_line(sched_path, b, sizeof b));
 	files_and_shell(&j);
 	mitigations(&j);
+	counter_facts(&j);
 	jput(&j, "}\n");
 	emit_line(j.s);
 	free(j.s);

@@ -1,6 +1,7 @@
 /* Clock, calibration, overhead measurement and JSON output. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "counters.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -108,11 +109,15 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 	struct batch r = {.iters = iters};
 	if (b->reset)
 		b->reset(c);
+	if (c->counting)
+		counters_start(c->counting); /* outside the clock reads: never timed */
 	uint64_t t0 = now_ns(), c0 = rdtsc();
 	b->run(c, iters);
 	if (c->inject_spins > 0)
 		inject_spin(c, iters);
 	uint64_t c1 = rdtsc(), t1 = now_ns();
+	if (c->counting)
+		counters_stop(c->counting);
 	r.ns = t1 - t0;
 	r.tsc = c1 - c0;
 	return r;

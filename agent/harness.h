@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct counters;
+
 #define AGENT_SCHEMA 1
 #define AGENT_VERSION "0.1.0"
 
@@ -21,6 +23,7 @@ struct bctx {
 	char skip[256];        /* reason, when setup declines */
 	uint64_t ops_per_iter; /* operations one iteration performs (default 1) */
 	double inject_spins;   /* --inject: spin iterations added per iteration */
+	struct counters *counting; /* counters around each timed batch (NULL: none) */
 };
 
 typedef int (*bench_setup_fn)(struct bctx *);

@@ -1,6 +1,7 @@
 /* Command-line options: ranges, the CPU, the temporary directory. */
 #define _GNU_SOURCE
 #include "opts.h"
+#include "counters.h"
 #include "harness.h"
 
 #include <errno.h>
@@ -72,9 +73,13 @@ static long cpu_arg(const char *flag, const char *v)
 
 void parse_run_opts(int argc, char **argv, struct opts *o)
 {
+	int samples_given = 0;
 	for (int i = 3; i < argc; i += 2) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(f, "--samples")) o->samples = num_arg(f, v, 1, 1000000);
+		if (!strcmp(f, "--samples")) {
+			o->samples = num_arg(f, v, 0, 1000000);
+			samples_given = 1;
+		}
 		else if (!strcmp(f, "--warmup")) o->warmup = num_arg(f, v, 0, 1000000);
 		else if (!strcmp(f, "--min-time-ms")) o->min_time_ms = num_arg(f, v, 0, 3600000);
 		else if (!strcmp(f, "--max-sample-ms")) o->max_sample_ms = num_arg(f, v, 0, 86400000);
@@ -83,8 +88,13 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(f, "--cpu")) o->cpu = cpu_arg(f, v);
 		else if (!strcmp(f, "--tmpdir")) tmpdir_path = dir_arg(f, v);
 		else if (!strcmp(f, "--inject")) o->inject_pct = pct_arg(f, v, 0, 100);
+		else if (!strcmp(f, "--tracepoint-id")) tracepoint_id = num_arg(f, v, 0, 1000000);
+		else if (!strcmp(f, "--count")) o->count = num_arg(f, v, 0, 1000);
+		else if (!strcmp(f, "--count-settle-ms")) o->count_settle_ms = num_arg(f, v, 0, 10000);
 		else usage_error("unknown option '%.40s' (see --help)", f);
 	}
+	if (samples_given && o->samples == 0 && o->count == 0)
+		usage_error("--samples 0 measures nothing: give --count N (batches with counters)");
 	o->probe = o->iters != 0 && o->max_sample_ms > 0; /* 0: the caller vouches for --iters */
 }
 

@@ -10,6 +10,8 @@ struct opts {
 	uint64_t iters;      /* 0: calibrate */
 	double inject_pct;   /* 0: none */
 	int probe;           /* with --iters: check the sample length (see main.c) */
+	long count;          /* --count: batches with counters after the timed samples */
+	long count_settle_ms; /* --count-settle-ms: pause before them (the host's probe starts) */
 };
 
 void parse_run_opts(int argc, char **argv, struct opts *o);

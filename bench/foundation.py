@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -73,12 +74,18 @@ def agent_getppid_ns() -> float:
 
 
 def cross_check(rounds: int) -> dict:
-    """perf and the agent, one of each per round: pairs, analysed as pairs."""
+    """perf and the agent, one of each per round in an order drawn by a coin:
+    pairs, analysed as pairs by the sign-flip test (stats.compare_paired)."""
     perf, agent = [], []
+    coin = random.Random(0)
     for _ in range(rounds):
-        perf.append(perf_getppid_ns(1_000_000))
-        agent.append(agent_getppid_ns())
-    r, lo, hi = stats.ratio_ci_paired(agent, perf)
+        if coin.random() < 0.5:
+            perf.append(perf_getppid_ns(1_000_000))
+            agent.append(agent_getppid_ns())
+        else:
+            agent.append(agent_getppid_ns())
+            perf.append(perf_getppid_ns(1_000_000))
+    r, lo, hi, _ = stats.compare_paired(agent, perf)
     return {"perf": stats.summarize(perf), "agent": stats.summarize(agent),
             "ratio": r, "lo": lo, "hi": hi, "rounds": rounds}
 

@@ -1,6 +1,7 @@
 """The CLI as a user meets it: bad input, JSON documents, show/runs, Ctrl-C."""
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -82,7 +83,7 @@ def test_report_needs_an_output_and_writes_each(tmp_path, capsys, db):
     assert vmtax("report", "--html", str(out["html"]), "--markdown", str(out["md"]),
                  "--csv", str(out["csv"]), db=db) == 0
     assert "<svg" in out["html"].read_text()
-    assert "| getppid | 2.00*" in out["md"].read_text()
+    assert re.search(r"\| getppid \| (1\.9[89]|2\.0[012])\*", out["md"].read_text())
     rows = out["csv"].read_text().splitlines()
     assert rows[0].startswith("run_id,") and len(rows) == 3
     assert vmtax("report", "nope", "--csv", "-", db=db) == 2

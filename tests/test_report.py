@@ -66,3 +66,28 @@ def test_warnings_when_runs_differ():
     w = facts.warnings([a, b])
     assert any("CPU model" in x for x in w) and any("agent binaries" in x for x in w)
     assert facts.warnings([a, run(run_id="c")]) == []
+
+
+def test_explain_golden_and_readings():
+    from vmtax.report import explain
+    data = run(names=("local", "qemu:accel=tcg", "uml"), counts=True)
+    blocks = explain.view(data, *analyse(data))
+    check_golden("explain.md", explain.markdown(blocks))
+    getppid = next(b for b in blocks if b.benchmark == "getppid")
+    text = " ".join(getppid.readings)
+    assert "uml: ~2.1 host context switches and ~16.8 host syscalls per getppid (local: 0, 1)" in text
+    assert "ptrace round trip" in text
+    assert "qemu:accel=tcg: host user CPU ≈ guest time" in text and "no VM exits" in text
+    keys = [k for k, *_ in getppid.rows]
+    assert keys[0] == "time" and "host_syscalls" in keys and "exits" not in keys  # nothing counted: no row
+    doc = explain.to_json(blocks)
+    row = next(r for r in doc[0]["rows"] if r["key"] == "host_context_switches")
+    assert row["values"]["uml"]["mean"] == pytest.approx(2.1, rel=0.01)
+
+
+def test_explain_says_nothing_it_cannot_show():
+    """No counts, no readings; a candidate as fast as its baseline gets none."""
+    from vmtax.report import explain
+    data = run(names=("local", "qemu:accel=tcg"))
+    blocks = explain.view(data, *analyse(data))
+    assert all(len(b.rows) == 1 and not b.readings for b in blocks)

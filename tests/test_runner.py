@@ -48,11 +48,30 @@ def test_stops_on_budget_when_noisy(db):
 def test_warmups_are_stored_but_not_counted(db):
     _, data = _run(["fake"], [A], db, warmup=2, samples_per_process=3)
     warm = [s for s in data.samples if s.warmup]
-    real = [s for s in data.samples if not s.warmup]
+    counted = [s for s in data.samples if s.counting]
+    real = [s for s in data.samples if not s.warmup and not s.counting]
     procs = len({s.process for s in data.samples})
-    assert len(warm) == 2 * procs and len(real) == 3 * procs
+    timed = len({s.process for s in real})
+    assert len(warm) == 2 * procs and len(real) == 3 * timed
     (m,), _ = analyse(data)
-    assert m.summary.n == len(real)
+    assert m.summary.n == len(real)  # neither warmups nor counted batches are timed figures
+
+
+def test_counting_processes_carry_the_metrics_and_no_timed_sample(db):
+    """Every COUNT_EVERY-th block adds, per target, a process that runs one
+    batch with counters on: its metrics are the run's counts; its time is
+    never part of an estimate (counting costs time)."""
+    _, data = _run(["fake", "fake:scale=2,label=b"], [A], db, min_processes=12, precision=1e-9,
+                   max_time=3, clock=FakeClock(0.01))
+    counted = [s for s in data.samples if s.counting]
+    assert counted and all(s.metrics and not s.warmup for s in counted)
+    assert not [s for s in data.samples if not s.counting and s.metrics]
+    blocks = {s.block for s in data.samples}
+    assert {s.block for s in counted} == {b for b in blocks if b % Runner.COUNT_EVERY == 0}
+    for s in counted:
+        assert s.metrics["page_faults"] == (2.0 if "scale=2" in s.target else 1.0)
+    # local's own counts are its host's: the fake is no local, so no host_* here
+    assert not any(k.startswith("host_") for s in counted for k in s.metrics)
 
 
 def test_skip_and_crash_and_garbage_are_per_benchmark(db):
@@ -73,7 +92,10 @@ def test_blocks_hold_each_target_once_in_a_random_order(db):
     status, data = _run(["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4,
                         precision=1e-9, max_time=2, clock=FakeClock(0.01), seed=7)
     by_block: dict[int, list[tuple[int, str]]] = {}
+    counting = {s.process for s in data.samples if s.counting}  # the extra processes of a block
     for s in data.samples:
+        if s.process in counting:
+            continue
         pair = (s.process, s.target)
         if pair not in by_block.setdefault(s.block, []):
             by_block[s.block].append(pair)
@@ -116,8 +138,10 @@ def test_interrupt_keeps_samples(db, monkeypatch):
     run_id, status, failure = run_session("run", "test", RunConfig(precision=1e-9), [A, B], [target], store)
     data = store.load(run_id)
     assert status == "interrupted" and data.status == "interrupted" and not failure
-    # two processes finished before the interrupt; all their samples are kept
-    assert len([s for s in data.samples if not s.warmup]) == 2 * RunConfig().samples_per_process
+    # a timed process and its block's counting process finished before the interrupt;
+    # all their samples are kept
+    assert len([s for s in data.samples if not s.warmup and not s.counting]) == RunConfig().samples_per_process
+    assert len([s for s in data.samples if s.counting]) == 1
     assert data.outcomes[("fake", "getppid")][0] == "interrupted"
 
 

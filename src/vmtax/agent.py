@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import AgentError, UserError
+from .metrics import METRICS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = 1
@@ -66,6 +67,9 @@ def sample_fields(msg: dict, spec) -> dict:
                          f"expected {spec.name} in {spec.unit}")
     if not isinstance(msg.get("warmup"), bool):
         raise AgentError(f"sample line with an invalid warmup: {msg.get('warmup')!r}")
+    counting = msg.get("counting", False)
+    if not isinstance(counting, bool):
+        raise AgentError(f"sample line with an invalid counting: {counting!r}")
     value = _number(msg, "value", 0.0)
     if value <= 0:
         raise AgentError(f"sample line with a non-positive value: {value!r}")
@@ -73,7 +77,25 @@ def sample_fields(msg: dict, spec) -> dict:
                 instance=_number(msg, "instance", 0, True, 0), warmup=msg["warmup"],
                 iters=_number(msg, "iters", 1, True), ops=_number(msg, "ops", 1e-300),
                 overhead=_number(msg, "overhead", 0.0), tsc_per_op=_number(msg, "tsc_per_op", 0.0),
-                cpu=_number(msg, "cpu", -1, True, -1))
+                cpu=_number(msg, "cpu", -1, True, -1), counting=counting,
+                metrics=target_metrics(msg) if counting else {})
+
+
+def target_metrics(msg: dict) -> dict[str, float]:
+    """The counters of a sample line, per operation: only names the registry
+    knows as counted inside a target (a guest cannot claim a host figure),
+    each a finite number >= 0; names this vmtax does not know are left out."""
+    raw = msg.get("metrics", {})
+    if not isinstance(raw, dict):
+        raise AgentError(f"sample line with invalid metrics: {str(raw)[:80]!r}")
+    out = {}
+    for name, v in raw.items():
+        if not (isinstance(name, str) and name in METRICS and METRICS[name].side == "target"):
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise AgentError(f"sample line with an invalid {name[:40]}: {v!r}")
+        out[name] = float(v)
+    return out
 
 
 FACT_MAX = 4096  # characters of one fact kept

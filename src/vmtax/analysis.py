@@ -4,9 +4,11 @@ the same as the one printed at the end of the run."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
+from . import metrics as metrics_registry
 from . import stats
-from .model import BenchSpec, Comparison, Measurement, RunData, Sample
+from .model import BenchSpec, Comparison, Measurement, RunData, Sample, Summary
 
 ALPHA = 0.05
 
@@ -19,7 +21,7 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
     acc: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
     order: dict[tuple[str, str], list[int]] = defaultdict(list)
     for s in samples:
-        if s.warmup:
+        if s.warmup or s.counting:
             continue
         key = (s.target, s.benchmark)
         if s.process not in acc[key]:
@@ -35,9 +37,49 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
     return out
 
 
+def metric_summaries(samples: list[Sample]) -> dict[str, Summary]:
+    """Each metric per operation over the counted batches: a Student
+    interval over the means of the counting processes (metrics.py)."""
+    by: dict[str, tuple[list[float], list[int]]] = {}
+    for s in samples:
+        if s.counting:
+            for name, v in s.metrics.items():
+                vals, groups = by.setdefault(name, ([], []))
+                vals.append(v)
+                groups.append(s.process)
+    return {name: stats.summarize(v, groups=g) for name, (v, g) in
+            ((n, by[n]) for n in metrics_registry.order(by))}
+
+
+def metric_block_means(samples: list[Sample]) -> dict[str, dict[int, float]]:
+    """metric -> {block: the value of the counting process of that block}."""
+    acc: dict[str, dict[int, list[float]]] = defaultdict(dict)
+    for s in samples:
+        if s.counting and s.block >= 0:
+            for name, v in s.metrics.items():
+                acc[name].setdefault(s.block, []).append(v)
+    return {n: {b: sum(v) / len(v) for b, v in blocks.items()} for n, blocks in acc.items()}
+
+
+def metric_ratios(cand: list[Sample], base: list[Sample]) -> dict[str, tuple[float, float, float]]:
+    """name -> (ratio of the means, 95% CI) of every metric both sides counted
+    with a positive mean: counting processes paired block by block, the same
+    sign-flip interval as the time's (stats.py); unbounded with few blocks."""
+    out = {}
+    cm, bm = metric_block_means(cand), metric_block_means(base)
+    for name in metrics_registry.order(cm.keys() & bm.keys()):
+        c, b = stats.paired(cm[name], bm[name])
+        if len(c) >= 2 and sum(b) > 0 and sum(c) > 0 and min(c + b) > 0:
+            r, lo, hi, _ = stats.compare_paired(c, b)
+            out[name] = (r, lo, hi)
+        elif c and sum(b) > 0:
+            out[name] = (sum(c) / sum(b), float("-inf"), float("inf"))
+    return out
+
+
 def measurement(spec: BenchSpec, target: str, samples: list[Sample],
                 stopped_by: str, reason: str = "") -> Measurement:
-    real = [s for s in samples if not s.warmup]
+    real = [s for s in samples if not s.warmup and not s.counting]
     values = [s.value for s in real]
     summary = stats.summarize(values, lower_is_better=spec.direction == "lower",
                               groups=[s.process for s in real]) if values else None
@@ -45,7 +87,8 @@ def measurement(spec: BenchSpec, target: str, samples: list[Sample],
     cpus = {s.cpu for s in real}
     return Measurement(benchmark=spec, target=target, stopped_by=stopped_by, summary=summary,
                        reason=reason, processes=len({s.process for s in real}),
-                       overhead=overhead, cpu=cpus.pop() if len(cpus) == 1 else -1)
+                       overhead=overhead, cpu=cpus.pop() if len(cpus) == 1 else -1,
+                       metrics=metric_summaries(samples))
 
 
 def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, float],
@@ -83,5 +126,7 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                 c = compare(spec, names[0], cand_name, base, vals.get((cand_name, spec.name), {}),
                             stopped_by)
                 if c:
-                    comparisons.append(c)
+                    ratios = metric_ratios(by_key.get((cand_name, spec.name), []),
+                                           by_key.get((names[0], spec.name), []))
+                    comparisons.append(replace(c, metrics=ratios))
     return measurements, comparisons

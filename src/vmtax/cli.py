@@ -18,7 +18,7 @@ import textwrap
 from . import __version__, proc, suite
 from .analysis import analyse
 from .errors import UserError, VmtaxError
-from .report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal
+from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal
 from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report.units import parse_duration, parse_precision
@@ -174,6 +174,9 @@ def _report(store: Store, run_id: str, args) -> int:
             say(textwrap.fill(note, scoreboard.WIDTH, initial_indent="  ", subsequent_indent="    "), out)
         say("", out)
         say(scoreboard.precision_share(data, cs) + "; " + terminal.stop_tally(ms), out)
+        if getattr(args, "explain", False):
+            say("\nWhy, per operation (vmtax explain " + data.id + "):\n", out)
+            say(explain.text(explain.view(data, ms, cs)), out)
     else:
         say(terminal.measurements_table(ms) + "\n", out)
         say(terminal.stop_tally(ms), out)
@@ -243,6 +246,29 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def cmd_explain(args) -> int:
+    with _store(args, readonly=True) as store:
+        data = store.load(store.resolve(args.run))
+    ms, cs = analyse(data)
+    if args.bench:
+        unknown = set(args.bench) - {b.name for b in data.benchmarks}
+        if unknown:
+            raise UserError(f"run {data.id} has no benchmark {', '.join(sorted(unknown))}")
+        data.benchmarks = [b for b in data.benchmarks if b.name in args.bench]
+    blocks = explain.view(data, ms, cs)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    say(terminal.run_header(data) + "\n", out)
+    if not any(len(b.rows) > 1 for b in blocks):
+        say("no counts in this run: it was measured before vmtax counted (or with counters=off)", out)
+    say(explain.text(blocks), out)
+    if args.json:
+        _json_out({"schema": jsondoc.SCHEMA, "run_id": data.id, "benchmarks": explain.to_json(blocks)},
+                  args.json)
+    if args.markdown:
+        _write_text(explain.markdown(blocks), args.markdown)
+    return EXIT_OK
+
+
 def cmd_runs(args) -> int:
     if args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
@@ -304,6 +330,8 @@ def build_parser() -> Parser:
     s.add_argument("candidates", nargs="+", help="candidate target strings, e.g. qemu uml container")
     s.add_argument("--skip-unavailable", action="store_true",
                    help="leave out candidates that do not work on this machine (say which and why)")
+    s.add_argument("--explain", action="store_true",
+                   help="after the scoreboard, why: the per-operation counts (as `vmtax explain`)")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 
@@ -324,6 +352,13 @@ def build_parser() -> Parser:
     s.add_argument("--markdown", metavar="FILE", help="Markdown for an issue or a mail (- for stdout)")
     s.add_argument("--csv", metavar="FILE", help="one row per benchmark and target (- for stdout)")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("explain", help="why: per-operation counts inside each target and on its host")
+    s.add_argument("run", nargs="?", help="run id or a unique prefix of one (default: the latest)")
+    s.add_argument("--bench", nargs="+", metavar="NAME", help="only these benchmarks")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--markdown", metavar="FILE", help="write the explanation as Markdown to FILE")
+    s.set_defaults(func=cmd_explain)
 
     s = sub.add_parser("runs", help="list stored runs")
     s.add_argument("--limit", type=int, default=50)

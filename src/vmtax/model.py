@@ -36,6 +36,7 @@ class Sample:
     cpu: int = -1  # pinned CPU, -1 when not pinned
     t: float = 0.0  # wall-clock time it arrived
     block: int = -1  # the runner's block it was measured in (-1: unknown, an old run)
+    counting: bool = False  # a batch with counters on: its metrics count, its time does not
     # further figures per operation, by name (counters, host cost, ...)
     metrics: dict = field(default_factory=dict, compare=False)
 
@@ -83,6 +84,8 @@ class Measurement:
     processes: int = 0
     overhead: float | None = None  # mean harness overhead per op
     cpu: int = -1
+    # per operation, from the counted batches (metrics.py): name -> summary over processes
+    metrics: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class Comparison:
     p_value: float
     significant: bool
     stopped_by: str
+    # name -> (ratio, CI low, CI high) of a metric's means, where both sides counted it
+    metrics: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Callable, Protocol
 from . import __version__, stats
 from .agent import agent_hash, parse_line, sample_fields
 from .errors import AgentError, StoreError, TargetError
+from .hostprobe import syscall_tracepoint
 from .model import BenchSpec, Sample
 from .proc import ChildFailed
 from .store import Store
@@ -88,6 +89,7 @@ class Runner:
 
     # -- the main loop ------------------------------------------------------------
     FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
+    COUNT_EVERY = 4   # a counting process per target every this many blocks (metrics.py)
     CATCH_UP = 0.8    # pass 2 brings slow rows to --min-processes within this share of the budget
 
     def run(self) -> str:
@@ -194,6 +196,10 @@ class Runner:
             for slot, target in enumerate(order):
                 if states[target.name].done is None:
                     self._one_process(target, spec, states[target.name], block, slot)
+            if block % self.COUNT_EVERY == 0 and self.cfg.parallel == 1:
+                for slot, target in enumerate(order, start=len(order)):
+                    if states[target.name].done is None and target.counters == "on":
+                        self._one_process(target, spec, states[target.name], block, slot, counting=True)
             active = [t.name for t in self.targets if states[t.name].done is None]
             worst = self.worst_precision(states)
             if self.progress:
@@ -243,10 +249,16 @@ class Runner:
         return max(self.precision_by_target(states).values(), default=0.0)
 
     # -- one agent process --------------------------------------------------------
-    def agent_args(self, target: Target, spec: BenchSpec, st: TargetState) -> list[str]:
+    def agent_args(self, target: Target, spec: BenchSpec, st: TargetState,
+                   counting: bool = False) -> list[str]:
+        """A timed process's arguments; or a counting process's: a warmup,
+        then one batch with counters on, no timed sample (counting costs
+        time; see agent/main.c)."""
         c = self.cfg
-        args = ["run", spec.name, "--samples", str(c.samples_per_process),
-                "--warmup", str(c.warmup), "--min-time-ms", str(c.min_time_ms)]
+        samples = ["--samples", "0", "--count", "1", "--count-settle-ms", str(target.count_settle_ms)] \
+            if counting else ["--samples", str(c.samples_per_process)]
+        args = ["run", spec.name, *samples, "--warmup", str(max(c.warmup, 1) if counting else c.warmup),
+                "--min-time-ms", str(c.min_time_ms)]
         if st.iters:  # the first process's calibration: no need for the agent's own probe
             args += ["--iters", str(st.iters), "--max-sample-ms", "0"]
         cpu = target.agent_cpu()
@@ -254,24 +266,39 @@ class Runner:
             args += ["--cpu", str(cpu)]
         if c.parallel > 1:
             args += ["--parallel", str(c.parallel)]
+        if counting and target.mirror_host:
+            trace, _ = syscall_tracepoint()  # the agent counts its own syscalls: the host's
+            if trace is not None:
+                args += ["--tracepoint-id", str(trace)]
         return args + target.agent_extra_args()
 
     def _one_process(self, target: Target, spec: BenchSpec, st: TargetState, block: int,
-                     slot: int = 0) -> None:
+                     slot: int = 0, counting: bool = False) -> None:
         process = self._process_counter
         self._process_counter += 1
         st.blocks[process] = block
         finished = False
         started, first = time.time(), None
+        probe = target.host_probe if counting else None
+        mark = None  # the probe's reading when the counted batch began
         try:
-            for line in target.run_agent(self.agent_args(target, spec, st), timeout=self.cfg.agent_timeout):
+            for line in target.run_agent(self.agent_args(target, spec, st, counting),
+                                         timeout=self.cfg.agent_timeout):
                 if not line.strip():
                     continue
                 first = first or time.time()
                 msg = parse_line(line)
                 kind = msg["type"]
-                if kind == "sample":
-                    self._take_sample(target.name, spec, process, block, msg, st)
+                if kind == "counting" and probe is not None:
+                    probe.enable()
+                    mark = (probe.read(), time.monotonic())
+                elif kind == "sample":
+                    host = {}
+                    if probe is not None and mark is not None and msg.get("counting") is True:
+                        now = (probe.read(), time.monotonic())
+                        host = probe.per_op(mark[0], now[0], now[1] - mark[1], float(msg.get("ops") or 0))
+                        mark = now
+                    self._take_sample(target, spec, process, block, msg, st, host)
                 elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
                     iters = msg.get("iters")
                     if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
@@ -289,19 +316,38 @@ class Runner:
             st.done, st.reason = "error", str(e)
         except ChildFailed as e:
             st.done, st.reason = "error", f"agent {e}"
-        st.processes += 1
+        finally:
+            if probe is not None:
+                probe.disable()
+        if not counting:
+            st.processes += 1
         self.store.add_process(self.run_id, process, target.name, spec.name, block, slot, started, first,
                                time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
 
-    def _take_sample(self, target: str, spec: BenchSpec, process: int, block: int, msg: dict,
-                     st: TargetState) -> None:
+    def _take_sample(self, target: Target, spec: BenchSpec, process: int, block: int, msg: dict,
+                     st: TargetState, host: dict[str, float]) -> None:
         f = sample_fields(msg, spec)  # AgentError for anything a real agent would not say
-        s = Sample(benchmark=spec.name, target=target, process=process, block=block,
+        if f["counting"]:
+            f["metrics"] = {**f["metrics"], **(mirror(f["metrics"]) if target.mirror_host else host)}
+        s = Sample(benchmark=spec.name, target=target.name, process=process, block=block,
                    t=time.time(), **f)
         self.store.add_sample(self.run_id, s)
-        if not s.warmup:
+        if not s.warmup and not s.counting:
             st.values.append(s.value)
             st.groups.append(process)
+
+
+def mirror(m: dict[str, float]) -> dict[str, float]:
+    """The bare machine's host cost is its agent's own: the same counts,
+    under the host's names, so that it sits beside a guest's in `explain`."""
+    out = {}
+    if "task_clock_ns" in m or "cpu_user_ns" in m:
+        out["host_cpu_ns"] = m.get("task_clock_ns", m.get("cpu_user_ns", 0.0) + m.get("cpu_sys_ns", 0.0))
+    for own, host in (("cpu_user_ns", "host_cpu_user_ns"), ("cpu_sys_ns", "host_cpu_sys_ns"),
+                      ("context_switches", "host_context_switches"), ("syscalls", "host_syscalls")):
+        if own in m:
+            out[host] = m[own]
+    return out
 
 
 def new_run_id() -> str:

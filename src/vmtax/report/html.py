@@ -11,7 +11,7 @@ from html import escape
 
 from .. import __version__
 from ..model import Comparison, Measurement, RunData
-from . import plots
+from . import explain, plots
 from .facts import FACT_HEADER, fact_rows, warnings
 from .scoreboard import geomeans, precise
 from .units import fmt_duration, fmt_pct, fmt_value
@@ -198,6 +198,9 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     if data.kind == "compare" and len(data.targets) > 1:
         parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, ms, cs),
                   "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]
+    blocks = explain.view(data, ms, cs)
+    if any(len(b.rows) > 1 for b in blocks):
+        parts += ["<h3>Why: per-operation counts, in the target and on its host</h3>", explain.html(blocks)]
     parts += ["<h3>Measurements</h3>", measurements_table(ms),
               "<h3>Targets</h3>", targets_table(data),
               "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..metrics import describe
 from ..model import Comparison, Measurement, RunData
 
 SCHEMA = 1
@@ -25,7 +26,15 @@ def result_row(m: Measurement) -> dict:
         "best3of5": _num(s.best3of5) if s else None, "best18of30": _num(s.best18of30) if s else None,
         "harness_overhead": _num(m.overhead), "cpu": m.cpu if m.cpu >= 0 else None,
         "stopped_by": m.stopped_by, "reason": m.reason,
+        "metrics": metric_rows(m.metrics),
     }
+
+
+def metric_rows(metrics: dict) -> dict:
+    """name -> {unit, mean, ci_low, ci_high, n}: per operation (metrics.py)."""
+    return {name: {"unit": describe(name).unit, "mean": _num(s.mean), "ci_low": _num(s.ci_low),
+                   "ci_high": _num(s.ci_high), "n": s.units}
+            for name, s in metrics.items()}
 
 
 def comparison_row(c: Comparison) -> dict:
@@ -34,6 +43,8 @@ def comparison_row(c: Comparison) -> dict:
         "baseline": c.baseline, "candidate": c.candidate, "ratio": _num(c.ratio),
         "ratio_ci_low": _num(c.ratio_ci_low), "ratio_ci_high": _num(c.ratio_ci_high),
         "p_value": _num(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,
+        "metrics": {name: {"ratio": _num(r), "ci_low": _num(lo), "ci_high": _num(hi)}
+                    for name, (r, lo, hi) in c.metrics.items()},
     }
 
 

@@ -113,10 +113,11 @@ class Store:
         with self._write("store a sample") as db:
             sample_id = db.execute(
                 "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
-                "iters,ops,overhead,tsc_per_op,cpu,t,block) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "iters,ops,overhead,tsc_per_op,cpu,t,block,counting)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
                  s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t,
-                 s.block if s.block >= 0 else None)).lastrowid
+                 s.block if s.block >= 0 else None, int(s.counting))).lastrowid
             db.executemany("INSERT INTO sample_metrics VALUES (?,?,?)",
                            [(sample_id, name, float(v)) for name, v in s.metrics.items()])
 
@@ -217,12 +218,13 @@ class Store:
                 " ON s.id = m.sample_id WHERE s.run_id=? ORDER BY m.rowid", (run_id,)):
             metrics.setdefault(sample_id, {})[name] = value
         for row in self.db.execute("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
-                                   "iters,ops,overhead,tsc_per_op,cpu,t,id,block FROM samples"
+                                   "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting FROM samples"
                                    " WHERE run_id=? ORDER BY id", (run_id,)):
             data.samples.append(Sample(*row[:6], instance=row[6], warmup=bool(row[7]), iters=row[8],
                                        ops=row[9], overhead=row[10], tsc_per_op=row[11], cpu=row[12],
                                        t=row[13], metrics=metrics.get(row[14], {}),
-                                       block=row[15] if row[15] is not None else -1))
+                                       block=row[15] if row[15] is not None else -1,
+                                       counting=bool(row[16])))
         for row in self.db.execute("SELECT target,benchmark,stopped_by,reason FROM outcomes"
                                    " WHERE run_id=?", (run_id,)):
             data.outcomes[(row[0], row[1])] = (row[2], row[3])

@@ -14,14 +14,21 @@ from ..model import TargetInfo
 
 # Every kind takes these: label=TEXT, so that `local local:label=b` is an A/A
 # pair, and inject=PCT, which makes the agent add PCT percent of extra work to
-# every operation: a known slowdown, to check that vmtax finds it.
-COMMON_OPTIONS = frozenset({"label", "inject"})
+# every operation: a known slowdown, to check that vmtax finds it; and
+# counters=off, which runs no counting process on it (to measure what
+# counting costs).
+COMMON_OPTIONS = frozenset({"label", "inject", "counters"})
 
 
 class Target(ABC):
     kind: ClassVar[str]
     summary: ClassVar[str] = ""
     allowed_options: ClassVar[frozenset[str]] = frozenset()
+    # The bare machine is its own host: its agent's counts are its host cost.
+    mirror_host: ClassVar[bool] = False
+    # ms the agent waits before a counted batch, for the host probe to start
+    # counting after the agent's line crossed the channel
+    count_settle_ms: ClassVar[int] = 0
 
     def __init__(self, name: str, options: dict[str, str]):
         unknown = set(options) - self.allowed_options - COMMON_OPTIONS
@@ -36,6 +43,10 @@ class Target(ABC):
         self._facts: dict | None = None
         self.inject = option_number(name, options, "inject", None, lo=0.0, hi=100.0,
                                     strip="%", open_lo=True)
+        self.counters = options.get("counters", "on")
+        if self.counters not in ("on", "off"):
+            raise UserError(f"target '{name}': counters must be on or off, got '{self.counters}'")
+        self.host_probe = None  # a hostprobe.HostProbe, where the kind has one (after start)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -22,6 +22,8 @@ from typing import Iterator
 from .. import proc
 from ..errors import TargetError
 from ..proc import ChildFailed
+from ..hostproc import idle_cpu_pct
+from ..hostprobe import HostProbe
 from .base import Target, option_number
 
 READY = "@@VMTAX-READY"
@@ -123,6 +125,7 @@ class ChannelTarget(Target):
     boot time, and tears down on every path."""
 
     boot_timeout = 120.0  # seconds; the boot_timeout= option overrides it
+    count_settle_ms = 20  # the agent's line crosses the channel before the host counts
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -131,6 +134,8 @@ class ChannelTarget(Target):
         self.p: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.workdir: Path | None = None
+        self.idle_cpu: float | None = None
+        self.probe_note = ""
 
     @abstractmethod
     def launch(self) -> subprocess.Popen:
@@ -164,12 +169,36 @@ class ChannelTarget(Target):
     def after_boot(self) -> None:
         """Hook: measure idle CPU, memory overhead..."""
 
+    IDLE_WINDOW = 2.0  # seconds the idle guest is watched after boot
+
+    def start_probe(self, roots, qmp=None, vcpu_tids=None) -> None:
+        """The host probe of this target, and its idle cost over IDLE_WINDOW
+        (the idle CPU reported with the run comes from it)."""
+        try:
+            self.host_probe = HostProbe(roots, qmp=qmp, vcpu_tids=vcpu_tids)
+        except OSError as e:
+            self.probe_note = f"no host probe: {e}"
+            self.idle_cpu = idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
+            return
+        self.host_probe.measure_idle(self.IDLE_WINDOW)
+        rate = self.host_probe.idle.get("host_cpu_ns")
+        self.idle_cpu = (rate / 1e7 if rate is not None
+                         else idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW))
+
+    def probe_facts(self) -> dict:
+        if self.host_probe is not None:
+            return self.host_probe.facts()
+        return {"host_probe": "nothing", "host_probe_missing": self.probe_note} if self.probe_note else {}
+
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if not self.channel:
             raise TargetError(f"{self.name} is not started")
         return self.channel.command("RUN " + shlex.join(args), timeout)
 
     def stop(self) -> None:
+        if self.host_probe is not None:
+            self.host_probe.close()
+            self.host_probe = None
         if self.p is not None:
             proc.kill_group(self.p, grace=0.5)
             self.p = None

@@ -136,8 +136,21 @@ class ContainerTarget(ChannelTarget):
             subprocess.run(["podman", "rm", "-f", "-t", "0", self.container_name],
                            capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
 
+    def after_boot(self) -> None:
+        self.start_probe(self._root_pids)
+
+    def _root_pids(self) -> list[int]:
+        """The container's own processes on the host: under podman its init
+        (conmon's child), under unshare what vmtax started."""
+        if self.engine != "podman":
+            return [self.p.pid]
+        out = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", self.container_name],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+        return [int(out)] if out.strip().isdigit() and int(out) > 0 else []
+
     def own_facts(self) -> dict:
-        return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note}
+        return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note,
+                **self.probe_facts()}
 
     def info(self):
-        return replace(super().info(), accel=self.engine)
+        return replace(super().info(), accel=self.engine, idle_cpu_pct=self.idle_cpu)

@@ -56,9 +56,16 @@ class FakeTarget(Target):
         # --list and anything else: the real table, so names are real
         return LocalTarget("local", {}).run_agent(args, timeout)
 
+    def _metrics(self, value: float) -> dict[str, float]:
+        """Counts per operation that scale with the fake's speed: its CPU
+        time is its time, a page fault per op, a context switch per 100."""
+        return {"page_faults": 1.0 * self.scale, "context_switches": 0.01 * self.scale,
+                "cpu_user_ns": value * 0.25, "cpu_sys_ns": value * 0.75}
+
     def _run(self, bench: str, rest: list[str]) -> Iterator[str]:
         opts = dict(zip(rest[::2], rest[1::2]))
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
+        count = int(opts.get("--count", 0))
         base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
         mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
         if self.host_noise:
@@ -69,17 +76,21 @@ class FakeTarget(Target):
             return
         yield _line(type="calibration", bench=bench, instance=0, iters=1000,
                     ops_per_iter=1, overhead=0.01, unit="ns")
-        for s in range(warmup + samples):
+        for s in range(warmup + samples + count):
             if self.delay:
                 time.sleep(self.delay)
             if self.options.get("garbage") == bench and s == 2:
                 yield "this is not json"
             if self.options.get("crash") == bench and s == 2:
                 raise ChildFailed(-11, "fake agent: Segmentation fault")
+            counting = s >= warmup + samples
+            if counting and s == warmup + samples:
+                yield _line(type="counting", bench=bench, instance=0)
             v = mean * math.exp(self.rng.gauss(0, self.noise))
+            extra = {"counting": True, "metrics": self._metrics(v)} if counting else {}
             yield _line(type="sample", bench=bench, unit="ns", instance=0, seq=s,
                         warmup=s < warmup, iters=1000, ops=1000, value=v,
-                        overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)))
+                        overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)), **extra)
         yield _line(type="done", bench=bench)
 
 

@@ -16,6 +16,7 @@ SHM = "/dev/shm"  # tmpfs on every Linux with glibc: the same filesystem a guest
 class LocalTarget(Target):
     kind = "local"
     summary = "this machine, bare (or whatever it runs on)"
+    mirror_host = True
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)

@@ -21,7 +21,8 @@ from .. import guest
 from ..errors import TargetError, UserError
 from .base import option_number
 from .channel import ChannelTarget
-from ..hostproc import boot_id, idle_cpu_pct, rss_beyond_mapping
+from ..hostproc import boot_id, rss_beyond_mapping
+from ..hostprobe import Qmp
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
@@ -102,7 +103,6 @@ class QemuTarget(ChannelTarget):
         self.smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
         self.accel: str | None = None
         self.accel_note = ""
-        self.idle_cpu: float | None = None
         self.mem_overhead: float | None = None
         self.emulator_cpus: list[int] = []
 
@@ -137,7 +137,8 @@ class QemuTarget(ChannelTarget):
                 "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
                 "-m", f"{self.mem_mb}M", "-kernel", str(kernel), "-initrd", str(guest.initramfs()),
                 "-append", " ".join(append), "-serial", f"file:{self.console_log}",
-                *channel, "-no-reboot"]
+                *channel, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
+                "-no-reboot"]
 
     def agent_cpu(self) -> int | None:
         """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
@@ -169,19 +170,39 @@ class QemuTarget(ChannelTarget):
 
     def after_boot(self) -> None:
         self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
-        self.idle_cpu = idle_cpu_pct(self.p.pid, window=2.0)
+        qmp, vcpus = None, None
+        if self.accel == "kvm":  # TCG has no VM exits to count
+            try:
+                qmp = Qmp(str(self.workdir / "qmp.sock"))
+            except (OSError, ValueError) as e:
+                self.probe_note = f"no QMP for exit counts: {e}"
+            vcpus = vcpu_threads(self.p.pid)
+        self.start_probe(lambda: [self.p.pid], qmp=qmp, vcpu_tids=vcpus)
         self.mem_overhead = rss_beyond_mapping(self.p.pid, self.mem_mb)
 
     def own_facts(self) -> dict:
         return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
                 "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
                 "guest_kernel_image": str(find_kernel(self.options.get("kernel"))),
-                "emulator_threads_on": self.emulator_cpus or None,
+                "emulator_threads_on": self.emulator_cpus or None, **self.probe_facts(),
                 "qemu": _qemu_version()}
 
     def info(self):
         return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
                        mem_overhead_mb=self.mem_overhead)
+
+
+def vcpu_threads(pid: int) -> list[int]:
+    """QEMU's vCPU threads (named "CPU n/KVM" or "CPU n/TCG")."""
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().startswith("CPU "):
+                    out.append(int(tid))
+    except OSError:
+        pass
+    return out
 
 
 def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import guest
 from ..errors import TargetError
 from .channel import ChannelTarget
-from ..hostproc import boot_id, idle_cpu_pct
+from ..hostproc import boot_id
 from .qemu import parse_size_mb
 
 UML_BINARIES = ("linux.uml", "linux")
@@ -88,7 +88,6 @@ class UmlTarget(ChannelTarget):
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.mem_mb = parse_size_mb(options.get("mem", "512M"))
-        self.idle_cpu: float | None = None
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -132,12 +131,13 @@ class UmlTarget(ChannelTarget):
             raise TargetError(diagnose(self.console_log) or str(e)) from None
 
     def after_boot(self) -> None:
-        self.idle_cpu = idle_cpu_pct(self.p.pid, window=2.0)
+        self.start_probe(lambda: [self.p.pid])
 
     def own_facts(self) -> dict:
         return {"target_kind": self.kind, "mem_mb": self.mem_mb,
                 "uml_binary": find_uml(self.options.get("kernel")),
-                "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)"}
+                "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)",
+                **self.probe_facts()}
 
     def info(self):
         return replace(super().info(), accel="uml", idle_cpu_pct=self.idle_cpu)

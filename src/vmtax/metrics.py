@@ -1,0 +1,74 @@
+"""Every figure a sample carries besides its time, named once: what it
+counts, per operation, and from which side of the virtualization boundary.
+
+'target' metrics are counted by the agent inside the target (perf events,
+else getrusage: agent/counters.c); 'host' metrics by vmtax on the host,
+around the target's processes (hostprobe.py).  Adding a metric is adding a
+line here and making one of those two produce it.  Names are a contract:
+scripts read them from `--json` (`results[].metrics`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str          # of one operation's figure
+    side: str          # 'target' or 'host'
+    label: str         # short, for tables
+    description: str
+
+
+_ALL = [
+    # inside the target
+    Metric("page_faults", "faults", "target", "page faults", "page faults taken per operation"),
+    Metric("context_switches", "switches", "target", "context switches",
+           "context switches of the agent's tasks per operation"),
+    Metric("cpu_migrations", "migrations", "target", "CPU migrations", "moves to another CPU per operation"),
+    Metric("task_clock_ns", "ns", "target", "task clock", "CPU time of the agent's tasks per operation (perf)"),
+    Metric("syscalls", "syscalls", "target", "system calls",
+           "system calls per operation (the raw_syscalls tracepoint)"),
+    Metric("cpu_user_ns", "ns", "target", "CPU user", "user-mode CPU time per operation (getrusage)"),
+    Metric("cpu_sys_ns", "ns", "target", "CPU system", "kernel-mode CPU time per operation (getrusage)"),
+    Metric("cycles", "cycles", "target", "cycles", "CPU cycles per operation (a PMU: real or virtual)"),
+    Metric("instructions", "instructions", "target", "instructions", "instructions retired per operation"),
+    Metric("cycles_user", "cycles", "target", "cycles, user", "CPU cycles in user mode per operation"),
+    Metric("instructions_user", "instructions", "target", "instructions, user",
+           "instructions retired in user mode per operation"),
+    Metric("dtlb_misses", "misses", "target", "dTLB misses", "data-TLB load misses per operation"),
+    Metric("llc_misses", "misses", "target", "LLC misses", "last-level cache misses per operation"),
+    # on the host, for the target's processes
+    Metric("host_cpu_ns", "ns", "host", "host CPU",
+           "host CPU time of the target's processes and threads per operation, less their idle rate"),
+    Metric("host_cpu_user_ns", "ns", "host", "host CPU user", "of which in user mode"),
+    Metric("host_cpu_sys_ns", "ns", "host", "host CPU system", "of which in kernel mode"),
+    Metric("host_context_switches", "switches", "host", "host context switches",
+           "context switches of the target's host processes and threads per operation"),
+    Metric("host_syscalls", "syscalls", "host", "host syscalls",
+           "system calls the target's host processes and threads made per operation"),
+    Metric("exits", "exits", "host", "VM exits", "VM exits per operation (KVM: QMP query-stats)"),
+]
+METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
+EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_io, exits_mmio, exits_halt, ...
+
+
+def known(name: str) -> bool:
+    return name in METRICS or bool(EXIT_REASON.match(name))
+
+
+def describe(name: str) -> Metric:
+    if name in METRICS:
+        return METRICS[name]
+    if EXIT_REASON.match(name):
+        reason = name[len("exits_"):].replace("_", " ")
+        return Metric(name, "exits", "host", f"exits: {reason}", f"VM exits for {reason} per operation")
+    raise KeyError(name)
+
+
+def order(names) -> list[str]:
+    """Names in the registry's order, exits by reason after `exits`."""
+    rank = {n: i for i, n in enumerate(METRICS)}
+    return sorted(names, key=lambda n: (rank.get(n, rank["exits"] + 1), n))

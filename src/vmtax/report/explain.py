@@ -1,0 +1,215 @@
+"""`vmtax explain`: why a target is slower, per operation, baseline and
+candidates side by side -- what each target's own kernel counted (page
+faults, context switches, instructions, CPU user/system) and what it cost
+the host (CPU, context switches, system calls, VM exits) -- with a one-line
+reading where the figures say something clear.
+
+One view-model (rows of cells, readings) and thin writers for the terminal,
+Markdown, JSON and HTML.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from html import escape
+
+from ..metrics import describe, order
+from ..model import Comparison, Measurement, RunData, Summary
+from . import table
+from .scoreboard import md_cell
+from .units import fmt_value
+
+# The rows of the view, in order: (key, label, unit); a key is a metric name,
+# "time" (the benchmark's own figure) or "cpi" (cycles / instructions).
+ROWS = [("time", "time / op", "ns"), ("instructions", "instructions / op", ""), ("cpi", "CPI", ""),
+        ("instructions_user", "  of which user", ""), ("page_faults", "page faults / op", ""),
+        ("context_switches", "context switches / op", ""), ("cpu_migrations", "CPU migrations / op", ""),
+        ("syscalls", "system calls / op", ""), ("cpu_user_ns", "CPU user / op", "ns"),
+        ("cpu_sys_ns", "CPU system / op", "ns"), ("dtlb_misses", "dTLB misses / op", ""),
+        ("llc_misses", "LLC misses / op", ""), ("host_cpu_ns", "host CPU / op", "ns"),
+        ("host_cpu_user_ns", "  host user", "ns"), ("host_cpu_sys_ns", "  host system", "ns"),
+        ("host_context_switches", "host ctx switches / op", ""), ("host_syscalls", "host syscalls / op", ""),
+        ("exits", "VM exits / op", "")]
+
+
+@dataclass
+class Cell:
+    mean: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass
+class Block:
+    """One benchmark: its rows of cells (one per target), and readings."""
+    benchmark: str
+    description: str
+    unit: str
+    targets: list[str]
+    rows: list[tuple[str, str, str, list[Cell]]] = field(default_factory=list)  # key, label, unit, cells
+    readings: list[str] = field(default_factory=list)
+
+
+def _cell(s: Summary | None) -> Cell:
+    if s is None:
+        return Cell(None)
+    lo, hi = (s.ci_low, s.ci_high) if math.isfinite(s.ci_high) else (None, None)
+    return Cell(s.mean, lo, hi)
+
+
+def _cpi(m: Measurement) -> Cell:
+    c, i = m.metrics.get("cycles"), m.metrics.get("instructions")
+    return Cell(c.mean / i.mean) if c and i and i.mean > 0 else Cell(None)
+
+
+def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Block]:
+    names = [t.name for t in data.targets]
+    facts = {t.name: {**t.facts, "accel": t.accel or t.facts.get("accel")} for t in data.targets}
+    mby = {(m.target, m.benchmark.name): m for m in ms}
+    blocks = []
+    for spec in data.benchmarks:
+        present = [n for n in names if (n, spec.name) in mby and mby[(n, spec.name)].summary]
+        if not present:
+            continue
+        b = Block(spec.name, spec.description, spec.unit, present)
+        measured = {n: mby[(n, spec.name)] for n in present}
+        extra = order({k for m in measured.values() for k in m.metrics if k.startswith("exits_")})
+        keys = [(k, lbl, u) for k, lbl, u in ROWS] + [(k, "  " + describe(k).label, "") for k in extra]
+        for key, label, unit in keys:
+            if key == "time":
+                cells = [_cell(measured[n].summary) for n in present]
+                unit = spec.unit
+            elif key == "cpi":
+                cells = [_cpi(measured[n]) for n in present]
+            else:
+                cells = [_cell(measured[n].metrics.get(key)) for n in present]
+            if any(c.mean is not None for c in cells):
+                b.rows.append((key, label, unit, cells))
+        b.readings = readings(spec.name, present, measured, facts)
+        blocks.append(b)
+    return blocks
+
+
+# -- readings --------------------------------------------------------------------
+def _m(m: Measurement, key: str) -> float | None:
+    s = m.metrics.get(key)
+    return s.mean if s is not None else None
+
+
+def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: dict[str, dict]) -> list[str]:
+    """What the counts say, one line each, where they say it clearly; never
+    more than the figures show."""
+    base, out = targets[0], []
+    b = ms[base]
+    for name in targets[1:]:
+        said = len(out)
+        m = ms[name]
+        kind, accel = facts[name].get("target_kind"), facts[name].get("accel")
+        t, t0 = m.summary.mean, b.summary.mean
+        hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
+        bcs, bsc = _m(b, "host_context_switches"), _m(b, "host_syscalls")
+        if hcs is not None and hcs >= 1 and (bcs is None or bcs < 0.5):
+            extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
+            native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
+            why = (": a ptrace round trip through the UML kernel's host process for each trap into "
+                   "the guest kernel" if kind == "uml" else ": the guest's kernel runs in other host tasks")
+            out.append(f"{name}: ~{_g(hcs)} host context switches{extra} per {bench}{native}{why}")
+        user, exits = _m(m, "host_cpu_user_ns"), _m(m, "exits")
+        if kind == "qemu" and accel == "tcg" and user is not None and 0.65 < user / t < 1.5:
+            out.append(f"{name}: host user CPU ≈ guest time ({fmt_value(user, 'ns')} against "
+                       f"{fmt_value(t, 'ns')} per op), no VM exits: TCG emulates every instruction in "
+                       "user space, at a cost that follows the instructions, not the kernel entries")
+        if exits is not None and exits >= 0.5:
+            reasons = {k[len("exits_"):]: v.mean for k, v in m.metrics.items() if k.startswith("exits_")}
+            top = max(reasons, key=reasons.get) if reasons else None
+            out.append(f"{name}: {_g(exits)} VM exits per op" + (f", mostly {top}" if top else "")
+                       + ": each is a world switch to the hypervisor and back")
+        pf, pf0 = _m(m, "page_faults"), _m(b, "page_faults")
+        if pf is not None and pf0 is not None and pf > 1.5 * pf0 + 0.05:
+            out.append(f"{name}: {_g(pf)} page faults per op against {_g(pf0)} on {base}")
+        if t > 1.1 * t0 and _same_counts(m, b) and len(out) == said:
+            out.append(f"{name}: the same counts per op as {base} within 10%, {t / t0:.2f}x the time: "
+                       "the operation is the same, each step of it costs more")
+    return out
+
+
+def _same_counts(m: Measurement, b: Measurement) -> bool:
+    keys = [k for k in ("page_faults", "context_switches", "syscalls", "instructions")
+            if k in m.metrics and k in b.metrics]
+    if not keys:
+        return False
+    for k in keys:
+        x, y = m.metrics[k].mean, b.metrics[k].mean
+        if abs(x - y) > 0.1 * max(abs(y), 0.01):
+            return False
+    return True
+
+
+def _g(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+# -- writers -----------------------------------------------------------------------
+def _fmt(c: Cell, unit: str) -> str:
+    if c.mean is None:
+        return "-"
+    v = fmt_value(c.mean, unit) if unit == "ns" else _g(c.mean)
+    if c.low is not None and c.mean and abs(c.mean) > 0:
+        half = (c.high - c.low) / 2 / abs(c.mean)
+        if half >= 0.0005:
+            v += f" ±{half * 100:.0f}%" if half >= 0.1 else f" ±{half * 100:.1f}%"
+    return v
+
+
+def text(blocks: list[Block]) -> str:
+    out = []
+    for b in blocks:
+        out.append(f"{b.benchmark} — {b.description}")
+        rows = [[label] + [_fmt(c, unit) for c in cells] for _, label, unit, cells in b.rows]
+        out.append(table.render(["per operation"] + b.targets, rows, align="l" + "r" * len(b.targets)))
+        out += [f"  · {r}" for r in b.readings]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def markdown(blocks: list[Block]) -> str:
+    out = []
+    for b in blocks:
+        out += [f"#### {md_cell(b.benchmark)}", "", md_cell(b.description), "",
+                "| per operation | " + " | ".join(md_cell(t) for t in b.targets) + " |",
+                "|---|" + "---:|" * len(b.targets)]
+        out += ["| " + md_cell(label.strip()) + " | " + " | ".join(md_cell(_fmt(c, unit)) for c in cells) + " |"
+                for _, label, unit, cells in b.rows]
+        out += [""] + [f"- {md_cell(r)}" for r in b.readings] + [""]
+    return "\n".join(out)
+
+
+def to_json(blocks: list[Block]) -> list[dict]:
+    def num(x):
+        return x if x is not None and math.isfinite(x) else None
+    return [{"benchmark": b.benchmark, "unit": b.unit, "targets": b.targets,
+             "rows": [{"key": k, "label": label.strip(), "unit": unit,
+                       "values": {t: {"mean": num(c.mean), "ci_low": num(c.low), "ci_high": num(c.high)}
+                                  for t, c in zip(b.targets, cells)}}
+                      for k, label, unit, cells in b.rows],
+             "readings": b.readings} for b in blocks]
+
+
+def html(blocks: list[Block]) -> str:
+    parts = ['<p class="meta">Per operation, from the counting processes (one batch with counters on, '
+             "every few blocks; counted batches are never timed): the target's own kernel's counts, then "
+             "what its host processes cost the host. ± is the 95% CI half-width.</p>"]
+    for b in blocks:
+        head = "".join(f"<th>{escape(t)}</th>" for t in b.targets)
+        body = "".join("<tr><td class=\"l\">" + escape(label) + "</td>"
+                       + "".join(f"<td>{escape(_fmt(c, unit))}</td>" for c in cells) + "</tr>"
+                       for _, label, unit, cells in b.rows)
+        reads = "".join(f"<li>{escape(r)}</li>" for r in b.readings)
+        parts.append(f"<h4>{escape(b.benchmark)}</h4><p class=\"meta\">{escape(b.description)}</p>"
+                     f'<table><thead><tr><th class="l">per operation</th>{head}</tr></thead>'
+                     f"<tbody>{body}</tbody></table>" + (f"<ul>{reads}</ul>" if reads else ""))
+    return "".join(parts)
