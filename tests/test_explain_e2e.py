@@ -1,0 +1,96 @@
+"""The counts vmtax explains with, checked against what they must be on
+real targets (issue 8's invariants), from real runs."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vmtax.targets.container import ContainerTarget
+from vmtax.targets.qemu import QemuTarget
+from vmtax.targets.uml import UmlTarget
+
+pytestmark = pytest.mark.e2e
+
+QEMU_OK, QEMU_WHY = QemuTarget.available()
+UML_OK, UML_WHY = UmlTarget.available()
+CONTAINER_OK, CONTAINER_WHY = ContainerTarget.available()
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory):
+    """One short comparison of every target that works here, on the rows the
+    invariants speak of; its results by (target, benchmark)."""
+    out = tmp_path_factory.mktemp("explain") / "run.json"
+    targets = ["local"] + (["qemu:accel=tcg"] if QEMU_OK else []) + (["uml"] if UML_OK else []) \
+        + (["container"] if CONTAINER_OK else [])
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(out.with_suffix(".db")), "compare", *targets,
+           "--bench", "getppid", "page_fault", "threadswitch", "--max-time", "75s", "--json", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    return {(r["target"], r["benchmark"]): r for r in doc["results"]}, doc
+
+
+def metric(row, name):
+    m = row["metrics"].get(name)
+    assert m is not None, f"{row['target']} {row['benchmark']}: no {name} in {sorted(row['metrics'])}"
+    return m["mean"]
+
+
+def test_a_page_fault_is_one_page_fault_on_every_target(counted):
+    rows, _ = counted
+    for (target, bench), row in rows.items():
+        if bench == "page_fault":
+            assert 0.9 < metric(row, "page_faults") < 1.2, target
+
+
+def test_getppid_switches_no_context_natively(counted):
+    rows, _ = counted
+    assert metric(rows[("local", "getppid")], "context_switches") < 0.01
+
+
+def test_a_thread_switch_is_a_context_switch(counted):
+    rows, _ = counted
+    for (target, bench), row in rows.items():
+        if bench == "threadswitch":
+            assert metric(row, "context_switches") >= 0.95, target
+
+
+@pytest.mark.skipif(not UML_OK, reason=f"UML does not run here: {UML_WHY}")
+def test_uml_pays_host_context_switches_for_each_guest_syscall(counted):
+    rows, _ = counted
+    assert metric(rows[("uml", "getppid")], "host_context_switches") > 1
+    assert metric(rows[("local", "getppid")], "host_context_switches") < 0.01
+
+
+@pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
+def test_tcg_host_user_time_is_about_the_guest_time(counted):
+    rows, doc = counted
+    for bench in ("getppid", "threadswitch"):
+        row = rows[("qemu:accel=tcg", bench)]
+        assert 0.6 < metric(row, "host_cpu_user_ns") / row["mean"] < 1.6, bench
+    assert "exits" not in rows[("qemu:accel=tcg", "getppid")]["metrics"]  # TCG has no VM exits
+
+
+def test_counted_batches_are_never_timed(counted):
+    """The time figures come from processes that ran with no counter open."""
+    rows, doc = counted
+    for r in doc["results"]:
+        assert r["n"] >= 3 and r["metrics"], (r["target"], r["benchmark"])
+
+
+def test_explain_prints_the_counts_side_by_side(counted, tmp_path):
+    _, doc = counted
+    db = None
+    for c in doc["command"].split():
+        if c.endswith(".db"):
+            db = c
+    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", db, "explain", doc["run_id"], "--json",
+                        str(tmp_path / "e.json")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "host ctx switches / op" in p.stdout and "page faults / op" in p.stdout
+    ex = json.loads((tmp_path / "e.json").read_text())
+    assert {b["benchmark"] for b in ex["benchmarks"]} == {"getppid", "page_fault", "threadswitch"}
+    if UML_OK:
+        assert any("ptrace" in r for b in ex["benchmarks"] for r in b["readings"])
