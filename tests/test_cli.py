@@ -150,3 +150,18 @@ def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
     con = sqlite3.connect(db)
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= n
+
+
+def test_json_to_stdout_is_alone_on_stdout(capsys, db):
+    """`vmtax run ... --json - | jq` works: the tables go to stderr."""
+    assert vmtax("run", "--target", "fake:noise=0.001", "--bench", "getppid", "--max-time", "5s",
+                 "--json", "-", db=db) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["results"][0]["benchmark"] == "getppid" and "stopped by" in out.err
+
+
+def test_small_ratios_keep_their_digits():
+    from vmtax.report.scoreboard import _ratio
+    assert _ratio(0.0109) == "0.0109" and _ratio(0.004) == "0.004" and _ratio(1.234) == "1.23"
+    assert _ratio(81.37) == "81.4" and _ratio(123.4) == "123"
