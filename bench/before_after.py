@@ -72,10 +72,14 @@ def main() -> int:
     for rnd in range(1, args.rounds + 1):
         for name, (argv, env) in variants(args.old, args.new).items():
             out = OUT / f"before-after-{name}-{rnd}.json"
-            cmd = argv[:3] + ["--db", f"/tmp/vmtax-before-after-{name}.db"] + argv[3:] + ["--json", str(out)]
+            db = Path(f"/tmp/vmtax-before-after-{name}-{rnd}-{os.getpid()}.db")  # fresh: each vmtax its schema
+            cmd = argv[:3] + ["--db", str(db)] + argv[3:] + ["--json", str(out)]
             print(f"[round {rnd}] {name}: $ {' '.join(cmd)}", file=sys.stderr, flush=True)
             t0 = time.time()
             p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if p.returncode not in (0, 3):
+                print(f"[round {rnd}] {name} failed ({p.returncode}): {p.stderr[-1500:]}", file=sys.stderr,
+                      flush=True)
             w = widths(json.loads(out.read_text())) if out.exists() else []
             runs.append({"round": rnd, "variant": name, "rc": p.returncode, "wall_s": time.time() - t0,
                          "ratios": len(w), "median": statistics.median(w) if w else math.inf,
