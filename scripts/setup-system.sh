@@ -13,6 +13,7 @@ pkgs=(
   user-mode-linux             # the uml target
   podman runc                 # the container target (unshare+chroot where podman fails)
   chromium                    # renders the HTML report in its end-to-end test
+  sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
 )
 
 missing=()
@@ -24,5 +25,14 @@ done
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 echo "setup: installing ${missing[*]}"
+# vmtax starts the servers it measures itself: keep apt from starting redis
+# as a system service (policy-rc.d: "no service starts"), where nothing
+# already says so
+guard=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  guard=/usr/sbin/policy-rc.d
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$guard" >/dev/null && $sudo chmod 755 "$guard"
+  trap '$sudo rm -f "$guard"' EXIT
+fi
 $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -24,6 +24,7 @@ from .report.safe import inert
 from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, run_session
 from .store import Store, default_db_path
+from .suite import workloads
 from .targets import KINDS, parse_target
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -62,15 +63,22 @@ def _store(args, readonly: bool = False) -> Store:
 # -- commands ------------------------------------------------------------------------
 def cmd_list(args) -> int:
     specs = suite.all_benchmarks()
+    missing = {s.name: w.missing() for s in specs if (w := suite.workloads.of_spec(s.name))}
     if args.json:
-        _json_out([s.__dict__ for s in specs], args.json)
+        _json_out([{**s.__dict__, **({"missing": missing[s.name]} if missing.get(s.name) else {})}
+                   for s in specs], args.json)
         return EXIT_OK
     from .report import table
-    rows = [[s.suite, s.name, s.unit, f"{s.direction} is better", s.description] for s in specs]
-    say(table.render(["suite", "benchmark", "unit", "direction", "what it measures"], rows,
-                     align="lllll"))
-    say(f"\nsuites: {', '.join([suite.DEFAULT_SUITE, *suite.suites(specs)])} "
-        f"({suite.DEFAULT_SUITE} = all {len(specs)} benchmarks)")
+    rows = [[s.suite, s.name, s.unit, f"{s.direction} is better",
+             (s.requires + (" (missing here)" if missing.get(s.name) else "")) if s.kind == "workload"
+             else "the agent", s.description] for s in specs]
+    say(table.render(["suite", "benchmark", "unit", "direction", "needs", "what it measures"], rows,
+                     align="llllll"))
+    micro = sum(1 for s in specs if s.kind == "micro")
+    say(f"\nsuites: {', '.join([suite.DEFAULT_SUITE, suite.ALL_SUITE, *suite.suites(specs)])} "
+        f"({suite.DEFAULT_SUITE} = the agent's {micro} micro benchmarks; {suite.ALL_SUITE} = those and every "
+        f"workload's {len(specs) - micro} figures).  A workload's tools are the host's, copied with "
+        f"their libraries into each guest and container.")
     return EXIT_OK
 
 
@@ -87,7 +95,7 @@ def _config(args) -> RunConfig:
             raise UserError(f"{flag} must be between {least} and {most}, got {value}")
     return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
                      warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
-                     parallel=args.parallel, min_processes=args.min_processes,
+                     parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
                      seed=random.SystemRandom().randrange(2 ** 32))
 
 
@@ -96,7 +104,7 @@ def LIMITS(args) -> list[tuple[str, int, int, int]]:
     the agent's own bounds, so that nothing starts with a value it refuses."""
     return [("--samples", args.samples, 1, 10000), ("--warmup", args.warmup, 0, 1000),
             ("--parallel", args.parallel, 1, 256), ("--min-processes", args.min_processes, 2, 100000),
-            ("--min-time-ms", args.min_time_ms, 0, 60000)]
+            ("--min-time-ms", args.min_time_ms, 0, 60000), ("--tool-seconds", args.tool_seconds, 1, 3600)]
 
 
 def _cpu(text: str, parallel: int) -> int | None:
@@ -284,9 +292,10 @@ def cmd_runs(args) -> int:
 # -- parser ------------------------------------------------------------------------------
 def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", action="append", metavar="NAME",
-                   help="suite to run (repeatable; default: all benchmarks)")
+                   help="suite to run (repeatable): a suite of `vmtax list`, default (every micro "
+                        "benchmark: what runs without --suite or --bench), apps (the real workloads), all")
     p.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
-                   help="benchmark(s) to run, by name")
+                   help="benchmark(s) to run, by name; a workload's name (redis) runs all its figures")
     p.add_argument("--precision", default="1%",
                    help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default 1%%)")
     p.add_argument("--max-time", default="6m", metavar="DURATION",
@@ -303,7 +312,10 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
                    help="calibrate so one sample lasts at least MS milliseconds (default 10)")
     p.add_argument("--min-processes", type=int, default=10, metavar="N",
-                   help="fresh agent processes per target before stopping on precision (default 10)")
+                   help="fresh agent processes (a workload: runs of its tool) per target before stopping "
+                        "on precision (default 10)")
+    p.add_argument("--tool-seconds", type=int, default=workloads.SECONDS, metavar="S",
+                   help=f"how long one run of a time-based workload tool lasts (default {workloads.SECONDS})")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="also write the results as JSON to FILE (- for stdout)")
     p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown to FILE")

@@ -17,6 +17,7 @@ class BenchSpec:
     direction: str  # "lower" or "higher" is better
     description: str
     requires: str = ""
+    kind: str = "micro"  # "micro" (a row of the agent's table) or "workload" (suite/workloads.py)
 
 
 @dataclass(frozen=True)

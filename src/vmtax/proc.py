@@ -128,12 +128,13 @@ def kill_all() -> None:
 
 
 def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None = None,
-                 env: dict | None = None) -> Iterator[str]:
+                 env: dict | None = None, cpu: int | None = None,
+                 die_with_vmtax: bool = False) -> Iterator[str]:
     """Run argv, yield its stdout lines as they come.  The child is killed
     when the consumer stops early, on any exception (Ctrl-C included), and
     after `timeout` seconds.  A non-zero exit raises ChildFailed with the
     tail of its stderr."""
-    p = spawn(argv, die_with_vmtax=False,
+    p = spawn(argv, cpu=cpu, die_with_vmtax=die_with_vmtax,
               stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     timer = threading.Timer(timeout, _signal_group, (p, signal.SIGKILL))

@@ -10,11 +10,17 @@ depends on the order samples arrived in.  The first process on a target
 calibrates the iteration count; later ones reuse it (as pyperf does), and
 every process discards its warmup samples.  Each sample is stored as it
 arrives.
+
+A workload (suite/workloads.py) is scheduled the same way: one run of its
+tool is its "process", the first run on each target is a warmup, and one
+run gives a sample of each of its figures (`<workload>.<metric>` rows, a
+"job" of several specs measured together; stopping waits for the widest).
 """
 from __future__ import annotations
 
 import math
 import random
+import socket
 import time
 import uuid
 from contextlib import ExitStack
@@ -28,6 +34,8 @@ from .hostprobe import syscall_tracepoint
 from .model import BenchSpec, Sample
 from .proc import ChildFailed
 from .store import Store
+from .suite import workloads
+from .suite.workloads import ParseError, Workload
 from .targets.base import Target
 
 
@@ -43,6 +51,7 @@ class RunConfig:
     parallel: int = 1                # concurrent instances (seed 000 ran 16)
     agent_timeout: float = 300.0
     seed: int = 0                    # the random block order (recorded, so a run can be replayed)
+    tool_seconds: int = workloads.SECONDS  # how long one run of a time-based workload tool lasts
 
 
 @dataclass
@@ -54,6 +63,7 @@ class TargetState:
     iters: int | None = None
     done: str | None = None          # "skipped" or "error" once finished early
     reason: str = ""
+    warmed: bool = False             # a workload's warmup run is done on this target
 
     def block_means(self) -> dict[int, float]:
         """Block -> the mean of the process measured in it."""
@@ -68,6 +78,42 @@ class TargetState:
         return stats.summarize(self.values, groups=self.groups)
 
 
+@dataclass(frozen=True)
+class Job:
+    """What one process measures: one micro benchmark, or every figure of
+    one workload."""
+    specs: tuple[BenchSpec, ...]
+    workload: Workload | None = None
+
+    @property
+    def name(self) -> str:
+        return self.workload.name if self.workload else self.specs[0].name
+
+
+def jobs_of(specs: list[BenchSpec]) -> list[Job]:
+    """Specs grouped into jobs, in the order given (a workload where its
+    first figure is)."""
+    jobs: list[Job] = []
+    grouped: dict[str, list[BenchSpec]] = {}
+    for spec in specs:
+        w = workloads.of_spec(spec.name) if spec.kind == "workload" else None
+        if w is None:
+            jobs.append(Job((spec,)))
+        elif w.name in grouped:
+            grouped[w.name].append(spec)
+        else:
+            grouped[w.name] = [spec]
+            jobs.append(Job((), w))
+    return [Job(tuple(grouped[j.workload.name]), j.workload) if j.workload else j for j in jobs]
+
+
+def free_port() -> int:
+    """A TCP port free on this host's loopback now (a workload's server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Progress(Protocol):
     def update(self, index: int, total: int, spec: BenchSpec, states: dict[str, TargetState],
                precision_now: float, elapsed: float, eta: float) -> None: ...
@@ -80,6 +126,7 @@ class Runner:
                  store: Store, run_id: str, progress: Progress | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.cfg, self.specs, self.targets = cfg, specs, targets
+        self.jobs = jobs_of(specs)
         self.store, self.run_id, self.progress, self.clock = store, run_id, progress, clock
         self.order = random.Random(cfg.seed)
         self._process_counter = 0
@@ -104,34 +151,39 @@ class Runner:
         the precision asked as it can."""
         t0 = self.clock()
         self._t0, self._durations = t0, []
-        states = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
+        by_spec = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
+        states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
+        for job, sts in zip(self.jobs, states):
+            why = job.workload.missing() if job.workload else ""
+            for st in (st for per in sts for st in per.values()) if why else ():
+                st.done, st.reason = "skipped", why
         pending: list[int] = []
-        current: BenchSpec | None = None
+        current: Job | None = None
         try:
-            for index, spec in enumerate(self.specs):
-                current = spec
-                left = len(self.specs) - index
+            for index, job in enumerate(self.jobs):
+                current = job
+                left = len(self.jobs) - index
                 pass1_left = self.cfg.max_time * self.FIRST_PASS - (self.clock() - t0)
                 share = max(0.0, pass1_left / left)
-                outcome = self._timed(index, spec, states[spec.name], share)
+                outcome = self._timed(index, job, states[index], share)
                 if outcome is None:
                     pending.append(index)
             for k, index in enumerate(pending):  # first, every row gets an interval at all
-                spec = current = self.specs[index]
+                job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time * self.CATCH_UP - (self.clock() - t0))
-                self._measure(index, spec, states[spec.name], self.clock() + left / (len(pending) - k),
+                self._measure(index, job, states[index], self.clock() + left / (len(pending) - k),
                               until_enough=True)
-            need = {i: self._time_to_goal(self.specs[i], states[self.specs[i].name]) for i in pending}
+            need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
             pending.sort(key=need.get)
             for k, index in enumerate(pending):
-                spec = current = self.specs[index]
+                job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time - (self.clock() - t0))
-                self._timed(index, spec, states[spec.name], self._pass2_share(need[index], left,
-                                                                            len(pending) - k), final=True)
+                self._timed(index, job, states[index], self._pass2_share(need[index], left,
+                                                                         len(pending) - k), final=True)
         except KeyboardInterrupt:
-            unfinished = ([current.name] if current else []) + [self.specs[i].name for i in pending]
-            for name in unfinished:
-                for target in states[name]:
+            unfinished = ([current] if current else []) + [self.jobs[i] for i in pending]
+            for name in (s.name for job in unfinished for s in job.specs):
+                for target in by_spec[name]:
                     if (target, name) not in self._recorded:
                         self.store.set_outcome(self.run_id, target, name, "interrupted")
             return "interrupted"
@@ -148,63 +200,72 @@ class Runner:
             return min(left, need * self.PASS2_MARGIN)
         return left / rows_left
 
-    def _time_to_goal(self, spec: BenchSpec, states: dict[str, TargetState]) -> float:
+    def _time_to_goal(self, job: Job, sts: list[dict[str, TargetState]]) -> float:
         """Seconds more this benchmark would need to reach the precision at
         the rate it has narrowed so far (the interval shrinks as 1/sqrt(time))."""
-        w = self.worst_precision(states)
+        w = self._worst(sts)
         if not math.isfinite(w):
             return float("inf")
-        return self._spent.get(spec.name, 0.0) * max(0.0, (w / self.cfg.precision) ** 2 - 1)
+        return self._spent.get(job.name, 0.0) * max(0.0, (w / self.cfg.precision) ** 2 - 1)
 
-    def _timed(self, index: int, spec: BenchSpec, states: dict[str, TargetState], share: float,
+    def _worst(self, sts: list[dict[str, TargetState]]) -> float:
+        """The widest interval over a job's figures: what decides its stop."""
+        return max(self.worst_precision(states) for states in sts)
+
+    def _timed(self, index: int, job: Job, sts: list[dict[str, TargetState]], share: float,
                final: bool = False) -> dict | None:
         """Measure until precision (recorded, returned) or budget (None)."""
         started = self.clock()
-        how = self._measure(index, spec, states, started + share)
+        how = self._measure(index, job, sts, started + share)
         spent = self.clock() - started
         self._durations.append(spent)
-        self._spent[spec.name] = self._spent.get(spec.name, 0.0) + spent
+        self._spent[job.name] = self._spent.get(job.name, 0.0) + spent
+        states = sts[0]  # a job's figures share their processes, skips and errors
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
-                self.progress.finished(index, len(self.specs), spec, {
+                widest = {n: max(self.precision_by_target(s).get(n, 0.0) for s in sts)
+                          for n in self.precision_by_target(states)}
+                self.progress.finished(index, len(self.jobs), job, {
                     n: f"±{w * 100:.1f}% so far, more in pass 2" if w != float("inf") else "more in pass 2"
-                    for n, w in self.precision_by_target(states).items()})
+                    for n, w in widest.items()})
             return None
         outcome = self._outcome(states, how)
-        self._record(index, spec, outcome)
+        self._record(index, job, outcome)
         return outcome
 
-    def _record(self, index: int, spec: BenchSpec, outcome: dict[str, tuple[str, str]]) -> None:
-        for name, (how, reason) in outcome.items():
-            self.store.set_outcome(self.run_id, name, spec.name, how, reason)
-            self._recorded.add((name, spec.name))
+    def _record(self, index: int, job: Job, outcome: dict[str, tuple[str, str]]) -> None:
+        for spec in job.specs:
+            for name, (how, reason) in outcome.items():
+                self.store.set_outcome(self.run_id, name, spec.name, how, reason)
+                self._recorded.add((name, spec.name))
         if self.progress:
-            self.progress.finished(index, len(self.specs), spec, {k: v[0] for k, v in outcome.items()})
+            self.progress.finished(index, len(self.jobs), job, {k: v[0] for k, v in outcome.items()})
 
-    def _measure(self, index: int, spec: BenchSpec, states: dict[str, TargetState],
+    def _measure(self, index: int, job: Job, sts: list[dict[str, TargetState]],
                  deadline: float, until_enough: bool = False) -> str:
         """Block after block, each in a random order; 'precision' or 'budget'
         (until_enough: or 'budget' as soon as every target has the minimum
         number of processes; with it, nothing is run once they have)."""
+        states = sts[0]
         if until_enough and self._enough(states):
             return "budget"
         while True:
-            block = self._blocks.get(spec.name, 0)
-            self._blocks[spec.name] = block + 1
+            block = self._blocks.get(job.name, 0)
+            self._blocks[job.name] = block + 1
             order = list(self.targets)
             self.order.shuffle(order)
             for slot, target in enumerate(order):
                 if states[target.name].done is None:
-                    self._one_process(target, spec, states[target.name], block, slot)
-            if block % self.COUNT_EVERY == 0 and self.cfg.parallel == 1:
+                    self._one_process(target, job, [s[target.name] for s in sts], block, slot)
+            if block % self.COUNT_EVERY == 0 and self.cfg.parallel == 1 and job.workload is None:
                 for slot, target in enumerate(order, start=len(order)):
                     if states[target.name].done is None and target.counters == "on":
-                        self._one_process(target, spec, states[target.name], block, slot, counting=True)
+                        self._one_process(target, job, [states[target.name]], block, slot, counting=True)
             active = [t.name for t in self.targets if states[t.name].done is None]
-            worst = self.worst_precision(states)
+            worst = self._worst(sts)
             if self.progress:
                 elapsed = self.clock() - self._t0
-                self.progress.update(index, len(self.specs), spec, states, worst, elapsed,
+                self.progress.update(index, len(self.jobs), job, states, worst, elapsed,
                                      self._eta(index, deadline, elapsed))
             if not active:
                 return "budget"  # every target skipped or failed: _outcome says which
@@ -220,7 +281,7 @@ class Runner:
         """This benchmark's time left, plus the mean duration so far for each
         one still to come, never past the budget."""
         per = sum(self._durations) / len(self._durations) if self._durations else elapsed + 1
-        left = len(self.specs) - index - 1
+        left = len(self.jobs) - index - 1
         guess = max(0.0, deadline - self.clock()) + per * left
         return max(0.0, min(self.cfg.max_time - elapsed, guess))
 
@@ -272,8 +333,11 @@ class Runner:
                 args += ["--tracepoint-id", str(trace)]
         return args + target.agent_extra_args()
 
-    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState, block: int,
+    def _one_process(self, target: Target, job: Job, sts: list[TargetState], block: int,
                      slot: int = 0, counting: bool = False) -> None:
+        if job.workload is not None:
+            return self._tool_runs(target, job, sts, block, slot)
+        spec, st = job.specs[0], sts[0]
         process = self._process_counter
         self._process_counter += 1
         st.blocks[process] = block
@@ -324,6 +388,57 @@ class Runner:
         self.store.add_process(self.run_id, process, target.name, spec.name, block, slot, started, first,
                                time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
 
+    def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], block: int, slot: int) -> None:
+        """One run of a workload's tool (after a warmup run, the first time
+        on this target): a sample of each of its figures."""
+        for warmup in ([] if sts[0].warmed else [True]) + [False]:
+            process = self._process_counter
+            self._process_counter += 1
+            for st in sts:
+                st.blocks[process] = block
+            started, first, error = time.time(), None, ""
+            w = job.workload
+            argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, free_port())
+            try:
+                out = []
+                for line in target.run_tool(argv, timeout=w.timeout):
+                    first = first or time.time()
+                    out.append(line)
+                values = w.parse("\n".join(out))
+                samples = [self._figure(target, spec, values, process, block, warmup) for spec in job.specs]
+            except ParseError as e:
+                error = f"{w.name}: {e}"
+            except (AgentError, TargetError) as e:
+                error = str(e)
+            except ChildFailed as e:
+                error = f"{w.name} {e}"
+            if not error:
+                for st, s in zip(sts, samples):
+                    self.store.add_sample(self.run_id, s)
+                    if not warmup:
+                        st.values.append(s.value)
+                        st.groups.append(process)
+            for st in sts:
+                st.warmed = True
+                if error:
+                    st.done, st.reason = "error", error[:500]
+                elif not warmup:
+                    st.processes += 1
+            self.store.add_process(self.run_id, process, target.name, job.specs[0].name, block, slot, started,
+                                   first, time.time(), "error" if error else "ok")
+            if error:
+                return
+
+    def _figure(self, target: Target, spec: BenchSpec, values: dict[str, float], process: int, block: int,
+                warmup: bool) -> Sample:
+        figure = spec.name.split(".", 1)[1]
+        v = values.get(figure)
+        if not isinstance(v, float) or not math.isfinite(v) or v <= 0:
+            raise AgentError(f"{spec.name}: the tool reported {v!r}, not a positive number")
+        return Sample(benchmark=spec.name, target=target.name, value=v, unit=spec.unit, process=process, seq=0,
+                      warmup=warmup, iters=1, ops=1.0, block=block, t=time.time(),
+                      cpu=target.host_cpu if target.host_cpu is not None else -1)
+
     def _take_sample(self, target: Target, spec: BenchSpec, process: int, block: int, msg: dict,
                      st: TargetState, host: dict[str, float]) -> None:
         f = sample_fields(msg, spec)  # AgentError for anything a real agent would not say
@@ -368,8 +483,10 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
     status, failure = "failed", ""
     try:
         with ExitStack() as stack:
+            files = workloads.provision(specs)
             for position, target in enumerate(targets):
                 target.pin(cfg.cpu)
+                target.provide(files)
                 stack.enter_context(target)
                 store.add_target(run_id, position, target.info(), agent_hash())
             store.add_benchmarks(run_id, specs)

@@ -17,7 +17,7 @@ def result_row(m: Measurement) -> dict:
     s = m.summary
     return {
         "benchmark": m.benchmark.name, "suite": m.benchmark.suite, "target": m.target,
-        "unit": m.benchmark.unit, "direction": m.benchmark.direction,
+        "unit": m.benchmark.unit, "direction": m.benchmark.direction, "kind": m.benchmark.kind,
         "n": s.n if s else 0, "processes": m.processes,
         "mean": _num(s.mean) if s else None, "median": _num(s.median) if s else None,
         "ci_low": _num(s.ci_low) if s else None, "ci_high": _num(s.ci_high) if s else None,
@@ -40,6 +40,7 @@ def metric_rows(metrics: dict) -> dict:
 def comparison_row(c: Comparison) -> dict:
     return {
         "benchmark": c.benchmark.name, "suite": c.benchmark.suite, "direction": c.benchmark.direction,
+        "unit": c.benchmark.unit, "kind": c.benchmark.kind,
         "baseline": c.baseline, "candidate": c.candidate, "ratio": _num(c.ratio),
         "ratio_ci_low": _num(c.ratio_ci_low), "ratio_ci_high": _num(c.ratio_ci_high),
         "p_value": _num(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,

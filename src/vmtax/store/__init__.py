@@ -211,7 +211,7 @@ class Store:
             data.agent_hashes[row[0]] = row[6]
         for row in self.db.execute("SELECT name,suite,unit,direction,description FROM run_benchmarks"
                                    " WHERE run_id=? ORDER BY position", (run_id,)):
-            data.benchmarks.append(BenchSpec(*row))
+            data.benchmarks.append(BenchSpec(*row, kind="workload" if "." in row[0] else "micro"))
         metrics: dict[int, dict[str, float]] = {}
         for sample_id, name, value in self.db.execute(
                 "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"

@@ -47,6 +47,7 @@ class Target(ABC):
         if self.counters not in ("on", "off"):
             raise UserError(f"target '{name}': counters must be on or off, got '{self.counters}'")
         self.host_probe = None  # a hostprobe.HostProbe, where the kind has one (after start)
+        self.files: tuple = ()  # what the target's root holds besides the agent (see provide)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -57,6 +58,18 @@ class Target(ABC):
         """Run this target's benchmarks on host CPU cpu (None: anywhere).
         Called before start(): a guest pins its hypervisor's processes."""
         self.host_cpu = cpu
+
+    def provide(self, files) -> None:
+        """Called before start(): the files (path inside, host file) the
+        target's root must hold besides the agent: the workloads' tools,
+        their shared libraries and data (guest.closure)."""
+        self.files = tuple(files)
+
+    def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
+        """Run a provisioned tool (a workload's script) inside the target;
+        yield its stdout lines.  ChildFailed on a non-zero exit."""
+        from ..errors import TargetError
+        raise TargetError(f"{self.name}: a {self.kind} target cannot run workloads")
 
     def agent_cpu(self) -> int | None:
         """The --cpu the agent gets inside this target: the host CPU itself

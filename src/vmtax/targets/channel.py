@@ -1,7 +1,8 @@
 """The framed line channel to vmtax-shell inside a guest or container, and
 the base class of every target that runs one.
 
-Host -> guest: one command per line (`RUN <args>`, `PING`, `POWEROFF`).
+Host -> guest: one command per line (`RUN <agent args>`, `EXEC <argv>` for a
+workload's provisioned tools, `PING`, `POWEROFF`).
 Guest -> host: the agent's stdout lines, then `@@VMTAX-END <status>`.
 A line is never lost or split: the transport is a pipe or a serial port
 whose QEMU backend is a pipe, and both ends read whole lines.
@@ -194,6 +195,13 @@ class ChannelTarget(Target):
         if not self.channel:
             raise TargetError(f"{self.name} is not started")
         return self.channel.command("RUN " + shlex.join(args), timeout)
+
+    def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
+        if not self.channel:
+            raise TargetError(f"{self.name} is not started")
+        if any("\n" in a or "\r" in a for a in argv):
+            raise TargetError("a command for the channel must fit on one line")
+        return self.channel.command("EXEC " + shlex.join(argv), timeout)
 
     def stop(self) -> None:
         if self.host_probe is not None:

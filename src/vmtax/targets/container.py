@@ -120,7 +120,7 @@ class ContainerTarget(ChannelTarget):
 
     def launch(self) -> subprocess.Popen:
         self.engine = self.choose_engine()
-        root = str(guest.rootfs_dir())
+        root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()
             argv = PODMAN_RUN + ["--name", self.container_name, "--env", "VMTAX_STDERR=/dev/stderr",

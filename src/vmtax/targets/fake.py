@@ -6,7 +6,8 @@ Options: scale (multiplies every mean), noise (relative sd of a sample),
 process_noise (relative sd of a per-process offset: samples of one process
 share it, as real processes share their memory layout and CPU), seed,
 delay (seconds per sample), skip=NAME, crash=NAME (dies mid-benchmark),
-garbage=NAME (prints a malformed line mid-benchmark), host_noise and
+garbage=NAME (prints a malformed line mid-benchmark; a workload: output its
+parser refuses), host_noise and
 host_rho (a slowdown shared by every fake target, as a busy host's is: a
 log-AR(1) process with innovation sd host_noise and coefficient host_rho,
 one step per agent process -- noise correlated in time across targets).
@@ -55,6 +56,22 @@ class FakeTarget(Target):
                                      "cpu_model": "fake cpu", "hostname": self.name})])
         # --list and anything else: the real table, so names are real
         return LocalTarget("local", {}).run_agent(args, timeout)
+
+    def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
+        """A workload's run: the output of its tool as the parsers read it
+        (sysbench's format for every workload), with a seeded value.  The
+        workload's name is the script's $0 (argv[3], "vmtax-NAME")."""
+        name = argv[3].removeprefix("vmtax-")
+        if self.options.get("crash") == name:
+            raise ChildFailed(1, f"fake {name}: cannot run here")
+        if self.options.get("garbage") == name:
+            return iter(["this is not what the tool prints"])
+        base = 1000.0 + zlib.crc32(name.encode()) % 9000
+        v = base / self.scale * math.exp(self.rng.gauss(0, self.noise))
+        secs = 3 * math.exp(self.rng.gauss(0, self.noise))  # a time-based run
+        return iter(["sysbench 1.0.20 (fake)", f"    events per second: {v:.2f}",
+                     f"    total time:  {secs:.4f}s", f"    total number of events: {round(v * secs)}",
+                     f"    read, MiB/s:  {v / 10:.2f}", f"    written, MiB/s:  {v / 20:.2f}"])
 
     def _metrics(self, value: float) -> dict[str, float]:
         """Counts per operation that scale with the fake's speed: its CPU

@@ -37,3 +37,8 @@ class LocalTarget(Target):
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         return proc.stream_lines([str(agent_path()), *args], timeout=timeout)
+
+    def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
+        # the host's own tools, on the CPU a one-vCPU guest gets (like for like)
+        # (a tool may leave a server behind it: it dies with vmtax, see workloads.PRELUDE)
+        return proc.stream_lines(argv, timeout=timeout, cpu=self.host_cpu, die_with_vmtax=True)

@@ -135,7 +135,7 @@ class QemuTarget(ChannelTarget):
                    if self.machine == "microvm" else ["-serial", "stdio"])
         return [QEMU, "-name", "vmtax", "-nodefaults", "-no-user-config", "-display", "none",
                 "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
-                "-m", f"{self.mem_mb}M", "-kernel", str(kernel), "-initrd", str(guest.initramfs()),
+                "-m", f"{self.mem_mb}M", "-kernel", str(kernel), "-initrd", str(guest.initramfs(self.files)),
                 "-append", " ".join(append), "-serial", f"file:{self.console_log}",
                 *channel, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
                 "-no-reboot"]

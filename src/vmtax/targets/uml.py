@@ -114,7 +114,7 @@ class UmlTarget(ChannelTarget):
 
     def launch(self) -> subprocess.Popen:
         argv = [*pid_namespace(), find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
-                f"initrd={guest.initramfs()}", "con=null", "con0=null,fd:2", "ssl=null",
+                f"initrd={guest.initramfs(self.files)}", "con=null", "con0=null,fd:2", "ssl=null",
                 "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "panic=-1"]
         # UML keeps guest memory in a file under TMPDIR: keep it in our workdir.
         return self.spawn(argv, env={**os.environ, "TMPDIR": str(self.workdir)})

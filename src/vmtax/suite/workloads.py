@@ -1,0 +1,282 @@
+"""Real workloads: the tools people run, beside the agent's table.
+
+A workload is a Debian-packaged tool run inside the target as a user runs
+it, with a fixed configuration: what to provision (its executables, which
+bring their shared libraries along, and data files), one line of POSIX sh
+that runs it, and a parser that reads the tool's own output, by field name,
+into named figures with units and directions.  One tool run is one unit of
+replication (the runner's "process"); each figure is its own row, named
+`<workload>.<metric>` (e.g. `sysbench_cpu.events_per_s`).
+
+The script runs with `/bin/sh -c SCRIPT NAME DIR SECONDS PORT` in every
+target (dash on the host, busybox sh in guests and containers): DIR is the
+target's scratch directory (a tmpfs on every kind, so that like is compared
+with like; the devices issue adds disks), SECONDS how long a time-based tool
+runs, PORT a free TCP port for a server the script starts on loopback.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from typing import Callable
+
+from ..model import BenchSpec
+
+SUITES = ("apps", "stress")
+SECONDS = 3  # one run of a time-based tool
+# every script starts here: the tools' directories first, the scratch dir as
+# cwd, and $D: a prefix that makes a server die with the script where
+# util-linux's setpriv can (on the host: a killed vmtax kills the script, the
+# script's death its server; a guest or container dies whole)
+PRELUDE = ('PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH; export PATH; cd "$1" || exit 1; D=; '
+           "setpriv --pdeathsig KILL true 2>/dev/null && D='setpriv --pdeathsig KILL'; ")
+
+
+class ParseError(Exception):
+    """The tool's output lacks a field vmtax reads: its version changed."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str       # the part after the dot
+    unit: str
+    direction: str  # "higher" or "lower" is better
+    description: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    suite: str
+    description: str
+    package: str                 # the Debian package(s) that bring the tools
+    tools: tuple[str, ...]       # executables the script runs
+    script: str                  # one line of POSIX sh (see the module's doc)
+    figures: tuple[Figure, ...]
+    parse: Callable[[str], dict[str, float]]
+    data: tuple[str, ...] = ()   # further files the tools read (absolute paths)
+    timeout: float = 600.0       # one run, in the slowest target
+
+    def specs(self) -> list[BenchSpec]:
+        return [BenchSpec(name=f"{self.name}.{f.name}", suite=self.suite, unit=f.unit,
+                          direction=f.direction, description=f"{self.description}: {f.description}",
+                          requires=self.package, kind="workload") for f in self.figures]
+
+    def missing(self) -> str:
+        """Why this workload cannot run from this host ('' if it can): its
+        tools and data are taken from the host into every target."""
+        gone = [t for t in self.tools if not shutil.which(t)]
+        if gone:
+            return f"{', '.join(gone)} not installed on this host (apt install {self.package})"
+        import os
+        absent = [d for d in self.data if not os.path.isfile(d)]
+        return f"{', '.join(absent)} missing (apt install {self.package})" if absent else ""
+
+    def argv(self, scratch: str, seconds: int, port: int) -> list[str]:
+        return ["/bin/sh", "-c", PRELUDE + self.script, f"vmtax-{self.name}", scratch, str(seconds), str(port)]
+
+
+# -- parsers: by field name, never by position ------------------------------------
+def _field(text: str, tool: str, label: str, pattern: str, version: str) -> float:
+    m = re.search(pattern, text, re.MULTILINE)
+    if not m:
+        raise ParseError(f"{tool} output has no '{label}' field ({version}; vmtax reads "
+                         f"sysbench 1.0, fio 3, dbench 4, redis-benchmark 7 and stress-ng 0.15 output)")
+    return float(m.group(1))
+
+
+def _sysbench_version(text: str) -> str:
+    m = re.search(r"^sysbench (\S+)", text, re.MULTILINE)
+    return f"sysbench {m.group(1)}" if m else "no sysbench version line"
+
+
+NUM = r"([0-9]+(?:\.[0-9]+)?)"
+
+
+def sysbench(fields: dict[str, tuple[str, str]]) -> Callable[[str], dict[str, float]]:
+    """fields: figure -> (label, regex with one number group)."""
+    def parse(text: str) -> dict[str, float]:
+        v = _sysbench_version(text)
+        return {name: _field(text, "sysbench", label, rx, v) for name, (label, rx) in fields.items()}
+    return parse
+
+
+def sysbench_events_per_s(text: str) -> dict[str, float]:
+    """The threads test prints no rate: events over the total time."""
+    v = _sysbench_version(text)
+    events = _field(text, "sysbench", "total number of events", r"total number of events:\s+" + NUM, v)
+    secs = _field(text, "sysbench", "total time", r"total time:\s+" + NUM + "s", v)
+    if secs <= 0:
+        raise ParseError("sysbench reported a total time of 0 s")
+    return {"events_per_s": events / secs}
+
+
+def fio(figures: dict[str, tuple[str, str, float]]) -> Callable[[str], dict[str, float]]:
+    """figures: name -> (read|write, key in that section, scale)."""
+    def parse(text: str) -> dict[str, float]:
+        start = text.find("{")
+        try:
+            doc = json.loads(text[start:]) if start >= 0 else None
+        except json.JSONDecodeError:
+            doc = None
+        if not isinstance(doc, dict):
+            raise ParseError("fio printed no JSON document (--output-format=json: fio 3)")
+        version = str(doc.get("fio version", "unknown fio version"))
+        out = {}
+        for name, (side, key, scale) in figures.items():
+            try:
+                job = doc["jobs"][0]
+                if job.get("error"):
+                    raise ParseError(f"fio job failed: error {job['error']}")
+                value = job[side]
+                for part in key.split("/"):
+                    value = value[part]
+                out[name] = float(value) * scale
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise ParseError(f"fio output has no jobs[0].{side}.{key} ({version}; vmtax reads fio 3)") \
+                    from None
+        return out
+    return parse
+
+
+def dbench(text: str) -> dict[str, float]:
+    m = re.search(r"^dbench version (\S+)", text, re.MULTILINE)
+    v = f"dbench {m.group(1)}" if m else "no dbench version line"
+    return {"mb_per_s": _field(text, "dbench", "Throughput", r"^Throughput " + NUM + " MB/sec", v)}
+
+
+def redis_benchmark(tests: tuple[str, ...]) -> Callable[[str], dict[str, float]]:
+    """--csv: a header naming the columns, then one row per test."""
+    def parse(text: str) -> dict[str, float]:
+        import csv
+        rows = list(csv.reader([l for l in text.splitlines() if l.startswith('"')]))
+        if not rows or "test" not in rows[0] or "rps" not in rows[0]:
+            raise ParseError("redis-benchmark --csv printed no header with 'test' and 'rps' "
+                             "(vmtax reads redis-benchmark 7)")
+        head = rows[0]
+        by_test = {r[head.index("test")]: r for r in rows[1:] if len(r) == len(head)}
+        out = {}
+        for t in tests:
+            if t not in by_test:
+                raise ParseError(f"redis-benchmark --csv has no {t} row")
+            out[f"{t.lower()}_rps"] = float(by_test[t][head.index("rps")])
+        return out
+    return parse
+
+
+def stress_ng(text: str) -> dict[str, float]:
+    return {"ops_per_s": _field(text, "stress-ng", "bogo-ops-per-second-real-time",
+                                r"^\s*bogo-ops-per-second-real-time:\s+" + NUM, "stress-ng --yaml")}
+
+
+# -- the table ------------------------------------------------------------------------
+# (dbench and tbench run 3 s at least: a slow target spends their first second starting up)
+EPS = Figure("events_per_s", "events/s", "higher", "events per second")
+SB = "sysbench {test} --threads={threads} --time=$2 {opts} run"
+FILEIO = "sysbench fileio --file-num=4 --file-total-size=64M --file-extra-flags= --file-fsync-freq=0"
+FIO = ("fio --name=vmtax --filename=fio.dat --size=64M --ioengine=psync --runtime=$2 --time_based "
+       "--output-format=json {opts}; rc=$?; rm -f fio.dat; exit $rc")
+# a server on loopback, ended on every path of the script; then wait (30 s at
+# most) until its port listens: /proc/net/tcp read with shell builtins alone
+# (the clients hang, not fail, when they come too early)
+SERVE = ("$D {server} & srv=$!; trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT; "
+         "p=$(printf ':%04X' {port}); w=0; until while read -r _ l _ s _; do "
+         '[ "$s" = 0A ] && [ "${{l#*:}}" = "${{p#:}}" ] && break; done </proc/net/tcp; [ "$s" = 0A ]; do '
+         'w=$((w+1)); [ $w -gt 300 ] && echo "vmtax: the server did not listen within 30 s" >&2 && exit 1; '
+         "sleep 0.1; done; ")
+REDIS = ("redis-server --port $3 --bind 127.0.0.1 --save '' --appendonly no --protected-mode no "
+         "--daemonize no --logfile ''")
+STRESS = "stress-ng --{stressor} 1 -t $2 --metrics-brief --yaml sng.yaml >&2 && cat sng.yaml; rc=$?; rm -f sng.yaml; exit $rc"
+
+
+def _sb(test: str, threads: int = 1, opts: str = "") -> str:
+    return SB.format(test=test, threads=threads, opts=opts)
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("sysbench_cpu", "apps", "sysbench cpu, 1 thread, primes up to 10000", "sysbench", ("sysbench",),
+             _sb("cpu", opts="--cpu-max-prime=10000"), (EPS,),
+             sysbench({"events_per_s": ("events per second", r"events per second:\s+" + NUM)})),
+    Workload("sysbench_memory", "apps", "sysbench memory, 1 thread, 1 KiB blocks written", "sysbench",
+             ("sysbench",), _sb("memory", opts="--memory-block-size=1K --memory-total-size=100T"),
+             (Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
+             sysbench({"mib_per_s": ("MiB/sec", r"MiB transferred \(" + NUM + " MiB/sec\\)")})),
+    Workload("sysbench_threads", "apps", "sysbench threads, 2 threads contending for 8 mutexes while yielding",
+             "sysbench", ("sysbench",), _sb("threads", threads=2), (EPS,), sysbench_events_per_s),
+    Workload("sysbench_mutex", "apps", "sysbench mutex, 2 threads, a fixed amount of lock/unlock work",
+             "sysbench", ("sysbench",), "sysbench mutex --threads=2 run",
+             (Figure("time_s", "s", "lower", "time to finish the work"),),
+             sysbench({"time_s": ("total time", r"total time:\s+" + NUM + "s")})),
+    Workload("sysbench_fileio", "apps", "sysbench fileio, random reads and writes over 4 files of 16 MiB "
+             "in the scratch directory (tmpfs), no fsync", "sysbench", ("sysbench",),
+             f"{FILEIO} prepare >/dev/null && {FILEIO} --file-test-mode=rndrw --time=$2 run; rc=$?; "
+             f"{FILEIO} cleanup >/dev/null; exit $rc",
+             (Figure("read_mib_s", "MiB/s", "higher", "MiB read per second"),
+              Figure("written_mib_s", "MiB/s", "higher", "MiB written per second")),
+             sysbench({"read_mib_s": ("read, MiB/s", r"read, MiB/s:\s+" + NUM),
+                       "written_mib_s": ("written, MiB/s", r"written, MiB/s:\s+" + NUM)})),
+    Workload("fio_randread", "apps", "fio 4 KiB random reads of a 64 MiB file (psync, buffered: tmpfs)",
+             "fio", ("fio",), FIO.format(opts="--rw=randread --bs=4k"),
+             (Figure("iops", "IOPS", "higher", "reads per second"),
+              Figure("p99_us", "us", "lower", "99th percentile completion latency")),
+             fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)})),
+    Workload("fio_randwrite", "apps", "fio 4 KiB random writes to a 64 MiB file (psync, buffered: tmpfs)",
+             "fio", ("fio",), FIO.format(opts="--rw=randwrite --bs=4k"),
+             (Figure("iops", "IOPS", "higher", "writes per second"),
+              Figure("p99_us", "us", "lower", "99th percentile completion latency")),
+             fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)})),
+    Workload("fio_seqread", "apps", "fio 1 MiB sequential reads of a 64 MiB file (psync, buffered: tmpfs)",
+             "fio", ("fio",), FIO.format(opts="--rw=read --bs=1M"),
+             (Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
+             fio({"mib_per_s": ("read", "bw_bytes", 1 / 2 ** 20)})),
+    Workload("dbench", "apps", "dbench, 1 client, its NFS-style file-server load (client.txt) in the "
+             "scratch directory", "dbench", ("dbench",),
+             "dbench -t $(( $2 > 3 ? $2 : 3 )) -c /usr/share/dbench/client.txt -D \"$1\" 1",
+             (Figure("mb_per_s", "MB/s", "higher", "dbench's throughput"),), dbench,
+             data=("/usr/share/dbench/client.txt",)),
+    Workload("tbench", "apps", "tbench, 1 client, against tbench_srv over loopback inside the target", "dbench",
+             ("tbench", "tbench_srv"), SERVE.format(server="tbench_srv >/dev/null", port=7003) +
+             "tbench -t $(( $2 > 3 ? $2 : 3 )) 1 127.0.0.1",
+             (Figure("mb_per_s", "MB/s", "higher", "tbench's throughput"),), dbench,
+             data=("/usr/share/dbench/client.txt",)),
+    Workload("redis", "apps", "redis-benchmark, 20000 SET then 20000 GET from 10 connections, against a "
+             "redis-server on loopback inside the target", "redis-server redis-tools",
+             ("redis-server", "redis-benchmark"),
+             SERVE.format(server=REDIS + " >/dev/null", port="$3") +
+             "redis-benchmark -h 127.0.0.1 -p $3 -n 20000 -c 10 -t set,get --csv",
+             (Figure("set_rps", "ops/s", "higher", "SET requests per second"),
+              Figure("get_rps", "ops/s", "higher", "GET requests per second")),
+             redis_benchmark(("SET", "GET"))),
+    # stress-ng stressors matching agent rows: a cross-check of the agent's figures
+    Workload("stress_fork", "stress", "stress-ng --fork 1 (cf. the agent's forkwait)", "stress-ng",
+             ("stress-ng",), STRESS.format(stressor="fork"),
+             (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),), stress_ng),
+    Workload("stress_switch", "stress", "stress-ng --switch 1: a pipe ping-pong between two processes "
+             "(cf. ctx_2p_0k)", "stress-ng", ("stress-ng",), STRESS.format(stressor="switch"),
+             (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),), stress_ng),
+    Workload("stress_sigsegv", "stress", "stress-ng --sigsegv 1 (cf. segv)", "stress-ng", ("stress-ng",),
+             STRESS.format(stressor="sigsegv"),
+             (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),), stress_ng),
+)
+BY_NAME: dict[str, Workload] = {w.name: w for w in WORKLOADS}
+
+
+def of_spec(name: str) -> Workload | None:
+    """The workload a row belongs to (`sysbench_cpu.events_per_s`)."""
+    return BY_NAME.get(name.split(".", 1)[0]) if "." in name else None
+
+
+def all_specs() -> list[BenchSpec]:
+    return [s for w in WORKLOADS for s in w.specs()]
+
+
+def provision(specs: list[BenchSpec]):
+    """What every target's root must hold for the workloads among specs
+    (those whose tools this host has): guest.closure of their tools."""
+    from ..guest import closure
+    chosen = [w for w in WORKLOADS if any(of_spec(s.name) is w for s in specs) and not w.missing()]
+    tools = sorted({t for w in chosen for t in w.tools})
+    data = sorted({d for w in chosen for d in w.data})
+    return closure(tools, data) if tools else ()

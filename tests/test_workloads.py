@@ -1,0 +1,180 @@
+"""Workloads: parsers against real captured output of the Debian 12 tools,
+the registry and selection, provisioning, and the runner's handling of
+a workload (with the fake target: these tests are about the runner)."""
+import math
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vmtax import suite
+from vmtax.analysis import analyse
+from vmtax.errors import UserError
+from vmtax.guest import closure
+from vmtax.runner import RunConfig, Runner, jobs_of
+from vmtax.store import Store
+from vmtax.suite import workloads
+from vmtax.suite.workloads import BY_NAME, ParseError
+from vmtax.targets import parse_target
+
+DATA = Path(__file__).parent / "data" / "workloads"
+
+
+def read(name):
+    return (DATA / name).read_text()
+
+
+# -- parsers: real output of sysbench 1.0.20, fio 3.33, dbench 4.0, redis 7.0.15, stress-ng 0.15.06 -------
+def test_sysbench_cpu_memory_fileio_mutex_threads():
+    assert BY_NAME["sysbench_cpu"].parse(read("sysbench-1.0.20-cpu.txt")) == {"events_per_s": 3607.03}
+    assert BY_NAME["sysbench_memory"].parse(read("sysbench-1.0.20-memory.txt")) == {"mib_per_s": 6186.92}
+    assert BY_NAME["sysbench_fileio"].parse(read("sysbench-1.0.20-fileio.txt")) == {
+        "read_mib_s": 2026.30, "written_mib_s": 1350.87}
+    assert BY_NAME["sysbench_mutex"].parse(read("sysbench-1.0.20-mutex.txt")) == {"time_s": 0.2794}
+    eps = BY_NAME["sysbench_threads"].parse(read("sysbench-1.0.20-threads.txt"))["events_per_s"]
+    text = read("sysbench-1.0.20-threads.txt")
+    events = int(text.split("total number of events:")[1].split()[0])
+    secs = float(text.split("total time:")[1].split()[0].rstrip("s"))
+    assert eps == pytest.approx(events / secs)
+
+
+def test_fio_json():
+    out = BY_NAME["fio_randread"].parse(read("fio-3.33-randread.json"))
+    assert out["iops"] == pytest.approx(448000.49975)
+    assert 0 < out["p99_us"] < 1000
+    seq = BY_NAME["fio_seqread"].parse(read("fio-3.33-randread.json"))  # same document shape
+    assert seq["mib_per_s"] == pytest.approx(1835010046 / 2 ** 20)
+
+
+def test_dbench_tbench_redis_stress_ng():
+    assert BY_NAME["dbench"].parse(read("dbench-4.0-1.txt")) == {"mb_per_s": 560.775}
+    assert BY_NAME["tbench"].parse(read("tbench-4.0-1.txt")) == {"mb_per_s": 204.623}
+    assert BY_NAME["redis"].parse(read("redis-benchmark-7.0.15.csv")) == {"set_rps": 43478.26,
+                                                                          "get_rps": 45146.73}
+    assert BY_NAME["stress_fork"].parse(read("stress-ng-0.15.06-cpu.txt")) == {"ops_per_s": 2552.514606}
+
+
+@pytest.mark.parametrize("name,text,says", [
+    ("sysbench_cpu", "sysbench 2.0.0 (using bundled LuaJIT)\nCPU speed:\n    ev/s: 12\n", "sysbench 2.0.0"),
+    ("sysbench_cpu", "", "no sysbench version line"),
+    ("fio_randread", "fio: something went wrong\n", "no JSON document"),
+    ("fio_randread", '{"fio version": "fio-9.1", "jobs": [{"read": {}}]}', "fio-9.1"),
+    ("dbench", "dbench version 5.00\nthroughput: 3 MB/s\n", "dbench 5.00"),
+    ("redis", '"op","qps"\n"SET","3"\n', "header with 'test' and 'rps'"),
+    ("redis", '"test","rps"\n"SET","3"\n', "no GET row"),
+])
+def test_output_of_another_version_gets_one_line_naming_it(name, text, says):
+    with pytest.raises(ParseError) as e:
+        BY_NAME[name].parse(text)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+# -- the registry ----------------------------------------------------------------------
+def test_every_workload_is_well_formed():
+    for w in workloads.WORKLOADS:
+        assert w.suite in workloads.SUITES and w.tools and w.figures
+        assert "\n" not in w.script  # one channel line
+        for spec in w.specs():
+            assert spec.name.startswith(w.name + ".") and spec.kind == "workload"
+            assert spec.direction in ("higher", "lower") and spec.unit
+
+
+def test_selection_by_suite_workload_or_figure():
+    names = lambda specs: [s.name for s in specs]
+    default = suite.select()
+    assert default and all(s.kind == "micro" for s in default)
+    apps = suite.select(["apps"])
+    assert "sysbench_cpu.events_per_s" in names(apps) and all(s.suite == "apps" for s in apps)
+    assert names(suite.select(None, ["redis"])) == ["redis.set_rps", "redis.get_rps"]
+    assert names(suite.select(None, ["redis.get_rps"])) == ["redis.get_rps"]
+    assert len(suite.select(["all"])) == len(suite.all_benchmarks())
+    with pytest.raises(UserError):
+        suite.select(None, ["redi"])
+    with pytest.raises(UserError):
+        suite.select(["apss"])
+
+
+def test_jobs_group_a_workloads_figures():
+    specs = suite.select(None, ["getppid", "redis", "sysbench_cpu"])
+    jobs = jobs_of(specs)
+    assert [j.name for j in jobs] == ["getppid", "sysbench_cpu", "redis"]
+    assert [s.name for s in jobs[2].specs] == ["redis.set_rps", "redis.get_rps"]
+
+
+def test_closure_brings_the_loader_and_libraries():
+    files = dict(closure(["sh"]))
+    exe = shutil.which("sh").lstrip("/")
+    assert exe in files
+    assert any(name.endswith("ld-linux-x86-64.so.2") for name in files)
+    assert any("libc.so" in name for name in files)
+    for name, src in files.items():
+        assert not name.startswith("/") and src.is_file()
+
+
+@pytest.mark.skipif(not shutil.which("sysbench"), reason="sysbench is not installed")
+def test_provisioned_root_runs_the_tool_under_busybox(tmp_path):
+    """The closure alone (no host /usr) runs sysbench, with busybox's sh:
+    what a guest and a container get."""
+    from vmtax.guest import rootfs_dir
+    files = workloads.provision(suite.select(None, ["sysbench_cpu"]))
+    root = rootfs_dir(files)
+    argv = BY_NAME["sysbench_cpu"].argv("/tmp", 1, 1)
+    argv[0] = "/bin/sh"
+    p = subprocess.run(["unshare", "--mount", "--fork", "chroot", str(root), *argv],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 0 and "unshare" in p.stderr:
+        pytest.skip(f"chroot not possible here: {p.stderr.strip()}")
+    assert p.returncode == 0, p.stderr
+    assert BY_NAME["sysbench_cpu"].parse(p.stdout)["events_per_s"] > 0
+
+
+# -- the runner with workloads (fake target) ---------------------------------------------
+def _run(db, targets, specs, **cfg):
+    store = Store(db)
+    targets = [parse_target(t) for t in targets]
+    store.new_run("r", "compare", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", specs)
+    clock = iter(range(10 ** 6)).__next__
+    Runner(RunConfig(**{"max_time": 200, **cfg}), specs, targets, store, "r", clock=lambda: clock() * 0.5).run()
+    return store.load("r")
+
+
+def test_one_run_gives_every_figure_and_the_first_is_a_warmup(db):
+    specs = suite.select(None, ["sysbench_threads", "getppid"])
+    data = _run(db, ["fake", "fake:scale=2,label=b"], specs, min_processes=3)
+    wl = [s for s in data.samples if s.benchmark.startswith("sysbench_threads.")]
+    per_process = {}
+    for s in wl:
+        per_process.setdefault((s.target, s.process), []).append(s)
+    assert all(len(v) == 1 for v in per_process.values())  # one figure: one sample per run
+    for target in ("fake", "fake:scale=2,label=b"):
+        mine = sorted((s for s in wl if s.target == target), key=lambda s: s.process)
+        assert mine[0].warmup and not any(s.warmup for s in mine[1:])
+    ms, cs = analyse(data)
+    c = next(c for c in cs if c.benchmark.name == "sysbench_threads.events_per_s")
+    assert c.ratio == pytest.approx(0.5, rel=0.05)  # the candidate is twice as slow: half the rate
+
+
+def test_a_workload_that_fails_in_one_target_is_an_error_there_only(db):
+    specs = suite.select(None, ["sysbench_fileio"])  # two figures from one run
+    bad, garbled = "fake:crash=sysbench_fileio,label=b", "fake:garbage=sysbench_fileio,label=c"
+    data = _run(db, ["fake", bad, garbled], specs, min_processes=3)
+    for figure in ("sysbench_fileio.read_mib_s", "sysbench_fileio.written_mib_s"):
+        assert data.outcomes[(bad, figure)][0] == "error"
+        assert "cannot run here" in data.outcomes[(bad, figure)][1]
+        assert "no sysbench version line" in data.outcomes[(garbled, figure)][1]
+        assert data.outcomes[("fake", figure)][0] in ("precision", "budget")
+    ms, _ = analyse(data)
+    assert all(m.summary.n >= 3 for m in ms if m.target == "fake")
+
+
+def test_a_workload_whose_tool_this_host_lacks_is_skipped_with_the_reason(db, monkeypatch):
+    monkeypatch.setattr(workloads.shutil, "which", lambda name: None)
+    data = _run(db, ["fake", "fake:label=b"], suite.select(None, ["sysbench_cpu"]), min_processes=3)
+    how, why = data.outcomes[("fake:label=b", "sysbench_cpu.events_per_s")]
+    assert how == "skipped" and "apt install sysbench" in why
+    assert not data.samples

@@ -1,0 +1,48 @@
+"""Real workloads in real targets: the host's tools, copied with their
+libraries into a TCG guest, User-mode Linux (where it runs) and a
+container, each run to a ratio; the servers a workload starts end with it."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from vmtax.targets.container import ContainerTarget
+from vmtax.targets.qemu import QemuTarget
+from vmtax.targets.uml import UmlTarget
+
+pytestmark = pytest.mark.e2e
+
+QEMU_OK, QEMU_WHY = QemuTarget.available()
+UML_OK, UML_WHY = UmlTarget.available()
+CONTAINER_OK, _ = ContainerTarget.available()
+
+
+def leftovers(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if "pgrep" not in l and "defunct" not in l]
+
+
+@pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
+@pytest.mark.skipif(not (shutil.which("sysbench") and shutil.which("tbench")),
+                    reason="sysbench and dbench are not installed (make setup installs them)")
+def test_sysbench_and_tbench_in_every_target(tmp_path):
+    targets = ["local", "qemu:accel=tcg"] + (["uml"] if UML_OK else []) + (["container"] if CONTAINER_OK else [])
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "w.db"), "compare", *targets,
+           "--bench", "sysbench_cpu", "tbench", "--tool-seconds", "1", "--min-processes", "6",
+           "--precision", "50%", "--max-time", "3m", "--json", "-"]  # 6 blocks: the fewest a 95% sign-flip interval needs
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    by = {(c["benchmark"], c["candidate"]): c for c in doc["comparisons"]}
+    for t in targets[1:]:
+        for name in ("sysbench_cpu.events_per_s", "tbench.mb_per_s"):
+            c = by[(name, t)]
+            assert c["direction"] == "higher" and c["unit"] in ("events/s", "MB/s")
+            assert c["ratio"] > 0 and c["ratio_ci_low"] <= c["ratio"] <= c["ratio_ci_high"]
+    # TCG emulates every instruction: sysbench cpu is far slower there
+    assert by[("sysbench_cpu.events_per_s", "qemu:accel=tcg")]["ratio"] < 0.8
+    # this session's guests boot from its private cache (conftest): nothing of theirs is left
+    assert not leftovers(os.environ["XDG_CACHE_HOME"]) and not leftovers("tbench_srv")
