@@ -78,7 +78,9 @@ def test_whatever_an_agent_prints_is_recorded_as_its_error(tmp_path, line, needl
     spec = BenchSpec("getppid", "kernel", "ns", "lower", "d")
     store = Store(tmp_path / "h.db")
     store.new_run("r", "run", "t", "0", {})
-    target = _Scripted("evil", [line, '{"schema":1,"type":"done","bench":"getppid"}'])
+    calibrated = [] if '"calibration"' in line else ['{"schema":1,"type":"calibration","bench":"getppid",'
+                                                       '"instance":0,"iters":10}']
+    target = _Scripted("evil", calibrated + [line, '{"schema":1,"type":"done","bench":"getppid"}'])
     Runner(RunConfig(max_time=1, min_processes=2), [spec], [target], store, "r").run()
     how, reason = store.load("r").outcomes[("evil", "getppid")]
     assert how == "error" and needle in reason

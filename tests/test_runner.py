@@ -130,7 +130,7 @@ def test_interrupt_keeps_samples(db, monkeypatch):
 
     def flaky(args, timeout):
         calls["n"] += args[0] == "run"
-        if calls["n"] == 3:
+        if calls["n"] == 4:  # after the calibration, a timed process and its block's counting one
             raise KeyboardInterrupt
         return real(args, timeout)
 
@@ -160,3 +160,23 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     assert runner._pass2_share(math.inf, 90.0, 3) == 30.0
     runner.worst_precision = lambda states: math.inf
     assert runner._time_to_goal(A, st) == math.inf
+
+
+def test_one_calibration_on_the_baseline_sets_every_targets_iterations(db, monkeypatch):
+    """What an operation costs can depend on how many run back to back: every
+    target gets the iteration count the baseline calibrated, never its own."""
+    targets = [parse_target("fake"), parse_target("fake:label=b")]
+    seen = []
+    for t in targets:
+        real = t.run_agent
+        monkeypatch.setattr(t, "run_agent", lambda args, timeout, t=t, real=real:
+                            (seen.append((t.name, args)), real(args, timeout))[1])
+    store = Store(db)
+    store.new_run("r", "compare", "test", "0", {})
+    Runner(RunConfig(max_time=100, min_processes=3), [A], targets, store, "r", clock=FakeClock()).run()
+    runs = [(name, args) for name, args in seen if args[0] == "run"]
+    uncalibrated = [(name, args) for name, args in runs if "--iters" not in args]
+    assert uncalibrated == [("fake", uncalibrated[0][1])]  # one process, on the baseline, calibrates
+    assert runs[0] == uncalibrated[0]
+    assert {args[args.index("--iters") + 1] for _, args in runs[1:]} == {"1000"}
+    assert {name for name, _ in runs[1:]} == {"fake", "fake:label=b"}

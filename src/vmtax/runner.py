@@ -6,9 +6,12 @@ target per block, in an order drawn at random for every block (the seed is
 recorded with the run).  Host drift then hits every target alike, and which
 of two targets ran first in a block is a fair coin -- what the sign-flip
 test in stats.py rests on.  Every sample carries its block, so pairing never
-depends on the order samples arrived in.  The first process on a target
-calibrates the iteration count; later ones reuse it (as pyperf does), and
-every process discards its warmup samples.  Each sample is stored as it
+depends on the order samples arrived in.  Before the first block, one
+process on the baseline calibrates the iteration count, and every process
+on every target reuses it (as pyperf does within a target): the same work
+per sample everywhere, since what one operation costs can depend on how
+many run back to back (a page-fault batch's region, say).  Every process
+discards its warmup samples.  Each sample is stored as it
 arrives.
 
 A workload (suite/workloads.py) is scheduled the same way: one run of its
@@ -249,6 +252,8 @@ class Runner:
         states = sts[0]
         if until_enough and self._enough(states):
             return "budget"
+        while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
+            self._calibrate(job.specs[0], states)
         while True:
             block = self._blocks.get(job.name, 0)
             self._blocks[job.name] = block + 1
@@ -332,6 +337,44 @@ class Runner:
             if trace is not None:
                 args += ["--tracepoint-id", str(trace)]
         return args + target.agent_extra_args()
+
+    def _calibrate(self, spec: BenchSpec, states: dict[str, TargetState]) -> None:
+        """One process on the baseline (else the first target still going)
+        finds the iteration count every target then uses.  Its sample is
+        not kept: it ran outside any block."""
+        target = next(t for t in self.targets if states[t.name].done is None)
+        st = states[target.name]
+        process = self._process_counter
+        self._process_counter += 1
+        c = self.cfg
+        args = ["run", spec.name, "--samples", "1", "--warmup", "0", "--min-time-ms", str(c.min_time_ms)]
+        if target.agent_cpu() is not None:
+            args += ["--cpu", str(target.agent_cpu())]
+        started, iters = time.time(), None
+        try:
+            for line in target.run_agent(args + target.agent_extra_args(), timeout=c.agent_timeout):
+                if not line.strip():
+                    continue
+                msg = parse_line(line)
+                if msg["type"] == "calibration" and iters is None and msg.get("instance", 0) == 0:
+                    iters = msg.get("iters")
+                    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+                        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
+                elif msg["type"] == "skip":
+                    st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
+                elif msg["type"] == "error":
+                    raise AgentError(str(msg.get("message", "agent error"))[:500])
+            if iters is None and st.done is None:
+                raise AgentError("the agent calibrated nothing")
+        except (AgentError, TargetError) as e:
+            st.done, st.reason = "error", str(e)
+        except ChildFailed as e:
+            st.done, st.reason = "error", f"agent {e}"
+        if iters is not None:
+            for other in states.values():
+                other.iters = iters
+        self.store.add_process(self.run_id, process, target.name, spec.name, -1, 0, started, None, time.time(),
+                               {"error": "error", "skipped": "skipped"}.get(st.done, "calibration"))
 
     def _one_process(self, target: Target, job: Job, sts: list[TargetState], block: int,
                      slot: int = 0, counting: bool = False) -> None:
