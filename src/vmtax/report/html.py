@@ -147,7 +147,8 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
                 vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
             series.append((k, vals))
         svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
-        caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite), float('nan')):.3g}" for k in cands)
+        caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite, direction), float('nan')):.3g}"
+                            for k in cands)
         out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (sign-flip test, paired blocks) · "
                    f"{escape(direction)} is better</figcaption></figure>")
     return f'<div class="charts">{"".join(out)}</div>'

@@ -91,11 +91,12 @@ def _rows(data: RunData, ms: list[Measurement], cs: list[Comparison], notes: Not
             yield direction, spec.suite, spec.name, cells
 
 
-def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str], float]:
-    """(candidate, suite) -> geometric mean of its ratios."""
-    acc: dict[tuple[str, str], list[float]] = {}
+def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str, str], float]:
+    """(candidate, suite, direction) -> geometric mean of its ratios (a
+    suite with throughput and latency rows has a mean of each)."""
+    acc: dict[tuple[str, str, str], list[float]] = {}
     for c in cs:
-        acc.setdefault((c.candidate, c.benchmark.suite), []).append(c.ratio)
+        acc.setdefault((c.candidate, c.benchmark.suite, c.benchmark.direction), []).append(c.ratio)
     return {k: stats.geomean(v) for k, v in acc.items()}
 
 
@@ -121,11 +122,11 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         for _, s, name, cells in sel:
             if s != suite:
                 if suite is not None:
-                    body.append(_geo_row(suite, cands, gm))
+                    body.append(_geo_row(suite, direction, cands, gm))
                 suite = s
                 groups.append((len(body), f"{s}"))
             body.append(["  " + name] + [x for c in cells for x in c])
-        body.append(_geo_row(suite, cands, gm))
+        body.append(_geo_row(suite, direction, cands, gm))
         out.append(f"{_title(direction)} (ratios to {base})")
         out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
         out.append("")
@@ -135,10 +136,10 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     return "\n".join(out)
 
 
-def _geo_row(suite: str, cands: list[str], gm: dict) -> list[str]:
+def _geo_row(suite: str, direction: str, cands: list[str], gm: dict) -> list[str]:
     row = ["  geomean"]
     for k in cands:
-        row += [_ratio(gm.get((k, suite), float("nan"))), "", ""]
+        row += [_ratio(gm.get((k, suite, direction), float("nan"))), "", ""]
     return row
 
 
@@ -163,11 +164,11 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
         for _, s, name, cells in sel:
             if s != suite:
                 if suite is not None:
-                    out.append(_md_geo(suite, cands, gm))
+                    out.append(_md_geo(suite, direction, cands, gm))
                 suite = s
                 out.append(f"| **{s}** |" + " |" * (2 * len(cands)))
             out.append(f"| {name} | " + " | ".join(f"{c[0].strip()} {c[1]} | {c[2]}" for c in cells) + " |")
-        out.append(_md_geo(suite, cands, gm))
+        out.append(_md_geo(suite, direction, cands, gm))
         out.append("")
     out += [LEGEND.replace("*", "\\*"), ""]
     out += [md_cell(line) + "  " for line in notes.lines()] + ([""] if notes.items else [])
@@ -175,8 +176,9 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
     return "\n".join(out)
 
 
-def _md_geo(suite: str, cands: list[str], gm: dict) -> str:
-    return "| *geomean* | " + " | ".join(f"{_ratio(gm.get((k, suite), float('nan')))} | " for k in cands) + " |"
+def _md_geo(suite: str, direction: str, cands: list[str], gm: dict) -> str:
+    return "| *geomean* | " + " | ".join(f"{_ratio(gm.get((k, suite, direction), float('nan')))} | "
+                                        for k in cands) + " |"
 
 
 def _target_rows(data: RunData) -> list[list[str]]:
