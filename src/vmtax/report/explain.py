@@ -68,6 +68,8 @@ def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Blo
     mby = {(m.target, m.benchmark.name): m for m in ms}
     blocks = []
     for spec in data.benchmarks:
+        if spec.kind == "workload":  # a tool's figure: no per-operation counts to explain (yet)
+            continue
         present = [n for n in names if (n, spec.name) in mby and mby[(n, spec.name)].summary]
         if not present:
             continue
