@@ -267,7 +267,8 @@ def cmd_explain(args) -> int:
     out = sys.stderr if args.json == "-" else sys.stdout
     say(terminal.run_header(data) + "\n", out)
     if not any(len(b.rows) > 1 for b in blocks):
-        say("no counts in this run: it was measured before vmtax counted, with counters=off, or holds workloads only (a tool's figures carry no per-operation counts)", out)
+        say("no counts in this run: it was measured before vmtax counted, with counters=off, or holds "
+            "workloads only (a tool's figures carry no per-operation counts)", out)
     say(explain.text(blocks), out)
     if args.json:
         _json_out({"schema": jsondoc.SCHEMA, "run_id": data.id, "benchmarks": explain.to_json(blocks)},
