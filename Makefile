@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 # first) and one real workload (sysbench cpu, 2-second runs), in 7 minutes:
 # about 9 with setup on a fresh machine.  On this
 # project's 2-vCPU machines it reaches a median 95% CI of about ±1% per
-# ratio, more than half within ±1% (results/precision.md); all 30 rows in
+# ratio, more than half within ±1% (results/precision.md); all 31 micro rows in
 # the same time give ±2% (`make demo-all`).
 DEMO_BENCH := getppid segv forkwait page_fault null_read stat sig_handle fork_exec \
               ctx_2p_16k mmap pi cpuid tlb_4k sysbench_cpu
