@@ -224,6 +224,12 @@ static void test_inject(void)
 
 int main(void)
 {
+	/* Run under nohup or as a background job, this process inherits SIGHUP
+	 * or SIGINT ignored, which the agent rightly keeps ignored; the cleanup
+	 * test needs every signal it raises at its default. */
+	int reset[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+	for (int i = 0; i < 4; i++)
+		signal(reset[i], SIG_DFL);
 	test_json_escape();
 	test_calibration();
 	test_cap_in_jump_ahead();
