@@ -69,7 +69,9 @@ def test_tcg_host_user_time_is_about_the_guest_time(counted):
     rows, doc = counted
     for bench in ("getppid", "threadswitch"):
         row = rows[("qemu:accel=tcg", bench)]
-        assert 0.6 < metric(row, "host_cpu_user_ns") / row["mean"] < 1.6, bench
+        # the same order as the guest's time, and user time: emulation, not kernel entries
+        assert 0.5 < metric(row, "host_cpu_user_ns") / row["mean"] < 2.5, bench
+        assert metric(row, "host_cpu_user_ns") > metric(row, "host_cpu_sys_ns"), bench
     assert "exits" not in rows[("qemu:accel=tcg", "getppid")]["metrics"]  # TCG has no VM exits
 
 

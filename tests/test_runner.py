@@ -162,21 +162,23 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     assert runner._time_to_goal(A, st) == math.inf
 
 
-def test_one_calibration_on_the_baseline_sets_every_targets_iterations(db, monkeypatch):
-    """What an operation costs can depend on how many run back to back: every
-    target gets the iteration count the baseline calibrated, never its own."""
+def test_every_target_uses_the_smallest_calibrated_iteration_count(db, monkeypatch):
+    """What an operation costs can depend on how many run back to back: one
+    calibration per target, then every target runs the smallest count."""
     targets = [parse_target("fake"), parse_target("fake:label=b")]
     seen = []
-    for t in targets:
+    for t, iters in zip(targets, (1000, 250)):
         real = t.run_agent
-        monkeypatch.setattr(t, "run_agent", lambda args, timeout, t=t, real=real:
-                            (seen.append((t.name, args)), real(args, timeout))[1])
+
+        def spy(args, timeout, t=t, real=real, iters=iters):
+            seen.append((t.name, args))
+            for line in real(args, timeout):
+                yield line.replace('"iters": 1000', f'"iters": {iters}') if '"calibration"' in line else line
+        monkeypatch.setattr(t, "run_agent", spy)
     store = Store(db)
     store.new_run("r", "compare", "test", "0", {})
     Runner(RunConfig(max_time=100, min_processes=3), [A], targets, store, "r", clock=FakeClock()).run()
     runs = [(name, args) for name, args in seen if args[0] == "run"]
-    uncalibrated = [(name, args) for name, args in runs if "--iters" not in args]
-    assert uncalibrated == [("fake", uncalibrated[0][1])]  # one process, on the baseline, calibrates
-    assert runs[0] == uncalibrated[0]
-    assert {args[args.index("--iters") + 1] for _, args in runs[1:]} == {"1000"}
-    assert {name for name, _ in runs[1:]} == {"fake", "fake:label=b"}
+    assert [name for name, args in runs if "--iters" not in args] == ["fake", "fake:label=b"]
+    assert all("--iters" not in args for _, args in runs[:2])
+    assert {args[args.index("--iters") + 1] for _, args in runs[2:]} == {"250"}

@@ -7,10 +7,11 @@ recorded with the run).  Host drift then hits every target alike, and which
 of two targets ran first in a block is a fair coin -- what the sign-flip
 test in stats.py rests on.  Every sample carries its block, so pairing never
 depends on the order samples arrived in.  Before the first block, one
-process on the baseline calibrates the iteration count, and every process
-on every target reuses it (as pyperf does within a target): the same work
-per sample everywhere, since what one operation costs can depend on how
-many run back to back (a page-fault batch's region, say).  Every process
+process on each target calibrates an iteration count, and every process on
+every target then uses the smallest (as pyperf reuses one within a
+target): the same work per sample everywhere, since what one operation
+costs can depend on how many run back to back (a page-fault batch's
+region, say), and the slowest target's samples last --min-time-ms.  Every process
 discards its warmup samples.  Each sample is stored as it
 arrives.
 
@@ -339,11 +340,23 @@ class Runner:
         return args + target.agent_extra_args()
 
     def _calibrate(self, spec: BenchSpec, states: dict[str, TargetState]) -> None:
-        """One process on the baseline (else the first target still going)
-        finds the iteration count every target then uses.  Its sample is
-        not kept: it ran outside any block."""
-        target = next(t for t in self.targets if states[t.name].done is None)
-        st = states[target.name]
+        """One process on each target finds the iteration count that makes
+        its sample last --min-time-ms; every target then uses the smallest
+        of them: the same work per sample everywhere (what one operation
+        costs can depend on how many run back to back), and the slowest
+        target's samples no longer than they need be.  These processes'
+        samples are not kept: they ran outside any block."""
+        found = {}
+        for target in self.targets:
+            st = states[target.name]
+            if st.done is None and st.iters is None:
+                found[target.name] = self._calibrate_on(target, spec, st)
+        counts = [n for n in found.values() if n is not None]
+        if counts:
+            for st in states.values():
+                st.iters = min(counts)
+
+    def _calibrate_on(self, target: Target, spec: BenchSpec, st: TargetState) -> int | None:
         process = self._process_counter
         self._process_counter += 1
         c = self.cfg
@@ -367,14 +380,12 @@ class Runner:
             if iters is None and st.done is None:
                 raise AgentError("the agent calibrated nothing")
         except (AgentError, TargetError) as e:
-            st.done, st.reason = "error", str(e)
+            st.done, st.reason, iters = "error", str(e), None
         except ChildFailed as e:
-            st.done, st.reason = "error", f"agent {e}"
-        if iters is not None:
-            for other in states.values():
-                other.iters = iters
+            st.done, st.reason, iters = "error", f"agent {e}", None
         self.store.add_process(self.run_id, process, target.name, spec.name, -1, 0, started, None, time.time(),
                                {"error": "error", "skipped": "skipped"}.get(st.done, "calibration"))
+        return iters
 
     def _one_process(self, target: Target, job: Job, sts: list[TargetState], block: int,
                      slot: int = 0, counting: bool = False) -> None:
