@@ -181,4 +181,7 @@ def test_every_target_uses_the_smallest_calibrated_iteration_count(db, monkeypat
     runs = [(name, args) for name, args in seen if args[0] == "run"]
     assert [name for name, args in runs if "--iters" not in args] == ["fake", "fake:label=b"]
     assert all("--iters" not in args for _, args in runs[:2])
-    assert {args[args.index("--iters") + 1] for _, args in runs[2:]} == {"250"}
+    timed = [(n, args) for n, args in runs[2:] if "--count" not in args]
+    counted = {n: args[args.index("--iters") + 1] for n, args in runs[2:] if "--count" in args}
+    assert {args[args.index("--iters") + 1] for _, args in timed} == {"250"}
+    assert counted == {"fake": "1000", "fake:label=b": "250"}  # a counted batch: its target's own count

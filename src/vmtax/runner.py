@@ -68,6 +68,7 @@ class TargetState:
     done: str | None = None          # "skipped" or "error" once finished early
     reason: str = ""
     warmed: bool = False             # a workload's warmup run is done on this target
+    own_iters: int | None = None     # this target's own calibration: its counted batches use it
 
     def block_means(self) -> dict[int, float]:
         """Block -> the mean of the process measured in it."""
@@ -326,8 +327,13 @@ class Runner:
             if counting else ["--samples", str(c.samples_per_process)]
         args = ["run", spec.name, *samples, "--warmup", str(max(c.warmup, 1) if counting else c.warmup),
                 "--min-time-ms", str(c.min_time_ms)]
-        if st.iters:  # the first process's calibration: no need for the agent's own probe
-            args += ["--iters", str(st.iters), "--max-sample-ms", "0"]
+        # the shared calibration: no need for the agent's own probe.  A counted
+        # batch lasts this target's own --min-time-ms instead: its counts, not
+        # its time, are kept, and the host probe needs a batch long against
+        # the settle pause and the idle rate it subtracts
+        iters = st.own_iters if counting and st.own_iters else st.iters
+        if iters:
+            args += ["--iters", str(iters), "--max-sample-ms", "0"]
         cpu = target.agent_cpu()
         if cpu is not None:
             args += ["--cpu", str(cpu)]
@@ -351,6 +357,8 @@ class Runner:
             st = states[target.name]
             if st.done is None and st.iters is None:
                 found[target.name] = self._calibrate_on(target, spec, st)
+        for name, n in found.items():
+            states[name].own_iters = n
         counts = [n for n in found.values() if n is not None]
         if counts:
             for st in states.values():
