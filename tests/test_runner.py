@@ -162,12 +162,13 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     assert runner._time_to_goal(A, st) == math.inf
 
 
-def test_every_target_uses_the_smallest_calibrated_iteration_count(db, monkeypatch):
+def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeypatch):
     """What an operation costs can depend on how many run back to back: one
-    calibration per target, then every target runs the smallest count."""
+    calibration per target, then every target's timed processes run the
+    baseline's count; a counted batch its own target's."""
     targets = [parse_target("fake"), parse_target("fake:label=b")]
     seen = []
-    for t, iters in zip(targets, (1000, 250)):
+    for t, iters in zip(targets, (250, 1000)):
         real = t.run_agent
 
         def spy(args, timeout, t=t, real=real, iters=iters):
@@ -184,4 +185,4 @@ def test_every_target_uses_the_smallest_calibrated_iteration_count(db, monkeypat
     timed = [(n, args) for n, args in runs[2:] if "--count" not in args]
     counted = {n: args[args.index("--iters") + 1] for n, args in runs[2:] if "--count" in args}
     assert {args[args.index("--iters") + 1] for _, args in timed} == {"250"}
-    assert counted == {"fake": "1000", "fake:label=b": "250"}  # a counted batch: its target's own count
+    assert counted == {"fake": "250", "fake:label=b": "1000"}  # a counted batch: its target's own count

@@ -7,11 +7,11 @@ recorded with the run).  Host drift then hits every target alike, and which
 of two targets ran first in a block is a fair coin -- what the sign-flip
 test in stats.py rests on.  Every sample carries its block, so pairing never
 depends on the order samples arrived in.  Before the first block, one
-process on each target calibrates an iteration count, and every process on
-every target then uses the smallest (as pyperf reuses one within a
-target): the same work per sample everywhere, since what one operation
-costs can depend on how many run back to back (a page-fault batch's
-region, say), and the slowest target's samples last --min-time-ms.  Every process
+process on each target calibrates an iteration count, and every timed
+process on every target then uses the baseline's (as pyperf reuses one
+within a target): the same work per sample everywhere, since what one
+operation costs can depend on how many run back to back (a page-fault
+batch's region, say).  Every process
 discards its warmup samples.  Each sample is stored as it
 arrives.
 
@@ -347,11 +347,15 @@ class Runner:
 
     def _calibrate(self, spec: BenchSpec, states: dict[str, TargetState]) -> None:
         """One process on each target finds the iteration count that makes
-        its sample last --min-time-ms; every target then uses the smallest
-        of them: the same work per sample everywhere (what one operation
-        costs can depend on how many run back to back), and the slowest
-        target's samples no longer than they need be.  These processes'
-        samples are not kept: they ran outside any block."""
+        its sample last --min-time-ms; every target's timed processes then
+        use the baseline's (else the first target's still going): the same
+        work per sample everywhere, since what one operation costs can depend
+        on how many run back to back (with counts of their own, A/A pairs
+        differed by up to 46%: results/validity-own-calibration.md).  A
+        slower target's samples last longer; the smallest count instead cost
+        the baseline a tenfold wider interval (its samples too short).  Each
+        target's own count is kept for its counted batches.  These
+        processes' samples are not kept: they ran outside any block."""
         found = {}
         for target in self.targets:
             st = states[target.name]
@@ -359,10 +363,10 @@ class Runner:
                 found[target.name] = self._calibrate_on(target, spec, st)
         for name, n in found.items():
             states[name].own_iters = n
-        counts = [n for n in found.values() if n is not None]
-        if counts:
+        shared = next((found[t.name] for t in self.targets if found.get(t.name) is not None), None)
+        if shared is not None:
             for st in states.values():
-                st.iters = min(counts)
+                st.iters = shared
 
     def _calibrate_on(self, target: Target, spec: BenchSpec, st: TargetState) -> int | None:
         process = self._process_counter
