@@ -24,10 +24,12 @@ $(VENV)/.installed: pyproject.toml
 # The main job: the machine against a QEMU guest, User-mode Linux and a
 # container, on 13 rows that cover every family (the seed-001 kernel rows
 # first) and one real workload (sysbench cpu, 2-second runs), in 7 minutes:
-# about 9 with setup on a fresh machine.  On this
-# project's 2-vCPU machines it reaches a median 95% CI of about ±1% per
-# ratio, more than half within ±1% (results/precision.md); all 31 micro rows in
-# the same time give ±2% (`make demo-all`).
+# about 9 with setup on a fresh machine.  With each target calibrating its
+# own iteration count it reached a median 95% CI of ±0.46% per ratio here;
+# with the baseline's count on every target (valid A/A pairs:
+# results/validity.md) the slow targets' processes last longer and a fresh
+# run on a noisy host gave ±8.7% (results/precision.md): open work.
+# `make demo-all` runs all 31 micro rows in the same time.
 DEMO_BENCH := getppid segv forkwait page_fault null_read stat sig_handle fork_exec \
               ctx_2p_16k mmap pi cpuid tlb_4k sysbench_cpu
 
