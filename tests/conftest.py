@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -9,6 +10,15 @@ import pytest
 # images): one private cache for the whole session, set before any test
 # module is imported (some probe targets at import), removed at the end.
 _CACHE = tempfile.mkdtemp(prefix="vmtax-test-cache-")
+
+# Run under nohup or as a background job, the suite inherits SIGHUP or SIGINT
+# ignored, and so would every vmtax and agent it starts (Python installs no
+# Ctrl-C handler when SIGINT is ignored): the tests that send those signals
+# need them at their defaults.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 os.environ["XDG_CACHE_HOME"] = _CACHE
 
 
