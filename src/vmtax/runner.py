@@ -382,9 +382,7 @@ class Runner:
                     continue
                 msg = parse_line(line)
                 if msg["type"] == "calibration" and iters is None and msg.get("instance", 0) == 0:
-                    iters = msg.get("iters")
-                    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
-                        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
+                    iters = _calibrated(msg, line)
                 elif msg["type"] == "skip":
                     st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
                 elif msg["type"] == "error":
@@ -430,10 +428,7 @@ class Runner:
                         mark = now
                     self._take_sample(target, spec, process, block, msg, st, host)
                 elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
-                    iters = msg.get("iters")
-                    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
-                        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
-                    st.iters = iters
+                    st.iters = _calibrated(msg, line)
                 elif kind == "skip":
                     st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
                 elif kind == "error":
@@ -516,6 +511,14 @@ class Runner:
         if not s.warmup and not s.counting:
             st.values.append(s.value)
             st.groups.append(process)
+
+
+def _calibrated(msg: dict, line: str) -> int:
+    """The iteration count of an agent's calibration line, checked."""
+    iters = msg.get("iters")
+    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
+    return iters
 
 
 def mirror(m: dict[str, float]) -> dict[str, float]:
