@@ -69,8 +69,10 @@ def test_tcg_host_user_time_is_about_the_guest_time(counted):
     rows, doc = counted
     for bench in ("getppid", "threadswitch"):
         row = rows[("qemu:accel=tcg", bench)]
-        # the same order as the guest's time, and user time: emulation, not kernel entries
-        assert 0.5 < metric(row, "host_cpu_user_ns") / row["mean"] < 2.5, bench
+        # the host's CPU time is the guest's CPU time, in the same counted
+        # batches (counting slows the guest: not the timed mean), and it is
+        # user time: emulation, not kernel entries.  Measured 1.09-1.27 (AMD)
+        assert 0.7 < metric(row, "host_cpu_ns") / metric(row, "task_clock_ns") < 2.0, bench
         assert metric(row, "host_cpu_user_ns") > metric(row, "host_cpu_sys_ns"), bench
     assert "exits" not in rows[("qemu:accel=tcg", "getppid")]["metrics"]  # TCG has no VM exits
 
