@@ -186,3 +186,26 @@ def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeyp
     counted = {n: args[args.index("--iters") + 1] for n, args in runs[2:] if "--count" in args}
     assert {args[args.index("--iters") + 1] for _, args in timed} == {"250"}
     assert counted == {"fake": "250", "fake:label=b": "1000"}  # a counted batch: its target's own count
+
+
+def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
+    """With processes of a big share of the budget (a compile under TCG
+    takes minutes), the run ends within --max-time, not a block after it."""
+    clock = FakeClock(0.0)
+    store = Store(db)
+    targets = [parse_target("fake:noise=0.3"), parse_target("fake:noise=0.3,seed=2")]
+    for t in targets:
+        run_agent = t.run_agent
+
+        def slow(args, timeout, run_agent=run_agent):
+            clock.t += 7.0  # every process takes 7 s of the budget
+            return run_agent(args, timeout)
+        t.run_agent = slow
+    store.new_run("r", "run", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", [A])
+    Runner(RunConfig(precision=1e-6, max_time=100, min_processes=2), [A], targets, store, "r",
+           clock=clock).run()
+    blocks = {s.block for s in store.load("r").samples if not s.counting}
+    assert len(blocks) >= 3 and clock.t <= 100, clock.t
