@@ -14,13 +14,15 @@ pkgs=(
   podman runc                 # the container target (unshare+chroot where podman fails)
   chromium                    # renders the HTML report in its end-to-end test
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
+  make strace                 # the compile workload: make runs it, strace finds the toolchain's files
 )
+here=$(dirname "$0")
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && exec "$here/fetch-sources.sh"
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -36,3 +38,4 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 fi
 $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+"$here/fetch-sources.sh"

@@ -11,7 +11,7 @@ import pytest
 
 from vmtax import suite
 from vmtax.analysis import analyse
-from vmtax.errors import UserError
+from vmtax.errors import TargetError, UserError
 from vmtax.guest import closure
 from vmtax.runner import RunConfig, Runner, jobs_of
 from vmtax.store import Store
@@ -56,7 +56,13 @@ def test_dbench_tbench_redis_stress_ng():
     assert BY_NAME["stress_fork"].parse(read("stress-ng-0.15.06-cpu.txt")) == {"ops_per_s": 2552.514606}
 
 
+def test_compile_time_is_the_uptime_difference_the_script_prints():
+    assert BY_NAME["compile_lua"].parse("ar: `u' modifier ignored\nvmtax-compile: 1234.56 1243.01\n") == \
+        {"seconds": pytest.approx(8.45)}
+
+
 @pytest.mark.parametrize("name,text,says", [
+    ("compile_lua", "make: *** [Makefile:55: posix] Error 2\n", "no 'vmtax-compile: START END' line"),
     ("sysbench_cpu", "sysbench 2.0.0 (using bundled LuaJIT)\nCPU speed:\n    ev/s: 12\n", "sysbench 2.0.0"),
     ("sysbench_cpu", "", "no sysbench version line"),
     ("fio_randread", "fio: something went wrong\n", "no JSON document"),
@@ -111,6 +117,33 @@ def test_closure_brings_the_loader_and_libraries():
     assert any("libc.so" in name for name in files)
     for name, src in files.items():
         assert not name.startswith("/") and src.is_file()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (make setup installs it)")
+def test_a_trace_finds_what_a_command_opens_and_runs(tmp_path):
+    from vmtax.guest import traced
+    (tmp_path / "inside").write_text("x")
+    files = dict(traced(["/bin/sh", "-c", "cat /etc/os-release ./inside >/dev/null"], str(tmp_path)))
+    assert "etc/os-release" in files  # opened, under the name it was opened by
+    assert any(n.endswith("bin/cat") for n in files)  # executed, with its libraries and the loader
+    assert "lib64/ld-linux-x86-64.so.2" in files and any("libc.so" in n for n in files)
+    assert not any("inside" in n for n in files) and "etc/ld.so.cache" not in files
+    with pytest.raises(TargetError, match="failed on this host"):
+        traced(["/bin/sh", "-c", "exit 3"], str(tmp_path))
+
+
+@pytest.mark.skipif(not (shutil.which("strace") and shutil.which("gcc") and shutil.which("make")),
+                    reason="strace, gcc and make are needed (make setup installs them)")
+@pytest.mark.skipif(not Path(workloads.LUA_SRC, "src", "lua.c").is_file(),
+                    reason="the Lua source is not fetched (make setup runs scripts/fetch-sources.sh)")
+def test_the_toolchain_of_the_compile_is_found_without_the_plugins_it_never_uses():
+    files = dict(workloads.lua_toolchain())
+    names = " ".join(files)
+    for needed in ("/cc1", "bin/as", "bin/ld", "bin/make", "Scrt1.o", "libc.so", "stdio.h", "libgcc.a"):
+        assert needed in names, needed
+    assert "LLVM" not in names and "libstdc++" not in names  # binutils load LLVM's gold plugin: not the build
+    assert sum(src.stat().st_size for src in files.values()) < 100e6
+    assert files == dict(workloads.lua_toolchain())  # remembered
 
 
 @pytest.mark.skipif(not shutil.which("sysbench"), reason="sysbench is not installed")

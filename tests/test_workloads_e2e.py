@@ -46,3 +46,21 @@ def test_sysbench_and_tbench_in_every_target(tmp_path):
     assert by[("sysbench_cpu.events_per_s", "qemu:accel=tcg")]["ratio"] < 0.8
     # this session's guests boot from its private cache (conftest): nothing of theirs is left
     assert not leftovers(os.environ["XDG_CACHE_HOME"]) and not leftovers("tbench_srv")
+
+
+@pytest.mark.skipif(not CONTAINER_OK, reason="no container runtime works here")
+@pytest.mark.skipif(not os.path.isfile("/usr/local/src/vmtax/lua5.4/src/lua.c"),
+                    reason="the Lua source is not fetched (make setup runs scripts/fetch-sources.sh)")
+def test_a_compile_in_a_container_with_the_toolchain_copied_in(tmp_path):
+    """The toolchain the trace found (gcc, cc1, as, ld, headers, crt files)
+    is all a root needs: the build in the container's busybox root makes an
+    interpreter that computes 6*7 (the script checks), in about the host's time."""
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "compare", "local", "container",
+           "--bench", "compile_lua", "--min-processes", "2", "--max-time", "2m", "--json", "-"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    (c,) = [c for c in doc["comparisons"] if c["benchmark"] == "compile_lua.seconds"]
+    assert c["unit"] == "s" and c["direction"] == "lower"
+    assert 0.5 < c["ratio"] < 2.0, c  # the same kernel, the same CPU: a build is no slower in a container
+    assert not leftovers(os.environ["XDG_CACHE_HOME"])

@@ -14,6 +14,7 @@ import stat
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from ..agent import agent_path
 from ..errors import TargetError
@@ -55,10 +56,16 @@ def remember_probe(name: str, key: str, finding: str) -> None:
 Extra = tuple[tuple[str, Path], ...]  # (path inside the root, host file)
 
 
+APPLETS = ("sh", "ip", "mount", "stty", "poweroff", "sync", "cat", "mkdir", "mknod", "ln", "sleep", "rm",
+           "true", "cp")
+
+
 def _files(extra: Extra = ()) -> list[tuple[str, Path]]:
+    """The root's files: its own, then the extras (never over its own or a
+    busybox applet: /bin/sh in a root is busybox's, not the host's dash)."""
     base = [("bin/busybox", busybox_path()), ("vmtax-agent", agent_path()),
             ("init", HERE / "init"), ("vmtax-shell", HERE / "vmtax-shell")]
-    taken = {name for name, _ in base}
+    taken = {name for name, _ in base} | {f"bin/{a}" for a in APPLETS}
     return base + [(name, src) for name, src in extra if name not in taken]
 
 
@@ -85,7 +92,7 @@ def closure(tools: list[str], data: list[str] = ()) -> Extra:
     data files named.  TargetError naming what cannot be found."""
     out: dict[str, Path] = {}
     for tool in tools:
-        exe = shutil.which(tool)
+        exe = tool if os.path.isabs(tool) and os.path.isfile(tool) else shutil.which(tool)
         if not exe:
             raise TargetError(f"{tool} is not installed on this host")
         out[exe.lstrip("/")] = Path(exe).resolve()
@@ -102,10 +109,77 @@ def closure(tools: list[str], data: list[str] = ()) -> Extra:
             if m:
                 out[m.group(2).lstrip("/")] = Path(m.group(2)).resolve()
     for d in data:
+        if os.path.isdir(d):  # a tree: every regular file in it
+            for top, _, names in os.walk(d):
+                for n in names:
+                    f = os.path.join(top, n)
+                    if os.path.isfile(f):
+                        out[f.lstrip("/")] = Path(f).resolve()
+            continue
         if not os.path.isfile(d):
             raise TargetError(f"{d} is missing on this host")
         out[d.lstrip("/")] = Path(d).resolve()
     return tuple(sorted(out.items()))
+
+
+# what a traced run touches that is no file for a root: the kernel's and the
+# run's own places, and the loader's cache (a root's libraries sit elsewhere)
+TRACE_SKIP = ("/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/", "/etc/ld.so.cache")
+TRACE_OK = re.compile(r'^\d*\s*(execve|openat|open)\((?:AT_FDCWD, )?"([^"\\]+)".*\) = (\d+)')
+
+
+def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 900) -> Extra:
+    """What a root needs to run a command as it runs here: run it once on
+    this host under strace -f, keep every absolute path it opened or
+    executed (outside cwd and the kernel's trees) and the libraries of every
+    program it executed (the dynamic loader too, which the kernel opens
+    unseen).  For a toolchain, whose files no ldd finds (cc1, as, ld, the
+    headers, crt1.o, libc.so's linker script).  TargetError if it fails."""
+    strace = shutil.which("strace")
+    if not strace:
+        raise TargetError("strace is not installed on this host (make setup installs it)")
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="vmtax-trace-") as tmp:
+        try:
+            p = subprocess.run([strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat",
+                                "-o", os.path.join(tmp, "t"), *argv], cwd=cwd, env=env,
+                               capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise TargetError(f"could not trace {argv[0]}: {e}") from None
+        if p.returncode != 0:
+            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise TargetError(f"{' '.join(argv[:3])} failed on this host (status {p.returncode}): {tail[0][:200]}")
+        files, programs = set(), set()
+        for name in os.listdir(tmp):
+            with open(os.path.join(tmp, name), errors="replace") as f:
+                for line in f:
+                    m = TRACE_OK.match(line)
+                    if m and m.group(2).startswith("/"):
+                        (programs if m.group(1) == "execve" else files).add(m.group(2))
+    here = os.path.realpath(cwd) + "/"
+
+    def ours(f: str) -> bool:
+        return os.path.realpath(f).startswith(here) or f.startswith(here)
+    keep = [f for f in files | programs
+            if not f.startswith(TRACE_SKIP) and not ours(f) and os.path.isfile(f)]
+    # binutils load every plugin in their bfd-plugins directory, whether the
+    # build uses it or not (LLVM's gold plugin brings ~150 MB of libraries):
+    # a plugin is kept only where the build names it itself (gcc passes its
+    # LTO plugin by path), and the libraries only a dropped plugin loads go
+    # with it (ldd's spelling; ld opens its link inputs by other paths)
+    real = {}
+    for f in keep:
+        real.setdefault(os.path.realpath(f), []).append(f)
+    plugins = {f for f in keep if "/bfd-plugins/" in f and len(real[os.path.realpath(f)]) == 1}
+    keep = [f for f in keep if f not in plugins]
+    theirs = {k for k, _ in closure(sorted(plugins))} if plugins else set()
+    needed = {k for k, _ in closure(sorted(x for x in programs if os.path.isfile(x)) +
+                                   [f for f in keep if ".so" in os.path.basename(f)
+                                    and f.lstrip("/") not in theirs])}
+    only_plugins = theirs - needed
+    found = {k: v for k, v in closure(sorted(x for x in programs if os.path.isfile(x)))}
+    found.update((f.lstrip("/"), Path(f).resolve()) for f in keep if f.lstrip("/") not in only_plugins)
+    return tuple(sorted((os.path.normpath(k), v) for k, v in found.items() if not ours("/" + k)))
 
 
 def rootfs_dir(extra: Extra = ()) -> Path:
@@ -121,8 +195,7 @@ def rootfs_dir(extra: Extra = ()) -> Path:
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, tmp / name)
         os.chmod(tmp / name, 0o755)
-    for applet in ("sh", "ip", "mount", "stty", "poweroff", "sync", "cat", "mkdir", "mknod", "ln",
-                   "sleep", "rm", "true"):
+    for applet in APPLETS:
         os.symlink("busybox", tmp / "bin" / applet)
     (tmp / "tmp").chmod(0o1777)
     tmp.rename(root)
@@ -138,3 +211,23 @@ def initramfs(extra: Extra = ()) -> Path:
         write_newc(tmp, rootfs_dir(extra), extra_nodes=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)])
         tmp.rename(out)
     return out
+
+
+def traced_cached(key: str, argv: list[str], cwd_setup: Callable[[str], None], env: dict | None = None) -> Extra:
+    """traced(), remembered under `key` while every file it found is
+    unchanged (size and mtime): a toolchain's trace costs one build.
+    cwd_setup(dir) prepares the directory the command runs in."""
+    memo = cache_dir() / f"trace-{key}.json"
+    try:
+        known = json.loads(memo.read_text())
+        if all(os.stat(src).st_size == size and os.stat(src).st_mtime == mtime
+               for _, src, size, mtime in known):
+            return tuple((name, Path(src)) for name, src, _, _ in known)
+    except (OSError, ValueError, TypeError):
+        pass
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="vmtax-build-") as tmp:
+        cwd_setup(tmp)
+        found = traced(argv, tmp, env)
+    memo.write_text(json.dumps([(n, str(src), src.stat().st_size, src.stat().st_mtime) for n, src in found]))
+    return found

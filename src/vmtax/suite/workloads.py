@@ -56,8 +56,12 @@ class Workload:
     script: str                  # one line of POSIX sh (see the module's doc)
     figures: tuple[Figure, ...]
     parse: Callable[[str], dict[str, float]]
-    data: tuple[str, ...] = ()   # further files the tools read (absolute paths)
+    data: tuple[str, ...] = ()   # further files (or trees) the tools read (absolute paths)
     timeout: float = 600.0       # one run, in the slowest target
+    fetch: str = ""              # how data that no package brings is had
+    # files no ldd finds (a toolchain's cc1, as, ld, headers, crt1.o): found
+    # by running the workload once on this host under strace (guest.traced)
+    traced: Callable[[], tuple] | None = None
 
     def specs(self) -> list[BenchSpec]:
         return [BenchSpec(name=f"{self.name}.{f.name}", suite=self.suite, unit=f.unit,
@@ -71,8 +75,8 @@ class Workload:
         if gone:
             return f"{', '.join(gone)} not installed on this host (apt install {self.package})"
         import os
-        absent = [d for d in self.data if not os.path.isfile(d)]
-        return f"{', '.join(absent)} missing (apt install {self.package})" if absent else ""
+        absent = [d for d in self.data if not os.path.exists(d)]
+        return f"{', '.join(absent)} missing ({self.fetch or f'apt install {self.package}'})" if absent else ""
 
     def argv(self, scratch: str, seconds: int, port: int) -> list[str]:
         return ["/bin/sh", "-c", PRELUDE + self.script, f"vmtax-{self.name}", scratch, str(seconds), str(port)]
@@ -166,6 +170,14 @@ def redis_benchmark(tests: tuple[str, ...]) -> Callable[[str], dict[str, float]]
     return parse
 
 
+def compile_seconds(text: str) -> dict[str, float]:
+    """The build's wall time, from /proc/uptime read before and after."""
+    m = re.search(r"^vmtax-compile: " + NUM + " " + NUM + "$", text, re.MULTILINE)
+    if not m:
+        raise ParseError("the build printed no 'vmtax-compile: START END' line")
+    return {"seconds": float(m.group(2)) - float(m.group(1))}
+
+
 def stress_ng(text: str) -> dict[str, float]:
     return {"ops_per_s": _field(text, "stress-ng", "bogo-ops-per-second-real-time",
                                 r"^\s*bogo-ops-per-second-real-time:\s+" + NUM, "stress-ng --yaml")}
@@ -189,6 +201,26 @@ SERVE = ("$D {server} & srv=$!; trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/nu
 REDIS = ("redis-server --port $3 --bind 127.0.0.1 --save '' --appendonly no --protected-mode no "
          "--daemonize no --logfile ''")
 STRESS = "stress-ng --{stressor} 1 -t $2 --metrics-brief --yaml sng.yaml >&2 && cat sng.yaml; rc=$?; rm -f sng.yaml; exit $rc"
+
+
+# the compile: Lua 5.4 from Debian's lua5.4 source package (scripts/fetch-sources.sh
+# puts it here), built as its README says, `make posix`, with the debug info
+# distributions build with, one job (a guest has one vCPU unless smp=N), from
+# a fresh copy of the tree; the interpreter it made must then compute 6*7.
+# Timed inside the target from /proc/uptime (10 ms ticks: 0.1% of a build)
+LUA_SRC = "/usr/local/src/vmtax/lua5.4"
+LUA_BUILD = "make -s posix MYCFLAGS=-g >/dev/null && [ \"$(src/lua -e 'io.write(6*7)')\" = 42 ]"
+COMPILE = (f"rm -rf lua && cp -r {LUA_SRC} lua && cd lua && read a _ </proc/uptime && {LUA_BUILD} && "
+           'read b _ </proc/uptime && cd .. && rm -rf lua && echo "vmtax-compile: $a $b"')
+
+
+def lua_toolchain() -> tuple:
+    """gcc, make and binutils with every file the build reads, as found by
+    building once on this host (remembered while those files are unchanged)."""
+    import os
+    from ..guest import traced_cached
+    return traced_cached("compile_lua", ["/bin/sh", "-c", "cd lua && " + LUA_BUILD],
+                         lambda d: shutil.copytree(LUA_SRC, os.path.join(d, "lua"), symlinks=True))
 
 
 def _sb(test: str, threads: int = 1, opts: str = "") -> str:
@@ -249,6 +281,11 @@ WORKLOADS: tuple[Workload, ...] = (
              (Figure("set_rps", "ops/s", "higher", "SET requests per second"),
               Figure("get_rps", "ops/s", "higher", "GET requests per second")),
              redis_benchmark(("SET", "GET"))),
+    Workload("compile_lua", "apps", "build Lua 5.4 from Debian's lua5.4 source: make posix (gcc -O2 -g, "
+             "one job) in the scratch directory", "gcc make strace", ("make", "gcc", "strace"), COMPILE,
+             (Figure("seconds", "s", "lower", "wall time of the build"),), compile_seconds,
+             data=(LUA_SRC,), timeout=3600.0, fetch="scripts/fetch-sources.sh gets Debian's lua5.4 source; "
+             "make setup runs it", traced=lua_toolchain),
     # stress-ng stressors matching agent rows: a cross-check of the agent's figures
     Workload("stress_fork", "stress", "stress-ng --fork 1 (cf. the agent's forkwait)", "stress-ng",
              ("stress-ng",), STRESS.format(stressor="fork"),
@@ -279,4 +316,8 @@ def provision(specs: list[BenchSpec]):
     chosen = [w for w in WORKLOADS if any(of_spec(s.name) is w for s in specs) and not w.missing()]
     tools = sorted({t for w in chosen for t in w.tools})
     data = sorted({d for w in chosen for d in w.data})
-    return closure(tools, data) if tools else ()
+    files = dict(closure(tools, data)) if tools else {}
+    for w in chosen:
+        if w.traced is not None:
+            files.update(w.traced())
+    return tuple(sorted(files.items()))
