@@ -66,7 +66,7 @@ def main() -> int:
              "Every tool is the host's Debian 12 package, copied with its shared libraries into the guest's "
              "initramfs and the container's root (the compile's toolchain: every file a build on the host "
              "opened or ran, found with strace); each runs in the target's tmpfs scratch directory "
-             "(no disks yet: the devices issue) and servers (tbench_srv, redis-server) on the target's own "
+             "(a tmpfs: disks are bench/disks.py's) and servers (tbench_srv, redis-server) on the target's own "
              "loopback.  One tool run is one unit of replication; the first run on each target is a warmup. "
              "Throughput rows: a ratio below 1 is slower than the bare machine.", "",
              "```", board.rstrip(), "```", "",

@@ -15,12 +15,13 @@ sudo=""
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/src"
-# the Debian archive's entries only (third-party repositories seldom carry sources)
+# the Debian archive's entries only (third-party repositories seldom carry sources;
+# a mirror that is not *.debian.org is missed: the workload then says so)
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-  [ -f "$f" ] && grep -E '^deb .*debian' "$f" | sed 's/^deb /deb-src /' >>"$tmp/parts/vmtax.list"
+  [ -f "$f" ] && grep -E '^deb .*debian\.org' "$f" | sed 's/^deb /deb-src /' >>"$tmp/parts/vmtax.list"
 done
 for f in /etc/apt/sources.list.d/*.sources; do
-  [ -f "$f" ] && grep -q 'debian' "$f" &&
+  [ -f "$f" ] && grep -qE '^URIs:.*debian\.org' "$f" &&
     sed 's/^Types: .*/Types: deb-src/' "$f" >"$tmp/parts/$(basename "$f")"
 done
 apt=(apt-get -q -o Dir::Etc::sourcelist=/dev/null -o Dir::Etc::sourceparts="$tmp/parts"
@@ -36,7 +37,11 @@ if [ -z "$orig" ]; then
   exit 0
 fi
 $sudo mkdir -p "$dest/lua5.4.tmp"
-$sudo tar -xf "$orig" -C "$dest/lua5.4.tmp" --strip-components=1 --no-same-owner
+if ! $sudo tar -xf "$orig" -C "$dest/lua5.4.tmp" --strip-components=1 --no-same-owner; then
+  $sudo rm -rf "$dest/lua5.4.tmp"
+  echo "setup: could not unpack $(basename "$orig") (the compile workload will say so)"
+  exit 0
+fi
 basename "$orig" | $sudo tee "$dest/lua5.4.tmp/VMTAX-SOURCE" >/dev/null
 $sudo rm -rf "$dest/lua5.4"
 $sudo mv "$dest/lua5.4.tmp" "$dest/lua5.4"

@@ -7,7 +7,8 @@ pkgs=(
   python3 python3-venv        # the vmtax package
   linux-perf                  # perf stat and perf bench, for counters and cross-checks
   procps                      # pgrep, for the tests' leftover-process checks
-  qemu-system-x86             # the qemu target
+  qemu-system-x86 qemu-utils  # the qemu target (qemu-img: its qcow2 disks)
+  e2fsprogs                   # mkfs.ext4 for the guests' scratch disks
   linux-image-cloud-amd64     # a guest kernel for it (/boot/vmlinuz-*)
   busybox-static              # the guest's and container's userland
   user-mode-linux             # the uml target

@@ -211,3 +211,12 @@ def test_a_workload_whose_tool_this_host_lacks_is_skipped_with_the_reason(db, mo
     how, why = data.outcomes[("fake:label=b", "sysbench_cpu.events_per_s")]
     assert how == "skipped" and "apt install sysbench" in why
     assert not data.samples
+
+
+def test_a_disk_workload_is_skipped_where_the_scratch_directory_is_a_tmpfs(db, monkeypatch):
+    from vmtax.targets.fake import FakeTarget
+    monkeypatch.setattr(FakeTarget, "on_disk", lambda self: self.name == "fake:label=b")
+    data = _run(db, ["fake", "fake:label=b"], suite.select(None, ["disk_randread"]), min_processes=3)
+    how, why = data.outcomes[("fake", "disk_randread.iops")]
+    assert how == "skipped" and "needs direct I/O" in why and "qemu:disk=virtio" in why
+    assert data.outcomes[("fake:label=b", "disk_randread.iops")][0] != "skipped"

@@ -37,12 +37,19 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
     return out
 
 
+def _carries_metrics(s: Sample) -> bool:
+    """A counted batch; or a workload's timed run, whose metric is read
+    without a counter (/proc ticks: no cost to the run)."""
+    return s.counting or (bool(s.metrics) and not s.warmup)
+
+
 def metric_summaries(samples: list[Sample]) -> dict[str, Summary]:
     """Each metric per operation over the counted batches: a Student
-    interval over the means of the counting processes (metrics.py)."""
+    interval over the means of the counting processes (metrics.py); a
+    workload's runs carry theirs (host CPU per unit of work)."""
     by: dict[str, tuple[list[float], list[int]]] = {}
     for s in samples:
-        if s.counting:
+        if _carries_metrics(s):
             for name, v in s.metrics.items():
                 vals, groups = by.setdefault(name, ([], []))
                 vals.append(v)
@@ -55,7 +62,7 @@ def metric_block_means(samples: list[Sample]) -> dict[str, dict[int, float]]:
     """metric -> {block: the value of the counting process of that block}."""
     acc: dict[str, dict[int, list[float]]] = defaultdict(dict)
     for s in samples:
-        if s.counting and s.block >= 0:
+        if _carries_metrics(s) and s.block >= 0:
             for name, v in s.metrics.items():
                 acc[name].setdefault(s.block, []).append(v)
     return {n: {b: sum(v) / len(v) for b, v in blocks.items()} for n, blocks in acc.items()}

@@ -294,7 +294,8 @@ def cmd_runs(args) -> int:
 def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", action="append", metavar="NAME",
                    help="suite to run (repeatable): a suite of `vmtax list`, default (every micro "
-                        "benchmark: what runs without --suite or --bench), apps (the real workloads), all")
+                        "benchmark: what runs without --suite or --bench), apps (the real workloads), disk "
+                        "(direct I/O on a target's disk: qemu:disk=virtio, local:dir=/var/tmp), all")
     p.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
                    help="benchmark(s) to run, by name; a workload's name (redis) runs all its figures")
     p.add_argument("--precision", default="1%",

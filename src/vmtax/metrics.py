@@ -50,6 +50,10 @@ _ALL = [
     Metric("host_syscalls", "syscalls", "host", "host syscalls",
            "system calls the target's host processes and threads made per operation"),
     Metric("exits", "exits", "host", "VM exits", "VM exits per operation (KVM: QMP query-stats)"),
+    # a workload's, per unit of the work it did (seed 003's figure of merit)
+    Metric("host_cpu_per_unit", "s/GB", "host", "host CPU per GB",
+           "host CPU seconds per GB the workload moved: the target's host processes (local: the tool "
+           "itself), user and system, less their idle rate"),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_io, exits_mmio, exits_halt, ...

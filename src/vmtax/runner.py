@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import random
+import resource
 import socket
 import time
 import uuid
@@ -34,7 +35,8 @@ from typing import Callable, Protocol
 from . import __version__, stats
 from .agent import agent_hash, parse_line, sample_fields
 from .errors import AgentError, StoreError, TargetError
-from .hostprobe import syscall_tracepoint
+from .hostproc import TICK
+from .hostprobe import syscall_tracepoint, ticks
 from .model import BenchSpec, Sample
 from .proc import ChildFailed
 from .store import Store
@@ -470,6 +472,12 @@ class Runner:
     def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], block: int, slot: int) -> None:
         """One run of a workload's tool (after a warmup run, the first time
         on this target): a sample of each of its figures."""
+        if job.workload.needs_disk and not target.on_disk():
+            for st in sts:
+                st.done, st.reason = "skipped", (
+                    f"{job.workload.name} needs direct I/O and {target.name}'s scratch directory is a tmpfs: "
+                    "give it a disk (qemu:disk=virtio; local:dir=/var/tmp)")
+            return
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
             process = self._process_counter
             self._process_counter += 1
@@ -480,11 +488,17 @@ class Runner:
             argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, free_port())
             try:
                 out = []
+                cpu0, t0 = host_cpu_s(target), time.monotonic()
                 for line in target.run_tool(argv, timeout=w.timeout):
                     first = first or time.time()
                     out.append(line)
+                cpu1, t1 = host_cpu_s(target), time.monotonic()
                 values = w.parse("\n".join(out))
                 samples = [self._figure(target, spec, values, process, block, warmup) for spec in job.specs]
+                per_gb = _per_gb(target, values.get("_bytes"), cpu0, cpu1, t1 - t0)
+                if per_gb is not None:
+                    for smp in samples:
+                        smp.metrics["host_cpu_per_unit"] = per_gb
             except ParseError as e:
                 error = f"{w.name}: {e}"
             except (AgentError, TargetError) as e:
@@ -529,6 +543,32 @@ class Runner:
         if not s.warmup and not s.counting:
             st.values.append(s.value)
             st.groups.append(process)
+
+
+def host_cpu_s(target: Target) -> float | None:
+    """CPU seconds, user and system, the target has cost the host so far:
+    its host processes' (and their reaped children's) /proc ticks; for the
+    bare machine, the tools it has run and reaped.  Read without a counter
+    (a perf counter on QEMU's threads would tax the very run it measures)."""
+    if target.mirror_host:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+    probe = target.host_probe
+    if probe is None:
+        return None
+    probe.refresh()
+    user, system = ticks(probe.pids)
+    return (user + system) / TICK
+
+
+def _per_gb(target: Target, moved: float | None, cpu0: float | None, cpu1: float | None,
+            seconds: float) -> float | None:
+    """Host CPU seconds per GB moved in one tool run, less the target's idle
+    rate over it (host_cpu_per_unit, metrics.py)."""
+    if not moved or moved <= 0 or cpu0 is None or cpu1 is None:
+        return None
+    idle = target.host_probe.idle.get("host_cpu_ns", 0.0) / 1e9 if target.host_probe is not None else 0.0
+    return max(0.0, cpu1 - cpu0 - idle * seconds) / (moved / 1e9)
 
 
 def _calibrated(msg: dict, line: str) -> int:

@@ -11,7 +11,7 @@ replication (the runner's "process"); each figure is its own row, named
 The script runs with `/bin/sh -c SCRIPT NAME DIR SECONDS PORT` in every
 target (dash on the host, busybox sh in guests and containers): DIR is the
 target's scratch directory (a tmpfs on every kind, so that like is compared
-with like; the devices issue adds disks), SECONDS how long a time-based tool
+with like, unless the target has a disk: qemu:disk=..., local:dir=...), SECONDS how long a time-based tool
 runs, PORT a free TCP port for a server the script starts on loopback.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Callable
 
 from ..model import BenchSpec
 
-SUITES = ("apps", "stress")
+SUITES = ("apps", "stress", "disk")
 SECONDS = 3  # one run of a time-based tool
 # every script starts here: the tools' directories first, the scratch dir as
 # cwd, and $D: a prefix that makes a server die with the script where
@@ -62,6 +62,7 @@ class Workload:
     # files no ldd finds (a toolchain's cc1, as, ld, headers, crt1.o): found
     # by running the workload once on this host under strace (guest.traced)
     traced: Callable[[], tuple] | None = None
+    needs_disk: bool = False     # direct I/O: a scratch directory on a block device, not a tmpfs
 
     def specs(self) -> list[BenchSpec]:
         return [BenchSpec(name=f"{self.name}.{f.name}", suite=self.suite, unit=f.unit,
@@ -71,6 +72,8 @@ class Workload:
     def missing(self) -> str:
         """Why this workload cannot run from this host ('' if it can): its
         tools and data are taken from the host into every target."""
+        if self.name in UNPROVISIONED:
+            return UNPROVISIONED[self.name]
         gone = [t for t in self.tools if not shutil.which(t)]
         if gone:
             return f"{', '.join(gone)} not installed on this host (apt install {self.package})"
@@ -129,6 +132,10 @@ def fio(figures: dict[str, tuple[str, str, float]]) -> Callable[[str], dict[str,
             raise ParseError("fio printed no JSON document (--output-format=json: fio 3)")
         version = str(doc.get("fio version", "unknown fio version"))
         out = {}
+        try:  # the bytes moved: the unit of work host CPU is counted against
+            out["_bytes"] = float(sum(doc["jobs"][0][side]["io_bytes"] for side in ("read", "write")))
+        except (KeyError, IndexError, TypeError, ValueError):
+            pass
         for name, (side, key, scale) in figures.items():
             try:
                 job = doc["jobs"][0]
@@ -190,6 +197,14 @@ SB = "sysbench {test} --threads={threads} --time=$2 {opts} run"
 FILEIO = "sysbench fileio --file-num=4 --file-total-size=64M --file-extra-flags= --file-fsync-freq=0"
 FIO = ("fio --name=vmtax --filename=fio.dat --size=64M --ioengine=psync --runtime=$2 --time_based "
        "--output-format=json {opts}; rc=$?; rm -f fio.dat; exit $rc")
+# the disk suite: direct I/O (O_DIRECT, past the target's page cache) on the
+# target's disk; fsync latency with buffered writes, as a database logs
+# The file stays between runs (the image or local's private dir goes at the
+# end): only the warmup run lays it out, so a timed run's host CPU is its I/O's
+FIO_DISK = ("fio --name=vmtax --filename=fio-{size}.dat --size={size} --ioengine=psync --runtime=$2 "
+            "--time_based --output-format=json {opts}")
+FIO_DIRECT = FIO_DISK.replace("{opts}", "--direct=1 {opts}").replace("{size}", "64M")
+FIO_FSYNC = FIO_DISK.replace("{size}", "16M")
 # a server on loopback, ended on every path of the script; then wait (30 s at
 # most) until its port listens: /proc/net/tcp read with shell builtins alone
 # (the clients hang, not fail, when they come too early)
@@ -209,7 +224,7 @@ STRESS = "stress-ng --{stressor} 1 -t $2 --metrics-brief --yaml sng.yaml >&2 && 
 # a fresh copy of the tree; the interpreter it made must then compute 6*7.
 # Timed inside the target from /proc/uptime (10 ms ticks: 0.1% of a build)
 LUA_SRC = "/usr/local/src/vmtax/lua5.4"
-LUA_BUILD = "make -s posix MYCFLAGS=-g >/dev/null && [ \"$(src/lua -e 'io.write(6*7)')\" = 42 ]"
+LUA_BUILD = "MAKEFLAGS= make -s -j1 posix MYCFLAGS=-g >/dev/null && [ \"$(src/lua -e 'io.write(6*7)')\" = 42 ]"
 COMPILE = (f"rm -rf lua && cp -r {LUA_SRC} lua && cd lua && read a _ </proc/uptime && {LUA_BUILD} && "
            'read b _ </proc/uptime && cd .. && rm -rf lua && echo "vmtax-compile: $a $b"')
 
@@ -218,9 +233,15 @@ def lua_toolchain() -> tuple:
     """gcc, make and binutils with every file the build reads, as found by
     building once on this host (remembered while those files are unchanged)."""
     import os
+    from ..errors import TargetError
     from ..guest import traced_cached
-    return traced_cached("compile_lua", ["/bin/sh", "-c", "cd lua && " + LUA_BUILD],
-                         lambda d: shutil.copytree(LUA_SRC, os.path.join(d, "lua"), symlinks=True))
+
+    def tree(d: str) -> None:
+        try:
+            shutil.copytree(LUA_SRC, os.path.join(d, "lua"), symlinks=True)
+        except OSError as e:
+            raise TargetError(f"cannot copy {LUA_SRC}: {e}") from None
+    return traced_cached("compile_lua", ["/bin/sh", "-c", "cd lua && " + LUA_BUILD], tree)
 
 
 def _sb(test: str, threads: int = 1, opts: str = "") -> str:
@@ -286,6 +307,33 @@ WORKLOADS: tuple[Workload, ...] = (
              (Figure("seconds", "s", "lower", "wall time of the build"),), compile_seconds,
              data=(LUA_SRC,), timeout=3600.0, fetch="scripts/fetch-sources.sh gets Debian's lua5.4 source; "
              "make setup runs it", traced=lua_toolchain),
+    Workload("disk_randread", "disk", "fio 4 KiB random reads, direct I/O, of a 64 MiB file on the target's "
+             "disk (psync, queue depth 1)", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=randread --bs=4k"),
+             (Figure("iops", "IOPS", "higher", "reads per second"),
+              Figure("p99_us", "us", "lower", "99th percentile completion latency")),
+             fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}),
+             needs_disk=True),
+    Workload("disk_randwrite", "disk", "fio 4 KiB random writes, direct I/O, to a 64 MiB file on the target's "
+             "disk (psync, queue depth 1)", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=randwrite --bs=4k"),
+             (Figure("iops", "IOPS", "higher", "writes per second"),
+              Figure("p99_us", "us", "lower", "99th percentile completion latency")),
+             fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}),
+             needs_disk=True),
+    Workload("disk_seqread", "disk", "fio 1 MiB sequential reads, direct I/O, of a 64 MiB file on the target's "
+             "disk", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=read --bs=1M"),
+             (Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
+             fio({"mib_per_s": ("read", "bw_bytes", 1 / 2 ** 20)}), needs_disk=True),
+    Workload("disk_seqwrite", "disk", "fio 1 MiB sequential writes, direct I/O, to a 64 MiB file on the "
+             "target's disk", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=write --bs=1M"),
+             (Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
+             fio({"mib_per_s": ("write", "bw_bytes", 1 / 2 ** 20)}), needs_disk=True),
+    Workload("disk_fsync", "disk", "fio 4 KiB sequential writes, each followed by fsync, to a 16 MiB file on "
+             "the target's disk (a database's log)", "fio", ("fio",),
+             FIO_FSYNC.format(opts="--rw=write --bs=4k --fsync=1"),
+             (Figure("iops", "IOPS", "higher", "fsync'd writes per second"),
+              Figure("fsync_p99_us", "us", "lower", "99th percentile fsync latency")),
+             fio({"iops": ("write", "iops", 1.0), "fsync_p99_us": ("sync", "lat_ns/percentile/99.000000", 1e-3)}),
+             needs_disk=True),
     # stress-ng stressors matching agent rows: a cross-check of the agent's figures
     Workload("stress_fork", "stress", "stress-ng --fork 1 (cf. the agent's forkwait)", "stress-ng",
              ("stress-ng",), STRESS.format(stressor="fork"),
@@ -317,7 +365,15 @@ def provision(specs: list[BenchSpec]):
     tools = sorted({t for w in chosen for t in w.tools})
     data = sorted({d for w in chosen for d in w.data})
     files = dict(closure(tools, data)) if tools else {}
+    from ..errors import TargetError
     for w in chosen:
         if w.traced is not None:
-            files.update(w.traced())
+            try:
+                files.update(w.traced())
+            except TargetError as e:  # this workload is skipped with the reason; the rest run
+                UNPROVISIONED[w.name] = f"its files could not be found on this host: {e}"
     return tuple(sorted(files.items()))
+
+
+# workloads whose traced files could not be found in this process (provision)
+UNPROVISIONED: dict[str, str] = {}

@@ -81,6 +81,11 @@ class Target(ABC):
         every kind, so that they compare kernels, not filesystems)."""
         return None
 
+    def on_disk(self) -> bool:
+        """Whether the scratch directory is on a block device (direct I/O
+        works there), not a tmpfs."""
+        return False
+
     def agent_extra_args(self) -> list[str]:
         out = []
         if self.scratch_dir():

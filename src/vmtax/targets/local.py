@@ -1,4 +1,8 @@
-"""The machine itself: the baseline of every comparison."""
+"""The machine itself: the baseline of every comparison.
+
+Option dir=PATH: the scratch directory's parent (default /dev/shm, a tmpfs
+like a guest's /tmp); a directory on the host's disk (local:dir=/var/tmp) is
+the baseline for guests with a disk (qemu:disk=virtio) and the disk suite."""
 from __future__ import annotations
 
 import os
@@ -8,6 +12,7 @@ from typing import Iterator
 
 from .. import proc
 from ..agent import agent_path
+from ..errors import UserError
 from .base import Target
 
 SHM = "/dev/shm"  # tmpfs on every Linux with glibc: the same filesystem a guest's /tmp is
@@ -18,12 +23,24 @@ class LocalTarget(Target):
     summary = "this machine, bare (or whatever it runs on)"
     mirror_host = True
 
+    allowed_options = Target.allowed_options | {"dir"}
+
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.scratch: Path | None = None
+        self.parent = options.get("dir")
+        if self.parent is not None and not (os.path.isdir(self.parent) and os.access(self.parent, os.W_OK)):
+            raise UserError(f"target '{name}': dir={self.parent} is not a writable directory")
+
+    def on_disk(self) -> bool:
+        return filesystem(self.parent or SHM) not in ("tmpfs", "ramfs", "")
+
+    def own_facts(self) -> dict:
+        where = self.parent or SHM
+        return {**super().own_facts(), "scratch_fs": filesystem(where) or "?", "scratch_parent": where}
 
     def start(self) -> None:
-        parent = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else None
+        parent = self.parent or (SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else None)
         proc.sweep(parent)
         self.scratch = proc.private_dir(self.kind, parent)
 
@@ -42,3 +59,19 @@ class LocalTarget(Target):
         # the host's own tools, on the CPU a one-vCPU guest gets (like for like)
         # (a tool may leave a server behind it: it dies with vmtax, see workloads.PRELUDE)
         return proc.stream_lines(argv, timeout=timeout, cpu=self.host_cpu, die_with_vmtax=True)
+
+
+def filesystem(path: str) -> str:
+    """The type of the filesystem a path is on, as /proc/self/mountinfo
+    says ('' when it cannot tell)."""
+    real, best, kind = os.path.realpath(path), "", ""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                point = left.split()[4].replace("\\040", " ")
+                if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                    best, kind = point, right.split()[0]
+    except (OSError, IndexError):
+        return ""
+    return kind

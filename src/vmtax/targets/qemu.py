@@ -6,6 +6,12 @@ it -- /dev/kvm can exist and still not run a standard kernel, as on nested
 or PVM hosts), smp=N, mem=SIZE (512M, 1G), cpu=MODEL, machine=pc|microvm,
 kernel=PATH, boot_timeout=SECONDS (default 120).  The channel is the guest's second serial port (ttyS1) on
 QEMU's stdio; the first (the console) goes to a log file.
+
+A scratch disk (devices.py): disk=virtio|scsi|nvme|ahci|ide|none (default
+none: the scratch directory is a tmpfs), image=raw|qcow2, cache=none|writeback
+(the host page cache: none is O_DIRECT), backing=file|block (a loop device over
+the image, as an LVM volume would be), disk_size=SIZE (default 1G).  The guest
+mounts it at /mnt/disk, and workloads and the agent's file rows work there.
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError, UserError
+from ..proc import ChildFailed
+from . import devices
 from .base import option_number
 from .channel import ChannelTarget
 from ..hostproc import boot_id, rss_beyond_mapping
@@ -86,7 +94,8 @@ def _probe_key() -> str:
 class QemuTarget(ChannelTarget):
     kind = "qemu"
     summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
-    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout"})
+    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
+                                 "disk", "image", "cache", "backing", "disk_size"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -101,10 +110,75 @@ class QemuTarget(ChannelTarget):
             raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, "
                             f"got '{options['mem']}'")
         self.smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
+        self._devices_from(name, options)
         self.accel: str | None = None
         self.accel_note = ""
         self.mem_overhead: float | None = None
         self.emulator_cpus: list[int] = []
+
+    def _devices_from(self, name: str, options: dict[str, str]) -> None:
+        """The disk options, checked before anything boots (UserError: exit 2)."""
+        def choice(key: str, allowed, default: str) -> str:
+            v = options.get(key, default)
+            if v not in allowed:
+                raise UserError(f"target '{name}': {key} must be one of {', '.join(allowed)}, got '{v}'")
+            return v
+        self.disk = choice("disk", (*devices.DISKS, "none"), "none")
+        self.image = choice("image", devices.IMAGES, "raw")
+        self.cache = choice("cache", devices.CACHES, "none")
+        self.backing = choice("backing", devices.BACKINGS, "file")
+        try:
+            self.disk_mb = parse_size_mb(options.get("disk_size", "1G"))
+        except UserError:
+            raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") \
+                from None
+        self.modules: list[str] = []
+        self.loop: devices.LoopDevice | None = None
+        self.image_dir: Path | None = None
+        if self.disk == "none":
+            extra = [k for k in ("image", "cache", "backing", "disk_size") if k in options]
+            if extra:
+                raise UserError(f"target '{name}': {', '.join(extra)} without a disk: add disk=virtio "
+                                f"(or scsi, nvme, ahci, ide)")
+            return
+        model = devices.DISKS[self.disk]
+        if self.machine not in model.machines:
+            raise UserError(f"target '{name}': disk={self.disk} needs machine={' or '.join(model.machines)}"
+                            f"{' (microvm has no PCI bus)' if self.machine == 'microvm' else ''}, "
+                            f"not {self.machine}")
+        if self.disk_mb < 64:
+            raise UserError(f"target '{name}': disk_size must be at least 64M, got '{options['disk_size']}'")
+        if self.backing == "block" and self.image != "raw":
+            raise UserError(f"target '{name}': backing=block is a loop device over a raw image: "
+                            f"image=qcow2 cannot go with it")
+        if self.backing == "block" and not os.access("/dev/loop-control", os.R_OK | os.W_OK):
+            raise UserError(f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
+                            f"which this user cannot use: run as root")
+        self.modules = devices.modules_for(find_kernel(options.get("kernel")),
+                                           model.drivers + (("ext4", "EXT4_FS"),),
+                                           f"target '{name}': disk={self.disk}")
+
+    def scratch_dir(self) -> str | None:
+        return devices.MOUNT if self.disk != "none" else super().scratch_dir()
+
+    def on_disk(self) -> bool:
+        return self.disk != "none"
+
+    def _disk_args(self) -> list[str]:
+        if self.disk == "none":
+            return []
+        self.image_dir = devices.image_dir()  # before anything that can fail: stop() removes it
+        img = devices.make_image(self.image_dir, self.disk_mb, self.image)
+        path = str(img)
+        if self.backing == "block":
+            self.loop = devices.LoopDevice(img)
+            path = self.loop.path
+        drive = (f"file={path},if=none,id=d0,format={self.image},cache={self.cache},aio=threads,"
+                 f"discard=ignore")
+        out = ["-drive", drive]
+        for dev in devices.DISKS[self.disk].devices:
+            out += ["-device", dev.format(drive="d0")]
+        return out
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -121,6 +195,11 @@ class QemuTarget(ChannelTarget):
     def argv(self, accel: str) -> list[str]:
         kernel = find_kernel(self.options.get("kernel"))
         append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "vmtax.chan=/dev/ttyS1"]
+        disk = self._disk_args()
+        if disk:
+            append += [f"vmtax.disk={devices.DISKS[self.disk].node}"]
+            if self.modules:
+                append += ["vmtax.modules=" + ",".join(self.modules)]
         machine = self.machine
         if machine == "microvm":
             khz = host_tsc_khz()
@@ -135,10 +214,20 @@ class QemuTarget(ChannelTarget):
                    if self.machine == "microvm" else ["-serial", "stdio"])
         return [QEMU, "-name", "vmtax", "-nodefaults", "-no-user-config", "-display", "none",
                 "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
-                "-m", f"{self.mem_mb}M", "-kernel", str(kernel), "-initrd", str(guest.initramfs(self.files)),
+                "-m", f"{self.mem_mb}M", "-kernel", str(kernel),
+                "-initrd", str(guest.initramfs(self.files + devices.module_files(kernel, self.modules))),
                 "-append", " ".join(append), "-serial", f"file:{self.console_log}",
-                *channel, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
+                *channel, *disk, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
                 "-no-reboot"]
+
+    def stop(self) -> None:
+        super().stop()
+        if self.loop is not None:
+            self.loop.release()  # nobody holds it now: it detaches
+            self.loop = None
+        if self.image_dir is not None:
+            shutil.rmtree(self.image_dir, ignore_errors=True)
+            self.image_dir = None
 
     def agent_cpu(self) -> int | None:
         """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
@@ -169,6 +258,14 @@ class QemuTarget(ChannelTarget):
         super().start()
 
     def after_boot(self) -> None:
+        if self.loop is not None:
+            self.loop.release()  # QEMU holds it: it detaches when QEMU goes
+        if self.disk != "none":  # else the tools would write to the initramfs, unsaid
+            try:
+                list(self.run_tool(["grep", "-q", f" {devices.MOUNT} ", "/proc/mounts"], timeout=30))
+            except ChildFailed:
+                raise TargetError(f"{self.name}: the guest did not mount its disk "
+                                  f"({devices.DISKS[self.disk].node}){self.channel.console_tail()}") from None
         self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
         qmp, vcpus = None, None
         if self.accel == "kvm":  # TCG has no VM exits to count
@@ -184,6 +281,10 @@ class QemuTarget(ChannelTarget):
         return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
                 "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
                 "guest_kernel_image": str(find_kernel(self.options.get("kernel"))),
+                "disk": self.disk, **({"image": self.image, "cache": self.cache, "backing": self.backing,
+                                       "disk_mb": self.disk_mb, "disk_device": devices.DISKS[self.disk].note,
+                                       "loop_direct_io": self.loop.direct_io if self.loop else None}
+                                      if self.disk != "none" else {}),
                 "emulator_threads_on": self.emulator_cpus or None, **self.probe_facts(),
                 "qemu": _qemu_version()}
 

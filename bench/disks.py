@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Disk device models compared (benchmark script, not a test).
+
+Two runs of the disk suite (fio with direct I/O on the target's disk, and
+fsync latency), each a side-by-side comparison in one run, written with
+their commands into results/disks.md (the JSON beside it):
+
+  models:  vmtax compare local:dir=/var/tmp qemu:disk=virtio qemu:disk=scsi qemu:disk=nvme \\
+               qemu:disk=ide --suite disk --tool-seconds 2 --min-processes 4 --precision 5% --max-time 12m
+  images:  vmtax compare qemu:disk=virtio qemu:disk=virtio,image=qcow2 qemu:disk=virtio,backing=block \\
+               qemu:disk=virtio,cache=writeback --suite disk ... (the same options)
+
+with each target's host CPU per GB moved (host_cpu_per_unit, s/GB).
+
+Usage: .venv/bin/python bench/disks.py [--max-time 12m] [--only models|images] [--reuse]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
+OUT = REPO / "results"
+RUNS = {
+    "models": ["local:dir=/var/tmp", "qemu:disk=virtio", "qemu:disk=scsi", "qemu:disk=nvme", "qemu:disk=ide"],
+    "images": ["qemu:disk=virtio", "qemu:disk=virtio,image=qcow2", "qemu:disk=virtio,backing=block",
+               "qemu:disk=virtio,cache=writeback"],
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--max-time", default="12m")
+    ap.add_argument("--only", choices=sorted(RUNS))
+    ap.add_argument("--reuse", action="store_true", help="re-render the stored runs only")
+    args = ap.parse_args()
+    lines = ["# Disk device models compared", "",
+             f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/disks.py` on "
+             f"{platform.machine()}; QEMU under TCG (this host's /dev/kvm does not boot a standard guest), "
+             "every target pinned to host CPU 1, its emulator threads on the other. Images live in "
+             "/var/tmp (ext4 on the host's virtio disk: itself a VM's disk here). Ratios are to the "
+             "first target of each run; throughput rows: below 1 is slower.", ""]
+    for name, targets in RUNS.items():
+        if args.only and name != args.only:
+            continue
+        db, doc_path, board_path = f"/tmp/vmtax-disks-{name}.db", OUT / f"disks-{name}.json", \
+            OUT / f"disks-{name}-scoreboard.txt"
+        cmd = [VMTAX, "--db", db, "compare", *targets, "--suite", "disk", "--tool-seconds", "2",
+               "--min-processes", "4", "--precision", "5%", "--max-time", args.max_time, "--json", str(doc_path)]
+        t0 = time.time()
+        if not args.reuse:
+            print("$ " + " ".join(cmd), file=sys.stderr)
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if p.returncode not in (0, 3):
+                sys.exit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
+            board_path.write_text(p.stdout)
+        doc = json.loads(doc_path.read_text())
+        lines += [f"## {name}", "", f"Run `{doc['run_id']}`" + ("" if args.reuse else
+                                                               f", {(time.time() - t0) / 60:.0f} min") + ":",
+                  "", "    " + " ".join(["vmtax", *cmd[3:-2]]), "", "```", board_path.read_text().rstrip(), "```",
+                  "", "Host CPU per GB moved (`host_cpu_per_unit`, s/GB: the target's host processes, user and "
+                  "system, less their idle rate; for `local` the fio process itself), mean ± 95% CI half-width:",
+                  "", "| workload | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
+        rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
+        for bench in sorted({r["benchmark"].split(".")[0] for r in doc["results"]}):
+            cells = []
+            for t in targets:
+                r = next((rows[(t, b)] for b in (f"{bench}.iops", f"{bench}.mib_per_s") if (t, b) in rows), None)
+                m = (r or {}).get("metrics", {}).get("host_cpu_per_unit")
+                if not m:
+                    cells.append("-")
+                    continue
+                half = (m["ci_high"] - m["ci_low"]) / 2 if m.get("ci_high") is not None else None
+                cells.append(f"{m['mean']:.3g}" + (f" ±{half:.2g}" if half is not None else ""))
+            lines.append(f"| {bench} | " + " | ".join(cells) + " |")
+        lines.append("")
+    (OUT / "disks.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

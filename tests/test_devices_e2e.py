@@ -1,0 +1,98 @@
+"""Guests with a scratch disk, for real: a TCG guest with a virtio disk on a
+loop device against the host's own disk, through fio with direct I/O; and
+what is left after a run and after Ctrl-C (nothing: no image, no loop
+device, no QEMU)."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vmtax.targets import devices
+from vmtax.targets.local import filesystem
+from vmtax.targets.qemu import QemuTarget
+
+pytestmark = pytest.mark.e2e
+
+QEMU_OK, QEMU_WHY = QemuTarget.available()
+LOOP_OK = os.access("/dev/loop-control", os.R_OK | os.W_OK)
+HOST_DISK = filesystem(devices.IMAGE_PARENT) not in ("tmpfs", "ramfs", "")
+
+
+def ours(pid: int) -> list[str]:
+    """What a controller left: its image directories, loop devices over
+    their files, QEMU processes."""
+    mark = f"vmtax-qemu-{pid}-"
+    left = [d for d in os.listdir(devices.IMAGE_PARENT) if d.startswith(mark)]
+    for f in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{f}/loop/backing_file") as b:
+                if mark in b.read():
+                    left.append(f)
+        except OSError:
+            pass
+    out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
+    return left + [l for l in out.splitlines() if mark in l]
+
+
+@pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
+@pytest.mark.skipif(not HOST_DISK, reason=f"{devices.IMAGE_PARENT} is not on a disk here")
+def test_direct_io_on_a_guests_disk_against_the_hosts_disk(tmp_path):
+    guest = "qemu:accel=tcg,disk=virtio" + (",backing=block" if LOOP_OK else "")
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "d.db"), "compare",
+           f"local:dir={devices.IMAGE_PARENT}", guest, "qemu:accel=tcg", "--bench", "disk_randread",
+           "--tool-seconds", "1", "--min-processes", "6",  # 6 blocks: the fewest a 95% sign-flip interval needs
+           "--precision", "50%", "--max-time", "2m", "--json", "-"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    doc = json.loads(out)
+    by = {(c["benchmark"], c["candidate"]): c for c in doc["comparisons"]}
+    c = by[("disk_randread.iops", guest)]
+    assert c["unit"] == "IOPS" and c["ratio"] > 0 and c["ratio_ci_low"] <= c["ratio"] <= c["ratio_ci_high"]
+    facts = {t["name"]: t["facts"] for t in doc["targets"]}
+    assert facts[guest]["disk"] == "virtio" and facts[guest]["image"] == "raw"
+    assert facts[guest]["backing"] == ("block" if LOOP_OK else "file")
+    # seed 003's figure of merit: host CPU per GB moved, the guest's QEMU against the tool itself
+    rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
+    for t in (f"local:dir={devices.IMAGE_PARENT}", guest):
+        m = rows[(t, "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]
+        assert m["unit"] == "s/GB" and m["mean"] > 0, (t, m)
+    assert rows[(guest, "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"] > \
+        rows[(f"local:dir={devices.IMAGE_PARENT}", "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"]
+    # a guest without a disk has only a tmpfs: no direct I/O there, said
+    skipped = {r["target"]: r for r in doc["results"] if r["benchmark"] == "disk_randread.iops"}
+    assert skipped["qemu:accel=tcg"]["stopped_by"] == "skipped", skipped["qemu:accel=tcg"]
+    assert "needs direct I/O" in skipped["qemu:accel=tcg"]["reason"]
+    assert not ours(p.pid)
+
+
+@pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
+@pytest.mark.skipif(not LOOP_OK, reason="no loop devices for this user")
+def test_ctrl_c_removes_the_image_and_the_loop_device(tmp_path):
+    db = tmp_path / "c.db"
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local",
+           "qemu:accel=tcg,disk=ide,backing=block", "--bench", "getppid", "--precision", "0.01%",
+           "--max-time", "5m"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, n = time.time() + 120, 0
+    while time.time() < deadline and not n:
+        time.sleep(0.5)
+        try:
+            n = sqlite3.connect(db).execute(
+                "SELECT count(*) FROM samples WHERE target LIKE 'qemu%'").fetchone()[0]
+        except sqlite3.OperationalError:
+            pass
+    held = ours(p.pid)
+    assert any(h.startswith("loop") for h in held) and any(h.startswith("vmtax-qemu-") for h in held), held
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=60)
+    assert p.returncode != 0
+    deadline = time.time() + 10
+    while time.time() < deadline and ours(p.pid):
+        time.sleep(0.2)
+    assert not ours(p.pid)
