@@ -12,7 +12,13 @@ their commands into results/disks.md (the JSON beside it):
 
 with each target's host CPU per GB moved (host_cpu_per_unit, s/GB).
 
-Usage: .venv/bin/python bench/disks.py [--max-time 12m] [--only models|images] [--reuse]
+The net suite, a virtio NIC on QEMU's user-mode network against loopback,
+into results/net.md:
+
+  nics:    vmtax compare local qemu:nic=virtio --suite net ... (the same options)
+
+Usage: .venv/bin/python bench/disks.py [--suite disk|net] [--max-time 12m] [--only models|images|nics]
+       [--reuse]
 """
 from __future__ import annotations
 
@@ -31,27 +37,32 @@ RUNS = {
     "models": ["local:dir=/var/tmp", "qemu:disk=virtio", "qemu:disk=scsi", "qemu:disk=nvme", "qemu:disk=ide"],
     "images": ["qemu:disk=virtio", "qemu:disk=virtio,image=qcow2", "qemu:disk=virtio,backing=block",
                "qemu:disk=virtio,cache=writeback"],
+    # the net suite (--suite net): Debian's cloud kernel has no e1000 or rtl8139 driver
+    "nics": ["local", "qemu:nic=virtio"],
 }
+SUITE = {"models": "disk", "images": "disk", "nics": "net"}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-time", default="12m")
     ap.add_argument("--only", choices=sorted(RUNS))
+    ap.add_argument("--suite", choices=("disk", "net"), default="disk")
     ap.add_argument("--reuse", action="store_true", help="re-render the stored runs only")
     args = ap.parse_args()
-    lines = ["# Disk device models compared", "",
+    title = {"disk": "Disk device models compared", "net": "A guest's NIC against loopback"}[args.suite]
+    lines = [f"# {title}", "",
              f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/disks.py` on "
              f"{platform.machine()}; QEMU under TCG (this host's /dev/kvm does not boot a standard guest), "
              "every target pinned to host CPU 1, its emulator threads on the other. Images live in "
              "/var/tmp (ext4 on the host's virtio disk: itself a VM's disk here). Ratios are to the "
              "first target of each run; throughput rows: below 1 is slower.", ""]
     for name, targets in RUNS.items():
-        if args.only and name != args.only:
+        if (args.only and name != args.only) or SUITE[name] != args.suite:
             continue
         db, doc_path, board_path = f"/tmp/vmtax-disks-{name}.db", OUT / f"disks-{name}.json", \
             OUT / f"disks-{name}-scoreboard.txt"
-        cmd = [VMTAX, "--db", db, "compare", *targets, "--suite", "disk", "--tool-seconds", "2",
+        cmd = [VMTAX, "--db", db, "compare", *targets, "--suite", args.suite, "--tool-seconds", "2",
                "--min-processes", "4", "--precision", "5%", "--max-time", args.max_time, "--json", str(doc_path)]
         t0 = time.time()
         if not args.reuse:
@@ -71,7 +82,8 @@ def main() -> int:
         for bench in sorted({r["benchmark"].split(".")[0] for r in doc["results"]}):
             cells = []
             for t in targets:
-                r = next((rows[(t, b)] for b in (f"{bench}.iops", f"{bench}.mib_per_s") if (t, b) in rows), None)
+                r = next((rows[(t, b)] for b in (f"{bench}.iops", f"{bench}.mib_per_s", f"{bench}.gbit_per_s")
+                          if (t, b) in rows), None)
                 m = (r or {}).get("metrics", {}).get("host_cpu_per_unit")
                 if not m:
                     cells.append("-")
@@ -80,7 +92,7 @@ def main() -> int:
                 cells.append(f"{m['mean']:.3g}" + (f" ±{half:.2g}" if half is not None else ""))
             lines.append(f"| {bench} | " + " | ".join(cells) + " |")
         lines.append("")
-    (OUT / "disks.md").write_text("\n".join(lines) + "\n")
+    (OUT / {"disk": "disks.md", "net": "net.md"}[args.suite]).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -16,6 +16,7 @@ pkgs=(
   chromium                    # renders the HTML report in its end-to-end test
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
   make strace                 # the compile workload: make runs it, strace finds the toolchain's files
+  iperf3 sockperf             # the net suite: each tool in the target, its server on the host
 )
 here=$(dirname "$0")
 

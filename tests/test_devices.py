@@ -22,7 +22,8 @@ needs_kernel = pytest.mark.skipif(not KERNELS, reason="no guest kernel under /bo
 def config_has(symbol: str) -> bool:
     release = devices.kernel_release(find_kernel())
     text = Path(f"/boot/config-{release}").read_text() if os.path.exists(f"/boot/config-{release}") else ""
-    return f"CONFIG_{symbol}=" in text
+    want = f"CONFIG_{symbol}" if "=" in symbol else f"CONFIG_{symbol}="  # SYMBOL (set) or SYMBOL=m
+    return any(line.startswith(want) for line in text.splitlines())
 
 
 @needs_kernel
@@ -35,6 +36,11 @@ def config_has(symbol: str) -> bool:
     ("disk=ide,machine=q35", "disk=ide needs machine=pc"),
     ("disk=virtio,backing=block,image=qcow2", "image=qcow2 cannot go with it"),
     ("disk=virtio,disk_size=10M", "disk_size must be at least 64M"),
+    ("disk=virtio,disk_size=lots", "malformed disk_size 'lots'"),
+    ("nic=ne2000", "nic must be one of virtio, e1000, rtl8139, none"),
+    ("nic=virtio,net=tap", "net must be one of user"),
+    ("net=user", "net= without a NIC"),
+    ("nic=virtio,machine=microvm", "nic=virtio needs machine=pc or q35 (microvm has no PCI bus)"),
 ])
 def test_bad_device_options_are_one_line_before_anything_boots(options, says):
     with pytest.raises(UserError) as e:
@@ -48,6 +54,23 @@ def test_a_driver_the_guest_kernel_lacks_is_named():
         pytest.skip("this guest kernel has AHCI")
     with pytest.raises(UserError, match=r"disk=ahci needs the ahci driver \(CONFIG_SATA_AHCI\)"):
         parse_target("qemu:disk=ahci")
+
+
+@needs_kernel
+def test_a_nic_the_guest_kernel_lacks_is_named():
+    if config_has("E1000"):
+        pytest.skip("this guest kernel has e1000")
+    with pytest.raises(UserError, match=r"nic=e1000 needs the e1000 driver \(CONFIG_E1000\)"):
+        parse_target("qemu:nic=e1000")
+
+
+@needs_kernel
+def test_a_disk_and_a_nic_load_their_shared_modules_once():
+    if not (config_has("VIRTIO_NET=m") and config_has("VIRTIO_BLK=m")):
+        pytest.skip("virtio is built in or missing in this guest kernel")
+    t = parse_target("qemu:nic=virtio,disk=virtio")
+    assert len(t.modules) == len(set(t.modules)) and any(m.endswith("virtio_pci.ko") for m in t.modules)
+    assert t.peer_address() == devices.HOST_FROM_GUEST and parse_target("qemu").peer_address() is None
 
 
 def test_the_cli_says_a_bad_device_in_one_line_and_exits_2(tmp_path):

@@ -56,6 +56,13 @@ def test_dbench_tbench_redis_stress_ng():
     assert BY_NAME["stress_fork"].parse(read("stress-ng-0.15.06-cpu.txt")) == {"ops_per_s": 2552.514606}
 
 
+def test_iperf3_json_and_sockperf_ping_pong():
+    tx = BY_NAME["net_stream_tx"].parse(read("iperf3-3.12.json"))
+    assert tx == {"gbit_per_s": pytest.approx(39.53798472506924), "_bytes": 4942594048.0}
+    assert BY_NAME["net_rr"].parse(read("sockperf-3.7.txt")) == \
+        {"tx_per_s": pytest.approx(25821 / 0.550), "p50_us": 20.828, "p99_us": 33.282}
+
+
 def test_compile_time_is_the_uptime_difference_the_script_prints():
     assert BY_NAME["compile_lua"].parse("ar: `u' modifier ignored\nvmtax-compile: 1234.56 1243.01\n") == \
         {"seconds": pytest.approx(8.45)}
@@ -63,6 +70,9 @@ def test_compile_time_is_the_uptime_difference_the_script_prints():
 
 @pytest.mark.parametrize("name,text,says", [
     ("compile_lua", "make: *** [Makefile:55: posix] Error 2\n", "no 'vmtax-compile: START END' line"),
+    ("net_stream_tx", '{"start": {"version": "iperf 3.99"}, "end": {}}', "iperf 3.99"),
+    ("net_stream_tx", '{"start": {}, "end": {}, "error": "unable to connect to server"}', "unable to connect"),
+    ("net_rr", "sockperf: == version #4.0 ==\nsockperf: Summary: Round trip is 21 usec\n", "sockperf 4.0"),
     ("sysbench_cpu", "sysbench 2.0.0 (using bundled LuaJIT)\nCPU speed:\n    ev/s: 12\n", "sysbench 2.0.0"),
     ("sysbench_cpu", "", "no sysbench version line"),
     ("fio_randread", "fio: something went wrong\n", "no JSON document"),
@@ -220,3 +230,26 @@ def test_a_disk_workload_is_skipped_where_the_scratch_directory_is_a_tmpfs(db, m
     how, why = data.outcomes[("fake", "disk_randread.iops")]
     assert how == "skipped" and "needs direct I/O" in why and "qemu:disk=virtio" in why
     assert data.outcomes[("fake:label=b", "disk_randread.iops")][0] != "skipped"
+
+
+def test_a_network_workload_is_skipped_where_the_target_has_no_way_to_the_host(db):
+    data = _run(db, ["fake"], suite.select(None, ["net_rr"]), min_processes=3)
+    how, why = data.outcomes[("fake", "net_rr.tx_per_s")]
+    assert how == "skipped" and "needs a peer on the host" in why and "qemu:nic=virtio" in why
+
+
+@pytest.mark.skipif(not shutil.which("sockperf"), reason="sockperf is not installed (make setup installs it)")
+def test_a_peer_listens_before_the_run_and_is_gone_after():
+    from vmtax.peers import listening, start_peer
+    from vmtax.proc import kill_group
+    from vmtax.runner import free_port
+    port = free_port()
+    p = start_peer(BY_NAME["net_rr"], port, None)
+    try:
+        assert listening(port) and p.poll() is None
+    finally:
+        kill_group(p)
+    assert p.poll() is not None and not listening(port)
+    gone = workloads.Workload("x", "net", "d", "p", ("sh",), "true", (), lambda t: {}, peer="sh -c 'exit 3' {port}")
+    with pytest.raises(TargetError, match="exited at once"):
+        start_peer(gone, free_port(), None)

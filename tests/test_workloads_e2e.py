@@ -54,13 +54,13 @@ def test_sysbench_and_tbench_in_every_target(tmp_path):
 def test_a_compile_in_a_container_with_the_toolchain_copied_in(tmp_path):
     """The toolchain the trace found (gcc, cc1, as, ld, headers, crt files)
     is all a root needs: the build in the container's busybox root makes an
-    interpreter that computes 6*7 (the script checks), in about the host's time."""
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "compare", "local", "container",
+    interpreter that computes 6*7 (the script checks)."""
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "run", "container",
            "--bench", "compile_lua", "--min-processes", "2", "--max-time", "2m", "--json", "-"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
-    (c,) = [c for c in doc["comparisons"] if c["benchmark"] == "compile_lua.seconds"]
-    assert c["unit"] == "s" and c["direction"] == "lower"
-    assert 0.5 < c["ratio"] < 2.0, c  # the same kernel, the same CPU: a build is no slower in a container
+    (r,) = [r for r in doc["results"] if r["benchmark"] == "compile_lua.seconds"]
+    assert r["unit"] == "s" and r["direction"] == "lower" and r["processes"] >= 2
+    assert 1 < r["mean"] < 120, r  # a real build (~8 s here), not an instant failure
     assert not leftovers(os.environ["XDG_CACHE_HOME"])

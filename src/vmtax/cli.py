@@ -295,7 +295,8 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", action="append", metavar="NAME",
                    help="suite to run (repeatable): a suite of `vmtax list`, default (every micro "
                         "benchmark: what runs without --suite or --bench), apps (the real workloads), disk "
-                        "(direct I/O on a target's disk: qemu:disk=virtio, local:dir=/var/tmp), all")
+                        "(direct I/O on a target's disk: qemu:disk=virtio, local:dir=/var/tmp), net (a "
+                        "client in the target, its server on the host: qemu:nic=virtio), all")
     p.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
                    help="benchmark(s) to run, by name; a workload's name (redis) runs all its figures")
     p.add_argument("--precision", default="1%",

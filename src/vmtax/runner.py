@@ -38,7 +38,8 @@ from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import syscall_tracepoint, ticks
 from .model import BenchSpec, Sample
-from .proc import ChildFailed
+from .peers import start_peer
+from .proc import ChildFailed, kill_group
 from .store import Store
 from .suite import workloads
 from .suite.workloads import ParseError, Workload
@@ -478,6 +479,13 @@ class Runner:
                     f"{job.workload.name} needs direct I/O and {target.name}'s scratch directory is a tmpfs: "
                     "give it a disk (qemu:disk=virtio; local:dir=/var/tmp)")
             return
+        peer_at = target.peer_address() if job.workload.peer else None
+        if job.workload.peer and peer_at is None:
+            for st in sts:
+                st.done, st.reason = "skipped", (
+                    f"{job.workload.name} needs a peer on the host and {target.name} has no network to it: "
+                    "give it a NIC (qemu:nic=virtio)")
+            return
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
             process = self._process_counter
             self._process_counter += 1
@@ -485,9 +493,13 @@ class Runner:
                 st.blocks[process] = block
             started, first, error = time.time(), None, ""
             w = job.workload
-            argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, free_port())
+            port = free_port()
+            argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, port, peer_at or "127.0.0.1")
+            peer = None
             try:
                 out = []
+                if w.peer:
+                    peer = start_peer(w, port, target.host_cpu)
                 cpu0, t0 = host_cpu_s(target), time.monotonic()
                 for line in target.run_tool(argv, timeout=w.timeout):
                     first = first or time.time()
@@ -505,6 +517,9 @@ class Runner:
                 error = str(e)
             except ChildFailed as e:
                 error = f"{w.name} {e}"
+            finally:
+                if peer is not None:
+                    kill_group(peer)
             if not error:
                 for st, s in zip(sts, samples):
                     self.store.add_sample(self.run_id, s)

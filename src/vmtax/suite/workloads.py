@@ -8,11 +8,13 @@ into named figures with units and directions.  One tool run is one unit of
 replication (the runner's "process"); each figure is its own row, named
 `<workload>.<metric>` (e.g. `sysbench_cpu.events_per_s`).
 
-The script runs with `/bin/sh -c SCRIPT NAME DIR SECONDS PORT` in every
+The script runs with `/bin/sh -c SCRIPT NAME DIR SECONDS PORT PEER` in every
 target (dash on the host, busybox sh in guests and containers): DIR is the
 target's scratch directory (a tmpfs on every kind, so that like is compared
 with like, unless the target has a disk: qemu:disk=..., local:dir=...), SECONDS how long a time-based tool
-runs, PORT a free TCP port for a server the script starts on loopback.
+runs, PORT a free TCP port for a server the script starts on loopback (or
+where the host-side peer of a network workload listens), PEER the address
+at which that peer is reached from inside the target.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Callable
 
 from ..model import BenchSpec
 
-SUITES = ("apps", "stress", "disk")
+SUITES = ("apps", "stress", "disk", "net")
 SECONDS = 3  # one run of a time-based tool
 # every script starts here: the tools' directories first, the scratch dir as
 # cwd, and $D: a prefix that makes a server die with the script where
@@ -63,6 +65,9 @@ class Workload:
     # by running the workload once on this host under strace (guest.traced)
     traced: Callable[[], tuple] | None = None
     needs_disk: bool = False     # direct I/O: a scratch directory on a block device, not a tmpfs
+    # a peer on the host (the server side of a network workload): its command,
+    # {port} its port; the script reaches it at $4 (see peer_address)
+    peer: str = ""
 
     def specs(self) -> list[BenchSpec]:
         return [BenchSpec(name=f"{self.name}.{f.name}", suite=self.suite, unit=f.unit,
@@ -81,8 +86,9 @@ class Workload:
         absent = [d for d in self.data if not os.path.exists(d)]
         return f"{', '.join(absent)} missing ({self.fetch or f'apt install {self.package}'})" if absent else ""
 
-    def argv(self, scratch: str, seconds: int, port: int) -> list[str]:
-        return ["/bin/sh", "-c", PRELUDE + self.script, f"vmtax-{self.name}", scratch, str(seconds), str(port)]
+    def argv(self, scratch: str, seconds: int, port: int, peer: str = "127.0.0.1") -> list[str]:
+        return ["/bin/sh", "-c", PRELUDE + self.script, f"vmtax-{self.name}", scratch, str(seconds), str(port),
+                peer]
 
 
 # -- parsers: by field name, never by position ------------------------------------
@@ -183,6 +189,45 @@ def compile_seconds(text: str) -> dict[str, float]:
     if not m:
         raise ParseError("the build printed no 'vmtax-compile: START END' line")
     return {"seconds": float(m.group(2)) - float(m.group(1))}
+
+
+def iperf3(direction: str) -> Callable[[str], dict[str, float]]:
+    """-J: end.sum_sent (what the client sent) or end.sum_received."""
+    def parse(text: str) -> dict[str, float]:
+        start = text.find("{")
+        try:
+            doc = json.loads(text[start:]) if start >= 0 else None
+        except json.JSONDecodeError:
+            doc = None
+        if not isinstance(doc, dict):
+            raise ParseError("iperf3 printed no JSON document (-J: iperf3 3)")
+        version = str(doc.get("start", {}).get("version", "unknown iperf3 version"))
+        if doc.get("error"):
+            raise ParseError(f"iperf3 failed: {doc['error']}")
+        try:
+            side = doc["end"][direction]
+            return {"gbit_per_s": float(side["bits_per_second"]) / 1e9, "_bytes": float(side["bytes"])}
+        except (KeyError, TypeError, ValueError):
+            raise ParseError(f"iperf3 output has no end.{direction}.bits_per_second ({version}; vmtax reads "
+                             f"iperf 3.12)") from None
+    return parse
+
+
+def sockperf(text: str) -> dict[str, float]:
+    """ping-pong --full-rtt: the valid period's messages over its run time,
+    and the round-trip percentiles."""
+    m = re.search(r"== version #(\S+)", text)  # (sockperf colours it)
+    v = f"sockperf {m.group(1)}" if m else "no sockperf version line"
+    valid = re.search(r"\[Valid Duration\] RunTime=" + NUM + r" sec; SentMessages=\d+; ReceivedMessages=(\d+)",
+                      text)
+    if not valid:
+        raise ParseError(f"sockperf output has no '[Valid Duration]' line ({v}; vmtax reads sockperf 3.7)")
+    secs, got = float(valid.group(1)), float(valid.group(2))
+    if secs <= 0 or got <= 0:
+        raise ParseError("sockperf exchanged no messages")
+    return {"tx_per_s": got / secs,
+            "p50_us": _field(text, "sockperf", "percentile 50.000", r"percentile 50\.000 =\s+" + NUM, v),
+            "p99_us": _field(text, "sockperf", "percentile 99.000", r"percentile 99\.000 =\s+" + NUM, v)}
 
 
 def stress_ng(text: str) -> dict[str, float]:
@@ -334,6 +379,21 @@ WORKLOADS: tuple[Workload, ...] = (
               Figure("fsync_p99_us", "us", "lower", "99th percentile fsync latency")),
              fio({"iops": ("write", "iops", 1.0), "fsync_p99_us": ("sync", "lat_ns/percentile/99.000000", 1e-3)}),
              needs_disk=True),
+    Workload("net_stream_tx", "net", "iperf3, one TCP stream from the target to an iperf3 server on the host "
+             "(through the target's NIC; local: loopback)", "iperf3", ("iperf3",),
+             "iperf3 -c $4 -p $3 -t $2 -J", (Figure("gbit_per_s", "Gbit/s", "higher", "throughput sent"),),
+             iperf3("sum_sent"), peer="iperf3 -s -p {port}"),
+    Workload("net_stream_rx", "net", "iperf3 -R, one TCP stream from an iperf3 server on the host to the target",
+             "iperf3", ("iperf3",), "iperf3 -c $4 -p $3 -t $2 -R -J",
+             (Figure("gbit_per_s", "Gbit/s", "higher", "throughput received"),),
+             iperf3("sum_received"), peer="iperf3 -s -p {port}"),
+    Workload("net_rr", "net", "sockperf ping-pong over TCP, 14-byte messages (its smallest), one at a time, to a "
+             "sockperf server on the host: request/response", "sockperf", ("sockperf",),
+             "sockperf ping-pong --tcp -i $4 -p $3 -t $2 -m 14 --full-rtt",
+             (Figure("tx_per_s", "tx/s", "higher", "round trips per second"),
+              Figure("p50_us", "us", "lower", "median round-trip time"),
+              Figure("p99_us", "us", "lower", "99th percentile round-trip time")),
+             sockperf, peer="sockperf server --tcp -p {port}"),
     # stress-ng stressors matching agent rows: a cross-check of the agent's figures
     Workload("stress_fork", "stress", "stress-ng --fork 1 (cf. the agent's forkwait)", "stress-ng",
              ("stress-ng",), STRESS.format(stressor="fork"),

@@ -86,6 +86,11 @@ class Target(ABC):
         works there), not a tmpfs."""
         return False
 
+    def peer_address(self) -> str | None:
+        """The address at which a peer on the host's loopback is reached from
+        inside this target (None: the target has no way out)."""
+        return None
+
     def agent_extra_args(self) -> list[str]:
         out = []
         if self.scratch_dir():

@@ -1,7 +1,7 @@
 """The devices a QEMU guest gets besides its channel: a scratch disk of a
 chosen model, image format, host cache mode and backing (a file, or a loop
-block device standing in for seed 004's LVM volume), and the guest kernel
-modules their drivers need.
+block device standing in for seed 004's LVM volume); a NIC of a chosen model
+on QEMU's user-mode network; and the guest kernel modules their drivers need.
 
 vmtax makes the image itself (sparse, ext4 made on the host, so the guest
 spends no boot time formatting it), in a private directory under /var/tmp
@@ -55,6 +55,22 @@ DISKS: dict[str, DiskModel] = {
                      (("ata_piix", "ATA_PIIX"), ("sd_mod", "BLK_DEV_SD")), ("pc",),
                      "an emulated IDE disk on the pc machine's PIIX controller"),
 }
+@dataclass(frozen=True)
+class NicModel:
+    device: str                           # QEMU -device, on netdev n0
+    drivers: tuple[tuple[str, str], ...]  # (module, CONFIG_ symbol), in load order
+    note: str
+
+
+NICS: dict[str, NicModel] = {
+    "virtio": NicModel("virtio-net-pci", (_VIRTIO_PCI, ("virtio_net", "VIRTIO_NET")), "virtio-net on PCI"),
+    "e1000": NicModel("e1000", (("e1000", "E1000"),), "an emulated Intel 82540EM (e1000)"),
+    "rtl8139": NicModel("rtl8139", (("8139too", "8139TOO"),), "an emulated Realtek RTL8139"),
+}
+NETS = ("user",)
+# QEMU's user-mode network (slirp): the guest is 10.0.2.15, and 10.0.2.2 is
+# the host's loopback as seen from it: where the host-side peers listen
+GUEST_ADDR, HOST_FROM_GUEST = "10.0.2.15/24", "10.0.2.2"
 IMAGES = ("raw", "qcow2")
 CACHES = ("none", "writeback")
 BACKINGS = ("file", "block")

@@ -32,6 +32,9 @@ class LocalTarget(Target):
         if self.parent is not None and not (os.path.isdir(self.parent) and os.access(self.parent, os.W_OK)):
             raise UserError(f"target '{name}': dir={self.parent} is not a writable directory")
 
+    def peer_address(self) -> str | None:
+        return "127.0.0.1"  # the same pair over loopback: like for like
+
     def on_disk(self) -> bool:
         return filesystem(self.parent or SHM) not in ("tmpfs", "ramfs", "")
 

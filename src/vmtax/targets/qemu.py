@@ -12,6 +12,8 @@ none: the scratch directory is a tmpfs), image=raw|qcow2, cache=none|writeback
 (the host page cache: none is O_DIRECT), backing=file|block (a loop device over
 the image, as an LVM volume would be), disk_size=SIZE (default 1G).  The guest
 mounts it at /mnt/disk, and workloads and the agent's file rows work there.
+A NIC: nic=virtio|e1000|rtl8139|none (default none), net=user (QEMU's
+user-mode network: the host's loopback is 10.0.2.2 from the guest).
 """
 from __future__ import annotations
 
@@ -95,7 +97,7 @@ class QemuTarget(ChannelTarget):
     kind = "qemu"
     summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
     allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
-                                 "disk", "image", "cache", "backing", "disk_size"})
+                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -123,6 +125,16 @@ class QemuTarget(ChannelTarget):
             if v not in allowed:
                 raise UserError(f"target '{name}': {key} must be one of {', '.join(allowed)}, got '{v}'")
             return v
+        self.nic = choice("nic", (*devices.NICS, "none"), "none")
+        self.net = choice("net", devices.NETS, "user")
+        self.modules: list[str] = []
+        if self.nic != "none":
+            if self.machine == "microvm":
+                raise UserError(f"target '{name}': nic={self.nic} needs machine=pc or q35 (microvm has no PCI bus)")
+            self.modules = devices.modules_for(find_kernel(options.get("kernel")), devices.NICS[self.nic].drivers,
+                                               f"target '{name}': nic={self.nic}")
+        elif "net" in options:
+            raise UserError(f"target '{name}': net= without a NIC: add nic=virtio (or e1000, rtl8139)")
         self.disk = choice("disk", (*devices.DISKS, "none"), "none")
         self.image = choice("image", devices.IMAGES, "raw")
         self.cache = choice("cache", devices.CACHES, "none")
@@ -132,7 +144,6 @@ class QemuTarget(ChannelTarget):
         except UserError:
             raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") \
                 from None
-        self.modules: list[str] = []
         self.loop: devices.LoopDevice | None = None
         self.image_dir: Path | None = None
         if self.disk == "none":
@@ -154,15 +165,19 @@ class QemuTarget(ChannelTarget):
         if self.backing == "block" and not os.access("/dev/loop-control", os.R_OK | os.W_OK):
             raise UserError(f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
                             f"which this user cannot use: run as root")
-        self.modules = devices.modules_for(find_kernel(options.get("kernel")),
-                                           model.drivers + (("ext4", "EXT4_FS"),),
-                                           f"target '{name}': disk={self.disk}")
+        for m in devices.modules_for(find_kernel(options.get("kernel")), model.drivers + (("ext4", "EXT4_FS"),),
+                                     f"target '{name}': disk={self.disk}"):
+            if m not in self.modules:  # both need virtio_pci: once
+                self.modules.append(m)
 
     def scratch_dir(self) -> str | None:
         return devices.MOUNT if self.disk != "none" else super().scratch_dir()
 
     def on_disk(self) -> bool:
         return self.disk != "none"
+
+    def peer_address(self) -> str | None:
+        return devices.HOST_FROM_GUEST if self.nic != "none" else None
 
     def _disk_args(self) -> list[str]:
         if self.disk == "none":
@@ -198,8 +213,12 @@ class QemuTarget(ChannelTarget):
         disk = self._disk_args()
         if disk:
             append += [f"vmtax.disk={devices.DISKS[self.disk].node}"]
-            if self.modules:
-                append += ["vmtax.modules=" + ",".join(self.modules)]
+        nic = []
+        if self.nic != "none":
+            append += [f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}"]
+            nic = ["-netdev", "user,id=n0", "-device", f"{devices.NICS[self.nic].device},netdev=n0"]
+        if self.modules:
+            append += ["vmtax.modules=" + ",".join(self.modules)]
         machine = self.machine
         if machine == "microvm":
             khz = host_tsc_khz()
@@ -217,7 +236,7 @@ class QemuTarget(ChannelTarget):
                 "-m", f"{self.mem_mb}M", "-kernel", str(kernel),
                 "-initrd", str(guest.initramfs(self.files + devices.module_files(kernel, self.modules))),
                 "-append", " ".join(append), "-serial", f"file:{self.console_log}",
-                *channel, *disk, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
+                *channel, *disk, *nic, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
                 "-no-reboot"]
 
     def stop(self) -> None:
@@ -281,6 +300,8 @@ class QemuTarget(ChannelTarget):
         return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
                 "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
                 "guest_kernel_image": str(find_kernel(self.options.get("kernel"))),
+                "nic": self.nic, **({"net": self.net, "nic_device": devices.NICS[self.nic].note}
+                                    if self.nic != "none" else {}),
                 "disk": self.disk, **({"image": self.image, "cache": self.cache, "backing": self.backing,
                                        "disk_mb": self.disk_mb, "disk_device": devices.DISKS[self.disk].note,
                                        "loop_direct_io": self.loop.direct_io if self.loop else None}

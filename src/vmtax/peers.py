@@ -1,0 +1,60 @@
+"""Host-side peers: the server end of a network workload (an iperf3
+server, a sockperf responder), started on the host for each run, reached
+from inside the target through its NIC (the bare machine: over loopback,
+the same pair), and ended after the run; a peer dies with vmtax too."""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+
+from .errors import TargetError
+from .proc import kill_group, spawn
+
+
+def start_peer(w, port: int, target_cpu: int | None) -> subprocess.Popen:
+    """The host side of a network workload, listening on the loopback port
+    within 10 s (TargetError if not), on a CPU other than the target's when
+    the target is pinned; it dies with vmtax (proc.spawn) and is killed after
+    each run by the caller."""
+    others = sorted(set(os.sched_getaffinity(0)) - {target_cpu}) if target_cpu is not None else []
+    argv = shlex.split(w.peer.format(port=port))
+    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty peer never blocks on it
+    try:
+        p = spawn(argv, cpu=others[0] if others else None, stdin=subprocess.DEVNULL,
+                  stdout=subprocess.DEVNULL, stderr=err)
+    except OSError as e:
+        err.close()
+        raise TargetError(f"{w.name}: cannot start its peer {argv[0]} on the host: {e}") from None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            err.seek(0)
+            why = err.read().decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+            err.close()
+            raise TargetError(f"{w.name}: its peer {argv[0]} exited at once ({p.returncode}): {why[0][:200]}")
+        if listening(port):
+            err.close()  # the peer keeps its descriptor
+            return p
+        time.sleep(0.05)
+    kill_group(p)
+    err.close()
+    raise TargetError(f"{w.name}: its peer {argv[0]} did not listen on port {port} within 10 s")
+
+
+def listening(port: int) -> bool:
+    """Whether a TCP socket listens on this port here (/proc/net/tcp and
+    tcp6: no connection is made, which a server could take for a client)."""
+    want = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    parts = line.split()
+                    if len(parts) > 3 and parts[1].endswith(want) and parts[3] == "0A":
+                        return True
+        except OSError:
+            continue
+    return False
