@@ -76,7 +76,7 @@ def main() -> int:
                                                                f", {(time.time() - t0) / 60:.0f} min") + ":",
                   "", "    " + " ".join(["vmtax", *cmd[3:-2]]), "", "```", board_path.read_text().rstrip(), "```",
                   "", "Host CPU per GB moved (`host_cpu_per_unit`, s/GB: the target's host processes, user and "
-                  "system, less their idle rate; for `local` the fio process itself), mean ± 95% CI half-width:",
+                  "system, less their idle rate; for `local` the tool itself, client only: the peer on the host is not counted on either side), mean ± 95% CI half-width:",
                   "", "| workload | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
         rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
         for bench in sorted({r["benchmark"].split(".")[0] for r in doc["results"]}):
