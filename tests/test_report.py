@@ -91,3 +91,12 @@ def test_explain_says_nothing_it_cannot_show():
     data = run(names=("local", "qemu:accel=tcg"))
     blocks = explain.view(data, *analyse(data))
     assert all(len(b.rows) == 1 and not b.readings for b in blocks)
+
+
+def test_a_log_scale_chart_labels_its_ticks_as_plain_numbers():
+    """Matplotlib's default log labels are mathtext, which an SVG with live
+    text shows raw: '$\\mathdefault{10^{1}}$' on the page."""
+    from vmtax.report import plots
+    svg = plots.ratio_bars("kernel", "lower", ["getppid", "segv"],
+                           [("uml", [(78.0, 77.0, 79.0), (19.0, 18.9, 19.1)]), ("container", [(1.1, 1.0, 1.2), None])])
+    assert "mathdefault" not in svg and "$" not in svg

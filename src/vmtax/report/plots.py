@@ -67,6 +67,12 @@ def ratio_bars(title: str, direction: str, benches: list[str],
         ax.axhline(1.0, color="black", linewidth=0.8)
         if log:
             ax.set_yscale("log")
+            # plain numbers: the default labels are mathtext, which an SVG
+            # with svg.fonttype=none shows raw ("$\\mathdefault{10^{1}}$")
+            from matplotlib.ticker import FuncFormatter
+            plain = FuncFormatter(lambda v, _: f"{v:g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
         ax.set_xticks(range(len(benches)), benches, rotation=30, ha="right")
         better = "lower" if direction == "lower" else "higher"
         ax.set_ylabel(f"ratio to baseline ({better} is better)")
