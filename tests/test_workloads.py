@@ -253,3 +253,13 @@ def test_a_peer_listens_before_the_run_and_is_gone_after():
     gone = workloads.Workload("x", "net", "d", "p", ("sh",), "true", (), lambda t: {}, peer="sh -c 'exit 3' {port}")
     with pytest.raises(TargetError, match="exited at once"):
         start_peer(gone, free_port(), None)
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (make setup installs it)")
+def test_a_trace_that_runs_too_long_is_ended_whole(tmp_path):
+    from vmtax.guest import traced
+    marker = f"vmtax-trace-test-{tmp_path.name}"
+    with pytest.raises(TargetError, match="did not finish within 1 s"):
+        traced(["/bin/sh", "-c", f"sleep 30 & exec -a {marker} sleep 30"], str(tmp_path), timeout=1)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    assert not left

@@ -140,14 +140,25 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
         raise TargetError("strace is not installed on this host (make setup installs it)")
     import tempfile
     with tempfile.TemporaryDirectory(prefix="vmtax-trace-") as tmp:
-        try:
-            p = subprocess.run([strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat",
-                                "-o", os.path.join(tmp, "t"), *argv], cwd=cwd, env=env,
-                               capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.SubprocessError) as e:
+        from .. import proc
+        try:  # the whole traced tree dies on a timeout, on Ctrl-C, and with vmtax
+            p = proc.spawn([strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat",
+                            "-o", os.path.join(tmp, "t"), *argv], cwd=cwd, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
             raise TargetError(f"could not trace {argv[0]}: {e}") from None
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill_group(p)
+            raise TargetError(f"{' '.join(argv[:3])} did not finish within {timeout:.0f} s on this host") \
+                from None
+        except BaseException:
+            proc.kill_group(p)
+            raise
+        proc.kill_group(p)  # reaped already: nothing of the build stays behind it
         if p.returncode != 0:
-            tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+            tail = (err or out).strip().splitlines()[-1:] or ["no output"]
             raise TargetError(f"{' '.join(argv[:3])} failed on this host (status {p.returncode}): {tail[0][:200]}")
         files, programs = set(), set()
         for name in os.listdir(tmp):
