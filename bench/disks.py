@@ -25,10 +25,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from workloads import scoreboard  # bench/, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
@@ -65,16 +66,11 @@ def main() -> int:
         cmd = [VMTAX, "--db", db, "compare", *targets, "--suite", args.suite, "--tool-seconds", "2",
                "--min-processes", "4", "--precision", "5%", "--max-time", args.max_time, "--json", str(doc_path)]
         t0 = time.time()
-        if not args.reuse:
-            print("$ " + " ".join(cmd), file=sys.stderr)
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            if p.returncode not in (0, 3):
-                sys.exit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
-            board_path.write_text(p.stdout)
+        board = scoreboard(cmd, board_path, args.reuse)
         doc = json.loads(doc_path.read_text())
         lines += [f"## {name}", "", f"Run `{doc['run_id']}`" + ("" if args.reuse else
                                                                f", {(time.time() - t0) / 60:.0f} min") + ":",
-                  "", "    " + " ".join(["vmtax", *cmd[3:-2]]), "", "```", board_path.read_text().rstrip(), "```",
+                  "", "    " + " ".join(["vmtax", *cmd[3:-2]]), "", "```", board.rstrip(), "```",
                   "", "Host CPU per GB moved (`host_cpu_per_unit`, s/GB: the target's host processes, user and "
                   "system, less their idle rate; for `local` the tool itself, client only: the peer on the host is not counted on either side), mean ± 95% CI half-width:",
                   "", "| workload | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]

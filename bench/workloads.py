@@ -32,6 +32,18 @@ VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
 OUT = REPO / "results"
 
 
+def scoreboard(cmd: list[str], path: Path, reuse: bool) -> str:
+    """Run a vmtax command (exit 0 or 3: finished) and keep the scoreboard it
+    printed in path; with reuse, what path already holds."""
+    if not reuse:
+        print("$ " + " ".join(cmd), file=sys.stderr)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode not in (0, 3):
+            sys.exit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
+        path.write_text(p.stdout)
+    return path.read_text()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-time", default="25m")
@@ -48,14 +60,8 @@ def main() -> int:
            "--json", str(doc_path)]
     shown = " ".join(["vmtax", *cmd[3:-2]])
     t0 = time.time()
-    if not args.reuse:
-        print("$ " + " ".join(cmd), file=sys.stderr)
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode not in (0, 3):
-            sys.exit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
-        (OUT / f"{args.name}-scoreboard.txt").write_text(p.stdout)
+    board = scoreboard(cmd, OUT / f"{args.name}-scoreboard.txt", args.reuse)
     doc = json.loads(doc_path.read_text())
-    board = (OUT / f"{args.name}-scoreboard.txt").read_text()
     cs = doc["comparisons"]
     lines = ["# Real workloads in every target", "",
              f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/workloads.py` on "

@@ -49,19 +49,12 @@ def test_bad_device_options_are_one_line_before_anything_boots(options, says):
 
 
 @needs_kernel
-def test_a_driver_the_guest_kernel_lacks_is_named():
-    if config_has("SATA_AHCI"):
-        pytest.skip("this guest kernel has AHCI")
-    with pytest.raises(UserError, match=r"disk=ahci needs the ahci driver \(CONFIG_SATA_AHCI\)"):
-        parse_target("qemu:disk=ahci")
-
-
-@needs_kernel
-def test_a_nic_the_guest_kernel_lacks_is_named():
-    if config_has("E1000"):
-        pytest.skip("this guest kernel has e1000")
-    with pytest.raises(UserError, match=r"nic=e1000 needs the e1000 driver \(CONFIG_E1000\)"):
-        parse_target("qemu:nic=e1000")
+@pytest.mark.parametrize("option,module,symbol", [("disk=ahci", "ahci", "SATA_AHCI"), ("nic=e1000", "e1000", "E1000")])
+def test_a_driver_the_guest_kernel_lacks_is_named(option, module, symbol):
+    if config_has(symbol):
+        pytest.skip(f"this guest kernel has {module}")
+    with pytest.raises(UserError, match=rf"{option} needs the {module} driver \(CONFIG_{symbol}\)"):
+        parse_target(f"qemu:{option}")
 
 
 @needs_kernel

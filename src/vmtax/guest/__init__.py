@@ -183,12 +183,11 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
         real.setdefault(os.path.realpath(f), []).append(f)
     plugins = {f for f in keep if "/bfd-plugins/" in f and len(real[os.path.realpath(f)]) == 1}
     keep = [f for f in keep if f not in plugins]
-    theirs = {k for k, _ in closure(sorted(plugins))} if plugins else set()
-    needed = {k for k, _ in closure(sorted(x for x in programs if os.path.isfile(x)) +
-                                   [f for f in keep if ".so" in os.path.basename(f)
-                                    and f.lstrip("/") not in theirs])}
-    only_plugins = theirs - needed
-    found = {k: v for k, v in closure(sorted(x for x in programs if os.path.isfile(x)))}
+    theirs = {k for k, _ in closure(sorted(plugins))}
+    ran = dict(closure(sorted(x for x in programs if os.path.isfile(x))))  # ldd once per program
+    opened = [f for f in keep if ".so" in os.path.basename(f) and f.lstrip("/") not in theirs]
+    only_plugins = theirs - set(ran) - {k for k, _ in closure(sorted(opened))}
+    found = dict(ran)
     found.update((f.lstrip("/"), Path(f).resolve()) for f in keep if f.lstrip("/") not in only_plugins)
     return tuple(sorted((os.path.normpath(k), v) for k, v in found.items() if not ours("/" + k)))
 

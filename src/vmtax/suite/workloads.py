@@ -126,16 +126,23 @@ def sysbench_events_per_s(text: str) -> dict[str, float]:
     return {"events_per_s": events / secs}
 
 
+def _json_document(text: str, missing: str) -> dict:
+    """The JSON object a tool printed (after any lines before it);
+    ParseError(missing) when there is none."""
+    start = text.find("{")
+    try:
+        doc = json.loads(text[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise ParseError(missing)
+    return doc
+
+
 def fio(figures: dict[str, tuple[str, str, float]]) -> Callable[[str], dict[str, float]]:
     """figures: name -> (read|write, key in that section, scale)."""
     def parse(text: str) -> dict[str, float]:
-        start = text.find("{")
-        try:
-            doc = json.loads(text[start:]) if start >= 0 else None
-        except json.JSONDecodeError:
-            doc = None
-        if not isinstance(doc, dict):
-            raise ParseError("fio printed no JSON document (--output-format=json: fio 3)")
+        doc = _json_document(text, "fio printed no JSON document (--output-format=json: fio 3)")
         version = str(doc.get("fio version", "unknown fio version"))
         out = {}
         try:  # the bytes moved: the unit of work host CPU is counted against
@@ -194,13 +201,7 @@ def compile_seconds(text: str) -> dict[str, float]:
 def iperf3(direction: str) -> Callable[[str], dict[str, float]]:
     """-J: end.sum_sent (what the client sent) or end.sum_received."""
     def parse(text: str) -> dict[str, float]:
-        start = text.find("{")
-        try:
-            doc = json.loads(text[start:]) if start >= 0 else None
-        except json.JSONDecodeError:
-            doc = None
-        if not isinstance(doc, dict):
-            raise ParseError("iperf3 printed no JSON document (-J: iperf3 3)")
+        doc = _json_document(text, "iperf3 printed no JSON document (-J: iperf3 3)")
         version = str(doc.get("start", {}).get("version", "unknown iperf3 version"))
         if doc.get("error"):
             raise ParseError(f"iperf3 failed: {doc['error']}")
