@@ -26,6 +26,7 @@ from .runner import RunConfig, run_session
 from .store import Store, default_db_path
 from .suite import workloads
 from .targets import KINDS, parse_target
+from .targets.qemu import agree_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -133,6 +134,9 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UserError("each target may appear once (an A/A pair: local local:label=b)")
+    note = agree_kernels(targets)
+    if note:
+        say(f"vmtax: {note}", sys.stderr)
     skipped: dict[str, str] = {}
     if getattr(args, "skip_unavailable", False):
         for t in targets[1:]:
