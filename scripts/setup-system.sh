@@ -10,6 +10,7 @@ pkgs=(
   qemu-system-x86 qemu-utils  # the qemu target (qemu-img: its qcow2 disks)
   e2fsprogs                   # mkfs.ext4 for the guests' scratch disks
   linux-image-cloud-amd64     # a guest kernel for it (/boot/vmlinuz-*)
+  linux-image-amd64           # the generic one: the drivers of e1000, rtl8139 and ahci
   busybox-static              # the guest's and container's userland
   user-mode-linux             # the uml target
   podman runc                 # the container target (unshare+chroot where podman fails)
