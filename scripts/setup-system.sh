@@ -18,6 +18,7 @@ pkgs=(
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
   make strace                 # the compile workload: make runs it, strace finds the toolchain's files
   iperf3 sockperf             # the net suite: each tool in the target, its server on the host
+  postgresql libpq5           # --db postgresql://: libpq for psycopg; the tests start a throwaway server
 )
 here=$(dirname "$0")
 

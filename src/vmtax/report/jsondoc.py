@@ -56,7 +56,7 @@ def comparison_row(c: Comparison) -> dict:
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:
     doc = {
         "schema": SCHEMA, "run_id": data.id, "kind": data.kind, "status": data.status,
-        "command": data.command, "vmtax_version": data.vmtax_version,
+        "command": data.command, "vmtax_version": data.vmtax_version, "host": data.host, "user": data.user,
         "started": data.started, "finished": data.finished, "config": data.config,
         "environment": data.targets[0].facts if data.targets else {},
         "targets": [{"name": t.name, "kind": t.kind, "accel": t.accel, "boot_s": t.boot_s,
