@@ -14,6 +14,7 @@ pkgs=(
   busybox-static              # the guest's and container's userland
   user-mode-linux             # the uml target
   podman runc                 # the container target (unshare+chroot where podman fails)
+  slirp4netns                 # its net=slirp4netns (rootless user-mode networking)
   chromium                    # renders the HTML report in its end-to-end test
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
   make strace                 # the compile workload: make runs it, strace finds the toolchain's files

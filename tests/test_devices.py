@@ -239,3 +239,13 @@ def test_context_switches_of_a_process_are_read_from_proc():
     a = switches([os.getpid()])
     time.sleep(0.01)  # a voluntary switch
     assert switches([os.getpid()]) > a > 0 and switches([2 ** 22 + 7]) == 0
+
+
+@pytest.mark.parametrize("options,says", [
+    ("net=wifi", "net must be one of none, host, bridge, slirp4netns"),
+    ("engine=unshare,net=bridge", "net=bridge needs engine=podman"),
+])
+def test_bad_container_networks_are_one_line(options, says):
+    with pytest.raises(UserError) as e:
+        parse_target(f"container:{options}")
+    assert says in str(e.value) and "\n" not in str(e.value)

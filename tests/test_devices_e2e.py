@@ -158,3 +158,36 @@ def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path, devs, nic, net):
     assert taps() <= before
     left = subprocess.run(["pgrep", "-af", "iperf3 -s|sockperf server"], capture_output=True, text=True).stdout
     assert not [l for l in left.splitlines() if "pgrep" not in l]
+
+
+@pytest.mark.skipif(not shutil.which("sockperf"), reason="sockperf is needed (make setup installs it)")
+@pytest.mark.parametrize("net", ["bridge", "slirp4netns"])
+def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path, net):
+    """podman's bridge (the host at its gateway) and slirp4netns (the host
+    at 10.0.2.2): sockperf in the container against the server vmtax starts
+    on the host; nothing left after (container, slirp4netns, peer)."""
+    from vmtax.targets.container import podman_works
+    ok, why = podman_works()
+    if not ok:
+        pytest.skip(why)
+    if net == "slirp4netns" and not shutil.which("slirp4netns"):
+        pytest.skip("slirp4netns is not installed (make setup installs it)")
+    target = f"container:net={net}"
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "run", "--target", target,
+           "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "20s", "--json", "-"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    doc = json.loads(out)
+    rows = {r["benchmark"]: r for r in doc["results"]}
+    assert rows["net_rr.tx_per_s"]["mean"] > 0 and rows["net_rr.tx_per_s"]["metrics"]["host_cpu_per_unit"]["unit"] \
+        == "ms/1000tx"
+    assert doc["targets"][0]["facts"]["net"] == net
+    def left() -> list[str]:  # (an exited slirp4netns is reaped by podman's cleanup a moment later)
+        out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^vmtax-{p.pid}-"],
+                             capture_output=True, text=True, timeout=60).stdout.split()
+        return out + subprocess.run(["pgrep", "-a", "slirp4netns"], capture_output=True, text=True).stdout.split("\n")[:-1]
+    deadline = time.time() + 15
+    while left() and time.time() < deadline:
+        time.sleep(0.5)
+    assert not left()

@@ -4,7 +4,12 @@ engine works, Linux namespaces plus chroot (`unshare`).  The target records
 which one was used.
 
 Options: engine=podman|unshare|auto (default auto: podman if a container
-actually starts, else unshare).
+actually starts, else unshare); net=none|host|bridge|slirp4netns (default
+none: loopback only).  host shares the host's network stack (the peers of
+the net suite on the host's loopback); bridge is podman's default network
+(a veth on podman's bridge, the host at its gateway); slirp4netns is the
+rootless user-mode stack (the host at 10.0.2.2).  unshare offers none and
+host.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from .channel import ChannelTarget
 # What this machine's podman needs (rootless limits are low inside a microVM).
 # The root is vmtax's cached directory, mounted read-only: a container cannot
 # change the agent that later runs record the hash of.
-PODMAN_RUN = ["podman", "run", "--rm", "-i", "--runtime", "runc", "--network", "none",
+PODMAN_RUN = ["podman", "run", "--rm", "-i", "--runtime", "runc",
               "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--read-only",
               "--tmpfs", "/tmp", "--log-driver", "none"]
 SHELL = ["/bin/sh", "/vmtax-shell"]
@@ -46,7 +51,7 @@ def podman_works() -> tuple[bool, str]:
         return False, "podman is not installed"
     try:
         root = guest.rootfs_dir()
-        p = subprocess.run(PODMAN_RUN + ["--rootfs", str(root), "/bin/busybox", "true"],
+        p = subprocess.run(PODMAN_RUN + ["--network", "none", "--rootfs", str(root), "/bin/busybox", "true"],
                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError, TargetError, UserError) as e:
         return False, f"podman failed: {e}"
@@ -88,14 +93,23 @@ def sweep_containers() -> None:
 class ContainerTarget(ChannelTarget):
     kind = "container"
     summary = "the agent in a container (podman+runc, else unshare+chroot)"
-    allowed_options = frozenset({"engine", "boot_timeout"})
+    allowed_options = frozenset({"engine", "boot_timeout", "net"})
     boot_timeout = 60.0
+    NETS = ("none", "host", "bridge", "slirp4netns")
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.engine_wanted = options.get("engine", "auto")
         if self.engine_wanted not in ("auto", "podman", "unshare"):
             raise UserError(f"engine must be podman, unshare or auto, got '{self.engine_wanted}'")
+        self.net = options.get("net", "none")
+        if self.net not in self.NETS:
+            raise UserError(f"target '{name}': net must be one of {', '.join(self.NETS)}, got '{self.net}'")
+        if self.net in ("bridge", "slirp4netns") and self.engine_wanted == "unshare":
+            raise UserError(f"target '{name}': net={self.net} needs engine=podman (unshare offers none and host)")
+        if self.net == "slirp4netns" and not shutil.which("slirp4netns"):
+            raise UserError(f"target '{name}': net=slirp4netns needs slirp4netns (apt install slirp4netns)")
+        self.host_seen_at: str | None = None  # the host's address from inside, once started
         self.engine: str | None = None
         self.engine_note = ""
         # the controller's pid in the name: a later run removes what a killed one left
@@ -115,6 +129,8 @@ class ContainerTarget(ChannelTarget):
         ok, why = podman_works()
         if ok:
             return "podman"
+        if self.net in ("bridge", "slirp4netns"):
+            raise TargetError(f"{self.name}: net={self.net} needs podman, which does not work here: {why}")
         self.engine_note = f"podman unusable here, used unshare+chroot: {why}"
         return "unshare"
 
@@ -123,11 +139,14 @@ class ContainerTarget(ChannelTarget):
         root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()
-            argv = PODMAN_RUN + ["--name", self.container_name, "--env", "VMTAX_STDERR=/dev/stderr",
-                                 "--rootfs", root, *SHELL]
+            net = "slirp4netns:allow_host_loopback=true" if self.net == "slirp4netns" else self.net
+            argv = PODMAN_RUN + ["--network", net, "--name", self.container_name,
+                                 "--env", "VMTAX_STDERR=/dev/stderr", "--rootfs", root, *SHELL]
         else:
-            argv = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc", "--net",
-                    "--kill-child", "/bin/sh", "-c", UNSHARE_ROOT, "sh", root, UNSHARE_INIT]
+            init = UNSHARE_INIT.replace("ip link set lo up && ", "") if self.net == "host" else UNSHARE_INIT
+            argv = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc",
+                    *([] if self.net == "host" else ["--net"]),
+                    "--kill-child", "/bin/sh", "-c", UNSHARE_ROOT, "sh", root, init]
         return self.spawn(argv)
 
     def stop(self) -> None:
@@ -137,7 +156,17 @@ class ContainerTarget(ChannelTarget):
                            capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
 
     def after_boot(self) -> None:
+        self.host_seen_at = {"host": "127.0.0.1", "slirp4netns": "10.0.2.2"}.get(self.net)
+        if self.net == "bridge":  # the host is the bridge's gateway: the container's default route
+            route = " ".join(self.run_tool(["ip", "-4", "route", "show", "default"], timeout=30))
+            m = re.search(r"default via (\d+\.\d+\.\d+\.\d+)", route)
+            if not m:
+                raise TargetError(f"{self.name}: net=bridge gave the container no default route ({route[:100]!r})")
+            self.host_seen_at = m.group(1)
         self.start_probe(self._root_pids)
+
+    def peer_address(self) -> str | None:
+        return self.host_seen_at
 
     def _root_pids(self) -> list[int]:
         """The container's own processes on the host: under podman its init
@@ -149,7 +178,7 @@ class ContainerTarget(ChannelTarget):
         return [int(out)] if out.strip().isdigit() and int(out) > 0 else []
 
     def own_facts(self) -> dict:
-        return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note,
+        return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note, "net": self.net,
                 **self.probe_facts()}
 
     def info(self):
