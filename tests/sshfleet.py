@@ -230,8 +230,26 @@ class Fleet:
         for veth in self.veths:  # gone with its peer's namespace; make sure
             _run("ip", "link", "del", veth, check=False)
         self.namespaces, self.veths = [], []
-        if self.made_privsep and not _run("pgrep", "-x", "sshd", check=False).stdout.strip():
+        if self.made_privsep:  # ours to remove, once no sshd (another's) needs it
+            deadline = time.monotonic() + 2
+            while _sshd_running() and time.monotonic() < deadline:
+                time.sleep(0.05)  # ours, killed, may take a moment to go
+            if not _sshd_running():
+                try:
+                    PRIVSEP.rmdir()
+                except OSError:
+                    pass
+
+
+def _sshd_running() -> bool:
+    """Whether any sshd process lives (zombies aside)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
             try:
-                PRIVSEP.rmdir()
+                with open(f"/proc/{entry}/stat") as f:
+                    comm, _, rest = f.read().partition(") ")
             except OSError:
-                pass
+                continue
+            if comm.endswith("(sshd") and not rest.startswith("Z"):
+                return True
+    return False

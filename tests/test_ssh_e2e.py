@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sshfleet import Fleet, netns_works
+from sshfleet import PRIVSEP, Fleet, _sshd_running, netns_works
 
 from vmtax.agent import agent_hash
 from vmtax.errors import TargetError
@@ -33,6 +33,8 @@ def fleet(tmp_path_factory):
         yield f
     assert not [s for s in f.servers.values() if s.p is not None]
     assert not _lines(["ip", "netns", "list"], f"vmtax-t{os.getpid()}-")
+    assert not _lines(["ip", "-o", "link"], f"vt{os.getpid()}")
+    assert not f.made_privsep or not PRIVSEP.exists() or _sshd_running()  # /run/sshd: ours removed
 
 
 def _lines(argv, marker):

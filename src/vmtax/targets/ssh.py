@@ -211,6 +211,7 @@ class SshTarget(Target):
         try:
             self.channel.wait_ready(CONNECT_TIMEOUT + 20)
         except TargetError:
+            self._master_gone()
             raise TargetError(f"{self.name}: {self._why(self._tail(), self.shell.poll() or 255)}") from None
 
     def _probe(self) -> dict[str, str]:
@@ -305,9 +306,20 @@ class SshTarget(Target):
         try:
             yield from lines
         except TargetError:
-            if self.master is not None and self.master.poll() is not None:
+            if self._master_gone():
                 raise TargetError(f"{self.name}: {self._why('', 255)}") from None
             raise
+
+    def _master_gone(self, wait: float = 2.0) -> bool:
+        """Whether the connection is gone: the session ends a moment
+        before its master does when the host dies, so wait that moment."""
+        if self.master is None:
+            return False
+        try:
+            self.master.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _tail(self) -> str:
         try:
