@@ -6,16 +6,22 @@ fsync latency), each a side-by-side comparison in one run, written with
 their commands into results/disks.md (the JSON beside it):
 
   models:  vmtax compare local:dir=/var/tmp qemu:disk=virtio qemu:disk=scsi qemu:disk=nvme \\
-               qemu:disk=ide --suite disk --tool-seconds 2 --min-processes 4 --precision 5% --max-time 12m
+               qemu:disk=ahci qemu:disk=ide --suite disk --tool-seconds 2 --min-processes 4 --precision 5% --max-time 12m
   images:  vmtax compare qemu:disk=virtio qemu:disk=virtio,image=qcow2 qemu:disk=virtio,backing=block \\
                qemu:disk=virtio,cache=writeback --suite disk ... (the same options)
 
-with each target's host CPU per GB moved (host_cpu_per_unit, s/GB).
+with each target's host cost per GB moved (host_cpu_per_unit, s/GB, and the
+rest of `vmtax explain`'s workload rows).
 
-The net suite, a virtio NIC on QEMU's user-mode network against loopback,
-into results/net.md:
+The net suite, NIC models on QEMU's user-mode network and virtio on a tap,
+against loopback, into results/net.md:
 
-  nics:    vmtax compare local qemu:nic=virtio --suite net ... (the same options)
+  nics:    vmtax compare local qemu:nic=virtio qemu:nic=e1000 qemu:nic=rtl8139 qemu:nic=virtio,net=tap \\
+               --suite net ... (the same options)
+
+(the guests agree on one kernel: Debian's generic one, which has the e1000,
+rtl8139 and ahci drivers the cloud kernel lacks).  --only NAME re-runs that
+comparison alone and re-renders the others from their stored JSON.
 
 Usage: .venv/bin/python bench/disks.py [--suite disk|net] [--max-time 12m] [--only models|images|nics]
        [--reuse]
@@ -35,11 +41,11 @@ REPO = Path(__file__).resolve().parents[1]
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
 OUT = REPO / "results"
 RUNS = {
-    "models": ["local:dir=/var/tmp", "qemu:disk=virtio", "qemu:disk=scsi", "qemu:disk=nvme", "qemu:disk=ide"],
+    "models": ["local:dir=/var/tmp", "qemu:disk=virtio", "qemu:disk=scsi", "qemu:disk=nvme", "qemu:disk=ahci",
+               "qemu:disk=ide"],
     "images": ["qemu:disk=virtio", "qemu:disk=virtio,image=qcow2", "qemu:disk=virtio,backing=block",
                "qemu:disk=virtio,cache=writeback"],
-    # the net suite (--suite net): Debian's cloud kernel has no e1000 or rtl8139 driver
-    "nics": ["local", "qemu:nic=virtio"],
+    "nics": ["local", "qemu:nic=virtio", "qemu:nic=e1000", "qemu:nic=rtl8139", "qemu:nic=virtio,net=tap"],
 }
 SUITE = {"models": "disk", "images": "disk", "nics": "net"}
 
@@ -51,7 +57,7 @@ def main() -> int:
     ap.add_argument("--suite", choices=("disk", "net"), default="disk")
     ap.add_argument("--reuse", action="store_true", help="re-render the stored runs only")
     args = ap.parse_args()
-    title = {"disk": "Disk device models compared", "net": "A guest's NIC against loopback"}[args.suite]
+    title = {"disk": "Disk device models compared", "net": "NIC models against loopback"}[args.suite]
     lines = [f"# {title}", "",
              f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/disks.py` on "
              f"{platform.machine()}; QEMU under TCG (this host's /dev/kvm does not boot a standard guest), "
@@ -66,9 +72,12 @@ def main() -> int:
         cmd = [VMTAX, "--db", db, "compare", *targets, "--suite", args.suite, "--tool-seconds", "2",
                "--min-processes", "4", "--precision", "5%", "--max-time", args.max_time, "--json", str(doc_path)]
         t0 = time.time()
-        board = scoreboard(cmd, board_path, args.reuse)
+        reuse = args.reuse or (args.only is not None and name != args.only)
+        if reuse and not doc_path.exists():
+            continue
+        board = scoreboard(cmd, board_path, reuse)
         doc = json.loads(doc_path.read_text())
-        lines += [f"## {name}", "", f"Run `{doc['run_id']}`" + ("" if args.reuse else
+        lines += [f"## {name}", "", f"Run `{doc['run_id']}`" + ("" if reuse else
                                                                f", {(time.time() - t0) / 60:.0f} min") + ":",
                   "", "    " + " ".join(["vmtax", *cmd[3:-2]]), "", "```", board.rstrip(), "```",
                   "", "Host CPU per GB moved (`host_cpu_per_unit`, s/GB: the target's host processes, user and "

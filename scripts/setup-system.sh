@@ -10,6 +10,7 @@ pkgs=(
   qemu-system-x86 qemu-utils  # the qemu target (qemu-img: its qcow2 disks)
   e2fsprogs                   # mkfs.ext4 for the guests' scratch disks
   linux-image-cloud-amd64     # a guest kernel for it (/boot/vmlinuz-*)
+  linux-image-amd64           # the generic one: the drivers of e1000, rtl8139 and ahci
   busybox-static              # the guest's and container's userland
   user-mode-linux             # the uml target
   podman runc                 # the container target (unshare+chroot where podman fails)
@@ -17,6 +18,7 @@ pkgs=(
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
   make strace                 # the compile workload: make runs it, strace finds the toolchain's files
   iperf3 sockperf             # the net suite: each tool in the target, its server on the host
+  postgresql libpq5           # --db postgresql://: libpq for psycopg; the tests start a throwaway server
   openssh-client iproute2     # the ssh target (the system ssh); its tests: namespaces (ip netns)
   openssh-server              # its tests: real sshd servers, started by the tests (never as a service)
 )

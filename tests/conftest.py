@@ -44,3 +44,36 @@ def _isolated_db(tmp_path, monkeypatch):
 def vmtax_cmd():
     exe = shutil.which("vmtax") or str(REPO / ".venv" / "bin" / "vmtax")
     return [exe]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server of the session's own (pgserver.py), started at
+    the first test that needs it, stopped and removed at the end."""
+    from pgserver import PgServer, binaries
+    bin_dir = binaries()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server here (/usr/lib/postgresql/*/bin: Debian's postgresql package,"
+                    " which scripts/setup-system.sh installs)")
+    server = PgServer(bin_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """postgresql:// URL of a new, empty results database (a schema of its
+    own: the cluster is thrown away at the end of the session)."""
+    return pg_server.url("vmtax", schema=pg_server.create_schema())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    """Where a test's results database is, in each backend: an SQLite file, or
+    a new database of the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return tmp_path / "vmtax.db"
+    return request.getfixturevalue("pg_url")

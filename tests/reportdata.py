@@ -56,4 +56,4 @@ def run(kind="compare", run_id="20260101-120000-abcd", facts=None, names=("local
                    command="vmtax compare local qemu:accel=tcg", vmtax_version="0.1.0",
                    config={"precision": 0.01, "max_time": 360.0, "cpu": None},
                    targets=targets, agent_hashes={n: agent_hash for n in names},
-                   benchmarks=list(SPECS), samples=samples, outcomes=outcomes)
+                   benchmarks=list(SPECS), samples=samples, outcomes=outcomes, host="lab-01", user="ci")

@@ -4,6 +4,7 @@ import glob
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def config_has(symbol: str) -> bool:
     ("disk=virtio,disk_size=10M", "disk_size must be at least 64M"),
     ("disk=virtio,disk_size=lots", "malformed disk_size 'lots'"),
     ("nic=ne2000", "nic must be one of virtio, e1000, rtl8139, none"),
-    ("nic=virtio,net=tap", "net must be one of user"),
+    ("nic=virtio,net=bridge", "net must be one of user, tap"),
     ("net=user", "net= without a NIC"),
     ("nic=virtio,machine=microvm", "nic=virtio needs machine=pc or q35 (microvm has no PCI bus)"),
 ])
@@ -48,13 +49,61 @@ def test_bad_device_options_are_one_line_before_anything_boots(options, says):
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
+def kernels_with(symbol: str) -> list[str]:
+    return [k for k in sorted(KERNELS) if f"CONFIG_{symbol}=" in
+            Path(f"/boot/config-{devices.kernel_release(Path(k))}").read_text(errors="replace")]
+
+
 @needs_kernel
 @pytest.mark.parametrize("option,module,symbol", [("disk=ahci", "ahci", "SATA_AHCI"), ("nic=e1000", "e1000", "E1000")])
-def test_a_driver_the_guest_kernel_lacks_is_named(option, module, symbol):
-    if config_has(symbol):
-        pytest.skip(f"this guest kernel has {module}")
+def test_a_driver_the_chosen_guest_kernel_lacks_is_named(option, module, symbol):
+    lacking = [k for k in KERNELS if k not in kernels_with(symbol)]
+    if not lacking:
+        pytest.skip(f"every kernel under /boot has {module}")
     with pytest.raises(UserError, match=rf"{option} needs the {module} driver \(CONFIG_{symbol}\)"):
-        parse_target(f"qemu:{option}")
+        parse_target(f"qemu:{option},kernel={lacking[0]}")
+
+
+@needs_kernel
+def test_a_device_boots_a_kernel_that_has_its_driver_and_the_others_follow():
+    """qemu:nic=e1000 picks a kernel with e1000 when the default lacks it;
+    compared with it, a virtio guest boots the same kernel."""
+    have = kernels_with("E1000")
+    if not have:
+        pytest.skip("no kernel under /boot has e1000 (make setup installs linux-image-amd64)")
+    from vmtax.targets.qemu import agree_kernels, find_kernel
+    e1000, virtio, plain = (parse_target(t) for t in ("qemu:nic=e1000", "qemu:nic=virtio,label=b", "qemu:label=c"))
+    assert str(e1000.kernel) in have and any(m.endswith("/e1000.ko") for m in e1000.modules)
+    note = agree_kernels([e1000, virtio, plain])
+    if virtio.kernel == e1000.kernel and find_kernel() == e1000.kernel:
+        assert note is None
+    else:
+        assert note and e1000.kernel.name in note
+    assert virtio.kernel == plain.kernel == e1000.kernel
+    assert any(m.endswith("/virtio_net.ko") for m in virtio.modules) or config_has("VIRTIO_NET=y")
+
+
+def test_net_tap_without_root_is_one_line_before_anything_boots(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match=r"net=tap: (a tap device and its address need root|there is no /dev/net/tun)"):
+        parse_target("qemu:nic=virtio,net=tap")
+
+
+@pytest.mark.skipif(devices.tap_allowed() is not None, reason=str(devices.tap_allowed()))
+def test_a_tap_goes_away_with_its_last_descriptor():
+    tap = devices.Tap()
+    name = tap.name
+    held = os.dup(tap.fd)  # QEMU's copy, in a real run
+    try:
+        assert devices.link_exists(name)
+        addrs = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", name], capture_output=True,
+                               text=True).stdout
+        assert f"{tap.host}/30" in addrs and tap.guest.startswith(tap.host.rsplit(".", 1)[0])
+        tap.close()
+        assert devices.link_exists(name)  # QEMU still holds it
+    finally:
+        os.close(held)
+    assert not devices.link_exists(name)
 
 
 @needs_kernel
@@ -148,10 +197,45 @@ def test_fsync_latency_is_read_from_fios_sync_section():
     assert BY_NAME["disk_randread"].parse((DATA / "fio-3.33-randread.json").read_text())["iops"] > 0
 
 
-def test_host_cpu_per_gb_is_the_cpu_less_the_idle_rate_over_the_bytes():
+def test_host_cost_per_unit_is_the_cost_less_the_idle_rate_over_the_work():
     from types import SimpleNamespace
-    from vmtax.runner import _per_gb
-    guest = SimpleNamespace(host_probe=SimpleNamespace(idle={"host_cpu_ns": 0.1e9}))  # 0.1 s of CPU per s idle
-    assert _per_gb(guest, 2e9, 10.0, 13.0, 10.0) == pytest.approx((3.0 - 1.0) / 2)  # s/GB
-    assert _per_gb(guest, 2e9, 10.0, 10.5, 10.0) == 0.0  # never below zero
-    assert _per_gb(guest, None, 10.0, 13.0, 1.0) is None and _per_gb(guest, 1e9, None, 1.0, 1.0) is None
+    from vmtax.runner import per_unit
+    # 0.1 s of CPU and 50 context switches per second while the guest idles
+    guest = SimpleNamespace(host_probe=SimpleNamespace(idle={"host_cpu_ns": 0.1e9, "host_context_switches": 50.0}))
+    before = {"user": 10.0, "sys": 0.0, "switches": 1000.0}
+    after = {"user": 12.25, "sys": 0.75, "switches": 3000.0}  # 3 s of CPU, a quarter of it in the kernel
+    got = per_unit(guest, "GB", {"_bytes": 2e9}, before, after, 10.0, 0.5)
+    assert got["host_cpu_per_unit"] == pytest.approx((3.0 - 1.0) / 2)  # s/GB
+    assert got["host_cpu_sys_per_unit"] == pytest.approx(0.25) and got["host_cpu_user_per_unit"] == pytest.approx(0.75)
+    assert got["host_context_switches_per_unit"] == pytest.approx((2000 - 500) / 2)
+    assert got["peer_cpu_per_unit"] == pytest.approx(0.25)
+    # transactions: milliseconds per 1000
+    tx = per_unit(guest, "1000tx", {"_tx": 4000.0}, before, after, 10.0, None)
+    assert tx["host_cpu_per_unit"] == pytest.approx(2.0 * 1e3 / 4) and "peer_cpu_per_unit" not in tx
+    assert per_unit(guest, "GB", {"_bytes": 2e9}, before, {**after, "user": 10.1, "sys": 0.0}, 10.0, None)[
+        "host_cpu_per_unit"] == 0.0  # never below zero
+    assert per_unit(guest, "GB", {}, before, after, 1.0, None) == {}
+    assert per_unit(guest, "GB", {"_bytes": 1e9}, None, after, 1.0, None) == {}
+    assert per_unit(guest, "", {"_bytes": 1e9}, before, after, 1.0, None) == {}
+
+
+def test_per_unit_metrics_carry_the_workloads_unit_of_work():
+    from vmtax.metrics import unit_of
+    from vmtax.report.jsondoc import metric_rows
+    from types import SimpleNamespace
+    assert BY_NAME["net_rr"].work == "1000tx" and BY_NAME["net_stream_tx"].work == "GB"
+    assert BY_NAME["disk_fsync"].work == "GB" and BY_NAME["sysbench_cpu"].work == ""
+    assert unit_of("host_cpu_per_unit", "1000tx") == "ms/1000tx" and unit_of("host_cpu_per_unit", "GB") == "s/GB"
+    assert unit_of("host_context_switches_per_unit", "GB") == "switches/GB"
+    assert unit_of("host_context_switches") == "switches"
+    s = SimpleNamespace(mean=2.0, ci_low=1.0, ci_high=3.0, units=5)
+    assert metric_rows({"host_cpu_per_unit": s}, "net_rr.p99_us")["host_cpu_per_unit"]["unit"] == "ms/1000tx"
+    assert metric_rows({"host_cpu_per_unit": s}, "disk_fsync.iops")["host_cpu_per_unit"]["unit"] == "s/GB"
+    assert BY_NAME["net_rr"].parse((DATA / "sockperf-3.7.txt").read_text())["_tx"] > 0
+
+
+def test_context_switches_of_a_process_are_read_from_proc():
+    from vmtax.hostprobe import switches
+    a = switches([os.getpid()])
+    time.sleep(0.01)  # a voluntary switch
+    assert switches([os.getpid()]) > a > 0 and switches([2 ** 22 + 7]) == 0

@@ -10,6 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
+import glob
 
 import pytest
 
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.e2e
 QEMU_OK, QEMU_WHY = QemuTarget.available()
 LOOP_OK = os.access("/dev/loop-control", os.R_OK | os.W_OK)
 HOST_DISK = filesystem(devices.IMAGE_PARENT) not in ("tmpfs", "ramfs", "")
+TAP_WHY = devices.tap_allowed()
 
 
 def ours(pid: int) -> list[str]:
@@ -71,10 +74,12 @@ def test_direct_io_on_a_guests_disk_against_the_hosts_disk(tmp_path):
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
 @pytest.mark.skipif(not LOOP_OK, reason="no loop devices for this user")
-def test_ctrl_c_removes_the_image_and_the_loop_device(tmp_path):
+def test_ctrl_c_removes_the_image_the_loop_device_and_the_tap(tmp_path):
     db = tmp_path / "c.db"
+    tap = ",nic=virtio,net=tap" if TAP_WHY is None else ""
+    before = taps()
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local",
-           "qemu:accel=tcg,disk=ide,backing=block", "--bench", "getppid", "--precision", "0.01%",
+           f"qemu:accel=tcg,disk=ide,backing=block{tap}", "--bench", "getppid", "--precision", "0.01%",
            "--max-time", "5m"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline, n = time.time() + 120, 0
@@ -87,38 +92,69 @@ def test_ctrl_c_removes_the_image_and_the_loop_device(tmp_path):
             pass
     held = ours(p.pid)
     assert any(h.startswith("loop") for h in held) and any(h.startswith("vmtax-qemu-") for h in held), held
+    assert not tap or taps() - before, "the guest's tap"
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=60)
     assert p.returncode != 0
     deadline = time.time() + 10
-    while time.time() < deadline and ours(p.pid):
+    while time.time() < deadline and (ours(p.pid) or taps() - before):
         time.sleep(0.2)
-    assert not ours(p.pid)
+    assert not ours(p.pid) and not taps() - before
+
+
+def taps() -> set[str]:
+    return {n for n in os.listdir("/sys/class/net") if n.startswith("vmtax")}
+
+
+def a_kernel_with(symbol: str) -> bool:
+    return any(f"CONFIG_{symbol}=" in open(f"/boot/config-{devices.kernel_release(Path(k))}").read()
+               for k in glob.glob("/boot/vmlinuz-*") if os.path.exists(f"/boot/config-{devices.kernel_release(Path(k))}"))
+
+
+
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
 @pytest.mark.skipif(not (shutil.which("iperf3") and shutil.which("sockperf")),
                     reason="iperf3 and sockperf are needed (make setup installs them)")
-def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
-    """iperf3 and sockperf in a TCG guest with a virtio NIC on QEMU's
-    user-mode network, against servers vmtax starts on the host; the bare
-    machine runs the same pair over loopback.  No peer is left after."""
-    guest = "qemu:accel=tcg,nic=virtio"
+@pytest.mark.parametrize("devs,nic,net", [
+    ("nic=virtio", "virtio", "user"),
+    pytest.param("nic=e1000,net=tap,disk=ahci", "e1000", "tap", marks=[
+        pytest.mark.skipif(TAP_WHY is not None, reason=str(TAP_WHY)),
+        pytest.mark.skipif(not (a_kernel_with("E1000") and a_kernel_with("SATA_AHCI")),
+                           reason="no guest kernel with e1000 and ahci (make setup installs linux-image-amd64)")]),
+])
+def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path, devs, nic, net):
+    """iperf3 and sockperf in a TCG guest, against servers vmtax starts on
+    the host: a virtio NIC on QEMU's user-mode network; an e1000 on a tap
+    vmtax makes (with an AHCI disk: the generic kernel's drivers, loaded
+    and mounted).  The bare machine runs the same pair over loopback.  No
+    peer and no tap is left after."""
+    guest = f"qemu:accel=tcg,{devs}"
+    before = taps()
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "n.db"), "compare", "local", guest,
-           "--bench", "net_rr", "net_stream_tx", "--tool-seconds", "1", "--min-processes", "6",
+           "--bench", "net_rr", *(["net_stream_tx"] if net == "user" else []),  # one boot of the generic kernel is enough
+           "--tool-seconds", "1", "--min-processes", "6",
            "--precision", "50%", "--max-time", "2m", "--json", "-"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
     by = {(c["benchmark"], c["candidate"]): c for c in doc["comparisons"]}
     for name, unit in (("net_rr.tx_per_s", "tx/s"), ("net_rr.p99_us", "us"), ("net_stream_tx.gbit_per_s", "Gbit/s")):
+        if (name, guest) not in by and net == "tap":
+            continue
         c = by[(name, guest)]
         assert c["unit"] == unit and c["ratio"] > 0, c
     # through an emulated NIC and QEMU's user-mode TCP stack: slower than loopback
     assert by[("net_rr.tx_per_s", guest)]["ratio"] < 1 and by[("net_rr.p99_us", guest)]["ratio"] > 1
     facts = {t["name"]: t["facts"] for t in doc["targets"]}
-    assert facts[guest]["nic"] == "virtio" and facts[guest]["net"] == "user"
+    assert facts[guest]["nic"] == nic and facts[guest]["net"] == net
+    if net == "tap":
+        assert facts[guest]["tap"].startswith("vmtax") and "amd64" in facts[guest]["guest_kernel_image"]
+        assert facts[guest]["disk"] == "ahci"
     rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
-    assert rows[(guest, "net_stream_tx.gbit_per_s")]["metrics"]["host_cpu_per_unit"]["mean"] > 0
+    unit = "net_stream_tx.gbit_per_s" if net == "user" else "net_rr.tx_per_s"
+    assert rows[(guest, unit)]["metrics"]["host_cpu_per_unit"]["mean"] > 0
+    assert taps() <= before
     left = subprocess.run(["pgrep", "-af", "iperf3 -s|sockperf server"], capture_output=True, text=True).stdout
     assert not [l for l in left.splitlines() if "pgrep" not in l]

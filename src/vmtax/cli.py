@@ -23,10 +23,11 @@ from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, run_session
-from .store import Store, default_db_path
+from .store import Store, default_db_path, redact
 from .suite import workloads
 from . import inventory as inventories
 from .targets import KINDS, parse_targets
+from .targets.qemu import agree_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -140,6 +141,9 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UserError("each target may appear once (an A/A pair: local local:label=b)")
+    note = agree_kernels(targets)
+    if note:
+        say(f"vmtax: {note}", sys.stderr)
     skipped: dict[str, str] = {}
     if getattr(args, "skip_unavailable", False):
         for t in targets[1:]:
@@ -159,7 +163,7 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
     say(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
-        f"results in {store.path}", sys.stderr)
+        f"results in {store.location}", sys.stderr)
     try:
         run_id, status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
                                               notes={"skipped_targets": skipped} if skipped else None)
@@ -167,7 +171,7 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
         proc.kill_all()
     if failure:  # the store failed mid-run: say so, then report what it holds
         say(f"vmtax: {failure}", sys.stderr)
-        with Store(store.path, readonly=True) as reader:
+        with _store(args, readonly=True) as reader:
             _report(reader, run_id, args)
         return EXIT_FAIL
     return _report(store, run_id, args)
@@ -313,7 +317,7 @@ def cmd_runs(args) -> int:
     if args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
     with _store(args, readonly=True) as store:
-        runs = store.list_runs(args.limit)
+        runs = store.list_runs(args.limit, host=args.host)
     if args.json:
         _json_out(runs, args.json)
     else:
@@ -361,8 +365,9 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> Parser:
     p = Parser(prog="vmtax", description="Measure and explain the virtualization tax.")
     p.add_argument("--version", action="version", version=f"vmtax {__version__}")
-    p.add_argument("--db", metavar="FILE",
-                   help=f"results database (default $VMTAX_DB or {default_db_path()})")
+    p.add_argument("--db", metavar="FILE|URL",
+                   help=f"results database: an SQLite file, or a postgresql:// URL for a team's PostgreSQL "
+                        f"(default $VMTAX_DB or {redact(str(default_db_path())).replace('%', '%%')})")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     s = sub.add_parser("list", help="list suites and benchmarks")
@@ -412,6 +417,7 @@ def build_parser() -> Parser:
 
     s = sub.add_parser("runs", help="list stored runs")
     s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--host", metavar="NAME", help="only runs measured on this host (its hostname)")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.set_defaults(func=cmd_runs)
     return p

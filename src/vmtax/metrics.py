@@ -51,12 +51,44 @@ _ALL = [
            "system calls the target's host processes and threads made per operation"),
     Metric("exits", "exits", "host", "VM exits", "VM exits per operation (KVM: QMP query-stats)"),
     # a workload's, per unit of the work it did (seed 003's figure of merit)
-    Metric("host_cpu_per_unit", "s/GB", "host", "host CPU per GB",
-           "host CPU seconds per GB the workload moved: the target's host processes (local: the tool "
+    # (units: per GB moved, or per 1000 transactions: WORK below)
+    Metric("host_cpu_per_unit", "s/GB", "host", "host CPU per unit",
+           "host CPU per unit of the workload's work: the target's host processes (local: the tool "
            "itself), user and system, less their idle rate"),
+    Metric("host_cpu_user_per_unit", "s/GB", "host", "  host user", "of which in user mode"),
+    Metric("host_cpu_sys_per_unit", "s/GB", "host", "  host system", "of which in kernel mode"),
+    Metric("host_context_switches_per_unit", "switches/GB", "host", "host ctx switches per unit",
+           "context switches of the target's host processes and threads per unit of work, less their "
+           "idle rate (/proc: no counter taxes the run): seed 003's world switches"),
+    Metric("peer_cpu_per_unit", "s/GB", "host", "host peer CPU per unit",
+           "host CPU of the workload's peer (the server on the host: the other end of the conversation) "
+           "per unit of work"),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_io, exits_mmio, exits_halt, ...
+
+
+@dataclass(frozen=True)
+class Work:
+    """A unit of a workload's work, as its parser counts it (the key)."""
+    key: str        # what the parser returns: bytes moved, transactions
+    name: str       # the unit: GB, 1000tx
+    size: float     # of the key's count per unit
+    cpu_unit: str   # CPU time per unit in s or ms
+    cpu_scale: float
+
+
+WORK = {"GB": Work("_bytes", "GB", 1e9, "s", 1.0), "1000tx": Work("_tx", "1000tx", 1e3, "ms", 1e3)}
+PER_UNIT = ("host_cpu_per_unit", "host_cpu_user_per_unit", "host_cpu_sys_per_unit",
+            "host_context_switches_per_unit", "peer_cpu_per_unit")
+
+
+def unit_of(name: str, work: str | None = None) -> str:
+    """A metric's unit; a per-unit one's in the benchmark's unit of work."""
+    if name in PER_UNIT and work in WORK:
+        w = WORK[work]
+        return f"switches/{w.name}" if "switches" in name else f"{w.cpu_unit}/{w.name}"
+    return describe(name).unit
 
 
 def known(name: str) -> bool:

@@ -131,3 +131,5 @@ class RunData:
     benchmarks: list[BenchSpec] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     outcomes: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    host: str | None = None  # where its controller ran (None: stored before vmtax recorded it)
+    user: str | None = None

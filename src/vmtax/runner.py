@@ -39,7 +39,8 @@ from . import __version__, stats
 from .agent import agent_hash, parse_line, sample_fields
 from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
-from .hostprobe import syscall_tracepoint, ticks
+from .hostprobe import switches, syscall_tracepoint, ticks
+from .metrics import WORK
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import start_peer
 from .proc import ChildFailed, kill_group
@@ -588,17 +589,17 @@ class Runner:
                 out = []
                 if w.peer:
                     peer = start_peer(w, port, target.host_cpu)
-                cpu0, t0 = host_cpu_s(target), time.monotonic()
+                cost0, t0 = host_cost(target), time.monotonic()
                 for line in target.run_tool(argv, timeout=w.timeout):
                     first = first or time.time()
                     out.append(line)
-                cpu1, t1 = host_cpu_s(target), time.monotonic()
+                cost1, t1 = host_cost(target), time.monotonic()
+                peer_s = sum(ticks([peer.pid])) / TICK if peer is not None else None
                 values = w.parse("\n".join(out))
                 samples = [self._figure(target, spec, values, process, block, warmup) for spec in job.specs]
-                per_gb = _per_gb(target, values.get("_bytes"), cpu0, cpu1, t1 - t0)
-                if per_gb is not None:
-                    for smp in samples:
-                        smp.metrics["host_cpu_per_unit"] = per_gb
+                cost = per_unit(target, w.work, values, cost0, cost1, t1 - t0, peer_s)
+                for smp in samples:
+                    smp.metrics.update(cost)
             except ParseError as e:
                 error = f"{w.name}: {e}"
             except (AgentError, TargetError) as e:
@@ -654,30 +655,45 @@ def machine_of(target) -> str:
     return machine() if machine else ""
 
 
-def host_cpu_s(target: Target) -> float | None:
-    """CPU seconds, user and system, the target has cost the host so far:
-    its host processes' (and their reaped children's) /proc ticks; for the
-    bare machine, the tools it has run and reaped.  Read without a counter
-    (a perf counter on QEMU's threads would tax the very run it measures)."""
+def host_cost(target: Target) -> dict[str, float] | None:
+    """What the target has cost the host so far, read without a counter (a
+    perf counter on QEMU's threads would tax the very run it measures): CPU
+    seconds, user and system, of its host processes and the children they
+    reaped (/proc ticks), and their threads' context switches; for the bare
+    machine, of the tools it has run and reaped."""
     if target.mirror_host:
         r = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
+        return {"user": r.ru_utime, "sys": r.ru_stime, "switches": float(r.ru_nvcsw + r.ru_nivcsw)}
     probe = target.host_probe
     if probe is None:
         return None
     probe.refresh()
     user, system = ticks(probe.pids)
-    return (user + system) / TICK
+    return {"user": user / TICK, "sys": system / TICK, "switches": float(switches(probe.pids))}
 
 
-def _per_gb(target: Target, moved: float | None, cpu0: float | None, cpu1: float | None,
-            seconds: float) -> float | None:
-    """Host CPU seconds per GB moved in one tool run, less the target's idle
-    rate over it (host_cpu_per_unit, metrics.py)."""
-    if not moved or moved <= 0 or cpu0 is None or cpu1 is None:
-        return None
-    idle = target.host_probe.idle.get("host_cpu_ns", 0.0) / 1e9 if target.host_probe is not None else 0.0
-    return max(0.0, cpu1 - cpu0 - idle * seconds) / (moved / 1e9)
+def per_unit(target: Target, work: str, values: dict[str, float], before: dict[str, float] | None,
+             after: dict[str, float] | None, seconds: float, peer_s: float | None) -> dict[str, float]:
+    """One tool run's host cost per unit of its work (metrics.WORK: per GB
+    moved, per 1000 transactions), less the target's idle rate over it:
+    seed 003's figures of merit.  {} when the tool counted no work."""
+    w = WORK.get(work)
+    done = values.get(w.key) if w else None
+    if not done or done <= 0 or before is None or after is None:
+        return {}
+    units = done / w.size
+    idle = target.host_probe.idle if target.host_probe is not None else {}
+    du, ds = after["user"] - before["user"], after["sys"] - before["sys"]
+    busy = max(0.0, du + ds - idle.get("host_cpu_ns", 0.0) / 1e9 * seconds)
+    share = du / (du + ds) if du + ds > 0 else 0.0
+    out = {"host_cpu_per_unit": busy * w.cpu_scale / units,
+           "host_cpu_user_per_unit": busy * share * w.cpu_scale / units,
+           "host_cpu_sys_per_unit": busy * (1 - share) * w.cpu_scale / units,
+           "host_context_switches_per_unit": max(0.0, after["switches"] - before["switches"]
+                                                 - idle.get("host_context_switches", 0.0) * seconds) / units}
+    if peer_s is not None:
+        out["peer_cpu_per_unit"] = peer_s * w.cpu_scale / units
+    return out
 
 
 def _calibrated(msg: dict, line: str) -> int:

@@ -1,5 +1,6 @@
 """CSV export: one row per benchmark and target of every run, with the
-candidate's ratio to the baseline where the run is a comparison."""
+host it was measured on and the candidate's ratio to the baseline where the
+run is a comparison."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +9,7 @@ import io
 from ..metrics import order
 from ..model import Comparison, Measurement, RunData
 
-COLUMNS = ["run_id", "kind", "benchmark", "suite", "direction", "unit", "target", "role", "n",
+COLUMNS = ["run_id", "host", "kind", "benchmark", "suite", "direction", "unit", "target", "role", "n",
            "processes", "mean", "median", "ci_low", "ci_high", "stdev", "min", "best3of5",
            "stopped_by", "reason", "ratio", "ratio_ci_low", "ratio_ci_high", "p_value", "significant"]
 
@@ -25,7 +26,7 @@ def rows(data: RunData, ms: list[Measurement], cs: list[Comparison],
     for m in ms:
         s = m.summary
         c = cby.get((m.target, m.benchmark.name))
-        out.append([data.id, data.kind, m.benchmark.name, m.benchmark.suite, m.benchmark.direction,
+        out.append([data.id, data.host or "", data.kind, m.benchmark.name, m.benchmark.suite, m.benchmark.direction,
                     m.benchmark.unit, m.target, "baseline" if m.target == base else "candidate",
                     str(s.n if s else 0), str(m.processes),
                     *[_num(getattr(s, k)) if s else "" for k in

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
-from ..metrics import describe, order
+from ..metrics import PER_UNIT, describe, order, unit_of
+from ..suite.workloads import of_spec
 from ..model import Comparison, Measurement, RunData, Summary
 from . import table
 from .scoreboard import md_cell
@@ -48,6 +49,7 @@ class Block:
     targets: list[str]
     rows: list[tuple[str, str, str, list[Cell]]] = field(default_factory=list)  # key, label, unit, cells
     readings: list[str] = field(default_factory=list)
+    per: str = "per operation"  # a workload's: per unit of its work
 
 
 def _cell(s: Summary | None) -> Cell:
@@ -68,10 +70,14 @@ def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Blo
     mby = {(m.target, m.benchmark.name): m for m in ms}
     blocks = []
     for spec in data.benchmarks:
-        if spec.kind == "workload":  # a tool's figure: no per-operation counts to explain (yet)
-            continue
         present = [n for n in names if (n, spec.name) in mby and mby[(n, spec.name)].summary]
         if not present:
+            continue
+        if spec.kind == "workload":
+            w = of_spec(spec.name)
+            # its host cost per unit of work, once per workload (each figure's samples carry the same)
+            if w is not None and w.work and spec.name == w.specs()[0].name:
+                blocks.append(_workload_block(spec, w.work, present, {n: mby[(n, spec.name)] for n in present}))
             continue
         b = Block(spec.name, spec.description, spec.unit, present)
         measured = {n: mby[(n, spec.name)] for n in present}
@@ -90,6 +96,32 @@ def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Blo
         b.readings = readings(spec.name, present, measured, facts)
         blocks.append(b)
     return blocks
+
+
+def _workload_block(spec, work: str, present: list[str], measured: dict[str, Measurement]) -> Block:
+    """A workload's figure and its host cost per unit of work, seed 003's
+    figures of merit, with a reading of how much more a unit costs."""
+    b = Block(spec.name, spec.description, spec.unit, present, per=f"per {work}")
+    b.rows.append(("time", f"the figure: {spec.name.split('.', 1)[1]} ({spec.unit})", spec.unit,
+                   [_cell(measured[n].summary) for n in present]))
+    for key in PER_UNIT:
+        cells = [_cell(measured[n].metrics.get(key)) for n in present]
+        if any(c.mean is not None for c in cells):
+            b.rows.append((key, f"{describe(key).label.replace(' per unit', '')} ({unit_of(key, work)})",
+                           unit_of(key, work), cells))
+    base = measured[present[0]]
+    c0, s0 = _m(base, "host_cpu_per_unit"), _m(base, "host_context_switches_per_unit")
+    for name in present[1:]:
+        c, sw = _m(measured[name], "host_cpu_per_unit"), _m(measured[name], "host_context_switches_per_unit")
+        user, system = _m(measured[name], "host_cpu_user_per_unit"), _m(measured[name], "host_cpu_sys_per_unit")
+        if c and c0 and c > 1.5 * c0:
+            split = (f", {100 * system / c:.0f}% of it in the host kernel" if system is not None and c > 0
+                     else "")
+            more = (f"; {_g(sw)} host context switches per {work} against {_g(s0)}"
+                    if sw is not None and s0 is not None and sw > 1.5 * s0 else "")
+            b.readings.append(f"{name}: {c / c0:.3g}x the host CPU per {work} of {present[0]} "
+                              f"({_g(c)} against {_g(c0)} {unit_of('host_cpu_per_unit', work)}){split}{more}")
+    return b
 
 
 # -- readings --------------------------------------------------------------------
@@ -175,7 +207,7 @@ def text(blocks: list[Block]) -> str:
     for b in blocks:
         out.append(f"{b.benchmark} — {b.description}")
         rows = [[label] + [_fmt(c, unit) for c in cells] for _, label, unit, cells in b.rows]
-        out.append(table.render(["per operation"] + b.targets, rows, align="l" + "r" * len(b.targets)))
+        out.append(table.render([b.per] + b.targets, rows, align="l" + "r" * len(b.targets)))
         out += [f"  · {r}" for r in b.readings]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
@@ -185,7 +217,7 @@ def markdown(blocks: list[Block]) -> str:
     out = []
     for b in blocks:
         out += [f"#### {md_cell(b.benchmark)}", "", md_cell(b.description), "",
-                "| per operation | " + " | ".join(md_cell(t) for t in b.targets) + " |",
+                f"| {b.per} | " + " | ".join(md_cell(t) for t in b.targets) + " |",
                 "|---|" + "---:|" * len(b.targets)]
         out += ["| " + md_cell(label.strip()) + " | " + " | ".join(md_cell(_fmt(c, unit)) for c in cells) + " |"
                 for _, label, unit, cells in b.rows]
@@ -207,7 +239,8 @@ def to_json(blocks: list[Block]) -> list[dict]:
 def html(blocks: list[Block]) -> str:
     parts = ['<p class="meta">Per operation, from the counting processes (one batch with counters on, '
              "every few blocks; counted batches are never timed): the target's own kernel's counts, then "
-             "what its host processes cost the host. ± is the 95% CI half-width.</p>"]
+             "what its host processes cost the host; a workload's: what the host spent per unit of its work "
+             "(per GB moved, per 1000 transactions), from every run. ± is the 95% CI half-width.</p>"]
     for b in blocks:
         head = "".join(f"<th>{escape(t)}</th>" for t in b.targets)
         body = "".join("<tr><td class=\"l\">" + escape(label) + "</td>"

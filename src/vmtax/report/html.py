@@ -191,9 +191,10 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     cfg = data.config
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
     pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
+    host = f" · on {escape(data.host)}" + (f" by {escape(data.user)}" if data.user else "") if data.host else ""
     parts = [f'<section id="run-{escape(data.id)}"><h2>Run {escape(data.id)} · {escape(data.kind)} · '
              f"{escape(data.status)}</h2>",
-             f'<p class="meta">{escape(when)} · vmtax {escape(data.vmtax_version)} · goal ±'
+             f'<p class="meta">{escape(when)}{host} · vmtax {escape(data.vmtax_version)} · goal ±'
              f"{escape(fmt_pct(cfg.get('precision')))} (95% CI) within {escape(fmt_duration(cfg.get('max_time', 0)))}"
              f" · {escape(pin)}<br>command: <code>{escape(data.command)}</code></p>"]
     if data.kind == "compare" and len(data.targets) > 1:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import math
 
-from ..metrics import describe
+from ..metrics import unit_of
 from ..model import Comparison, Measurement, RunData
+from ..suite.workloads import of_spec
 
 SCHEMA = 1
 
@@ -26,13 +27,16 @@ def result_row(m: Measurement) -> dict:
         "best3of5": _num(s.best3of5) if s else None, "best18of30": _num(s.best18of30) if s else None,
         "harness_overhead": _num(m.overhead), "cpu": m.cpu if m.cpu >= 0 else None,
         "stopped_by": m.stopped_by, "reason": m.reason,
-        "metrics": metric_rows(m.metrics),
+        "metrics": metric_rows(m.metrics, m.benchmark.name),
     }
 
 
-def metric_rows(metrics: dict) -> dict:
-    """name -> {unit, mean, ci_low, ci_high, n}: per operation (metrics.py)."""
-    return {name: {"unit": describe(name).unit, "mean": _num(s.mean), "ci_low": _num(s.ci_low),
+def metric_rows(metrics: dict, benchmark: str = "") -> dict:
+    """name -> {unit, mean, ci_low, ci_high, n}: per operation (metrics.py),
+    a workload's host cost per unit of its work."""
+    w = of_spec(benchmark)
+    work = w.work if w is not None else None
+    return {name: {"unit": unit_of(name, work), "mean": _num(s.mean), "ci_low": _num(s.ci_low),
                    "ci_high": _num(s.ci_high), "n": s.units}
             for name, s in metrics.items()}
 
@@ -52,7 +56,7 @@ def comparison_row(c: Comparison) -> dict:
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:
     doc = {
         "schema": SCHEMA, "run_id": data.id, "kind": data.kind, "status": data.status,
-        "command": data.command, "vmtax_version": data.vmtax_version,
+        "command": data.command, "vmtax_version": data.vmtax_version, "host": data.host, "user": data.user,
         "started": data.started, "finished": data.finished, "config": data.config,
         "environment": data.targets[0].facts if data.targets else {},
         "targets": [{"name": t.name, "kind": t.kind, "accel": t.accel, "boot_s": t.boot_s,

@@ -12,7 +12,8 @@ def run_header(data: RunData) -> str:
     cfg = data.config
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(data.started))
     pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
-    return (f"run {data.id} ({data.status}) · {when} · targets: {', '.join(t.name for t in data.targets)}\n"
+    host = f" · on {data.host}" if data.host else ""
+    return (f"run {data.id} ({data.status}) · {when}{host} · targets: {', '.join(t.name for t in data.targets)}\n"
             f"goal: 95% CI within ±{fmt_pct(cfg.get('precision'))} of the mean, budget "
             f"{fmt_duration(cfg.get('max_time', 0))} · {pin} · "
             f"{cfg.get('samples_per_process')} samples/process after {cfg.get('warmup')} warmup\n"
@@ -50,6 +51,7 @@ def stop_tally(ms: list[Measurement]) -> str:
 
 def runs_table(runs: list[dict]) -> str:
     rows = [[r["id"], r["kind"], time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])),
-             r["status"], r["targets"] or "", str(r["benchmarks"]), str(r["samples"])] for r in runs]
-    return table.render(["run", "kind", "started", "status", "targets", "benchmarks", "samples"],
-                        rows, align="llllrrr" if rows else None) if rows else "no runs stored"
+             r["host"] or "-", r["status"], r["targets"] or "", str(r["benchmarks"]), str(r["samples"])]
+            for r in runs]
+    return table.render(["run", "kind", "started", "host", "status", "targets", "benchmarks", "samples"],
+                        rows, align="lllllrrr" if rows else None) if rows else "no runs stored"

@@ -1,6 +1,9 @@
 """Numbered schema migrations.  Append only: never edit a shipped one.
 PRAGMA user_version holds the number of the last one applied, and
-PRAGMA application_id marks the file as vmtax's (see opening.check_ours)."""
+PRAGMA application_id marks the file as vmtax's (see opening.check_ours);
+in PostgreSQL the table vmtax_schema does both (postgres.py), and
+dialect.py turns each statement into PostgreSQL's SQL."""
+import sqlite3
 
 APPLICATION_ID = 0x766D7478  # "vmtx"
 
@@ -112,4 +115,21 @@ MIGRATIONS: list[str] = [
     # 7: samples taken with counters on (their metrics are the run's counts;
     # counting costs time, so their time is left out of every estimate)
     "ALTER TABLE samples ADD COLUMN counting INTEGER NOT NULL DEFAULT 0;",
+    # 8: the order a sample's metrics were given in (NULL before), for
+    # PostgreSQL, which has no rowid to keep it (SQLite reads its rowid)
+    "ALTER TABLE sample_metrics ADD COLUMN position INTEGER;",
 ]
+
+
+def statements(script: str):
+    """The statements of a migration one by one, for either backend
+    (executescript would commit the transaction they must run in)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \t\n;"):
+        raise ValueError(f"incomplete statement in a migration: {pending!r}")

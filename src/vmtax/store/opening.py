@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..errors import UserError
-from .migrations import APPLICATION_ID, MIGRATIONS
+from .migrations import APPLICATION_ID, MIGRATIONS, statements
 
 BUSY_TIMEOUT_S = 30.0
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN, SQLITE_NOTADB = 5, 6, 14, 26
@@ -115,7 +115,7 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     try:
         check_ours(db, path)
         for number in range(_check_version(user_version(db), path) + 1, len(MIGRATIONS) + 1):
-            for statement in _statements(MIGRATIONS[number - 1]):
+            for statement in statements(MIGRATIONS[number - 1]):
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {number}")
         db.execute("COMMIT")
@@ -129,20 +129,6 @@ def _check_version(have: int, path: Path) -> int:
     if have > len(MIGRATIONS):
         raise UserError(f"{path} has schema {have}, newer than this vmtax ({len(MIGRATIONS)})")
     return have
-
-
-def _statements(script: str):
-    """The statements of a migration one by one (executescript would commit
-    the transaction they must run in)."""
-    pending = ""
-    for piece in script.split(";"):
-        pending += piece + ";"
-        if sqlite3.complete_statement(pending):
-            if pending.strip(" \t\n;"):
-                yield pending
-            pending = ""
-    if pending.strip(" \t\n;"):
-        raise ValueError(f"incomplete statement in a migration: {pending!r}")
 
 
 def check_ours(db: sqlite3.Connection, path: Path) -> None:

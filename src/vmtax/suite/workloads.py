@@ -68,6 +68,9 @@ class Workload:
     # a peer on the host (the server side of a network workload): its command,
     # {port} its port; the script reaches it at $4 (see peer_address)
     peer: str = ""
+    # the unit of work its host cost is given per (metrics.WORK: "GB" when the
+    # parser counts bytes moved, "1000tx" when it counts transactions)
+    work: str = ""
 
     def specs(self) -> list[BenchSpec]:
         return [BenchSpec(name=f"{self.name}.{f.name}", suite=self.suite, unit=f.unit,
@@ -226,7 +229,7 @@ def sockperf(text: str) -> dict[str, float]:
     secs, got = float(valid.group(1)), float(valid.group(2))
     if secs <= 0 or got <= 0:
         raise ParseError("sockperf exchanged no messages")
-    return {"tx_per_s": got / secs,
+    return {"tx_per_s": got / secs, "_tx": got,
             "p50_us": _field(text, "sockperf", "percentile 50.000", r"percentile 50\.000 =\s+" + NUM, v),
             "p99_us": _field(text, "sockperf", "percentile 99.000", r"percentile 99\.000 =\s+" + NUM, v)}
 
@@ -320,16 +323,16 @@ WORKLOADS: tuple[Workload, ...] = (
              "fio", ("fio",), FIO.format(opts="--rw=randread --bs=4k"),
              (Figure("iops", "IOPS", "higher", "reads per second"),
               Figure("p99_us", "us", "lower", "99th percentile completion latency")),
-             fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)})),
+             fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}), work="GB"),
     Workload("fio_randwrite", "apps", "fio 4 KiB random writes to a 64 MiB file (psync, buffered: tmpfs)",
              "fio", ("fio",), FIO.format(opts="--rw=randwrite --bs=4k"),
              (Figure("iops", "IOPS", "higher", "writes per second"),
               Figure("p99_us", "us", "lower", "99th percentile completion latency")),
-             fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)})),
+             fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}), work="GB"),
     Workload("fio_seqread", "apps", "fio 1 MiB sequential reads of a 64 MiB file (psync, buffered: tmpfs)",
              "fio", ("fio",), FIO.format(opts="--rw=read --bs=1M"),
              (Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
-             fio({"mib_per_s": ("read", "bw_bytes", 1 / 2 ** 20)})),
+             fio({"mib_per_s": ("read", "bw_bytes", 1 / 2 ** 20)}), work="GB"),
     Workload("dbench", "apps", "dbench, 1 client, its NFS-style file-server load (client.txt) in the "
              "scratch directory", "dbench", ("dbench",),
              "dbench -t $(( $2 > 3 ? $2 : 3 )) -c /usr/share/dbench/client.txt -D \"$1\" 1",
@@ -358,43 +361,43 @@ WORKLOADS: tuple[Workload, ...] = (
              (Figure("iops", "IOPS", "higher", "reads per second"),
               Figure("p99_us", "us", "lower", "99th percentile completion latency")),
              fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}),
-             needs_disk=True),
+             needs_disk=True, work="GB"),
     Workload("disk_randwrite", "disk", "fio 4 KiB random writes, direct I/O, to a 64 MiB file on the target's "
              "disk (psync, queue depth 1)", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=randwrite --bs=4k"),
              (Figure("iops", "IOPS", "higher", "writes per second"),
               Figure("p99_us", "us", "lower", "99th percentile completion latency")),
              fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}),
-             needs_disk=True),
+             needs_disk=True, work="GB"),
     Workload("disk_seqread", "disk", "fio 1 MiB sequential reads, direct I/O, of a 64 MiB file on the target's "
              "disk", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=read --bs=1M"),
              (Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
-             fio({"mib_per_s": ("read", "bw_bytes", 1 / 2 ** 20)}), needs_disk=True),
+             fio({"mib_per_s": ("read", "bw_bytes", 1 / 2 ** 20)}), needs_disk=True, work="GB"),
     Workload("disk_seqwrite", "disk", "fio 1 MiB sequential writes, direct I/O, to a 64 MiB file on the "
              "target's disk", "fio", ("fio",), FIO_DIRECT.format(opts="--rw=write --bs=1M"),
              (Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
-             fio({"mib_per_s": ("write", "bw_bytes", 1 / 2 ** 20)}), needs_disk=True),
+             fio({"mib_per_s": ("write", "bw_bytes", 1 / 2 ** 20)}), needs_disk=True, work="GB"),
     Workload("disk_fsync", "disk", "fio 4 KiB sequential writes, each followed by fsync, to a 16 MiB file on "
              "the target's disk (a database's log)", "fio", ("fio",),
              FIO_FSYNC.format(opts="--rw=write --bs=4k --fsync=1"),
              (Figure("iops", "IOPS", "higher", "fsync'd writes per second"),
               Figure("fsync_p99_us", "us", "lower", "99th percentile fsync latency")),
              fio({"iops": ("write", "iops", 1.0), "fsync_p99_us": ("sync", "lat_ns/percentile/99.000000", 1e-3)}),
-             needs_disk=True),
+             needs_disk=True, work="GB"),
     Workload("net_stream_tx", "net", "iperf3, one TCP stream from the target to an iperf3 server on the host "
              "(through the target's NIC; local: loopback)", "iperf3", ("iperf3",),
              "iperf3 -c $4 -p $3 -t $2 -J", (Figure("gbit_per_s", "Gbit/s", "higher", "throughput sent"),),
-             iperf3("sum_sent"), peer="iperf3 -s -p {port}"),
+             iperf3("sum_sent"), peer="iperf3 -s -p {port}", work="GB"),
     Workload("net_stream_rx", "net", "iperf3 -R, one TCP stream from an iperf3 server on the host to the target",
              "iperf3", ("iperf3",), "iperf3 -c $4 -p $3 -t $2 -R -J",
              (Figure("gbit_per_s", "Gbit/s", "higher", "throughput received"),),
-             iperf3("sum_received"), peer="iperf3 -s -p {port}"),
+             iperf3("sum_received"), peer="iperf3 -s -p {port}", work="GB"),
     Workload("net_rr", "net", "sockperf ping-pong over TCP, 14-byte messages (its smallest), one at a time, to a "
              "sockperf server on the host: request/response", "sockperf", ("sockperf",),
              "sockperf ping-pong --tcp -i $4 -p $3 -t $2 -m 14 --full-rtt",
              (Figure("tx_per_s", "tx/s", "higher", "round trips per second"),
               Figure("p50_us", "us", "lower", "median round-trip time"),
               Figure("p99_us", "us", "lower", "99th percentile round-trip time")),
-             sockperf, peer="sockperf server --tcp -p {port}"),
+             sockperf, peer="sockperf server --tcp -p {port}", work="1000tx"),
     # stress-ng stressors matching agent rows: a cross-check of the agent's figures
     Workload("stress_fork", "stress", "stress-ng --fork 1 (cf. the agent's forkwait)", "stress-ng",
              ("stress-ng",), STRESS.format(stressor="fork"),

@@ -142,11 +142,11 @@ class ChannelTarget(Target):
     def launch(self) -> subprocess.Popen:
         """Start the guest/container with the channel on stdin/stdout."""
 
-    def spawn(self, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+    def spawn(self, argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
         log = open(self.console_log, "ab")
         try:
             return proc.spawn(argv, cpu=self.host_cpu, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=log, env=env, cwd=self.workdir)
+                              stderr=log, env=env, cwd=self.workdir, **kw)
         finally:
             log.close()
 

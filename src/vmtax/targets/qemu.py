@@ -44,11 +44,64 @@ def find_kernel(explicit: str | None = None) -> Path:
         if not p.is_file():
             raise UserError(f"kernel '{explicit}' does not exist")
         return p
-    cands = sorted(glob.glob("/boot/vmlinuz-*"), key=_version_key)
+    cands = kernels()
     if not cands:
         raise TargetError("no kernel under /boot: install linux-image-cloud-amd64 "
                           "(make setup does) or give kernel=PATH")
-    return Path(cands[-1])
+    return cands[0]
+
+
+def kernels() -> list[Path]:
+    """The kernels under /boot, the default first: the last by version (the
+    cloud kernel sorts after the generic one of its release: it boots
+    faster), then the others from the last down."""
+    return [Path(k) for k in sorted(glob.glob("/boot/vmlinuz-*"), key=_version_key, reverse=True)]
+
+
+def choose_kernel(explicit: str | None, needs: list[tuple[tuple[tuple[str, str], ...], str]]) -> tuple[Path, list[str]]:
+    """The guest kernel and its modules (load order) for these driver needs
+    ((drivers, what) pairs): kernel=PATH when given, else the default kernel
+    if it has every driver, else the first under /boot that has them all
+    (Debian's generic kernel has e1000, rtl8139 and ahci; the cloud kernel
+    does not).  UserError naming a missing driver of the default kernel."""
+    cands = [find_kernel(explicit)] if explicit else kernels() or [find_kernel()]
+    first: UserError | None = None
+    for kernel in cands:
+        try:
+            return kernel, _modules(kernel, needs)
+        except UserError as e:
+            first = first or e
+    raise first
+
+
+def _modules(kernel: Path, needs) -> list[str]:
+    out: list[str] = []
+    for drivers, what in needs:
+        for m in devices.modules_for(kernel, drivers, what):
+            if m not in out:  # a disk and a NIC both need virtio_pci: once
+                out.append(m)
+    return out
+
+
+def agree_kernels(targets: list) -> str | None:
+    """QEMU targets compared with each other boot one kernel, or the kernel
+    would be measured with the device: those without kernel=PATH move to the
+    first kernel every one of them can use.  A line saying what was done or
+    why not; None when they already agree."""
+    free = [t for t in targets if isinstance(t, QemuTarget) and not t.options.get("kernel")]
+    default = (kernels() or [None])[0]
+    if len({t.kernel or default for t in free}) <= 1:
+        return None
+    for kernel in kernels():
+        try:
+            mods = [_modules(kernel, t.needs) for t in free]
+        except UserError:
+            continue
+        for t, m in zip(free, mods):
+            t.kernel, t.modules = kernel, m
+        return f"every qemu target boots {kernel.name}: one of them needs a driver only it has"
+    return ("the qemu targets boot different kernels (no kernel under /boot has every driver they need): "
+            + ", ".join(f"{t.name}: {t.kernel.name}" for t in free))
 
 
 def _version_key(path: str) -> list:
@@ -127,14 +180,22 @@ class QemuTarget(ChannelTarget):
             return v
         self.nic = choice("nic", (*devices.NICS, "none"), "none")
         self.net = choice("net", devices.NETS, "user")
-        self.modules: list[str] = []
+        self.needs: list = []  # (drivers, what) the guest kernel must have
         if self.nic != "none":
             if self.machine == "microvm":
                 raise UserError(f"target '{name}': nic={self.nic} needs machine=pc or q35 (microvm has no PCI bus)")
-            self.modules = devices.modules_for(find_kernel(options.get("kernel")), devices.NICS[self.nic].drivers,
-                                               f"target '{name}': nic={self.nic}")
+            self.needs.append((devices.NICS[self.nic].drivers, f"target '{name}': nic={self.nic}"))
         elif "net" in options:
             raise UserError(f"target '{name}': net= without a NIC: add nic=virtio (or e1000, rtl8139)")
+        if self.net == "tap" and devices.tap_allowed():
+            raise UserError(f"target '{name}': net=tap: {devices.tap_allowed()}")
+        self.tap: devices.Tap | None = None
+        self.tap_link = ""
+        self._disk_from(name, options, choice)
+        self.kernel, self.modules = (choose_kernel(options.get("kernel"), self.needs) if self.needs
+                                     else (None, []))
+
+    def _disk_from(self, name: str, options: dict[str, str], choice) -> None:
         self.disk = choice("disk", (*devices.DISKS, "none"), "none")
         self.image = choice("image", devices.IMAGES, "raw")
         self.cache = choice("cache", devices.CACHES, "none")
@@ -165,10 +226,7 @@ class QemuTarget(ChannelTarget):
         if self.backing == "block" and not os.access("/dev/loop-control", os.R_OK | os.W_OK):
             raise UserError(f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
                             f"which this user cannot use: run as root")
-        for m in devices.modules_for(find_kernel(options.get("kernel")), model.drivers + (("ext4", "EXT4_FS"),),
-                                     f"target '{name}': disk={self.disk}"):
-            if m not in self.modules:  # both need virtio_pci: once
-                self.modules.append(m)
+        self.needs.append((model.drivers + devices.EXT4, f"target '{name}': disk={self.disk}"))
 
     def scratch_dir(self) -> str | None:
         return devices.MOUNT if self.disk != "none" else super().scratch_dir()
@@ -177,7 +235,10 @@ class QemuTarget(ChannelTarget):
         return self.disk != "none"
 
     def peer_address(self) -> str | None:
-        return devices.HOST_FROM_GUEST if self.nic != "none" else None
+        """Where the guest reaches the host's peers (asked once started)."""
+        if self.nic == "none":
+            return None
+        return self.tap.host if self.net == "tap" and self.tap else devices.HOST_FROM_GUEST
 
     def _disk_args(self) -> list[str]:
         if self.disk == "none":
@@ -208,15 +269,26 @@ class QemuTarget(ChannelTarget):
         return True, "KVM may work (probed at boot)" if ok else f"TCG only: {why}"
 
     def argv(self, accel: str) -> list[str]:
-        kernel = find_kernel(self.options.get("kernel"))
+        kernel = self.kernel or find_kernel(self.options.get("kernel"))
         append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "vmtax.chan=/dev/ttyS1"]
         disk = self._disk_args()
         if disk:
             append += [f"vmtax.disk={devices.DISKS[self.disk].node}"]
         nic = []
         if self.nic != "none":
-            append += [f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}"]
-            nic = ["-netdev", "user,id=n0", "-device", f"{devices.NICS[self.nic].device},netdev=n0"]
+            netdev = "user,id=n0"
+            if self.net == "tap":
+                self.tap = devices.Tap()  # closed in stop(); gone once QEMU's copy closes too
+                append += [f"vmtax.net={self.tap.guest},{self.tap.host}"]
+                # vhost-net moves the virtio rings into the host kernel: what a
+                # KVM user runs; it needs KVM's ioeventfds, so not under TCG
+                vhost = "on" if accel == "kvm" and os.path.exists("/dev/vhost-net") else "off"
+                netdev = f"tap,id=n0,fd={self.tap.fd},vhost={vhost}"
+                self.tap_link = (f"{self.tap.name}: host {self.tap.host}, guest {self.tap.guest}, "
+                                 f"vhost-net {vhost}")
+            else:
+                append += [f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}"]
+            nic = ["-netdev", netdev, "-device", f"{devices.NICS[self.nic].device},netdev=n0"]
         if self.modules:
             append += ["vmtax.modules=" + ",".join(self.modules)]
         machine = self.machine
@@ -241,6 +313,9 @@ class QemuTarget(ChannelTarget):
 
     def stop(self) -> None:
         super().stop()
+        if self.tap is not None:
+            self.tap.close()  # QEMU is gone: the tap goes with this last descriptor
+            self.tap = None
         if self.loop is not None:
             self.loop.release()  # nobody holds it now: it detaches
             self.loop = None
@@ -253,7 +328,8 @@ class QemuTarget(ChannelTarget):
         return 0 if self.host_cpu is not None else None
 
     def launch(self) -> subprocess.Popen:
-        return self.spawn(self.argv(self.accel))
+        argv = self.argv(self.accel)
+        return self.spawn(argv, pass_fds=(self.tap.fd,) if self.tap else ())
 
     def start(self) -> None:
         want = self.accel_wanted
@@ -299,8 +375,9 @@ class QemuTarget(ChannelTarget):
     def own_facts(self) -> dict:
         return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
                 "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
-                "guest_kernel_image": str(find_kernel(self.options.get("kernel"))),
-                "nic": self.nic, **({"net": self.net, "nic_device": devices.NICS[self.nic].note}
+                "guest_kernel_image": str(self.kernel or find_kernel(self.options.get("kernel"))),
+                "nic": self.nic, **({"net": self.net, "nic_device": devices.NICS[self.nic].note,
+                                     **({"tap": self.tap_link} if self.net == "tap" else {})}
                                     if self.nic != "none" else {}),
                 "disk": self.disk, **({"image": self.image, "cache": self.cache, "backing": self.backing,
                                        "disk_mb": self.disk_mb, "disk_device": devices.DISKS[self.disk].note,

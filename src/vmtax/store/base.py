@@ -1,0 +1,291 @@
+"""The results store's interface, and the SQL its two backends share.
+
+Store(location) opens the results database at location and, as pathlib.Path
+picks its flavour, returns the backend's Store: a postgresql:// (or
+postgres://) URL opens PostgreSQL (postgres.py, a team's database), anything
+else is an SQLite file (sqlite.py, the embedded default).  The runner, the
+CLI and the reports see only this class.  Every write is one committed
+transaction, so a crash or a Ctrl-C loses nothing already measured; any
+error of the database becomes one StoreError (or a UserError on opening)."""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import StoreError, UserError
+from ..model import BenchSpec, RunData, Sample, TargetInfo
+from .controller import effective_status, this_controller
+from .dialect import Dialect
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(location: str | Path) -> bool:
+    return isinstance(location, str) and location.startswith(URL_SCHEMES)
+
+
+def redact(location: str) -> str:
+    """A location as shown: a URL less its password."""
+    if not is_url(location):
+        return location
+    try:
+        parts = urlsplit(location)
+        user, at, host = parts.netloc.rpartition("@")
+        netloc = (user.split(":", 1)[0] + (":***" if ":" in user else "") + at + host) if at else host
+        query = "&".join("password=***" if kv.lower().startswith("password=") else kv
+                         for kv in parts.query.split("&")) if parts.query else ""
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:
+        return location.split("//", 1)[0] + "//..."
+
+
+def _finite(x) -> bool:
+    try:
+        return isinstance(x, numbers.Real) and math.isfinite(x)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
+    """INSERT, or on a row with the same key, UPDATE (both backends' syntax)."""
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
+
+
+ADD_TARGET = _upsert("run_targets", ("run_id", "position", "name", "kind", "accel", "boot_s", "idle_cpu_pct",
+                                     "mem_overhead_mb", "agent_hash", "facts_json"), ("run_id", "name"))
+ADD_PROCESS = _upsert("processes", ("run_id", "process", "target", "benchmark", "block", "slot", "started",
+                                    "first_line", "ended", "outcome"), ("run_id", "process"))
+SET_OUTCOME = _upsert("outcomes", ("run_id", "target", "benchmark", "stopped_by", "reason"),
+                      ("run_id", "target", "benchmark"))
+
+
+class Store:
+    """The results database.  readonly=True never writes to it (for show,
+    runs and report): it may be read-only, or in use by a run."""
+
+    dialect: Dialect
+    location: str  # for messages: the file, or the URL less its password
+    readonly: bool
+    db = None      # the backend's DB-API connection
+
+    def __new__(cls, location: str | Path, readonly: bool = False):
+        if cls is Store:
+            if is_url(location):
+                from .postgres import PostgresStore as cls
+            else:
+                from .sqlite import SqliteStore as cls
+        return super().__new__(cls)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- what each backend provides --------------------------------------------------------
+    errors: tuple[type[BaseException], ...] = ()  # the backend's own errors
+
+    @property
+    def schema_version(self) -> int:
+        raise NotImplementedError
+
+    @contextmanager
+    def _transaction(self):
+        """One write transaction: committed at the end, rolled back on any error."""
+        raise NotImplementedError
+        yield
+
+    def _full(self, error: BaseException) -> bool:
+        """Whether error says the disk is full."""
+        return False
+
+    def _make_room(self) -> None:
+        """After a failed write: give back what space the backend can."""
+
+    # -- the shared SQL -----------------------------------------------------------------
+    def _execute(self, statement: str, params=()):
+        return self.db.execute(self.dialect.sql(statement), params)
+
+    def _rows(self, statement: str, params=()) -> list[tuple]:
+        """A read; an error of the database becomes one StoreError."""
+        try:
+            return self._execute(statement, params).fetchall()
+        except self.errors as e:
+            raise StoreError(f"results database {self.location}: cannot read it: {one_line(e)}") from None
+
+    @contextmanager
+    def _write(self, what: str):
+        """A write transaction; any error of the database in it becomes one StoreError."""
+        if self.readonly:
+            raise StoreError(f"results database {self.location}: cannot {what}: it was opened read-only")
+        try:
+            with self._transaction():
+                yield
+        except self.errors as e:
+            kept = " (the samples stored so far are kept)" if self._full(e) else ""
+            raise StoreError(f"results database {self.location}: cannot {what}: {one_line(e)}{kept}") from None
+
+    # -- writing: each call is one committed transaction ------------------------
+    def new_run(self, run_id: str, kind: str, command: str, version: str, config: dict) -> None:
+        c = this_controller()
+        with self._write(f"record run {run_id}"):
+            self._execute('INSERT INTO runs (id, kind, started, finished, status, command, vmtax_version,'
+                          ' config_json, host, "user", pid, pid_start, boot_id)'
+                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          (run_id, kind, time.time(), None, "running", command, version,
+                           json.dumps(config, sort_keys=True),
+                           c["host"], c["user"], c["pid"], c["pid_start"], c["boot_id"]))
+
+    def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
+        with self._write(f"store target {info.name}"):
+            self._execute(ADD_TARGET, (run_id, position, info.name, info.kind, info.accel, info.boot_s,
+                                       info.idle_cpu_pct, info.mem_overhead_mb, agent_hash,
+                                       json.dumps(info.facts, sort_keys=True)))
+
+    def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None:
+        with self._write("store the benchmarks"):
+            self.db.cursor().executemany(
+                self.dialect.sql("INSERT INTO run_benchmarks (run_id, position, name, suite, unit, direction,"
+                                 " description) VALUES (?,?,?,?,?,?,?)"),
+                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description) for i, s in enumerate(specs)])
+
+    def add_sample(self, run_id: str, s: Sample) -> None:
+        """The sample and its metrics, together; ValueError for a value or
+        metric that is not a finite number (nothing is stored then)."""
+        bad = {k: v for k, v in [("value", s.value), *s.metrics.items()] if not _finite(v)}
+        if bad:
+            raise ValueError(f"sample of {s.benchmark} on {s.target}: not a finite number: {bad!r}")
+        if not all(isinstance(k, str) and k for k in s.metrics):
+            raise ValueError(f"sample of {s.benchmark} on {s.target}: a metric name that is not a"
+                             f" non-empty string: {list(s.metrics)!r}")
+        with self._write("store a sample"):
+            sample_id = self._execute(
+                "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
+                "iters,ops,overhead,tsc_per_op,cpu,t,block,counting)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
+                 s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t,
+                 s.block if s.block >= 0 else None, int(s.counting))).fetchall()[0][0]
+            if s.metrics:
+                self.db.cursor().executemany(
+                    self.dialect.sql("INSERT INTO sample_metrics (sample_id, name, value, position)"
+                                     " VALUES (?,?,?,?)"),
+                    [(sample_id, name, float(v), i) for i, (name, v) in enumerate(s.metrics.items())])
+
+    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
+                    started: float, first_line: float | None, ended: float, outcome: str) -> None:
+        """When one agent process ran and where its time went."""
+        with self._write("store a process"):
+            self._execute(ADD_PROCESS, (run_id, process, target, bench, block, slot, started, first_line,
+                                        ended, outcome))
+
+    def processes(self, run_id: str) -> list[dict]:
+        """Every agent process of a run, in order (empty for runs before schema 6)."""
+        keys = ("process", "target", "benchmark", "block", "slot", "started", "first_line", "ended",
+                "outcome")
+        rows = self._rows(f"SELECT {','.join(keys)} FROM processes WHERE run_id=? ORDER BY process", (run_id,))
+        return [dict(zip(keys, r)) for r in rows]
+
+    def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
+        with self._write("store an outcome"):
+            self._execute(SET_OUTCOME, (run_id, target, bench, stopped_by, reason))
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        """Record how the run ended.  On failure (a full disk) the backend
+        gives back what space it can and it tries again; a run left
+        'running' reads as abandoned once vmtax has exited."""
+        for attempt in (1, 2):
+            try:
+                with self._write(f"record that run {run_id} ended ({status})"):
+                    self._execute("UPDATE runs SET finished=?, status=? WHERE id=?", (time.time(), status, run_id))
+                return
+            except StoreError as e:
+                if self.readonly:
+                    raise
+                if attempt == 2:
+                    raise StoreError(f"{e}; the run reads as abandoned once this vmtax has exited") from None
+            self._make_room()
+
+    # -- reading --------------------------------------------------------------
+    def list_runs(self, limit: int = 50, host: str | None = None) -> list[dict]:
+        """The latest runs, newest first; only those measured on host, if given."""
+        where, params = ("WHERE r.host = ?", (host, limit)) if host is not None else ("", (limit,))
+        rows = self._rows(
+            "SELECT r.id, r.kind, r.started, r.finished, r.status, r.command, "
+            + self.dialect.run_targets + ","
+            " (SELECT count(*) FROM run_benchmarks b WHERE b.run_id = r.id),"
+            " (SELECT count(*) FROM samples s WHERE s.run_id = r.id AND s.warmup = 0),"
+            ' r.host, r."user", r.vmtax_version, r.pid, r.pid_start, r.boot_id'
+            f" FROM runs r {where} ORDER BY r.started DESC LIMIT ?", params)
+        keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples",
+                "host", "user", "vmtax_version", "pid", "pid_start", "boot_id")
+        runs = [dict(zip(keys, r)) for r in rows]
+        for run in runs:
+            pid_start, boot = run.pop("pid_start"), run.pop("boot_id")
+            run["status"] = effective_status(run["status"], run["host"], run["pid"], pid_start, boot)
+        return runs
+
+    def resolve(self, ref: str | None) -> str:
+        """A run id from a full id, a unique literal prefix (no wildcards), or None/'last'."""
+        if ref in (None, "last", "latest"):
+            rows = self._rows("SELECT id FROM runs ORDER BY started DESC LIMIT 1")
+            if not rows:
+                raise UserError(f"no runs stored in {self.location}")
+            return rows[0][0]
+        if self._rows("SELECT 1 FROM runs WHERE id = ?", (ref,)):
+            return ref
+        rows = self._rows("SELECT id FROM runs WHERE substr(id, 1, ?) = ?", (len(ref), ref))
+        if len(rows) != 1:
+            what = "no run" if not rows else f"{len(rows)} runs"
+            raise UserError(f"{what} matching '{ref}' in {self.location} (see `vmtax runs`)")
+        return rows[0][0]
+
+    def load(self, run_id: str) -> RunData:
+        rows = self._rows("SELECT id,kind,started,finished,status,command,vmtax_version,config_json,"
+                          'host,pid,pid_start,boot_id,"user" FROM runs WHERE id=?', (run_id,))
+        if not rows:
+            raise UserError(f"no run '{run_id}' in {self.location}")
+        r = rows[0]
+        data = RunData(*r[:7], config=json.loads(r[7]), host=r[8], user=r[12])
+        data.status = effective_status(r[4], *r[8:12])
+        for row in self._rows("SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
+                              "agent_hash,facts_json FROM run_targets WHERE run_id=? ORDER BY position", (run_id,)):
+            data.targets.append(TargetInfo(name=row[0], kind=row[1], accel=row[2], boot_s=row[3],
+                                           idle_cpu_pct=row[4], mem_overhead_mb=row[5],
+                                           facts=json.loads(row[7])))
+            data.agent_hashes[row[0]] = row[6]
+        for row in self._rows("SELECT name,suite,unit,direction,description FROM run_benchmarks"
+                              " WHERE run_id=? ORDER BY position", (run_id,)):
+            data.benchmarks.append(BenchSpec(*row, kind="workload" if "." in row[0] else "micro"))
+        metrics: dict[int, dict[str, float]] = {}
+        for sample_id, name, value in self._rows(
+                "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"
+                f" ON s.id = m.sample_id WHERE s.run_id=? ORDER BY m.sample_id, {self.dialect.metric_order}",
+                (run_id,)):
+            metrics.setdefault(sample_id, {})[name] = value
+        for row in self._rows("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
+                              "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting FROM samples"
+                              " WHERE run_id=? ORDER BY id", (run_id,)):
+            data.samples.append(Sample(*row[:6], instance=row[6], warmup=bool(row[7]), iters=row[8],
+                                       ops=row[9], overhead=row[10], tsc_per_op=row[11], cpu=row[12],
+                                       t=row[13], metrics=metrics.get(row[14], {}),
+                                       block=row[15] if row[15] is not None else -1,
+                                       counting=bool(row[16])))
+        for row in self._rows("SELECT target,benchmark,stopped_by,reason FROM outcomes WHERE run_id=?", (run_id,)):
+            data.outcomes[(row[0], row[1])] = (row[2], row[3])
+        return data
+
+
+def one_line(error: BaseException) -> str:
+    """A database's message on one line (PostgreSQL's span several)."""
+    return " ".join(str(error).split())
