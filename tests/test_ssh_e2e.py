@@ -168,17 +168,19 @@ all:
 
 
 @needs_netns
-def test_compare_local_with_two_hosts_of_an_inventory(fleet, tmp_path):
+def test_compare_local_with_two_hosts_of_an_inventory_into_postgresql(fleet, tmp_path, pg_url):
     """The two namespaces stand in for two machines (vmtax_machine says so:
     one kernel runs them all here): their processes run at the same time,
-    the local ones one at a time, and every sample is stored."""
+    the local ones one at a time, and every sample is stored, in a real
+    PostgreSQL server (conftest's pg_server)."""
+    import psycopg
     a, b = fleet.servers["a"], fleet.servers["b"]
     inv = tmp_path / "fleet.yml"
     inv.write_text(INVENTORY_YAML.format(key=fleet.user_key, a=a.address, b=b.address,
                                          kh_a=a.known_hosts, kh_b=b.known_hosts))
-    out, db = tmp_path / "c.json", tmp_path / "v.db"
+    out = tmp_path / "c.json"
     p = vmtax("compare", "local", "@bench", "--inventory", str(inv), "--bench", "getppid", "null_read",
-              "--max-time", "2s", "--min-processes", "4", "--precision", "50%", "--json", str(out), db=db)
+              "--max-time", "2s", "--min-processes", "4", "--precision", "50%", "--json", str(out), db=pg_url)
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert [t["name"] for t in doc["targets"]] == ["local", "ssh:a", "ssh:b"]
@@ -187,8 +189,10 @@ def test_compare_local_with_two_hosts_of_an_inventory(fleet, tmp_path):
     for target in ("local", "ssh:a", "ssh:b"):
         for bench in ("getppid", "null_read"):
             assert rows[(target, bench)]["n"] >= 4, (target, bench)
-    spans = sqlite3.connect(db).execute(
-        "SELECT target, started, ended FROM processes WHERE block >= 0").fetchall()
+    with psycopg.connect(pg_url) as db:
+        spans = db.execute("SELECT target, started, ended FROM processes WHERE block >= 0").fetchall()
+        stored = db.execute("SELECT count(*) FROM samples WHERE warmup = 0 AND counting = 0").fetchone()[0]
+    assert stored == sum(r["n"] for r in rows.values())
     by = {t: [(s, e) for n, s, e in spans if n == t] for t in ("local", "ssh:a", "ssh:b")}
     assert _overlaps(by["ssh:a"], by["ssh:b"]) > 0  # two machines at once
     assert _overlaps(by["local"], by["ssh:a"]) > 0
