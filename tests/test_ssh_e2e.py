@@ -300,6 +300,13 @@ def test_sigkill_of_the_controller_leaves_no_ssh_behind(fleet, tmp_path):
     while time.time() < deadline and _lines(["ip", "netns", "pids", a.netns], "") != _sshd_only(a):
         time.sleep(0.1)
     assert _lines(["ip", "netns", "pids", a.netns], "") == _sshd_only(a)
+    # its private directory (the control socket's) is left, and the next run's start() sweeps it
+    import tempfile
+    from vmtax import proc
+    mine = f"vmtax-ssh-{p.pid}-"
+    assert [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(mine)]
+    proc.sweep()
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(mine)]
 
 
 def _sshd_only(server) -> list[str]:
