@@ -20,6 +20,8 @@ pkgs=(
   make strace                 # the compile workload: make runs it, strace finds the toolchain's files
   iperf3 sockperf             # the net suite: each tool in the target, its server on the host
   postgresql libpq5           # --db postgresql://: libpq for psycopg; the tests start a throwaway server
+  openssh-client iproute2     # the ssh target (the system ssh); its tests: namespaces (ip netns)
+  openssh-server              # its tests: real sshd servers, started by the tests (never as a service)
 )
 here=$(dirname "$0")
 
@@ -32,9 +34,9 @@ done
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 echo "setup: installing ${missing[*]}"
-# vmtax starts the servers it measures itself: keep apt from starting redis
-# as a system service (policy-rc.d: "no service starts"), where nothing
-# already says so
+# vmtax starts the servers it measures itself, and its tests their own sshd:
+# keep apt from starting redis or sshd as a system service (policy-rc.d:
+# "no service starts"), where nothing already says so
 guard=""
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   guard=/usr/sbin/policy-rc.d

@@ -209,3 +209,65 @@ def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
            clock=clock).run()
     blocks = {s.block for s in store.load("r").samples if not s.counting}
     assert len(blocks) >= 3 and clock.t <= 100, clock.t
+
+
+# -- other machines at the same time ---------------------------------------------------
+def _on_machine(text: str, machine: str):
+    """A fake target on another machine (as an ssh host's Target.machine says)."""
+    target = parse_target(text)
+    target.machine = lambda: machine
+    return target
+
+
+def _spans(db, run="r"):
+    import sqlite3
+    rows = sqlite3.connect(db).execute(
+        "SELECT target, started, ended FROM processes WHERE run_id=? AND block >= 0", (run,)).fetchall()
+    by: dict[str, list] = {}
+    for target, s, e in rows:
+        by.setdefault(target, []).append((s, e))
+    return by
+
+
+def _overlap(xs, ys) -> int:
+    return sum(1 for a in xs for b in ys if a is not b and a[0] < b[1] and b[0] < a[1])
+
+
+def test_targets_on_different_machines_run_at_the_same_time(db):
+    """Two hosts and this machine: each host's processes overlap the
+    others', this machine's two targets never overlap each other, every
+    sample is stored (through the thread that owns the store), and a host
+    whose agent crashes does not stop the others."""
+    import time
+    specs = [A, B]
+    targets = [parse_target("fake:delay=0.004"), parse_target("fake:delay=0.004,label=b"),
+               _on_machine("fake:delay=0.004,label=h1", "h1"),
+               _on_machine("fake:delay=0.004,label=h2,crash=segv", "h2")]
+    store = Store(db)
+    store.new_run("r", "compare", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", specs)
+    status = Runner(RunConfig(max_time=1.5, min_processes=3, precision=1e-9), specs, targets, store, "r",
+                    clock=time.monotonic).run()
+    assert status == "complete"
+    by = _spans(db)
+    here = by["fake:delay=0.004"] + by["fake:delay=0.004,label=b"]
+    assert _overlap(here, here) == 0
+    assert _overlap(by["fake:delay=0.004,label=h1"], here) > 0
+    assert _overlap(by["fake:delay=0.004,label=h1"], by["fake:delay=0.004,label=h2,crash=segv"]) > 0
+    data = store.load("r")
+    assert data.outcomes[("fake:delay=0.004,label=h2,crash=segv", "segv")][0] == "error"
+    assert data.outcomes[("fake:delay=0.004,label=h2,crash=segv", "getppid")][0] == "budget"
+    ms, _ = analyse(data)
+    assert all(m.summary and m.summary.n >= 9 for m in ms if m.stopped_by != "error")
+
+
+def test_on_one_machine_the_block_is_a_plain_loop(db, monkeypatch):
+    from vmtax.runner import StoreRelay
+
+    def no_threads(self, lanes):
+        raise AssertionError("threads for targets on one machine")
+    monkeypatch.setattr(StoreRelay, "serve", no_threads)
+    status, data = _run(["fake", "fake:label=b"], [A], db, max_time=2)
+    assert status == "complete" and len(data.samples) > 10

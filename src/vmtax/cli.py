@@ -25,7 +25,8 @@ from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, run_session
 from .store import Store, default_db_path, redact
 from .suite import workloads
-from .targets import KINDS, parse_target
+from . import inventory as inventories
+from .targets import KINDS, parse_targets
 from .targets.qemu import agree_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -130,7 +131,13 @@ def _cpu(text: str, parallel: int) -> int | None:
 def _measure(args, kind: str, target_texts: list[str]) -> int:
     cfg = _config(args)
     specs = suite.select(args.suite, args.bench)
-    targets = [parse_target(t) for t in target_texts]
+    inventory = inventories.load(args.inventory) if args.inventory else None
+    first, *rest = [parse_targets(t, inventory) for t in target_texts]
+    if len(first) != 1:
+        what = "the baseline" if kind == "compare" else "--target"
+        raise UserError(f"{what} is one target: {target_texts[0]} names {len(first)} hosts "
+                        f"({', '.join(t.name for t in first)})")
+    targets = first + [t for group in rest for t in group]
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UserError("each target may appear once (an A/A pair: local local:label=b)")
@@ -214,6 +221,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_targets(args) -> int:
+    if args.inventory:
+        return _inventory_hosts(args)
     rows = []
     for kind, cls in KINDS.items():
         ok, why = cls.available()
@@ -225,7 +234,29 @@ def cmd_targets(args) -> int:
     say(table.render(["kind", "works here", "what it is", "note"],
                      [[r["kind"], "yes" if r["works"] else "no", r["what"], r["note"]] for r in rows],
                      align="llll"))
-    say("\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm")
+    say("\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm; "
+        "ssh:HOST or ssh:host=H,user=U,port=P,key=FILE; @GROUP with --inventory FILE")
+    return EXIT_OK
+
+
+def _inventory_hosts(args) -> int:
+    """vmtax targets --inventory FILE: each host, its groups, and the ssh
+    target it stands for."""
+    inv = inventories.load(args.inventory)
+    rows = []
+    for host in inv.hosts:
+        groups = [g for g in inv.groups if g not in ("all", "ungrouped") and host in inv.members(g)]
+        options = inv.target_options(host)
+        rows.append({"host": host, "groups": groups, "target": f"@{host}",
+                     "options": options})
+    if args.json:
+        _json_out(rows, args.json)
+        return EXIT_OK
+    from .report import table
+    say(table.render(["host", "groups", "ssh options"],
+                     [[r["host"], " ".join(r["groups"]) or "-",
+                       ",".join(f"{k}={v}" for k, v in r["options"].items())] for r in rows], align="lll"))
+    say(f"\n@GROUP or @HOST names them in vmtax run/compare --inventory {args.inventory}, each as ssh:HOST")
     return EXIT_OK
 
 
@@ -326,6 +357,9 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="also write the results as JSON to FILE (- for stdout)")
     p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown to FILE")
+    p.add_argument("--inventory", metavar="FILE",
+                   help="an Ansible inventory (INI or YAML): @GROUP or @HOST among the targets names its "
+                        "hosts, each an ssh target")
 
 
 def build_parser() -> Parser:
@@ -357,6 +391,7 @@ def build_parser() -> Parser:
 
     s = sub.add_parser("targets", help="list target kinds and whether each works here")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--inventory", metavar="FILE", help="list this inventory's hosts instead, as ssh targets")
     s.set_defaults(func=cmd_targets)
 
     s = sub.add_parser("show", help="show a stored run (default: the latest)")

@@ -22,10 +22,13 @@ run gives a sample of each of its figures (`<workload>.<metric>` rows, a
 """
 from __future__ import annotations
 
+import itertools
 import math
+import queue
 import random
 import resource
 import socket
+import threading
 import time
 import uuid
 from contextlib import ExitStack
@@ -38,7 +41,7 @@ from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import switches, syscall_tracepoint, ticks
 from .metrics import WORK
-from .model import BenchSpec, Sample
+from .model import BenchSpec, Sample, TargetInfo
 from .peers import start_peer
 from .proc import ChildFailed, kill_group
 from .store import Store
@@ -128,6 +131,70 @@ class Progress(Protocol):
                precision_now: float, elapsed: float, eta: float) -> None: ...
     def finished(self, index: int, total: int, spec: BenchSpec, outcome: dict[str, str]) -> None: ...
     def close(self) -> None: ...
+    # optional: def note(self, text: str) -> None -- one line of its own (a host not reached)
+
+
+class StoreRelay:
+    """The store, called from the thread that made it whatever thread
+    calls: the threads that measure other machines at the same time
+    (Runner._in_turn) hand their writes to it, each sample still stored as
+    it arrives, and a store that keeps to one thread (SQLite) works."""
+
+    def __init__(self, store: Store):
+        self._store, self._home = store, threading.get_ident()
+        self._calls: "queue.Queue[tuple]" = queue.Queue()
+        self._open = False
+
+    def __getattr__(self, name: str):
+        method = getattr(self._store, name)
+        if not callable(method):
+            return method
+
+        def call(*args, **kw):
+            if threading.get_ident() == self._home:
+                return method(*args, **kw)
+            if not self._open:
+                raise StoreError("the run ended: nothing more is stored")
+            done, box = threading.Event(), {}
+            self._calls.put((method, args, kw, done, box))
+            while not done.wait(0.5):
+                if not self._open:
+                    raise StoreError("the run ended: nothing more is stored")
+            if "error" in box:
+                raise box["error"]
+            return box.get("value")
+        return call
+
+    def serve(self, lanes: list[Callable[[], object]]) -> None:
+        """Run each lane in a thread of its own, doing their store calls
+        here until all have ended; the first error of one is raised here
+        once all have ended (a Ctrl-C at once: the lanes' calls fail)."""
+        errors: list[BaseException] = []
+
+        def run(lane):
+            try:
+                lane()
+            except BaseException as e:  # handed to the serving thread
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(lane,), daemon=True) for lane in lanes]
+        self._open = True
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads) or not self._calls.empty():
+                try:
+                    method, args, kw, done, box = self._calls.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                try:
+                    box["value"] = method(*args, **kw)
+                except Exception as e:
+                    box["error"] = e
+                done.set()
+        finally:
+            self._open = False
+        if errors:
+            raise errors[0]
 
 
 class Runner:
@@ -136,9 +203,9 @@ class Runner:
                  clock: Callable[[], float] = time.monotonic):
         self.cfg, self.specs, self.targets = cfg, specs, targets
         self.jobs = jobs_of(specs)
-        self.store, self.run_id, self.progress, self.clock = store, run_id, progress, clock
+        self.store, self.run_id, self.progress, self.clock = StoreRelay(store), run_id, progress, clock
         self.order = random.Random(cfg.seed)
-        self._process_counter = 0
+        self._processes = itertools.count()  # drawn from by each machine's thread
         self._blocks: dict[str, int] = {}
         self._recorded: set[tuple[str, str]] = set()
         self._spent: dict[str, float] = {}
@@ -268,14 +335,18 @@ class Runner:
             began = self.clock()
             order = list(self.targets)
             self.order.shuffle(order)
-            for slot, target in enumerate(order):
+            def timed_process(slot: int, target: Target) -> None:
                 if states[target.name].done is None:
                     self._one_process(target, job, [s[target.name] for s in sts], block, slot)
+
+            def counting_process(slot: int, target: Target) -> None:
+                if states[target.name].done is None and target.counters == "on":
+                    self._one_process(target, job, [states[target.name]], block, len(order) + slot,
+                                      counting=True)
+            self._in_turn(order, timed_process, together=job.workload is None)
             timed = self.clock()
             if self._counts(job, block):
-                for slot, target in enumerate(order, start=len(order)):
-                    if states[target.name].done is None and target.counters == "on":
-                        self._one_process(target, job, [states[target.name]], block, slot, counting=True)
+                self._in_turn(order, counting_process)
                 self._count_s[job.name] = self.clock() - timed
             took = self._block_s.setdefault(job.name, [])
             took.append(timed - began)
@@ -298,6 +369,26 @@ class Runner:
                                                        if self._counts(job, block + 1) else 0.0)
             if self.clock() + ahead > deadline:
                 return "budget"
+
+    def _in_turn(self, order: list[Target], one: Callable[[int, Target], object],
+                 together: bool = True) -> None:
+        """one(slot, target) for every target of a block, in the order
+        drawn.  Targets on different machines (Target.machine: other hosts
+        over ssh) do not share CPUs, so each machine's run at the same time
+        as the others', in a thread of its own; on one machine, one at a
+        time.  With every target on this machine, as without a fleet, it
+        is a plain loop; so it is for a workload (together=False: the host
+        CPU a local tool used is read from this process's reaped children,
+        which the other machines' ssh clients would join)."""
+        lanes: dict[str, list[tuple[int, Target]]] = {}
+        for slot, target in enumerate(order):
+            lanes.setdefault(machine_of(target), []).append((slot, target))
+        if len(lanes) == 1 or not together:
+            for slot, target in enumerate(order):
+                one(slot, target)
+            return
+        self.store.serve([lambda lane=lane: [one(slot, target) for slot, target in lane]
+                          for lane in lanes.values()])
 
     def _counts(self, job: Job, block: int) -> bool:
         """Whether this block has its counting processes (every COUNT_EVERY-th)."""
@@ -391,8 +482,7 @@ class Runner:
                 st.iters = shared
 
     def _calibrate_on(self, target: Target, spec: BenchSpec, st: TargetState) -> int | None:
-        process = self._process_counter
-        self._process_counter += 1
+        process = next(self._processes)
         c = self.cfg
         args = ["run", spec.name, "--samples", "1", "--warmup", "0", "--min-time-ms", str(c.min_time_ms)]
         if target.agent_cpu() is not None:
@@ -424,8 +514,7 @@ class Runner:
         if job.workload is not None:
             return self._tool_runs(target, job, sts, block, slot)
         spec, st = job.specs[0], sts[0]
-        process = self._process_counter
-        self._process_counter += 1
+        process = next(self._processes)
         st.blocks[process] = block
         finished = False
         started, first = time.time(), None
@@ -488,8 +577,7 @@ class Runner:
                     "give it a NIC (qemu:nic=virtio)")
             return
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
-            process = self._process_counter
-            self._process_counter += 1
+            process = next(self._processes)
             for st in sts:
                 st.blocks[process] = block
             started, first, error = time.time(), None, ""
@@ -559,6 +647,12 @@ class Runner:
         if not s.warmup and not s.counting:
             st.values.append(s.value)
             st.groups.append(process)
+
+
+def machine_of(target) -> str:
+    """Target.machine(); '' (this machine) for a stand-in without one."""
+    machine = getattr(target, "machine", None)
+    return machine() if machine else ""
 
 
 def host_cost(target: Target) -> dict[str, float] | None:
@@ -631,7 +725,9 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 targets: list[Target], store: Store, progress: Progress | None = None,
                 notes: dict | None = None) -> tuple[str, str, str]:
     """Start the targets, record the run, measure, and tear everything down
-    on every exit path.  Returns (run_id, status, failure): failure is what
+    on every exit path.  A remote candidate (another host) that cannot be
+    reached is recorded with every benchmark failed, and the others are
+    measured.  Returns (run_id, status, failure): failure is what
     went wrong with the store mid-run ('' when nothing did) -- the samples
     stored before it are kept and can be reported."""
     run_id = new_run_id()
@@ -642,13 +738,30 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
     try:
         with ExitStack() as stack:
             files = workloads.provision(specs)
+            started, failed = [], {}
             for position, target in enumerate(targets):
                 target.pin(cfg.cpu)
                 target.provide(files)
-                stack.enter_context(target)
-                store.add_target(run_id, position, target.info(), agent_hash())
+                try:
+                    stack.enter_context(target)
+                    info = target.info()
+                except TargetError as e:
+                    if not getattr(target, "remote", False) or position == 0:
+                        raise
+                    # another host that cannot be reached: the others are still measured
+                    failed[target.name] = str(e)
+                    info = TargetInfo(name=target.name, kind=target.kind,
+                                      facts={**target.own_facts(), "start_error": str(e)[:500]})
+                    if progress and hasattr(progress, "note"):
+                        progress.note(f"vmtax: {e} -- measuring the others")
+                else:
+                    started.append(target)
+                store.add_target(run_id, position, info, agent_hash())
             store.add_benchmarks(run_id, specs)
-            status = Runner(cfg, specs, targets, store, run_id, progress).run()
+            for name, why in failed.items():
+                for spec in specs:
+                    store.set_outcome(run_id, name, spec.name, "error", why)
+            status = Runner(cfg, specs, started, store, run_id, progress).run()
     except KeyboardInterrupt:
         status = "interrupted"
     except StoreError as e:

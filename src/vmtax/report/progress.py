@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from .safe import inert
 from .units import fmt_duration, fmt_pct
 
 
@@ -29,6 +30,12 @@ class TerminalProgress:
             return
         how = ", ".join(f"{t}: {o}" for t, o in outcome.items())
         self.stream.write(f"[{index + 1}/{total}] {spec.name}: {how}\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """One line of its own (a host that could not be reached)."""
+        self.close()
+        self.stream.write(inert(text) + "\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -1,13 +1,18 @@
 """Target strings -> Target objects.  `kind[:key=value,...]`, e.g. `local`,
-`qemu:accel=tcg,smp=2,mem=1G`."""
+`qemu:accel=tcg,smp=2,mem=1G`; a kind with a positional option takes its
+value as a bare first word (`ssh:HOST,port=2222`).  With an inventory,
+`@NAME[:key=value,...]` is every host of the group NAME (or the host NAME)
+as an ssh target named `ssh:HOST`, the options given applying to each."""
 from __future__ import annotations
 
 from ..errors import UserError
+from ..inventory import Inventory
 from .base import Target
 from .container import ContainerTarget
 from .fake import FakeTarget
 from .local import LocalTarget
 from .qemu import QemuTarget
+from .ssh import SshTarget
 from .uml import UmlTarget
 
 KINDS: dict[str, type[Target]] = {
@@ -15,6 +20,7 @@ KINDS: dict[str, type[Target]] = {
     QemuTarget.kind: QemuTarget,
     UmlTarget.kind: UmlTarget,
     ContainerTarget.kind: ContainerTarget,
+    SshTarget.kind: SshTarget,
     FakeTarget.kind: FakeTarget,
 }
 
@@ -23,11 +29,29 @@ def parse_target(text: str) -> Target:
     kind, _, rest = text.partition(":")
     cls = KINDS.get(kind)
     if cls is None:
-        raise UserError(f"unknown target kind '{kind}' (known: {', '.join(sorted(KINDS))})")
+        hint = " (@NAME names inventory hosts: give --inventory FILE)" if kind.startswith("@") else ""
+        raise UserError(f"unknown target kind '{kind}' (known: {', '.join(sorted(KINDS))}){hint}")
+    return cls(text, _options(text, rest, cls.positional))
+
+
+def _options(text: str, rest: str, positional: str | None = None) -> dict[str, str]:
     options: dict[str, str] = {}
-    for part in filter(None, rest.split(",")):
+    for i, part in enumerate(filter(None, rest.split(","))):
         key, eq, value = part.partition("=")
-        if not eq or not key:
+        if not eq and i == 0 and positional:
+            key, value = positional, part
+        elif not eq or not key:
             raise UserError(f"target option '{part}' in '{text}' is not key=value")
         options[key.strip()] = value.strip()
-    return cls(text, options)
+    return options
+
+
+def parse_targets(text: str, inventory: Inventory | None = None) -> list[Target]:
+    """One target string -> its targets: one, or an inventory name's hosts."""
+    if not text.startswith("@") or inventory is None:
+        return [parse_target(text)]
+    name, _, rest = text[1:].partition(":")
+    given = _options(text, rest)
+    return [SshTarget(f"{SshTarget.kind}:{host}" + (f",{rest}" if rest else ""),
+                      {**inventory.target_options(host), **given})
+            for host in inventory.select(name)]

@@ -29,6 +29,11 @@ class Target(ABC):
     # ms the agent waits before a counted batch, for the host probe to start
     # counting after the agent's line crossed the channel
     count_settle_ms: ClassVar[int] = 0
+    # the option a bare first word of the target string sets (`ssh:HOST`)
+    positional: ClassVar[str | None] = None
+    # another machine: a candidate that cannot be reached is recorded as
+    # failed and the run goes on with the others (runner.run_session)
+    remote: ClassVar[bool] = False
 
     def __init__(self, name: str, options: dict[str, str]):
         unknown = set(options) - self.allowed_options - COMMON_OPTIONS
@@ -75,6 +80,12 @@ class Target(ABC):
         """The --cpu the agent gets inside this target: the host CPU itself
         where the agent sees host CPUs (local, container)."""
         return self.host_cpu
+
+    def machine(self) -> str:
+        """Whose CPUs this target runs on: '' for this machine's (every
+        kind that runs here).  The runner measures targets on different
+        machines at the same time, and those on one machine one by one."""
+        return ""
 
     def scratch_dir(self) -> str | None:
         """The directory the agent's file benchmarks work in (a tmpfs on
