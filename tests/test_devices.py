@@ -249,3 +249,14 @@ def test_bad_container_networks_are_one_line(options, says):
     with pytest.raises(UserError) as e:
         parse_target(f"container:{options}")
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("options,says", [
+    ("disk=virtio", "disk must be ubd or none"),
+    ("disk_size=2G", "disk_size without a disk: add disk=ubd"),
+    ("disk=ubd,disk_size=1M", "disk_size must be at least 64M"),
+])
+def test_bad_uml_disks_are_one_line(options, says):
+    with pytest.raises(UserError) as e:
+        parse_target(f"uml:{options}")
+    assert says in str(e.value) and "\n" not in str(e.value)

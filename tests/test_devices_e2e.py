@@ -191,3 +191,20 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path, net):
     while left() and time.time() < deadline:
         time.sleep(0.5)
     assert not left()
+
+
+def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
+    from vmtax.targets.uml import UmlTarget
+    ok, why = UmlTarget.available()
+    if not ok:
+        pytest.skip(why)
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "u.db"), "run", "--target", "uml:disk=ubd",
+           "--bench", "disk_randread", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "15s",
+           "--json", "-"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    doc = json.loads(out)
+    assert {r["benchmark"]: r for r in doc["results"]}["disk_randread.iops"]["mean"] > 0
+    assert doc["targets"][0]["facts"]["disk"] == "ubd"
+    assert not [d for d in os.listdir(devices.IMAGE_PARENT) if d.startswith(f"vmtax-uml-{p.pid}-")]

@@ -213,9 +213,9 @@ def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
 
 # -- other machines at the same time ---------------------------------------------------
 def _on_machine(text: str, machine: str):
-    """A fake target on another machine (as an ssh host's Target.machine says)."""
+    """A fake target on another machine (as an ssh host's Target.host_machine says)."""
     target = parse_target(text)
-    target.machine = lambda: machine
+    target.host_machine = lambda: machine
     return target
 
 
@@ -271,3 +271,10 @@ def test_on_one_machine_the_block_is_a_plain_loop(db, monkeypatch):
     monkeypatch.setattr(StoreRelay, "serve", no_threads)
     status, data = _run(["fake", "fake:label=b"], [A], db, max_time=2)
     assert status == "complete" and len(data.samples) > 10
+
+
+def test_a_qemu_guest_is_on_this_machine_whatever_its_machine_type():
+    """qemu's `machine` option (pc, q35, microvm) is not the host it runs on."""
+    from vmtax.runner import machine_of
+    from vmtax.targets import parse_target
+    assert machine_of(parse_target("qemu:machine=q35")) == "" and machine_of(parse_target("local")) == ""

@@ -650,8 +650,8 @@ class Runner:
 
 
 def machine_of(target) -> str:
-    """Target.machine(); '' (this machine) for a stand-in without one."""
-    machine = getattr(target, "machine", None)
+    """Target.host_machine(); "" (this machine) for a stand-in without one."""
+    machine = getattr(target, "host_machine", None)
     return machine() if machine else ""
 
 

@@ -81,7 +81,7 @@ class Target(ABC):
         where the agent sees host CPUs (local, container)."""
         return self.host_cpu
 
-    def machine(self) -> str:
+    def host_machine(self) -> str:
         """Whose CPUs this target runs on: '' for this machine's (every
         kind that runs here).  The runner measures targets on different
         machines at the same time, and those on one machine one by one."""

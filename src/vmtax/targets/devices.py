@@ -65,7 +65,8 @@ class NicModel:
 NICS: dict[str, NicModel] = {
     "virtio": NicModel("virtio-net-pci", (_VIRTIO_PCI, ("virtio_net", "VIRTIO_NET")), "virtio-net on PCI"),
     "e1000": NicModel("e1000", (("e1000", "E1000"),), "an emulated Intel 82540EM (e1000)"),
-    "rtl8139": NicModel("rtl8139", (("8139too", "8139TOO"),), "an emulated Realtek RTL8139"),
+    # QEMU models the C+ revision, which 8139too hands to 8139cp
+    "rtl8139": NicModel("rtl8139", (("8139cp", "8139CP"),), "an emulated Realtek RTL8139C+"),
 }
 # the guest's ext4 scratch disk: ext4 asks for its crc32c checksum by name,
 # which no modprobe in the guest would resolve (built in on the cloud kernel)
@@ -169,6 +170,16 @@ def make_image(where: Path, size_mb: int, fmt: str) -> Path:
     return img
 
 
+def check_mounted(target, node: str) -> None:
+    """TargetError unless the guest mounted its disk: else the tools would
+    write to the initramfs, unsaid."""
+    try:
+        list(target.run_tool(["grep", "-q", f" {MOUNT} ", "/proc/mounts"], timeout=30))
+    except proc.ChildFailed:
+        raise TargetError(f"{target.name}: the guest did not mount its disk ({node})"
+                          f"{target.channel.console_tail()}") from None
+
+
 def _run(argv: list[str], what: str) -> None:
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
@@ -178,12 +189,12 @@ def _run(argv: list[str], what: str) -> None:
         raise TargetError(f"{what} failed: {(p.stderr or p.stdout).strip()[:300]}")
 
 
-def image_dir() -> Path:
+def image_dir(kind: str = "qemu") -> Path:
     """A private directory for images on the host's disk; what a killed
     controller left there goes first."""
     proc.sweep(IMAGE_PARENT)
     try:
-        return proc.private_dir("qemu", IMAGE_PARENT)
+        return proc.private_dir(kind, IMAGE_PARENT)
     except OSError as e:
         raise TargetError(f"cannot make a directory for the guest's disk in {IMAGE_PARENT}: {e.strerror}") from None
 

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError, UserError
-from ..proc import ChildFailed
 from . import devices
 from .base import option_number
 from .channel import ChannelTarget
@@ -355,12 +354,8 @@ class QemuTarget(ChannelTarget):
     def after_boot(self) -> None:
         if self.loop is not None:
             self.loop.release()  # QEMU holds it: it detaches when QEMU goes
-        if self.disk != "none":  # else the tools would write to the initramfs, unsaid
-            try:
-                list(self.run_tool(["grep", "-q", f" {devices.MOUNT} ", "/proc/mounts"], timeout=30))
-            except ChildFailed:
-                raise TargetError(f"{self.name}: the guest did not mount its disk "
-                                  f"({devices.DISKS[self.disk].node}){self.channel.console_tail()}") from None
+        if self.disk != "none":
+            devices.check_mounted(self, devices.DISKS[self.disk].node)
         self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
         qmp, vcpus = None, None
         if self.accel == "kvm":  # TCG has no VM exits to count

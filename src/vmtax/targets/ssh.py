@@ -282,7 +282,7 @@ class SshTarget(Target):
     def scratch_dir(self) -> str | None:
         return "/dev/shm" if self._remote.get("shm") == "yes" else "/tmp"
 
-    def machine(self) -> str:
+    def host_machine(self) -> str:
         """machine=NAME where given; else the remote's boot id, so that two
         targets on one kernel (this one too: ssh to localhost, a network
         namespace) are measured one at a time, as they share CPUs."""

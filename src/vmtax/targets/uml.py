@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import guest
-from ..errors import TargetError
+from ..errors import TargetError, UserError
+from . import devices
 from .channel import ChannelTarget
 from ..hostproc import boot_id
 from .qemu import parse_size_mb
@@ -82,12 +83,33 @@ def find_uml(explicit: str | None = None) -> str:
 class UmlTarget(ChannelTarget):
     kind = "uml"
     summary = "User-mode Linux: a paravirtualized kernel in host processes"
-    allowed_options = frozenset({"mem", "kernel", "boot_timeout"})
+    allowed_options = frozenset({"mem", "kernel", "boot_timeout", "disk", "disk_size"})
     boot_timeout = 60.0
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.mem_mb = parse_size_mb(options.get("mem", "512M"))
+        # disk=ubd: UML's block driver over an image file on the host (through
+        # the host's page cache: ubd has no O_DIRECT), mounted at /mnt/disk
+        self.disk = options.get("disk", "none")
+        if self.disk not in ("ubd", "none"):
+            raise UserError(f"target '{name}': disk must be ubd or none, got '{self.disk}'")
+        if "disk_size" in options and self.disk == "none":
+            raise UserError(f"target '{name}': disk_size without a disk: add disk=ubd")
+        try:
+            self.disk_mb = parse_size_mb(options.get("disk_size", "1G"))
+        except UserError:
+            raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") \
+                from None
+        if self.disk_mb < 64:
+            raise UserError(f"target '{name}': disk_size must be at least 64M, got '{options['disk_size']}'")
+        self.image_dir: Path | None = None
+
+    def scratch_dir(self) -> str | None:
+        return devices.MOUNT if self.disk != "none" else super().scratch_dir()
+
+    def on_disk(self) -> bool:
+        return self.disk != "none"
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -116,6 +138,10 @@ class UmlTarget(ChannelTarget):
         argv = [*pid_namespace(), find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
                 f"initrd={guest.initramfs(self.files)}", "con=null", "con0=null,fd:2", "ssl=null",
                 "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "panic=-1"]
+        if self.disk == "ubd":
+            self.image_dir = devices.image_dir("uml")  # before anything that can fail: stop() removes it
+            img = devices.make_image(self.image_dir, self.disk_mb, "raw")
+            argv += [f"ubd0={img}", "vmtax.disk=/dev/ubda"]
         # UML keeps guest memory in a file under TMPDIR: keep it in our workdir.
         return self.spawn(argv, env={**os.environ, "TMPDIR": str(self.workdir)})
 
@@ -131,10 +157,20 @@ class UmlTarget(ChannelTarget):
             raise TargetError(diagnose(self.console_log) or str(e)) from None
 
     def after_boot(self) -> None:
+        if self.disk != "none":
+            devices.check_mounted(self, "/dev/ubda")
         self.start_probe(lambda: [self.p.pid])
 
+    def stop(self) -> None:
+        super().stop()
+        if self.image_dir is not None:
+            shutil.rmtree(self.image_dir, ignore_errors=True)
+            self.image_dir = None
+
     def own_facts(self) -> dict:
-        return {"target_kind": self.kind, "mem_mb": self.mem_mb,
+        return {"target_kind": self.kind, "mem_mb": self.mem_mb, "disk": self.disk,
+                **({"disk_mb": self.disk_mb, "disk_device": "ubd: UML's block driver over a host file"}
+                   if self.disk != "none" else {}),
                 "uml_binary": find_uml(self.options.get("kernel")),
                 "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)",
                 **self.probe_facts()}
