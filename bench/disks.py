@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,11 @@ RUNS = {
     "nics": ["local", "qemu:nic=virtio", "qemu:nic=e1000", "qemu:nic=rtl8139", "qemu:nic=virtio,net=tap"],
 }
 SUITE = {"models": "disk", "images": "disk", "nics": "net"}
+
+
+def explain(db: str, run_id: str) -> str:
+    p = subprocess.run([VMTAX, "--db", db, "explain", run_id], capture_output=True, text=True, timeout=120)
+    return p.stdout if p.returncode == 0 else f"(vmtax explain failed: {p.stderr.strip()[-300:]})"
 
 
 def main() -> int:
@@ -80,22 +86,11 @@ def main() -> int:
         lines += [f"## {name}", "", f"Run `{doc['run_id']}`" + ("" if reuse else
                                                                f", {(time.time() - t0) / 60:.0f} min") + ":",
                   "", "    " + " ".join(["vmtax", *cmd[3:-2]]), "", "```", board.rstrip(), "```",
-                  "", "Host CPU per GB moved (`host_cpu_per_unit`, s/GB: the target's host processes, user and "
-                  "system, less their idle rate; for `local` the tool itself, client only: the peer on the host is not counted on either side), mean ± 95% CI half-width:",
-                  "", "| workload | " + " | ".join(targets) + " |", "|---|" + "---:|" * len(targets)]
-        rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
-        for bench in sorted({r["benchmark"].split(".")[0] for r in doc["results"]}):
-            cells = []
-            for t in targets:
-                r = next((rows[(t, b)] for b in (f"{bench}.iops", f"{bench}.mib_per_s", f"{bench}.gbit_per_s")
-                          if (t, b) in rows), None)
-                m = (r or {}).get("metrics", {}).get("host_cpu_per_unit")
-                if not m:
-                    cells.append("-")
-                    continue
-                half = (m["ci_high"] - m["ci_low"]) / 2 if m.get("ci_high") is not None else None
-                cells.append(f"{m['mean']:.3g}" + (f" ±{half:.2g}" if half is not None else ""))
-            lines.append(f"| {bench} | " + " | ".join(cells) + " |")
+                  "", "Why, per unit of work: the host's cost per GB moved or per 1000 transactions "
+                  "(`host_cpu_per_unit` split user/system, host context switches of the target's host "
+                  "processes, the host-side peer's CPU), from every run, mean ± 95% CI half-width:", "",
+                  "    " + " ".join(["vmtax", "--db", db, "explain", doc["run_id"]]), "", "```",
+                  explain(db, doc["run_id"]).rstrip(), "```"]
         lines.append("")
     (OUT / {"disk": "disks.md", "net": "net.md"}[args.suite]).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
