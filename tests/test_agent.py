@@ -210,7 +210,7 @@ def test_max_sample_ms_bounds_a_sample_given_by_iters():
     assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
 
 
-@pytest.mark.parametrize("name", ["rdtsc", "getppid"])
+@pytest.mark.parametrize("name", ["rdtsc", "getppid", "page_fault_file"])
 def test_inject_slows_every_operation_down(name):
     """--inject 50 adds half an operation's time: side by side, alternating, the
     fastest sample with it is clearly slower than the fastest without."""
