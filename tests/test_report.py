@@ -100,3 +100,39 @@ def test_a_log_scale_chart_labels_its_ticks_as_plain_numbers():
     svg = plots.ratio_bars("kernel", "lower", ["getppid", "segv"],
                            [("uml", [(78.0, 77.0, 79.0), (19.0, 18.9, 19.1)]), ("container", [(1.1, 1.0, 1.2), None])])
     assert "mathdefault" not in svg and "$" not in svg
+
+
+def test_explain_shows_a_workloads_host_cost_per_unit_of_work():
+    """net_rr: its figure, then host CPU per 1000 transactions (with the
+    user/system split), host context switches and the peer's CPU, in
+    ms/1000tx, with a reading when the guest's unit costs far more."""
+    import random as _random
+    from vmtax.model import RunData, Sample
+    from vmtax.report import explain
+    from vmtax.suite.workloads import BY_NAME
+    base = run(names=("local", "qemu:nic=virtio"))
+    specs = BY_NAME["net_rr"].specs()
+    rng, samples = _random.Random(7), []
+    cost = {"local": (27.0, 1.3, 1762.0), "qemu:nic=virtio": (563.0, 456.0, 11262.0)}
+    for n, (cpu, user, sw) in cost.items():
+        for k in range(8):
+            m = {"host_cpu_per_unit": cpu * rng.uniform(0.98, 1.02), "host_cpu_user_per_unit": user,
+                 "host_cpu_sys_per_unit": cpu - user, "host_context_switches_per_unit": sw,
+                 "peer_cpu_per_unit": 25.0}
+            for spec in specs:
+                samples.append(Sample(spec.name, n, rng.uniform(900, 1100) * (1 if n == "local" else 0.1), spec.unit,
+                                      process=k, seq=0, block=k, t=1767268800.0 + k, metrics=dict(m)))
+    data = RunData(**{**base.__dict__, "benchmarks": specs, "samples": samples,
+                      "outcomes": {(n, s.name): ("budget", "") for n in cost for s in specs}})
+    blocks = explain.view(data, *analyse(data))
+    assert [b.benchmark for b in blocks] == ["net_rr.tx_per_s"]  # once per workload
+    b = blocks[0]
+    assert b.per == "per 1000tx"
+    labels = {k: (label, unit) for k, label, unit, _ in b.rows}
+    assert labels["host_cpu_per_unit"][1] == "ms/1000tx" and "ms/1000tx" in labels["host_cpu_per_unit"][0]
+    assert labels["host_context_switches_per_unit"][1] == "switches/1000tx"
+    import re
+    assert any(re.match(r"qemu:nic=virtio: 2[01]\.\dx the host CPU per 1000tx of local \(5\d\d against 2\d\.?\d* "
+                        r"ms/1000tx\), 1\d% of it in the host kernel; 11,262 host context switches", r)
+               for r in b.readings), b.readings
+    assert "per 1000tx" in explain.text(blocks) and "<th class=\"l\">per 1000tx</th>" in explain.html(blocks)

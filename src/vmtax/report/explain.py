@@ -248,6 +248,6 @@ def html(blocks: list[Block]) -> str:
                        for _, label, unit, cells in b.rows)
         reads = "".join(f"<li>{escape(r)}</li>" for r in b.readings)
         parts.append(f"<h4>{escape(b.benchmark)}</h4><p class=\"meta\">{escape(b.description)}</p>"
-                     f'<table><thead><tr><th class="l">per operation</th>{head}</tr></thead>'
+                     f'<table><thead><tr><th class="l">{escape(b.per)}</th>{head}</tr></thead>'
                      f"<tbody>{body}</tbody></table>" + (f"<ul>{reads}</ul>" if reads else ""))
     return "".join(parts)
