@@ -208,3 +208,19 @@ def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
     assert {r["benchmark"]: r for r in doc["results"]}["disk_randread.iops"]["mean"] > 0
     assert doc["targets"][0]["facts"]["disk"] == "ubd"
     assert not [d for d in os.listdir(devices.IMAGE_PARENT) if d.startswith(f"vmtax-uml-{p.pid}-")]
+
+
+@pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
+@pytest.mark.skipif(not LOOP_OK or TAP_WHY is not None, reason="needs loop devices and a tap (root)")
+def test_a_guest_that_hangs_while_booting_leaves_no_image_loop_device_or_tap():
+    from vmtax.errors import TargetError
+    from vmtax.targets import parse_target
+    before = taps()
+    t = parse_target("qemu:accel=tcg,disk=virtio,backing=block,nic=virtio,net=tap,boot_timeout=0.5")
+    with pytest.raises(TargetError, match="did not become ready"):
+        with t:
+            pass
+    deadline = time.time() + 10
+    while time.time() < deadline and (ours(os.getpid()) or taps() - before):
+        time.sleep(0.2)
+    assert not ours(os.getpid()) and not taps() - before
