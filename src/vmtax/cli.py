@@ -232,10 +232,10 @@ def cmd_scale(args) -> int:
     if proto.remote or type(proto).run_gated is Target.run_gated:
         raise UserError(f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
                         f"target cannot be (local, qemu, uml and container can)")
+    scale.check_memory(proto, max(cfg.instances))
     ok, why = proto.available()
     if not ok:
         raise UserError(f"{proto.kind} does not work on this machine: {why}")
-    scale.check_memory(proto, max(cfg.instances))
 
     def make(i: int):
         t = parse_target(args.target)

@@ -3,11 +3,12 @@ and 17 guests; seed 000's 16 instances): consolidation, overcommit and
 fairness.  The figures are computed in scaling.py, from the store.
 
 Stages are the instance counts asked, smallest first.  The pool of copies
-grows from stage to stage: the first copy starts alone (it builds the
-cached image and settles accel=auto), later ones boot in parallel from that
-one image -- launched from this thread, whose death kills them
-(PR_SET_PDEATHSIG), and waited for in threads -- and a stage of N uses the
-first N.  Every copy is stopped on every exit path: a copy that does not
+grows from stage to stage: new copies boot in parallel from one cached
+image (a guest's kernel and initramfs, a container's root) -- launched
+from this thread, whose death kills them (PR_SET_PDEATHSIG), and waited
+for in threads; where a start settles something by trying it (qemu's
+accel=auto probing KVM), the very first copy starts alone -- and a stage
+of N uses the first N.  Every copy is stopped on every exit path: a copy that does not
 boot or dies mid-round, a Ctrl-C, a failure of the store.
 
 A round runs the benchmark in every copy, held at a barrier: each agent
@@ -123,8 +124,8 @@ class Pool:
         self.targets: list[Target] = []
 
     def grow(self, n: int) -> None:
-        """Start copies until there are n: the very first alone, the others
-        in parallel."""
+        """Start copies until there are n, in parallel (the very first
+        alone where its start settles something the others reuse)."""
         start = len(self.targets)
         if n <= start:
             return
@@ -136,7 +137,8 @@ class Pool:
             fresh.append(t)
         self.targets += fresh  # before any starts: close() stops whatever did
         t0 = time.monotonic()
-        if start == 0:
+        alone = start == 0 and fresh[0].settles_at_start()
+        if alone:
             self._start_one(0, fresh.pop(0))
         parallel = [t for t in fresh if isinstance(t, ChannelTarget)]
         for t in fresh:
@@ -147,24 +149,24 @@ class Pool:
                 t.begin_start()
             except TargetError as e:
                 raise TargetError(f"instance {self.targets.index(t) + 1} of {n} did not start: {e}") from None
-        errors: dict[int, BaseException] = {}
+        done: "queue.Queue[tuple[int, BaseException | None]]" = queue.Queue()
 
         def finish(i: int, t: Target) -> None:
+            error = None
             try:
                 t.end_start()
-            except BaseException as e:  # told below, in this thread
-                errors[i] = e
-        threads = [threading.Thread(target=finish, args=(self.targets.index(t), t), daemon=True)
-                   for t in parallel]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if errors:
-            i = min(errors)
-            raise TargetError(f"instance {i + 1} of {n} ({self.targets[i].name}) did not boot: {errors[i]}")
-        self.note(f"{n - start} instance(s) of {self.label} started in "
-                  f"{time.monotonic() - t0:.1f} s" + (" (in parallel)" if len(parallel) > 1 else ""))
+            except BaseException as e:  # told to this thread
+                error = e
+            done.put((i, error))
+        for t in parallel:
+            threading.Thread(target=finish, args=(self.targets.index(t), t), daemon=True).start()
+        for _ in parallel:  # the first failure ends the wait: close() stops the others mid-boot
+            i, error = _get(done)
+            if error is not None:
+                raise TargetError(f"instance {i + 1} of {n} ({self.targets[i].name}) did not boot: {error}")
+        how = f"{len(parallel)} in parallel" + (", after the first alone" if alone else "")
+        self.note(f"{n - start} instance(s) of {self.label} started in {time.monotonic() - t0:.1f} s"
+                  + (f" ({how})" if len(parallel) > 1 else ""))
 
     def _start_one(self, i: int, t: Target) -> None:
         try:
@@ -185,6 +187,15 @@ class Pool:
                 except KeyboardInterrupt:
                     continue
         self.targets = []
+
+
+def _get(q: queue.Queue):
+    """The next item, waiting in short steps (a Ctrl-C is taken at once)."""
+    while True:
+        try:
+            return q.get(timeout=0.5)
+        except queue.Empty:
+            continue
 
 
 def _stop_quietly(t: Target) -> None:
@@ -344,7 +355,7 @@ class ScaleRun:
             if job.name in self.skipped:
                 self.store.set_outcome(self.run_id, stage, job.name, "skipped", self.skipped[job.name])
                 return
-        aggregates, took, how = [], [], "budget"
+        aggregates, took, how, why = [], [], "budget", f"--max-rounds {self.cfg.max_rounds}"
         for name in names:
             facts["rounds"][name] = []
         for r in range(self.cfg.max_rounds):
@@ -371,9 +382,10 @@ class ScaleRun:
                 how = "precision"
                 break
             if time.monotonic() + max(took) + 1.0 > deadline:
+                why = "its share of --max-time"
                 break
         for name in names:
-            self.store.set_outcome(self.run_id, stage, name, how)
+            self.store.set_outcome(self.run_id, stage, name, how, why if how == "budget" else "")
 
     def _argv_maker(self, job: Job) -> Callable[[int, Target], list[str]]:
         c = self.cfg
@@ -384,10 +396,10 @@ class ScaleRun:
 
         def agent_argv(i: int, t: Target) -> list[str]:
             argv = ["run", job.name, "--iters", str(iters), "--max-sample-ms", "0", "--warmup", str(c.warmup),
-                    "--duration-ms", str(max(1, round(c.round_time * 1000))), "--go"]
+                    "--duration-ms", str(max(1, round(c.round_time * 1000)))]
             if t.agent_cpu() is not None:
                 argv += ["--cpu", str(t.agent_cpu())]
-            return argv + t.agent_extra_args()
+            return argv + t.agent_extra_args() + ["--go"]
         return agent_argv
 
     def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:

@@ -282,17 +282,18 @@ def ratio_unpaired(a: Sequence[float], b: Sequence[float],
                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
     at one instance count against rounds at another): the delta method on
-    the two means' standard errors, with Welch's degrees of freedom.  An
-    unbounded interval when either side has fewer than two values."""
+    the log of the ratio (so the interval stays positive), its standard
+    error from the two means' relative standard errors, with Welch's
+    degrees of freedom.  Unbounded when either side has fewer than two."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ma, mb = float(a.mean()), float(b.mean())
     r = ma / mb
     if a.size < 2 or b.size < 2:
         return r, float("-inf"), float("inf")
-    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size  # squared standard errors
-    ra, rb = va / ma ** 2, vb / mb ** 2
+    ra = float(a.var(ddof=1)) / a.size / ma ** 2  # squared relative standard errors
+    rb = float(b.var(ddof=1)) / b.size / mb ** 2
     if ra + rb == 0:
         return r, r, r
     df = (ra + rb) ** 2 / ((ra ** 2 / (a.size - 1) if ra else 0.0) + (rb ** 2 / (b.size - 1) if rb else 0.0))
-    half = _t(df, confidence) * abs(r) * math.sqrt(ra + rb)
-    return r, r - half, r + half
+    half = _t(df, confidence) * math.sqrt(ra + rb)
+    return r, r * math.exp(-half), r * math.exp(half)

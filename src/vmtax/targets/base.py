@@ -93,6 +93,12 @@ class Target(ABC):
         from ..errors import TargetError
         raise TargetError(f"{self.name}: nothing is held at a barrier")
 
+    def settles_at_start(self) -> bool:
+        """Whether start() settles something by trying it (qemu's
+        accel=auto boots with KVM and falls back to TCG): vmtax scale then
+        starts one copy alone before the others boot in parallel."""
+        return False
+
     def vcpus(self) -> int:
         """The CPUs this target can keep busy at once: a guest's vCPUs, one
         for an agent process (the overcommit ratio counts them)."""

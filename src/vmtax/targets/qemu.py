@@ -337,11 +337,14 @@ class QemuTarget(ChannelTarget):
     def vcpus(self) -> int:
         return self.smp
 
+    def settles_at_start(self) -> bool:
+        return self.accel_wanted == "auto" and kvm_usable()[0]  # KVM not known to fail: start() probes it
+
     def begin_start(self) -> None:
         """Started in two halves (vmtax scale), accel=auto takes KVM if it
-        is usable, without start()'s fallback: scale starts its first
-        guest with start(), which settles it (a failed KVM probe is
-        remembered, and kvm_usable() then says no)."""
+        is usable, without start()'s fallback: where that is not known yet,
+        scale starts its first guest with start(), which settles it (a
+        failed KVM probe is remembered; kvm_usable() then says no)."""
         if self.accel is None:
             self.accel = self._accel_without_probe()
         super().begin_start()
