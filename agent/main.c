@@ -14,6 +14,11 @@
  * --duration-ms ends the timed samples at the first one that finishes that
  * long after the start (at least one): concurrent instances then measure
  * over the same stretch of time, whatever their speed (--samples caps them).
+ * Its samples tile that time: each one's runs from the end of the one
+ * before, the printing of that one's line included, so that a process kept
+ * off its CPU between two batches (a host running more copies than CPUs
+ * preempts it at any point) has that time counted too: ops over the sum of
+ * the samples' times is its throughput over the wall-clock time.
  *
  * Output: one JSON object per line (schema 1), types "calibration",
  * "sample", "counting", "skip", "error" and a final "done".  With --count N,
@@ -226,10 +231,18 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 	barrier(ready_fd, go_fd);
 	if (o->go && ready_fd < 0 && go_fd < 0)
 		await_go(b); /* one instance: its own barrier (--parallel: the parent's) */
-	uint64_t start = now_ns();
+	uint64_t start = now_ns(), prev = start, prev_tsc = rdtsc();
 	long s = 0;
 	while (s < o->warmup + o->samples) {
-		emit_sample(b, &c, o, inst, s, time_batch(b, &c, iters), ovh);
+		struct batch r = time_batch(b, &c, iters);
+		if (o->duration_ms > 0) { /* tiled: from the end of the one before */
+			uint64_t t = now_ns(), tsc = rdtsc();
+			r.ns = t - prev;
+			r.tsc = tsc - prev_tsc;
+			prev = t;
+			prev_tsc = tsc;
+		}
+		emit_sample(b, &c, o, inst, s, r, ovh);
 		if (time_is_up(o, start, s++))
 			break;
 	}

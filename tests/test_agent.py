@@ -404,6 +404,9 @@ def test_go_holds_every_instance_until_the_go_line(parallel):
     timed = [m for m in rest if m["type"] == "sample" and not m["warmup"]]
     assert {m["instance"] for m in timed} == set(range(int(parallel)))
     assert len(timed) > 3 * int(parallel) and 0.3 <= took < 3
+    for i in range(int(parallel)):  # the samples tile the time from the go to the last one's end
+        tiled = sum(m["value"] * m["ops"] for m in rest if m["type"] == "sample" and m["instance"] == i) / 1e9
+        assert 0.3 <= tiled <= took
 
 
 def test_go_without_its_line_is_an_error():
