@@ -160,6 +160,7 @@ class ScalePoint:
     host_cpus: int
     stopped_by: str
     reason: str = ""
+    round_s: tuple[float, ...] = ()     # each round on the host's clock, from the go to the last end
 
     @property
     def overcommit(self) -> float:

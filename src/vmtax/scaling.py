@@ -133,7 +133,17 @@ def _point(spec: BenchSpec, stage: str, scale: dict, n: int, rounds: dict[int, l
         host_cpu_pct=estimate(cpu, "%", lo=0.0, hi=100.0) if cpu else None,
         host_mem_mb=tuple(mem[i] for i in sorted(mem)),
         vcpus=int(scale.get("vcpus", n)), host_cpus=int(scale.get("host_cpus", 0)),
-        stopped_by=outcome[0], reason=outcome[1])
+        stopped_by=outcome[0], reason=outcome[1],
+        round_s=tuple(r["seconds"] for r in per_round if r.get("round") in rounds and r.get("seconds")))
+
+
+def drawn_out(p: ScalePoint, round_time: float) -> bool:
+    """Whether this N's rounds lasted well past the timed work asked: the
+    copies did not run side by side all along (a workload's own start-up
+    inside each copy is not behind the barrier): a copy that ran with
+    fewer others beside it looks faster, and the aggregate and the spread
+    mix the start-up's cost with the share each copy got."""
+    return bool(p.round_s) and max(p.round_s) > 1.25 * round_time + 0.25
 
 
 def per_instance_spread(p: ScalePoint) -> tuple[float, float, float]:

@@ -103,6 +103,15 @@ NOTES = ("throughput: operations per second of an agent row (1e9 x ops / ns over
          "processes; 95% CIs over rounds")
 
 
+def warnings(data: RunData, v: BenchView) -> list[str]:
+    """Where a stage's rounds lasted well past the timed work (scaling.drawn_out)."""
+    asked = float(data.config.get("round_time", 0) or 0)
+    return [f"N={p.n}: rounds took {min(p.round_s):.1f}–{max(p.round_s):.1f} s on the host for {asked:g} s of "
+            f"timed work: the copies did not run side by side all along (a workload's start inside each copy "
+            f"is not behind the barrier): its aggregate and spread are not the share's alone"
+            for p in v.points if asked and scaling.drawn_out(p, asked)]
+
+
 def text(data: RunData, views: list[BenchView]) -> str:
     out = [header(data), ""]
     for v in views:
@@ -111,6 +120,7 @@ def text(data: RunData, views: list[BenchView]) -> str:
             out.append(table.render(HEADER, [row(p) for p in v.points], align="lrrrrrrrrl"))
         else:
             out.append("  no complete round")
+        out += [f"  ! {w}" for w in warnings(data, v)]
         out.append("")
     out.append(NOTES)
     return "\n".join(out)
@@ -127,6 +137,7 @@ def markdown(data: RunData, views: list[BenchView]) -> str:
         out += [f"**{v.benchmark}** ({md_cell(v.description)}), throughput in {v.unit}:", "",
                 "| " + " | ".join(HEADER) + " |", "|" + "---:|" * (len(HEADER) - 1) + "---|"]
         out += ["| " + " | ".join(md_cell(c) for c in row(p)) + " |" for p in v.points]
+        out += [""] + [f"- ⚠ {md_cell(w)}" for w in warnings(data, v)] if warnings(data, v) else []
         out.append("")
     out.append(f"_{NOTES}_")
     return "\n".join(out) + "\n"
@@ -161,6 +172,7 @@ def point_json(p: ScalePoint) -> dict:
                                   if mem else None),
         "overcommit": _num(p.overcommit),
         "rounds": p.rounds,
+        "round_seconds": list(p.round_s),
         "stopped_by": p.stopped_by,
     }
 
@@ -212,6 +224,7 @@ def html_section(data: RunData) -> str:
                         + _td(cells[5], p.slowdown.value if p.slowdown else None)
                         + "".join(_td(c) for c in cells[6:9]) + _td(cells[9], cls="l") + "</tr>")
         parts += [f"<h3>{escape(v.benchmark)}: throughput in {escape(v.unit)}</h3>",
-                  f'<p class="meta">{escape(v.description)}</p>', _table(HEADER, rows, left=0), charts(v)]
+                  f'<p class="meta">{escape(v.description)}</p>', _table(HEADER, rows, left=0),
+                  "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warnings(data, v)), charts(v)]
     parts += [f'<p class="meta">{escape(NOTES)}</p></section>']
     return "".join(parts)
