@@ -44,7 +44,8 @@ from .hostproc import host_cpu_times, mem_available_mb, pss_mb
 from .model import BenchSpec, Sample, TargetInfo
 from .proc import ChildFailed
 from .runner import Job, _calibrated, free_port, jobs_of, new_run_id
-from .scaling import instance_rates, is_throughput
+from .scaling import instance_rates, is_throughput, rate_unit
+from .stats import jain, summarize
 from .store import Store
 from .suite import workloads
 from .targets.base import GATE, Target
@@ -489,20 +490,14 @@ class ScaleRun:
         return out
 
     def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
-        from .report.units import fmt_rate
-        from .scaling import rate_unit
-        from .stats import jain
         v = list(rates.values())
         cpu = f"{res.host_cpu_pct:.0f}%" if res.host_cpu_pct is not None else "?"
-        self.note(f"  N={n} {job.name} round {r + 1}: aggregate {fmt_rate(sum(v), rate_unit(job.specs[0]))}, "
+        self.note(f"  N={n} {job.name} round {r + 1}: aggregate {sum(v):.4g} {rate_unit(job.specs[0])}, "
                   f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s")
 
 
 def _ci_rel(values: list[float]) -> float:
-    from .stats import summarize
-    if len(values) < 2:
-        return float("inf")
-    return summarize(values).ci_rel
+    return summarize(values).ci_rel if len(values) >= 2 else float("inf")
 
 
 def run_scale(text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs: list[BenchSpec],
