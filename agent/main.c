@@ -5,6 +5,20 @@
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
  *                        [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]
  *                        [--count-settle-ms MS] [--tracepoint-id ID]
+ *                        [--duration-ms MS] [--go]
+ *
+ * --go holds the timed samples at a barrier: once set up and calibrated
+ * (every instance, with --parallel), the agent prints a "ready" line and
+ * reads one line from stdin; "go" starts them, anything else (or EOF) is an
+ * error.  vmtax scale releases N agents in N targets at once this way.
+ * --duration-ms ends the timed samples at the first one that finishes that
+ * long after the start (at least one): concurrent instances then measure
+ * over the same stretch of time, whatever their speed (--samples caps them).
+ * Its samples tile that time: each one's runs from the end of the one
+ * before, the printing of that one's line included, so that a process kept
+ * off its CPU between two batches (a host running more copies than CPUs
+ * preempts it at any point) has that time counted too: ops over the sum of
+ * the samples' times is its throughput over the wall-clock time.
  *
  * Output: one JSON object per line (schema 1), types "calibration",
  * "sample", "counting", "skip", "error" and a final "done".  With --count N,
@@ -34,7 +48,8 @@ static const char USAGE[] =
 	"       vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]\n"
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
 	"                            [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]\n"
-	"                            [--count-settle-ms MS] [--tracepoint-id ID]\n";
+	"                            [--count-settle-ms MS] [--tracepoint-id ID]\n"
+	"                            [--duration-ms MS] [--go]\n";
 
 static void print_list(void)
 {
@@ -152,6 +167,40 @@ static void barrier(int ready_fd, int go_fd)
 	}
 }
 
+/* --go: say ready, then wait for the line "go" on stdin, read a byte at a
+ * time so that nothing after it is taken from a channel the agent shares
+ * with vmtax-shell. */
+static void await_go(const struct bench *b)
+{
+	char line[256], got[16];
+	size_t n = 0;
+	snprintf(line, sizeof line, "{\"schema\":%d,\"type\":\"ready\",\"bench\":\"%s\"}\n",
+		 AGENT_SCHEMA, b->name);
+	emit_line(line);
+	for (;;) {
+		char c;
+		ssize_t r = read(0, &c, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			die("--go: stdin closed before the go line");
+		if (c == '\n')
+			break;
+		if (c != '\r' && n < sizeof got - 1)
+			got[n++] = c;
+	}
+	got[n] = 0;
+	if (strcmp(got, "go"))
+		die("--go: expected the line 'go', got '%.15s'", got);
+}
+
+/* Whether the timed samples are done: --duration-ms after the start. */
+static int time_is_up(const struct opts *o, uint64_t start, long s)
+{
+	return o->duration_ms > 0 && s >= o->warmup &&
+	       now_ns() - start >= (uint64_t)o->duration_ms * 1000000ull;
+}
+
 /* One instance: setup, calibrate, warm up, sample, tear down.  Waits on
  * `go_fd` (if >= 0) after calibration so --parallel instances start together. */
 static int run_instance(const struct bench *b, const struct opts *o, int inst,
@@ -180,9 +229,23 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
 	emit_calibration(b, &c, inst, iters, ovh);
 	barrier(ready_fd, go_fd);
+	if (o->go && ready_fd < 0 && go_fd < 0)
+		await_go(b); /* one instance: its own barrier (--parallel: the parent's) */
+	uint64_t start = now_ns(), prev = start, prev_tsc = rdtsc();
 	long s = 0;
-	for (; s < o->warmup + o->samples; s++)
-		emit_sample(b, &c, o, inst, s, time_batch(b, &c, iters), ovh);
+	while (s < o->warmup + o->samples) {
+		struct batch r = time_batch(b, &c, iters);
+		if (o->duration_ms > 0) { /* tiled: from the end of the one before */
+			uint64_t t = now_ns(), tsc = rdtsc();
+			r.ns = t - prev;
+			r.tsc = tsc - prev_tsc;
+			prev = t;
+			prev_tsc = tsc;
+		}
+		emit_sample(b, &c, o, inst, s, r, ovh);
+		if (time_is_up(o, start, s++))
+			break;
+	}
 	if (o->count > 0) {
 		emit_counting(b, inst);
 		if (o->count_settle_ms > 0)
@@ -245,6 +308,8 @@ static int run_parallel(const struct bench *b, struct opts *o)
 	char x;
 	while (read(ready[0], &x, 1) > 0) /* every instance ready (or skipped) */
 		;
+	if (o->go)
+		await_go(b);
 	close(go[1]); /* release them all at once */
 	int bad = 0;
 	for (long i = 0; i < o->parallel; i++) {

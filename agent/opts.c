@@ -91,10 +91,19 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(f, "--tracepoint-id")) tracepoint_id = num_arg(f, v, 0, 1000000);
 		else if (!strcmp(f, "--count")) o->count = num_arg(f, v, 0, 1000);
 		else if (!strcmp(f, "--count-settle-ms")) o->count_settle_ms = num_arg(f, v, 0, 10000);
+		else if (!strcmp(f, "--duration-ms")) o->duration_ms = num_arg(f, v, 1, 86400000);
+		else if (!strcmp(f, "--go")) {
+			o->go = 1;
+			i--; /* a flag: no value */
+		}
 		else usage_error("unknown option '%.40s' (see --help)", f);
 	}
 	if (samples_given && o->samples == 0 && o->count == 0)
 		usage_error("--samples 0 measures nothing: give --count N (batches with counters)");
+	if (o->duration_ms && samples_given && o->samples == 0)
+		usage_error("--duration-ms needs timed samples: --samples is their cap, give at least 1");
+	if (o->duration_ms && !samples_given)
+		o->samples = 1000000; /* the duration ends the samples; --samples only caps them */
 	o->probe = o->iters != 0 && o->max_sample_ms > 0; /* 0: the caller vouches for --iters */
 }
 

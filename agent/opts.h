@@ -12,6 +12,8 @@ struct opts {
 	int probe;           /* with --iters: check the sample length (see main.c) */
 	long count;          /* --count: batches with counters after the timed samples */
 	long count_settle_ms; /* --count-settle-ms: pause before them (the host's probe starts) */
+	long duration_ms;    /* --duration-ms: timed samples until this long after the start */
+	int go;              /* --go: after calibration, say ready and wait for "go" on stdin */
 };
 
 void parse_run_opts(int argc, char **argv, struct opts *o);

@@ -168,6 +168,7 @@ BAD_ARGS = [
     *[["run", "getppid", "--inject", v] for v in ["0", "100.5", "-5", "nan", "inf", "1e1", "0x10",
                                                   " 5", "5%", "", "1.2.3", "."]],
     ["run", "getppid", "--inject"],
+    ["run", "getppid", "--duration-ms", "0"], ["run", "getppid", "--duration-ms", "5", "--samples", "0"],
 ]
 
 
@@ -382,3 +383,34 @@ def test_sanitizer_with_the_longest_tmpdir(tmp_path, name):
                         "--samples", "1"], capture_output=True, text=True, timeout=60)
     _clean(["long tmpdir"], p, p.stdout, p.stderr)
     assert p.returncode == 0 and list(deep.iterdir()) == []
+
+
+@pytest.mark.parametrize("parallel", ["1", "3"])
+def test_go_holds_every_instance_until_the_go_line(parallel):
+    """--go: calibrated instances wait at the barrier; nothing is timed
+    before the go line, and --duration-ms then ends every instance's
+    samples that long after it."""
+    p = subprocess.Popen([AGENT, "run", "getppid", "--iters", "100", "--parallel", parallel, "--warmup", "1",
+                          "--duration-ms", "300", "--go"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    first = [json.loads(p.stdout.readline()) for _ in range(int(parallel) + 1)]
+    assert [m["type"] for m in first] == ["calibration"] * int(parallel) + ["ready"]
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    p.stdin.write("go\n")
+    p.stdin.close()
+    rest = [json.loads(l) for l in p.stdout]
+    took = time.monotonic() - t0
+    assert p.wait() == 0 and rest[-1]["type"] == "done"
+    timed = [m for m in rest if m["type"] == "sample" and not m["warmup"]]
+    assert {m["instance"] for m in timed} == set(range(int(parallel)))
+    assert len(timed) > 3 * int(parallel) and 0.3 <= took < 3
+    for i in range(int(parallel)):  # the samples tile the time from the go to the last one's end
+        tiled = sum(m["value"] * m["ops"] for m in rest if m["type"] == "sample" and m["instance"] == i) / 1e9
+        assert 0.3 <= tiled <= took
+
+
+def test_go_without_its_line_is_an_error():
+    for given in ("", "stop\n"):
+        p = subprocess.run([AGENT, "run", "getppid", "--iters", "10", "--go"], input=given,
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 3 and '"type":"error"' in p.stdout and "go" in p.stderr

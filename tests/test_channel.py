@@ -58,3 +58,41 @@ def test_dead_peer_is_a_target_error(tmp_path):
     c = Channel(p, "dying", None)
     with pytest.raises(TargetError, match="went away"):
         c.wait_ready(10)
+
+
+def _until_ready(gen):
+    before = []
+    for line in gen:
+        before.append(line)
+        if '"type":"ready"' in line:
+            return before
+    raise AssertionError(f"no ready line: {before}")
+
+
+def test_go_holds_the_agent_at_the_barrier_until_its_go_line(chan):
+    gen = chan.command("GO run getppid --iters 10 --samples 2 --warmup 0 --go", 30)
+    assert not any('"sample"' in l for l in _until_ready(gen))
+    chan.send("go")
+    assert sum('"sample"' in l for l in gen) == 2
+    assert list(chan.command("PING", 5)) == []  # the agent took its go line and nothing more
+    gen = chan.command("GO run getppid --iters 10 --samples 2 --warmup 0 --go", 30)
+    _until_ready(gen)
+    chan.send("stop")
+    with pytest.raises(ChildFailed) as e:
+        list(gen)
+    assert e.value.returncode == 3
+    assert list(chan.command("PING", 5)) == []
+
+
+def test_wait_holds_a_tool_until_go_and_refuses_anything_else(chan):
+    gen = chan.command("WAIT echo hello", 10)
+    assert next(gen) == "@@VMTAX-GATE"
+    chan.send("go")
+    assert list(gen) == ["hello"]
+    gen = chan.command("WAIT echo hello", 10)
+    assert next(gen) == "@@VMTAX-GATE"
+    chan.send("later")
+    with pytest.raises(ChildFailed) as e:
+        list(gen)
+    assert e.value.returncode == 125
+    assert list(chan.command("PING", 5)) == []

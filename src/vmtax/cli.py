@@ -26,7 +26,8 @@ from .runner import RunConfig, run_session
 from .store import Store, default_db_path, redact
 from .suite import workloads
 from . import inventory as inventories
-from .targets import KINDS, parse_targets
+from .targets import KINDS, parse_target, parse_targets
+from .targets.base import Target
 from .targets.qemu import agree_kernels
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -179,6 +180,8 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
 
 def _report(store: Store, run_id: str, args) -> int:
     data = store.load(run_id)
+    if data.kind == "scale":
+        return _scale_report(data, args)
     ms, cs = analyse(data)
     # with the JSON document on stdout, the tables go to stderr: `--json - | jq` works
     out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
@@ -218,6 +221,90 @@ def cmd_run(args) -> int:
 
 def cmd_compare(args) -> int:
     return _measure(args, "compare", [args.baseline, *args.candidates])
+
+
+def cmd_scale(args) -> int:
+    from . import scale
+    cfg = _scale_config(args)
+    specs = suite.select(args.suite, args.bench or ([] if args.suite else ["pi"]))
+    scale.check_jobs(specs)
+    proto = parse_target(args.target)  # its options checked: exit 2 before anything starts
+    if proto.remote or type(proto).run_gated is Target.run_gated:
+        raise UserError(f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
+                        f"target cannot be (local, qemu, uml and container can)")
+    scale.check_memory(proto, max(cfg.instances))
+    ok, why = proto.available()
+    if not ok:
+        raise UserError(f"{proto.kind} does not work on this machine: {why}")
+
+    def make(i: int):
+        t = parse_target(args.target)
+        t.name = f"{args.target} #{i + 1}"
+        return t
+    command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    with _store(args) as store:
+        say(f"vmtax scale: {', '.join(s.name for s in specs)} on {args.target} at N = "
+            f"{', '.join(map(str, cfg.instances))}; {scale.pinning_text(cfg.pin, max(cfg.instances), scale.host_cpus())}"
+            f"; results in {store.location}", sys.stderr)
+        try:
+            run_id, status, failure = scale.run_scale(args.target, make, cfg, specs, store, command,
+                                                      lambda text: say(text, sys.stderr))
+        finally:
+            proc.kill_all()
+        if failure:
+            say(f"vmtax: {failure}", sys.stderr)
+        with _store(args, readonly=True) as reader:
+            code = _scale_report(reader.load(run_id), args)
+    return EXIT_FAIL if failure else code
+
+
+def _scale_config(args):
+    from .scale import ScaleConfig
+    try:
+        ns = sorted({int(x) for x in args.instances.split(",") if x.strip()})
+    except ValueError:
+        raise UserError(f"--instances takes counts separated by commas (1,2,4,8,17), got '{args.instances}'") from None
+    if not ns or ns[0] < 1 or ns[-1] > 256:
+        raise UserError(f"--instances: every count must be between 1 and 256, got '{args.instances}'")
+    try:
+        round_time = parse_duration(args.round_time)
+        max_time = parse_duration(args.max_time)
+        precision = parse_precision(args.precision)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if not 0.05 <= round_time <= 3600:
+        raise UserError(f"--round-time must be between 50ms and 1h, got '{args.round_time}'")
+    if not 0 < max_time <= 7 * 86400:
+        raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
+    for flag, value, least, most in [("--rounds", args.rounds, 2, 1000), ("--max-rounds", args.max_rounds, 2, 1000),
+                                     ("--min-time-ms", args.min_time_ms, 0, 60000), ("--warmup", args.warmup, 0, 1000)]:
+        if not least <= value <= most:
+            raise UserError(f"{flag} must be between {least} and {most}, got {value}")
+    if args.max_rounds < args.rounds:
+        raise UserError(f"--max-rounds ({args.max_rounds}) is less than --rounds ({args.rounds})")
+    return ScaleConfig(instances=tuple(ns), round_time=round_time, min_rounds=args.rounds,
+                       max_rounds=args.max_rounds, precision=precision, max_time=max_time,
+                       min_time_ms=args.min_time_ms, warmup=args.warmup, pin=args.pin)
+
+
+def _scale_report(data, args) -> int:
+    from .report import scale as scale_report
+    views = scale_report.view(data)
+    out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+    say(scale_report.text(data, views), out)
+    if getattr(args, "json", None):
+        _json_out(scale_report.document(data, views), args.json)
+    if getattr(args, "markdown", None):
+        _write_text(scale_report.markdown(data, views), args.markdown)
+    if getattr(args, "html", None):
+        command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        _write_text(html.document([(data, [], [])], command), args.html)
+    if data.status == "interrupted":
+        say(f"interrupted: the complete rounds are kept in run {data.id}", sys.stderr)
+        return EXIT_INTERRUPTED
+    if data.status in ("failed", "abandoned"):
+        return EXIT_FAIL
+    return EXIT_OK
 
 
 def cmd_targets(args) -> int:
@@ -388,6 +475,34 @@ def build_parser() -> Parser:
                    help="after the scoreboard, why: the per-operation counts (as `vmtax explain`)")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("scale", help="N copies of a target at once: aggregate throughput, fairness, overcommit")
+    s.add_argument("target", help="target string, e.g. qemu:accel=tcg,mem=256M, uml, container, local")
+    s.add_argument("--instances", default="1,2,4,8", metavar="N,N,...",
+                   help="instance counts, each a stage of its own (default 1,2,4,8)")
+    s.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
+                   help="benchmark(s): an agent row or a workload whose figure is a rate (default: pi)")
+    s.add_argument("--suite", action="append", metavar="NAME", help="every benchmark of a suite (repeatable)")
+    s.add_argument("--round-time", default="2s", metavar="DURATION",
+                   help="timed samples per round after the synchronized start (a tool: whole seconds; default 2s)")
+    s.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per N at least (default 3)")
+    s.add_argument("--max-rounds", type=int, default=10, metavar="N", help="rounds per N at most (default 10)")
+    s.add_argument("--precision", default="5%",
+                   help="stop a stage's rounds once the aggregate's 95%% CI half-width is within this (default 5%%)")
+    s.add_argument("--max-time", default="10m", metavar="DURATION",
+                   help="time budget for the whole run; every stage still runs --rounds rounds (default 10m)")
+    s.add_argument("--pin", choices=("none", "spread"), default="none",
+                   help="none (default): the host's scheduler places the instances; spread: instance i on "
+                        "host CPU i mod CPUs (a guest's whole hypervisor)")
+    s.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
+                   help="calibrate (on one instance alone) so one sample lasts at least MS ms (default 10)")
+    s.add_argument("--warmup", type=int, default=1, metavar="N",
+                   help="samples each instance discards after the start (default 1)")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="also write the figures as JSON to FILE (- for stdout)")
+    s.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
+    s.add_argument("--html", metavar="FILE", help="also write an HTML page with the charts to FILE")
+    s.set_defaults(func=cmd_scale)
 
     s = sub.add_parser("targets", help="list target kinds and whether each works here")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")

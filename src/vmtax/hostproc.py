@@ -98,3 +98,44 @@ def rss_beyond_mapping(pid: int, guest_mb: int) -> float | None:
     total = sum(r for _, r in maps)
     ram = [r for s, r in maps if s >= guest_mb * 1024]
     return (total - max(ram, default=0)) / 1024.0
+
+
+def host_cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of every host CPU together, from /proc/stat:
+    the host's utilisation over an interval is the ratio of the deltas
+    (busy: user, nice, system, irq, softirq, steal; a guest's time is in user)."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0.0] * 8)[:8]
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def pss_mb(pids: list[int]) -> float:
+    """The memory these processes hold, in MiB: the sum of their
+    proportional set sizes (shared pages split among their sharers, so
+    UML's many processes are not counted many times); Rss where the kernel
+    has no smaps_rollup."""
+    total = 0
+    for pid in pids:
+        for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
+            try:
+                with open(path) as f:
+                    found = [int(line.split()[1]) for line in f if line.startswith(key)]
+            except (OSError, ValueError, IndexError):
+                continue
+            total += found[0] if found else 0
+            break
+    return total / 1024.0
+
+
+def mem_available_mb() -> float | None:
+    """MemAvailable from /proc/meminfo, in MiB (None if it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -133,3 +133,35 @@ class RunData:
     outcomes: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     host: str | None = None  # where its controller ran (None: stored before vmtax recorded it)
     user: str | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure with its unit and 95% interval (infinite: unbounded)."""
+    value: float
+    unit: str
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """One benchmark at one instance count of a scale run (vmtax scale):
+    N copies of a target measured at once, over `rounds` rounds."""
+    n: int
+    rounds: int
+    aggregate: Estimate                 # throughput of all N together, per round
+    per_instance: tuple[Estimate, ...]  # each instance's throughput over the rounds
+    jain: Estimate                      # Jain's fairness index, per round
+    slowdown: Estimate | None           # one alone / one of N (None: no N=1 measured)
+    host_cpu_pct: Estimate | None       # all host CPUs, over each round
+    host_mem_mb: tuple[float, ...]      # each instance's host processes (proportional set size)
+    vcpus: int                          # of the N instances together
+    host_cpus: int
+    stopped_by: str
+    reason: str = ""
+    round_s: tuple[float, ...] = ()     # each round on the host's clock, from the go to the last end
+
+    @property
+    def overcommit(self) -> float:
+        return self.vcpus / self.host_cpus if self.host_cpus else float("inf")

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .hostproc import descendants, pid_alive
 
@@ -129,14 +129,18 @@ def kill_all() -> None:
 
 def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None = None,
                  env: dict | None = None, cpu: int | None = None,
-                 die_with_vmtax: bool = False) -> Iterator[str]:
+                 die_with_vmtax: bool = False,
+                 hold: Callable[[subprocess.Popen], None] | None = None) -> Iterator[str]:
     """Run argv, yield its stdout lines as they come.  The child is killed
     when the consumer stops early, on any exception (Ctrl-C included), and
     after `timeout` seconds.  A non-zero exit raises ChildFailed with the
-    tail of its stderr."""
+    tail of its stderr.  hold: its stdin is a pipe left open, and hold gets
+    the child as soon as it runs (to write its go line; see Target.go)."""
     p = spawn(argv, cpu=cpu, die_with_vmtax=die_with_vmtax,
-              stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+              stdin=subprocess.PIPE if stdin_data is not None or hold else subprocess.DEVNULL,
               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if hold is not None:
+        hold(p)
     timer = threading.Timer(timeout, _signal_group, (p, signal.SIGKILL))
     timer.daemon = True
     timer.start()
@@ -158,6 +162,11 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
     finally:
         timer.cancel()
         kill_group(p)
+        if hold is not None:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
 
 
 class ChildFailed(Exception):

@@ -265,3 +265,35 @@ def geomean(values: Sequence[float]) -> float:
     if not v:
         return float("nan")
     return float(math.exp(sum(math.log(x) for x in v) / len(v)))
+
+
+# -- many instances at once (vmtax scale) -----------------------------------------
+def jain(values: Sequence[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n * sum x^2): 1 when every
+    instance got the same, 1/n when one got everything."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x < 0):
+        raise ValueError("Jain's index needs finite values >= 0")
+    sq = float((x * x).sum())
+    return float(x.sum() ** 2 / (x.size * sq)) if sq > 0 else 1.0
+
+
+def ratio_unpaired(a: Sequence[float], b: Sequence[float],
+                   confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
+    at one instance count against rounds at another): the delta method on
+    the log of the ratio (so the interval stays positive), its standard
+    error from the two means' relative standard errors, with Welch's
+    degrees of freedom.  Unbounded when either side has fewer than two."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ma, mb = float(a.mean()), float(b.mean())
+    r = ma / mb
+    if a.size < 2 or b.size < 2:
+        return r, float("-inf"), float("inf")
+    ra = float(a.var(ddof=1)) / a.size / ma ** 2  # squared relative standard errors
+    rb = float(b.var(ddof=1)) / b.size / mb ** 2
+    if ra + rb == 0:
+        return r, r, r
+    df = (ra + rb) ** 2 / ((ra ** 2 / (a.size - 1) if ra else 0.0) + (rb ** 2 / (b.size - 1) if rb else 0.0))
+    half = _t(df, confidence) * math.sqrt(ra + rb)
+    return r, r * math.exp(-half), r * math.exp(half)

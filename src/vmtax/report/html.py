@@ -188,6 +188,9 @@ def targets_table(data: RunData) -> str:
 
 
 def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+    if data.kind == "scale":
+        from .scale import html_section
+        return html_section(data)
     cfg = data.config
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
     pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"

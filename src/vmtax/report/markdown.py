@@ -14,6 +14,9 @@ from .units import fmt_pct, fmt_value
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     if data.kind == "compare":
         return scoreboard.render_markdown(data, ms, cs)
+    if data.kind == "scale":
+        from . import scale
+        return scale.markdown(data, scale.view(data))
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
     env = data.targets[0].facts if data.targets else {}
     out = [f"### vmtax run `{data.id}` ({data.status})", "",

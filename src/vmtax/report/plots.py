@@ -10,7 +10,7 @@ import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 
-from .units import fmt_value
+from .units import fmt_rate, fmt_value
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 # text.parse_math off: a label like `$x$` is text, never a formula (and a
@@ -111,4 +111,70 @@ def distribution(title: str, unit: str, per_target: list[tuple[str, list[float],
             hi = max(max(v) for _, _, v in per_target if v)
             right.set_title(f"range {fmt_value(lo, unit)} – {fmt_value(hi, unit)}", loc="right",
                             fontsize=8)
+        return to_svg(fig)
+
+
+def _errors(points: list[tuple[float, float, float]]) -> list[list[float]]:
+    """Error bar lengths below and above each (value, low, high); an
+    unbounded end is left off."""
+    return [[max(0.0, v - lo) if math.isfinite(lo) else 0.0 for v, lo, _ in points],
+            [max(0.0, hi - v) if math.isfinite(hi) else 0.0 for v, _, hi in points]]
+
+
+def _n_axis(ax, ns: list[int]) -> None:
+    """N on a log2 axis, a tick at each N measured."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(ns))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("instances at once (N)")
+
+
+def versus_n(title: str, ylabel: str, ns: list[int],
+             series: list[tuple[str, list[tuple[float, float, float]]]],
+             ylim: tuple[float, float] | None = None) -> str:
+    """A figure against the instance count N (vmtax scale): one line per
+    series, its 95% intervals as error bars."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(4.6, 3.0)
+        ax = fig.add_subplot()
+        for i, (name, points) in enumerate(series):
+            ax.errorbar(ns, [p[0] for p in points], yerr=_errors(points), color=colour(i), marker="o",
+                        markersize=3.5, linewidth=1.2, elinewidth=0.9, capsize=3, label=name)
+        _n_axis(ax, ns)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, loc="left")
+        ax.legend(frameon=False, fontsize=7)
+        return to_svg(fig)
+
+
+def throughput_vs_n(title: str, unit: str, ns: list[int], aggregate: list[tuple[float, float, float]],
+                    each: list[tuple[float, float, float]], slowest: list[float], fastest: list[float]) -> str:
+    """vmtax scale's throughput against N: the N instances together (left
+    axis) and one instance (right axis: the mean with its interval, and
+    the slowest to the fastest shaded), both from zero."""
+    from matplotlib.ticker import FuncFormatter
+    short = FuncFormatter(lambda v, _: fmt_rate(v, "").strip())
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(5.0, 3.0)
+        left = fig.add_subplot()
+        right = left.twinx()
+        right.spines["right"].set_visible(True)
+        right.fill_between(ns, slowest, fastest, color=colour(1), alpha=0.15, linewidth=0,
+                           label="slowest – fastest instance")
+        right.errorbar(ns, [p[0] for p in each], yerr=_errors(each), color=colour(1), marker="s",
+                       markersize=3.5, linewidth=1.2, elinewidth=0.9, capsize=3, label="one instance (mean)")
+        left.errorbar(ns, [p[0] for p in aggregate], yerr=_errors(aggregate), color=colour(0), marker="o",
+                      markersize=3.5, linewidth=1.2, elinewidth=0.9, capsize=3, label="all N together")
+        _n_axis(left, ns)
+        for ax, what, c in ((left, "all N together", colour(0)), (right, "one instance", colour(1))):
+            ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_formatter(short)
+            ax.set_ylabel(f"{what} ({unit})", color=c)
+        left.set_title(title, loc="left")
+        handles = [h for ax in (left, right) for h in ax.get_legend_handles_labels()[0]]
+        left.legend(handles, [h.get_label() for h in handles], frameon=False, fontsize=7, loc="lower left")
         return to_svg(fig)

@@ -16,6 +16,25 @@ def fmt_value(v: float | None, unit: str) -> str:
     return f"{_sig(v)} {unit}"
 
 
+def fmt_rate(v: float | None, unit: str) -> str:
+    """A throughput for people, scaled: 1.23 Mops/s (JSON keeps the base unit)."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{_sig(v / scale)} {prefix}{unit}"
+    return f"{_sig(v)} {unit}"
+
+
+def fmt_rate_range(mean: float, lo: float, hi: float, unit: str) -> str:
+    """mean [lo–hi] in the mean's scale: 2.80 Mops/s [2.73–2.86]."""
+    text = fmt_rate(mean, unit)
+    if not (math.isfinite(mean) and math.isfinite(lo) and math.isfinite(hi)):
+        return text
+    scale = next((s for p, s in (("G", 1e9), ("M", 1e6), ("k", 1e3)) if abs(mean) >= s), 1.0)
+    return f"{text} [{_sig(lo / scale)}–{_sig(hi / scale)}]"
+
+
 def fmt_pair(a: float, b: float, unit: str) -> str:
     """`[a/b unit]` in one scale chosen for the larger, as seed 001 prints;
     each in its own scale when one would round away in the other's."""

@@ -18,6 +18,9 @@ from ..model import TargetInfo
 # counters=off, which runs no counting process on it (to measure what
 # counting costs).
 COMMON_OPTIONS = frozenset({"label", "inject", "counters"})
+# The first line of a workload's tool held at the barrier (Target.run_gated):
+# it waits for its go line (the agent says so with a "ready" line of its own).
+GATE = "@@VMTAX-GATE"
 
 
 class Target(ABC):
@@ -75,6 +78,42 @@ class Target(ABC):
         yield its stdout lines.  ChildFailed on a non-zero exit."""
         from ..errors import TargetError
         raise TargetError(f"{self.name}: a {self.kind} target cannot run workloads")
+
+    def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
+        """Run the agent (argv with --go) or a workload's tool (tool=True)
+        held at a barrier, as run_agent/run_tool do: the agent prints its
+        "ready" line once set up and calibrated, a tool's first line is
+        GATE; either then waits until go() (vmtax scale's synchronized
+        start: N targets released at once)."""
+        from ..errors import TargetError
+        raise TargetError(f"{self.name}: a {self.kind} target cannot hold a run at a barrier")
+
+    def go(self) -> None:
+        """Release the run that run_gated holds at the barrier."""
+        from ..errors import TargetError
+        raise TargetError(f"{self.name}: nothing is held at a barrier")
+
+    def settles_at_start(self) -> bool:
+        """Whether start() settles something by trying it (qemu's
+        accel=auto boots with KVM and falls back to TCG): vmtax scale then
+        starts one copy alone before the others boot in parallel."""
+        return False
+
+    def vcpus(self) -> int:
+        """The CPUs this target can keep busy at once: a guest's vCPUs, one
+        for an agent process (the overcommit ratio counts them)."""
+        return 1
+
+    def memory_need_mb(self) -> float:
+        """What one more of this target needs of the host's memory, in MiB
+        (a guest's RAM and its hypervisor's own): vmtax scale refuses an
+        instance count that would not fit before anything starts."""
+        return 8.0
+
+    def host_pids(self) -> list[int]:
+        """The host processes this target is made of now (its hypervisor,
+        its container's processes, a local agent): their memory is its cost."""
+        return []
 
     def agent_cpu(self) -> int | None:
         """The --cpu the agent gets inside this target: the host CPU itself

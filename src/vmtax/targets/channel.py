@@ -23,7 +23,7 @@ from typing import Iterator
 from .. import proc
 from ..errors import TargetError
 from ..proc import ChildFailed
-from ..hostproc import idle_cpu_pct
+from ..hostproc import descendants, idle_cpu_pct
 from ..hostprobe import HostProbe
 from .base import Target, option_number
 
@@ -106,6 +106,19 @@ class Channel:
                 if not done and not self.broken:
                     self._drain(deadline)
 
+    def send(self, line: str) -> None:
+        """One line to what reads the channel now, outside any command: the
+        go line of a run held at the barrier (its command is being read in
+        another thread)."""
+        if self.broken:
+            raise TargetError(self.broken)
+        try:
+            self.p.stdin.write(line.encode() + b"\n")
+            self.p.stdin.flush()
+        except (OSError, ValueError) as e:
+            self.broken = f"{self.name}: cannot write to the channel ({e})"
+            raise TargetError(self.broken) from None
+
     def _drain(self, deadline: float) -> None:
         try:
             while not self._next(min(deadline, time.monotonic() + 30)).startswith(END):
@@ -158,13 +171,25 @@ class ChannelTarget(Target):
         return "/tmp"  # a tmpfs in vmtax's guests and containers
 
     def start(self) -> None:
+        self.begin_start()
+        self.end_start()
+
+    def begin_start(self) -> None:
+        """The first half of start(): launch.  In the thread that outlives
+        the target: its processes die with the thread that spawned them
+        (PR_SET_PDEATHSIG), so N guests are launched from one thread and
+        boot in parallel (vmtax scale), each finished by end_start()."""
         proc.sweep()
         self.workdir = proc.private_dir(self.kind)
-        t0 = time.monotonic()
+        self._launched = time.monotonic()
         self.p = self.launch()
         self.channel = Channel(self.p, self.name, self.console_log)
+
+    def end_start(self) -> None:
+        """The second half of start(), in any thread: wait until the guest
+        is ready, then after_boot()."""
         self.channel.wait_ready(self.boot_timeout)
-        self.boot_s = time.monotonic() - t0
+        self.boot_s = time.monotonic() - self._launched
         self.after_boot()
 
     def after_boot(self) -> None:
@@ -202,6 +227,28 @@ class ChannelTarget(Target):
         if any("\n" in a or "\r" in a for a in argv):
             raise TargetError("a command for the channel must fit on one line")
         return self.channel.command("EXEC " + shlex.join(argv), timeout)
+
+    def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
+        """GO: the agent reads its go line from the channel; WAIT: the
+        shell holds a tool until the go line (guest/vmtax-shell)."""
+        if not self.channel:
+            raise TargetError(f"{self.name} is not started")
+        if any("\n" in a or "\r" in a for a in argv):
+            raise TargetError("a command for the channel must fit on one line")
+        return self.channel.command(("WAIT " if tool else "GO ") + shlex.join(argv), timeout)
+
+    def go(self) -> None:
+        if not self.channel:
+            raise TargetError(f"{self.name} is not started")
+        self.channel.send("go")
+
+    def host_pids(self) -> list[int]:
+        if self.p is None:
+            return []
+        if self.host_probe is not None:
+            self.host_probe.refresh()
+            return list(self.host_probe.pids)
+        return descendants(self.p.pid)
 
     def stop(self) -> None:
         if self.host_probe is not None:

@@ -168,6 +168,9 @@ class ContainerTarget(ChannelTarget):
     def peer_address(self) -> str | None:
         return self.host_seen_at
 
+    def memory_need_mb(self) -> float:
+        return 64.0  # podman's client and conmon, busybox sh and the agent: ~35 MiB here
+
     def _root_pids(self) -> list[int]:
         """The container's own processes on the host: under podman its init
         (conmon's child), under unshare what vmtax started."""

@@ -18,13 +18,14 @@ import functools
 import json
 import math
 import random
+import threading
 import time
 import zlib
 from typing import Iterator
 
 from ..agent import parse_line
 from ..proc import ChildFailed
-from .base import Target, option_number
+from .base import GATE, Target, option_number
 from .local import LocalTarget
 
 
@@ -56,6 +57,29 @@ class FakeTarget(Target):
                                      "cpu_model": "fake cpu", "hostname": self.name})])
         # --list and anything else: the real table, so names are real
         return LocalTarget("local", {}).run_agent(args, timeout)
+
+    def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
+        """The agent's lines (a "ready" line after calibration) or a tool's
+        (GATE first), held until go()."""
+        self._go = threading.Event()
+        return self._gated(argv, timeout, tool, self._go)
+
+    def _gated(self, argv: list[str], timeout: float, tool: bool, go: threading.Event) -> Iterator[str]:
+        if tool:
+            yield GATE
+            if not go.wait(timeout):
+                raise ChildFailed(125, "fake: no go line")
+            yield from self.run_tool(argv, timeout)
+            return
+        for line in self.run_agent(argv, timeout):
+            yield line
+            if '"calibration"' in line:
+                yield _line(type="ready", bench=argv[1])
+                if not go.wait(timeout):
+                    raise ChildFailed(3, "fake agent: --go: stdin closed before the go line")
+
+    def go(self) -> None:
+        self._go.set()
 
     def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
         """A workload's run: the output of its tool as the parsers read it

@@ -13,9 +13,12 @@ from typing import Iterator
 from .. import proc
 from ..agent import agent_path
 from ..errors import UserError
-from .base import Target
+from ..hostproc import descendants
+from .base import GATE, Target
 
 SHM = "/dev/shm"  # tmpfs on every Linux with glibc: the same filesystem a guest's /tmp is
+# a workload's tool held at the barrier (run_gated), as vmtax-shell's WAIT holds it in a guest
+GATE_SH = f'echo {GATE}; IFS= read -r go; [ "$go" = go ] || exit 125; exec "$@" </dev/null'
 
 
 class LocalTarget(Target):
@@ -28,6 +31,7 @@ class LocalTarget(Target):
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.scratch: Path | None = None
+        self.held = None  # the run held at the barrier (run_gated), until it ends
         self.parent = options.get("dir")
         if self.parent is not None and not (os.path.isdir(self.parent) and os.access(self.parent, os.W_OK)):
             raise UserError(f"target '{name}': dir={self.parent} is not a writable directory")
@@ -48,6 +52,9 @@ class LocalTarget(Target):
         self.scratch = proc.private_dir(self.kind, parent)
 
     def stop(self) -> None:
+        held, self.held = self.held, None
+        if held is not None and held.poll() is None:  # held at the barrier, or released and running
+            proc.kill_group(held)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
@@ -57,6 +64,33 @@ class LocalTarget(Target):
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         return proc.stream_lines([str(agent_path()), *args], timeout=timeout)
+
+    def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
+        cmd = ["/bin/sh", "-c", GATE_SH, "vmtax-gate", *argv] if tool else [str(agent_path()), *argv]
+        return proc.stream_lines(cmd, timeout=timeout, cpu=self.host_cpu if tool else None,
+                                 die_with_vmtax=tool, hold=self._hold)
+
+    def _hold(self, p) -> None:
+        self.held = p
+
+    def go(self) -> None:
+        p = self.held
+        if p is None or p.poll() is not None:
+            from ..errors import TargetError
+            raise TargetError(f"{self.name}: no run is held at the barrier")
+        try:
+            p.stdin.write(b"go\n")
+            p.stdin.close()
+        except (OSError, ValueError) as e:
+            from ..errors import TargetError
+            raise TargetError(f"{self.name}: cannot release the held run ({e})") from None
+
+    def host_pids(self) -> list[int]:
+        p = self.held
+        return descendants(p.pid) if p is not None and p.poll() is None else []
+
+    def memory_need_mb(self) -> float:
+        return 16.0  # the agent: a static binary, its working set is small
 
     def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
         # the host's own tools, on the CPU a one-vCPU guest gets (like for like)

@@ -326,6 +326,37 @@ class QemuTarget(ChannelTarget):
         """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
         return 0 if self.host_cpu is not None else None
 
+    # what QEMU takes beyond the guest's RAM (MiB): its own heap and, under
+    # TCG, the translated code (a 256M TCG guest here: ~220 MiB resident)
+    OVERHEAD_MB = {"kvm": 64.0, "tcg": 160.0}
+
+    def memory_need_mb(self) -> float:
+        accel = self.accel or self._accel_without_probe()
+        return self.mem_mb + self.OVERHEAD_MB[accel]
+
+    def vcpus(self) -> int:
+        return self.smp
+
+    def settles_at_start(self) -> bool:
+        return self.accel_wanted == "auto" and kvm_usable()[0]  # KVM not known to fail: start() probes it
+
+    def begin_start(self) -> None:
+        """Started in two halves (vmtax scale), accel=auto takes KVM if it
+        is usable, without start()'s fallback: where that is not known yet,
+        scale starts its first guest with start(), which settles it (a
+        failed KVM probe is remembered; kvm_usable() then says no)."""
+        if self.accel is None:
+            self.accel = self._accel_without_probe()
+        super().begin_start()
+
+    def _accel_without_probe(self) -> str:
+        if self.accel_wanted != "auto":
+            return self.accel_wanted
+        ok, why = kvm_usable()
+        if not ok:
+            self.accel_note = f"TCG: {why}"
+        return "kvm" if ok else "tcg"
+
     def launch(self) -> subprocess.Popen:
         argv = self.argv(self.accel)
         return self.spawn(argv, pass_fds=(self.tap.fd,) if self.tap else ())

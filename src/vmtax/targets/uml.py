@@ -145,9 +145,12 @@ class UmlTarget(ChannelTarget):
         # UML keeps guest memory in a file under TMPDIR: keep it in our workdir.
         return self.spawn(argv, env={**os.environ, "TMPDIR": str(self.workdir)})
 
-    def start(self) -> None:
+    def memory_need_mb(self) -> float:
+        return self.mem_mb + 48.0  # its RAM is a file in the work directory; plus its host processes
+
+    def end_start(self) -> None:
         try:
-            super().start()
+            super().end_start()
         except TargetError as e:
             if self.p is not None:
                 try:
