@@ -42,7 +42,7 @@ demo-all: setup
 
 test: setup
 	$(MAKE) -C agent test
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 test-fast: setup
 	$(VENV)/bin/pytest -q -m "not e2e"
