@@ -118,19 +118,20 @@ def a_kernel_with(symbol: str) -> bool:
 @pytest.mark.skipif(not (shutil.which("iperf3") and shutil.which("sockperf")),
                     reason="iperf3 and sockperf are needed (make setup installs them)")
 def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
-    """iperf3 and sockperf in TCG guests, against servers vmtax starts on
+    """sockperf in TCG guests, against the server vmtax starts on
     the host: a virtio NIC on QEMU's user-mode network; where root and a
     generic kernel allow, an e1000 on a tap vmtax makes, with an AHCI disk
     (that kernel's drivers, loaded and mounted; both guests then boot it).
     The bare machine runs the same pair over loopback.  No peer and no tap
-    is left after."""
+    is left after.  (iperf3's streams and their s/GB: the parser and unit
+    tests, and results/net.md.)"""
     user = "qemu:accel=tcg,nic=virtio"
     tap = "qemu:accel=tcg,nic=e1000,net=tap,disk=ahci"
     guests = [user] + ([tap] if TAP_WHY is None and a_kernel_with("E1000") and a_kernel_with("SATA_AHCI") else [])
     before = taps()
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "n.db"), "compare", "local", *guests,
-           "--bench", "net_rr", "net_stream_tx", "--tool-seconds", "1", "--min-processes", "6",
-           "--precision", "50%", "--max-time", "2m", "--json", "-"]
+           "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "3",
+           "--precision", "50%", "--max-time", "40s", "--json", "-"]  # ratios, not their intervals: a short run
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
@@ -138,13 +139,11 @@ def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
     facts = {t["name"]: t["facts"] for t in doc["targets"]}
     rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
     for guest in guests:
-        for name, unit in (("net_rr.tx_per_s", "tx/s"), ("net_rr.p50_us", "us"),
-                           ("net_stream_tx.gbit_per_s", "Gbit/s")):
+        for name, unit in (("net_rr.tx_per_s", "tx/s"), ("net_rr.p50_us", "us")):
             c = by[(name, guest)]
             assert c["unit"] == unit and c["ratio"] > 0, c
         # through an emulated NIC and QEMU's TCP stack or a tap: slower than loopback
         assert by[("net_rr.tx_per_s", guest)]["ratio"] < 1 and by[("net_rr.p50_us", guest)]["ratio"] > 1
-        assert rows[(guest, "net_stream_tx.gbit_per_s")]["metrics"]["host_cpu_per_unit"]["unit"] == "s/GB"
         assert rows[(guest, "net_rr.tx_per_s")]["metrics"]["host_cpu_per_unit"]["unit"] == "ms/1000tx"
         assert rows[(guest, "net_rr.tx_per_s")]["metrics"]["host_context_switches_per_unit"]["mean"] > 0
     assert facts[user]["nic"] == "virtio" and facts[user]["net"] == "user"
@@ -171,7 +170,7 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
     nets = ["bridge"] + (["slirp4netns"] if shutil.which("slirp4netns") else [])
     targets = [f"container:net={n}" for n in nets]
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "compare", *targets,
-           "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "20s", "--json", "-"]
+           "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "12s", "--json", "-"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
@@ -199,7 +198,7 @@ def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
     if not ok:
         pytest.skip(why)
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "u.db"), "run", "--target", "uml:disk=ubd",
-           "--bench", "disk_randread", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "15s",
+           "--bench", "disk_randread", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "8s",
            "--json", "-"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=300)
