@@ -188,6 +188,49 @@ def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeyp
     assert counted == {"fake": "250", "fake:label=b": "1000"}  # a counted batch: its target's own count
 
 
+def _agent_args(db, targets, **cfg):
+    """Each target's timed processes' (--iters, --samples, --warmup)."""
+    targets = [parse_target(t) for t in targets]
+    seen = []
+    for t in targets:
+        real = t.run_agent
+
+        def spy(args, timeout, t=t, real=real):
+            seen.append((t.name, args))
+            return real(args, timeout)
+        t.run_agent = spy
+    store, run = Store(db), "r" + str(len(Store(db).list_runs()))
+    store.new_run(run, "compare", "test", "0", {})
+    Runner(RunConfig(max_time=5, min_processes=3, **cfg), [A], targets, store, run, clock=FakeClock()).run()
+    out = {}
+    for name, args in seen:
+        if "--iters" in args and "--count" not in args:
+            out.setdefault(name, set()).add(tuple(args[args.index(f) + 1]
+                                                  for f in ("--iters", "--samples", "--warmup")))
+    return out
+
+
+def test_a_slow_target_runs_fewer_longer_samples_at_a_smaller_shared_count(db):
+    """The fake's getppid sample is 1000 iterations of 480 ns.  A target 78
+    times slower would run samples of 37 ms at the baseline's count: the
+    count is halved while the baseline's sample stays above 1/8 of
+    --min-time-ms (0.125 ms: 500 iterations, not 250); the slow target then
+    runs one sample after one warmup, the baseline twice its --samples of
+    half-length samples (and two warmups), a faster target many short ones
+    (at most 8 x --samples); every target the same count."""
+    got = _agent_args(db, ["fake", "fake:scale=78", "fake:scale=0.1"], min_time_ms=1)
+    assert got == {"fake": {("500", "6", "2")}, "fake:scale=78": {("500", "1", "1")},
+                   "fake:scale=0.1": {("500", "24", "8")}}
+
+
+def test_targets_of_one_speed_keep_the_count_and_the_samples_asked(db):
+    got = _agent_args(db, ["fake", "fake:label=b"], min_time_ms=1, samples_per_process=4, warmup=2)
+    assert got == {"fake": {("1000", "4", "2")}, "fake:label=b": {("1000", "4", "2")}}
+    got = _agent_args(db, ["fake", "fake:label=b", "fake:scale=78"], min_time_ms=1, warmup=0)
+    assert got["fake:scale=78"] == {("500", "1", "0")}
+    assert got["fake"] == got["fake:label=b"] == {("500", "6", "0")}
+
+
 def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
     """With processes of a big share of the budget (a compile under TCG
     takes minutes), the run ends within --max-time, not a block after it."""

@@ -76,6 +76,8 @@ class TargetState:
     reason: str = ""
     warmed: bool = False             # a workload's warmup run is done on this target
     own_iters: int | None = None     # this target's own calibration: its counted batches use it
+    samples: int | None = None       # timed samples per process at the shared count (None: --samples)
+    warmup: int | None = None        # and warmup samples (None: --warmup)
 
     def block_means(self) -> dict[int, float]:
         """Block -> the mean of the process measured in it."""
@@ -436,9 +438,11 @@ class Runner:
         then one batch with counters on, no timed sample (counting costs
         time; see agent/main.c)."""
         c = self.cfg
+        timed = st.samples if st.samples is not None else c.samples_per_process
+        warmup = st.warmup if st.warmup is not None else c.warmup
         samples = ["--samples", "0", "--count", "1", "--count-settle-ms", str(target.count_settle_ms)] \
-            if counting else ["--samples", str(c.samples_per_process)]
-        args = ["run", spec.name, *samples, "--warmup", str(max(c.warmup, 1) if counting else c.warmup),
+            if counting else ["--samples", str(timed)]
+        args = ["run", spec.name, *samples, "--warmup", str(max(c.warmup, 1) if counting else warmup),
                 "--min-time-ms", str(c.min_time_ms)]
         # the shared calibration: no need for the agent's own probe.  A counted
         # batch lasts this target's own --min-time-ms instead: its counts, not
@@ -458,36 +462,69 @@ class Runner:
                 args += ["--tracepoint-id", str(trace)]
         return args + target.agent_extra_args()
 
+    SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
+    FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
+    MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
+
     def _calibrate(self, spec: BenchSpec, states: dict[str, TargetState]) -> None:
         """One process on each target finds the iteration count that makes
         its sample last --min-time-ms; every target's timed processes then
-        use the baseline's (else the first target's still going): the same
-        work per sample everywhere, since what one operation costs can depend
-        on how many run back to back (with counts of their own, A/A pairs
-        differed by up to 46%: results/validity-own-calibration.md).  A
-        slower target's samples last longer; the smallest count instead cost
-        the baseline a tenfold wider interval (its samples too short).  Each
-        target's own count is kept for its counted batches.  These
-        processes' samples are not kept: they ran outside any block."""
+        use one shared count (from the baseline's; else the first target's
+        still going): the same work per sample everywhere, since what one
+        operation costs can depend on how many run back to back (with counts
+        of their own, A/A pairs differed by up to 46%:
+        results/validity-own-calibration.md).  Each target's own count is
+        kept for its counted batches.  These processes' samples are not
+        kept: they ran outside any block.
+
+        At the baseline's count a target 78 times slower (UML's getppid)
+        would run samples of nearly a second, and a process of four of them
+        would cost more than a whole block of the others.  So the shared
+        count is halved while the slowest target's sample would last more
+        than SLOWEST_SAMPLE x --min-time-ms, as long as the baseline's stays
+        above 1/FASTEST_SHARE of it (tenfold shorter samples widened the
+        baseline's interval tenfold: too few per process).  Then each
+        target's timed samples per process are set so that they last about
+        what --samples samples of the baseline's own count do (at least one,
+        at most MAX_SAMPLES x --samples), its warmup samples likewise: a
+        slow target runs one long sample, the baseline many short ones,
+        and every process costs about the same."""
         found = {}
         for target in self.targets:
             st = states[target.name]
             if st.done is None and st.iters is None:
                 found[target.name] = self._calibrate_on(target, spec, st)
-        for name, n in found.items():
+        for name, (n, _) in found.items():
             states[name].own_iters = n
-        shared = next((found[t.name] for t in self.targets if found.get(t.name) is not None), None)
-        if shared is not None:
-            for st in states.values():
-                st.iters = shared
+        first = next((t.name for t in self.targets if found.get(t.name, (None, None))[0] is not None), None)
+        if first is None:
+            return
+        shared, base_ns = found[first]
+        per_iter = {name: ns for name, (n, ns) in found.items() if n is not None and ns}
+        c = self.cfg
+        if base_ns and len(per_iter) == len([n for n, _ in found.values() if n is not None]):
+            nominal = shared * base_ns  # the baseline's sample at its own count, in ns
+            goal_ns = c.min_time_ms * 1e6
+            while (shared % 2 == 0 and shared * max(per_iter.values()) > self.SLOWEST_SAMPLE * goal_ns
+                   and shared // 2 * base_ns >= goal_ns / self.FASTEST_SHARE):
+                shared //= 2
+            for name, ns in per_iter.items():
+                r = shared * ns / nominal  # this target's sample, in the baseline's own samples
+                states[name].samples = min(c.samples_per_process * self.MAX_SAMPLES,
+                                           max(1, int(c.samples_per_process / r + 0.5)))
+                states[name].warmup = c.warmup * min(self.MAX_SAMPLES, max(1, int(1 / r + 0.5)))
+        for st in states.values():
+            st.iters = shared
 
-    def _calibrate_on(self, target: Target, spec: BenchSpec, st: TargetState) -> int | None:
+    def _calibrate_on(self, target: Target, spec: BenchSpec, st: TargetState) -> tuple[int | None, float | None]:
+        """The count this target's agent calibrated, and what one iteration
+        of it took in ns (from its sample; None where unknown)."""
         process = next(self._processes)
         c = self.cfg
         args = ["run", spec.name, "--samples", "1", "--warmup", "0", "--min-time-ms", str(c.min_time_ms)]
         if target.agent_cpu() is not None:
             args += ["--cpu", str(target.agent_cpu())]
-        started, iters = time.time(), None
+        started, iters, per_iter = time.time(), None, None
         try:
             for line in target.run_agent(args + target.agent_extra_args(), timeout=c.agent_timeout):
                 if not line.strip():
@@ -495,6 +532,9 @@ class Runner:
                 msg = parse_line(line)
                 if msg["type"] == "calibration" and iters is None and msg.get("instance", 0) == 0:
                     iters = _calibrated(msg, line)
+                elif msg["type"] == "sample" and per_iter is None and spec.unit == "ns":
+                    f = sample_fields(msg, spec)
+                    per_iter = f["value"] * f["ops"] / f["iters"]
                 elif msg["type"] == "skip":
                     st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
                 elif msg["type"] == "error":
@@ -507,7 +547,7 @@ class Runner:
             st.done, st.reason, iters = "error", f"agent {e}", None
         self.store.add_process(self.run_id, process, target.name, spec.name, -1, 0, started, None, time.time(),
                                {"error": "error", "skipped": "skipped"}.get(st.done, "calibration"))
-        return iters
+        return iters, per_iter if iters is not None else None
 
     def _one_process(self, target: Target, job: Job, sts: list[TargetState], block: int,
                      slot: int = 0, counting: bool = False) -> None:

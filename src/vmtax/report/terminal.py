@@ -16,7 +16,8 @@ def run_header(data: RunData) -> str:
     return (f"run {data.id} ({data.status}) · {when}{host} · targets: {', '.join(t.name for t in data.targets)}\n"
             f"goal: 95% CI within ±{fmt_pct(cfg.get('precision'))} of the mean, budget "
             f"{fmt_duration(cfg.get('max_time', 0))} · {pin} · "
-            f"{cfg.get('samples_per_process')} samples/process after {cfg.get('warmup')} warmup\n"
+            f"{cfg.get('samples_per_process')} samples/process after {cfg.get('warmup')} warmup "
+            f"(of the baseline's length)\n"
             f"command: {data.command}")
 
 
