@@ -148,7 +148,8 @@ def test_interrupt_keeps_samples(db, monkeypatch):
 def test_pass_two_funds_the_cheapest_rows_first(db):
     """What each row should still need at its rate so far (the interval
     shrinks as 1/sqrt(time)) orders pass 2; each row is funded with that
-    plus a margin, a row of unknown need with an even share of the rest."""
+    plus a margin; a row of unknown need, or one that would need more than
+    is left, with an even share of the rest."""
     import math
     runner = Runner(RunConfig(precision=0.01), [A], [parse_target("fake")], Store(db), "r")
     runner._spent = {"getppid": 10.0}
@@ -156,7 +157,7 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     runner.worst_precision = lambda states: 0.02  # twice the goal after 10 s: 30 s more
     assert runner._time_to_goal(A, st) == 30.0
     assert runner._pass2_share(30.0, 100.0, 3) == 30.0 * Runner.PASS2_MARGIN
-    assert runner._pass2_share(30.0, 20.0, 3) == 20.0  # never past the budget
+    assert runner._pass2_share(30.0, 20.0, 4) == 5.0  # it cannot finish, nor can those after it: even shares
     assert runner._pass2_share(math.inf, 90.0, 3) == 30.0
     runner.worst_precision = lambda states: math.inf
     assert runner._time_to_goal(A, st) == math.inf

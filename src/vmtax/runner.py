@@ -274,10 +274,14 @@ class Runner:
     def _pass2_share(self, need: float, left: float, rows_left: int) -> float:
         """Pass 2 funds rows cheapest first, each with what it should need
         to reach the precision (what it does not use goes to the next), so
-        the budget buys as many precise rows as it can; a row whose need is
-        unknown gets an even share of what is left."""
-        if math.isfinite(need):
-            return min(left, need * self.PASS2_MARGIN)
+        the budget buys as many precise rows as it can.  A row that would
+        need more than is left, or whose need is unknown, gets an even share
+        of what is left: the rows after it need as much or more, so none
+        can reach the goal, and an even split narrows them all (on a noisy
+        host, funding the first row with everything left every other row at
+        its pass-1 width)."""
+        if math.isfinite(need) and need * self.PASS2_MARGIN <= left:
+            return need * self.PASS2_MARGIN
         return left / rows_left
 
     def _time_to_goal(self, job: Job, sts: list[dict[str, TargetState]]) -> float:
