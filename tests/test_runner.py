@@ -229,7 +229,7 @@ def test_targets_of_one_speed_keep_the_count_and_the_samples_asked(db):
     assert got == {"fake": {("1000", "4", "2")}, "fake:label=b": {("1000", "4", "2")}}
     got = _agent_args(db, ["fake", "fake:label=b", "fake:scale=78"], min_time_ms=1, warmup=0)
     assert got["fake:scale=78"] == {("500", "1", "0")}
-    assert got["fake"] == got["fake:label=b"] == {("500", "6", "0")}
+    assert got["fake"] == {("500", "6", "0")} and got["fake:label=b"] == {("500", "6", "0")}  # alike
 
 
 def test_a_block_that_would_end_past_the_budget_is_not_begun(db):

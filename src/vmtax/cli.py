@@ -432,8 +432,8 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
                    help="run N concurrent instances of each benchmark (default 1)")
     p.add_argument("--samples", type=int, default=3, metavar="N",
                    help="samples per agent process, after the warmup (default 3); every target runs one "
-                        "shared iteration count, and one whose samples last longer or shorter than the "
-                        "baseline's takes fewer (at least 1) or more (at most 8 N) in proportion")
+                        "shared iteration count, and one whose samples last over twice the baseline's, or "
+                        "under half, takes fewer (at least 1) or more (at most 8 N) in proportion")
     p.add_argument("--warmup", type=int, default=1, metavar="N",
                    help="warmup samples discarded per agent process (default 1; scaled like --samples)")
     p.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
