@@ -113,8 +113,8 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 		counters_start(c->counting); /* outside the clock reads: never timed */
 	uint64_t t0 = now_ns(), c0 = rdtsc();
 	b->run(c, iters);
-	if (c->inject_spins > 0)
-		inject_spin(c, iters);
+	if (c->inject_frac > 0)
+		inject_wait(t0, c->inject_frac);
 	uint64_t c1 = rdtsc(), t1 = now_ns();
 	if (c->counting)
 		counters_stop(c->counting);

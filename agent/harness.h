@@ -22,7 +22,7 @@ struct bctx {
 	long arg2;             /* second argument (e.g. KB touched per switch) */
 	char skip[256];        /* reason, when setup declines */
 	uint64_t ops_per_iter; /* operations one iteration performs (default 1) */
-	double inject_spins;   /* --inject: spin iterations added per iteration */
+	double inject_frac;    /* --inject PCT / 100: the share of its own time a batch waits on */
 	struct counters *counting; /* counters around each timed batch (NULL: none) */
 };
 
@@ -72,19 +72,15 @@ static inline uint64_t rdtsc(void)
 uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns);
 
 /* One timed batch: ns and tsc ticks for `iters` iterations (the reset hook
- * before it, untimed; --inject's spin after the run, timed). */
+ * before it, untimed; --inject's wait after the run, timed). */
 struct batch {
 	uint64_t iters, ns, tsc;
 };
 struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters);
 
-/* inject.c: --inject's calibrated extra work, added by time_batch(). */
-void spin(uint64_t n);
-void inject_spin(const struct bctx *c, uint64_t iters); /* c->inject_spins per iteration */
-double spin_ns(void); /* ns per spin iteration */
-/* Sets c->inject_spins to pct percent of one iteration's time, measured
- * with one untimed batch of `iters`. */
-void inject_setup(const struct bench *b, struct bctx *c, uint64_t iters, double pct);
+/* inject.c: --inject's known slowdown, added by time_batch(): after a
+ * batch's run, which began at t0, wait busily for frac of its time again. */
+void inject_wait(uint64_t t0, double frac);
 
 /* Loop-and-timer overhead per iteration in ns, for `iters` iterations. */
 double overhead_ns(uint64_t iters);

@@ -224,8 +224,7 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 	if (o->probe)
 		refuse_long_samples(b, &c, o);
 	uint64_t iters = o->iters ? o->iters : calibrate(b, &c, (uint64_t)o->min_time_ms * 1000000ull);
-	if (o->inject_pct > 0)
-		inject_setup(b, &c, iters, o->inject_pct);
+	c.inject_frac = o->inject_pct / 100; /* the timed batches only: not the calibration */
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
 	emit_calibration(b, &c, inst, iters, ovh);
 	barrier(ready_fd, go_fd);

@@ -204,20 +204,26 @@ static uint64_t best_of_5(const struct bench *b, struct bctx *c, uint64_t iters)
 	return best;
 }
 
-/* --inject 50 makes a batch about 1.5 times as long.  Noise can inflate the
- * one untimed measurement it is based on, so one good try in three passes. */
+/* --inject 50 makes every batch 1.5 times as long as its own run. */
 static void test_inject(void)
 {
 	struct bench b = {.name = "spin", .run = spin_run};
 	struct bctx c = {.arg = 10000};
+	/* a batch of about 1 ms: long against the clock reads */
+	uint64_t n = 64;
+	for (;;) {
+		c.inject_frac = 0;
+		if (time_batch(&b, &c, n).ns >= 1000000 || n >= (1ull << 30))
+			break;
+		n *= 2;
+	}
 	int ok = 0;
-	CHECK(spin_ns() > 0);
-	for (int try = 0; try < 3 && !ok; try++) {
-		c.inject_spins = 0;
-		double plain = (double)best_of_5(&b, &c, 64);
-		inject_setup(&b, &c, 64, 50);
-		double ratio = (double)best_of_5(&b, &c, 64) / plain;
-		ok = ratio > 1.3 && ratio < 1.8;
+	for (int k = 0; k < 5 && !ok; k++) {
+		c.inject_frac = 0;
+		double plain = (double)best_of_5(&b, &c, n);
+		c.inject_frac = 0.5;
+		double ratio = (double)best_of_5(&b, &c, n) / plain;
+		ok = ratio > 1.4 && ratio < 1.65;
 	}
 	CHECK(ok);
 }

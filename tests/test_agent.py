@@ -214,7 +214,9 @@ def test_max_sample_ms_bounds_a_sample_given_by_iters():
 @pytest.mark.parametrize("name", ["rdtsc", "getppid", "page_fault_file"])
 def test_inject_slows_every_operation_down(name):
     """--inject 50 adds half an operation's time: side by side, alternating, the
-    fastest sample with it is clearly slower than the fastest without."""
+    fastest sample with it is about 1.5 times the fastest without (the noise
+    of this host allows a wide band; the injection that sized itself from
+    untimed batches made page_fault_file faster, not slower)."""
     plain, injected = [], []
     for _ in range(3):
         for args, into in (([], plain), (["--inject", "50"], injected)):
@@ -224,7 +226,7 @@ def test_inject_slows_every_operation_down(name):
             assert all(("inject_pct" in s) == bool(args) for s in samples)
             assert all(s["inject_pct"] == 50 for s in samples if args)
             into += [s["value"] for s in samples]
-    assert min(injected) > 1.2 * min(plain), (plain, injected)
+    assert 1.25 * min(plain) < min(injected) < 1.8 * min(plain), (plain, injected)
 
 
 def test_help_and_a_good_tmpdir_are_accepted(tmp_path):
