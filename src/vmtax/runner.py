@@ -518,18 +518,24 @@ class Runner:
             while (shared % 2 == 0 and shared * max(per_iter.values()) > self.SLOWEST_SAMPLE * goal_ns
                    and shared // 2 * base_ns >= goal_ns / self.FASTEST_SHARE):
                 shared //= 2
-            def scaled(r: float) -> tuple[int, int]:  # r: a sample's length, in the baseline's own
-                return (min(c.samples_per_process * self.MAX_SAMPLES, max(1, int(c.samples_per_process / r + 0.5))),
-                        c.warmup * min(self.MAX_SAMPLES, max(1, int(1 / r + 0.5))))
-            base = scaled(shared * base_ns / nominal)
+            base = self._per_process(shared * base_ns / nominal)
             for name, ns in per_iter.items():
                 # A/A pairs and near ones run exactly as the baseline does
                 near = 1 / self.SCALE_BEYOND < ns / base_ns < self.SCALE_BEYOND
-                states[name].samples, states[name].warmup = base if near else scaled(shared * ns / nominal)
+                states[name].samples, states[name].warmup = \
+                    base if near else self._per_process(shared * ns / nominal)
         for st in states.values():
             st.iters = shared
 
-    def _calibrate_on(self, target: Target, spec: BenchSpec, st: TargetState) -> tuple[int | None, float | None]:
+    def _per_process(self, r: float) -> tuple[int, int]:
+        """(timed samples, warmup samples) per process for samples r times
+        as long as the baseline's at its own count."""
+        c = self.cfg
+        return (min(c.samples_per_process * self.MAX_SAMPLES, max(1, int(c.samples_per_process / r + 0.5))),
+                c.warmup * min(self.MAX_SAMPLES, max(1, int(1 / r + 0.5))))
+
+    def _calibrate_on(self, target: Target, spec: BenchSpec,
+                      st: TargetState) -> tuple[int | None, float | None]:
         """The count this target's agent calibrated, and what one iteration
         of it took in ns: the median of CALIBRATION_SAMPLES samples after a
         warmup (a fresh process's first batches are cold: tlb_4k's read 162,
