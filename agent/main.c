@@ -194,11 +194,12 @@ static void await_go(const struct bench *b)
 		die("--go: expected the line 'go', got '%.15s'", got);
 }
 
-/* Whether the timed samples are done: --duration-ms after the start. */
-static int time_is_up(const struct opts *o, uint64_t start, long s)
+/* Whether the timed samples are done: the last one ended --duration-ms or
+ * more after the start (its end, not the clock after its line was written:
+ * the samples, which tile the time, then always cover the duration). */
+static int time_is_up(const struct opts *o, uint64_t start, uint64_t end, long s)
 {
-	return o->duration_ms > 0 && s >= o->warmup &&
-	       now_ns() - start >= (uint64_t)o->duration_ms * 1000000ull;
+	return o->duration_ms > 0 && s >= o->warmup && end - start >= (uint64_t)o->duration_ms * 1000000ull;
 }
 
 /* One instance: setup, calibrate, warm up, sample, tear down.  Waits on
@@ -242,7 +243,7 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 			prev_tsc = tsc;
 		}
 		emit_sample(b, &c, o, inst, s, r, ovh);
-		if (time_is_up(o, start, s++))
+		if (time_is_up(o, start, prev, s++))
 			break;
 	}
 	if (o->count > 0) {

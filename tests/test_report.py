@@ -136,3 +136,18 @@ def test_explain_shows_a_workloads_host_cost_per_unit_of_work():
                         r"ms/1000tx\), 1\d% of it in the host kernel; 11,262 host context switches", r)
                for r in b.readings), b.readings
     assert "per 1000tx" in explain.text(blocks) and "<th class=\"l\">per 1000tx</th>" in explain.html(blocks)
+
+
+def test_a_note_several_targets_share_is_said_once():
+    """Five QEMU guests of a disk comparison share one failed KVM probe:
+    the note under the targets names them together, once."""
+    from vmtax.report import scoreboard
+    data = run(names=("local", "qemu:disk=virtio", "qemu:disk=scsi"), facts={"accel_note": "TCG: no KVM"})
+    data.targets[0].facts.pop("accel_note")
+    data.config["skipped_targets"] = {"uml": "FPU too small"}
+    assert facts.target_notes(data) == [(["qemu:disk=virtio", "qemu:disk=scsi"], "TCG: no KVM"),
+                                        (["uml"], "not measured, it does not work here: FPU too small")]
+    md = scoreboard.targets_markdown(data)
+    assert md.count("TCG: no KVM") == 1 and "- `qemu:disk=virtio`, `qemu:disk=scsi`: TCG: no KVM" in md
+    page = html.document([(data, *analyse(data))], "r")
+    assert page.count("TCG: no KVM") == 1 and "qemu:disk=virtio, qemu:disk=scsi: TCG: no KVM" in page

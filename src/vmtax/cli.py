@@ -189,10 +189,7 @@ def _report(store: Store, run_id: str, args) -> int:
     if data.kind == "compare" and not getattr(args, "all_rows", False):
         say(scoreboard.render_text(data, ms, cs) + "\n", out)
         say(scoreboard.targets_text(data), out)
-        notes = [f"{t.name}: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
-        notes += [f"{name}: not measured, it does not work here: {why}"
-                  for name, why in data.config.get("skipped_targets", {}).items()]
-        for note in notes:
+        for note in (", ".join(names) + f": {note}" for names, note in facts.target_notes(data)):
             say(textwrap.fill(note, scoreboard.WIDTH, initial_indent="  ", subsequent_indent="    "), out)
         say("", out)
         say(scoreboard.precision_share(data, cs) + "; " + terminal.stop_tally(ms), out)

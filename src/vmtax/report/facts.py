@@ -25,6 +25,20 @@ def fact_rows(data: RunData) -> list[list[str]]:
 FACT_HEADER = ["target"] + [label for label, _ in FACTS] + ["agent sha256"]
 
 
+def target_notes(data: RunData) -> list[tuple[list[str], str]]:
+    """(targets, note) under the table of targets: why a target runs as it
+    does (a KVM probe that failed, so TCG) and which were not measured.  A
+    note several targets share (five QEMU guests of a disk comparison, one
+    failed KVM probe) is said once, with their names."""
+    by: dict[str, list[str]] = {}
+    for t in data.targets:
+        if t.facts.get("accel_note"):
+            by.setdefault(str(t.facts["accel_note"]), []).append(t.name)
+    for name, why in data.config.get("skipped_targets", {}).items():
+        by.setdefault(f"not measured, it does not work here: {why}", []).append(name)
+    return [(names, note) for note, names in by.items()]
+
+
 def warnings(runs: list[RunData]) -> list[str]:
     """Where runs shown together differ in their baseline's CPU model or
     kernel, or in the agent binary."""

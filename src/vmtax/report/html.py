@@ -12,7 +12,7 @@ from html import escape
 from .. import __version__
 from ..model import Comparison, Measurement, RunData
 from . import explain, plots
-from .facts import FACT_HEADER, fact_rows, warnings
+from .facts import FACT_HEADER, fact_rows, target_notes, warnings
 from .scoreboard import geomeans, precise
 from .units import fmt_duration, fmt_pct, fmt_value
 
@@ -181,9 +181,7 @@ def targets_table(data: RunData) -> str:
                      t.mem_overhead_mb)]
         rows.append("<tr>" + "".join(_td(x, cls="l") for x in facts) + "".join(extra) + "</tr>")
     table = _table(FACT_HEADER + ["boot", "idle CPU", "mem overhead"], rows, left=len(FACT_HEADER))
-    notes = [f"{t.name}: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
-    notes += [f"{n}: not measured, it does not work here: {why}"
-              for n, why in data.config.get("skipped_targets", {}).items()]
+    notes = [", ".join(names) + f": {note}" for names, note in target_notes(data)]
     return table + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
 
 

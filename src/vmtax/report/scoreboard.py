@@ -11,6 +11,7 @@ import textwrap
 from .. import stats
 from ..model import Comparison, Measurement, RunData
 from . import table
+from .facts import target_notes
 from .units import fmt_pair, fmt_pct
 
 WIDTH = 100  # the scoreboard fits a 100-column terminal with two candidates
@@ -203,9 +204,7 @@ def targets_text(data: RunData) -> str:
 def targets_markdown(data: RunData) -> str:
     lines = ["| " + " | ".join(TARGET_HEADER) + " |", "|" + "---|" * len(TARGET_HEADER)]
     lines += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in _target_rows(data)]
-    notes = [f"- `{t.name}`: {t.facts['accel_note']}" for t in data.targets if t.facts.get("accel_note")]
-    notes += [f"- `{name}`: not measured, it does not work here: {why}"
-              for name, why in data.config.get("skipped_targets", {}).items()]
+    notes = ["- " + ", ".join(f"`{n}`" for n in names) + f": {note}" for names, note in target_notes(data)]
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
