@@ -25,7 +25,7 @@ def counted(tmp_path_factory):
     targets = ["local"] + (["qemu:accel=tcg"] if QEMU_OK else []) + (["uml"] if UML_OK else []) \
         + (["container"] if CONTAINER_OK else [])
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(out.with_suffix(".db")), "compare", *targets,
-           "--bench", "getppid", "page_fault", "threadswitch", "--max-time", "75s", "--json", str(out)]
+           "--bench", "getppid", "page_fault", "threadswitch", "--max-time", "50s", "--json", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
