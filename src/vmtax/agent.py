@@ -59,6 +59,14 @@ def _number(msg: dict, key: str, lo: float, integer: bool = False, default=None)
     return int(v) if integer else float(v)
 
 
+def calibrated_iters(msg: dict, line: str) -> int:
+    """The iteration count of an agent's calibration line, checked."""
+    iters = msg.get("iters")
+    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
+    return iters
+
+
 def sample_fields(msg: dict, spec) -> dict:
     """The fields of a Sample from one agent sample line, checked: finite
     numbers in range, the benchmark and unit expected, nothing else."""

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
 from . import __version__, stats
-from .agent import agent_hash, parse_line, sample_fields
+from .agent import agent_hash, calibrated_iters, parse_line, sample_fields
 from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import switches, syscall_tracepoint, ticks
@@ -553,7 +553,7 @@ class Runner:
                     continue
                 msg = parse_line(line)
                 if msg["type"] == "calibration" and iters is None and msg.get("instance", 0) == 0:
-                    iters = _calibrated(msg, line)
+                    iters = calibrated_iters(msg, line)
                 elif msg["type"] == "sample" and spec.unit == "ns":
                     f = sample_fields(msg, spec)
                     if not f["warmup"]:
@@ -602,7 +602,7 @@ class Runner:
                         mark = now
                     self._take_sample(target, spec, process, block, msg, st, host)
                 elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
-                    st.iters = _calibrated(msg, line)
+                    st.iters = calibrated_iters(msg, line)
                 elif kind == "skip":
                     st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
                 elif kind == "error":
@@ -757,14 +757,6 @@ def per_unit(target: Target, work: str, values: dict[str, float], before: dict[s
     if peer_s is not None:
         out["peer_cpu_per_unit"] = peer_s * w.cpu_scale / units
     return out
-
-
-def _calibrated(msg: dict, line: str) -> int:
-    """The iteration count of an agent's calibration line, checked."""
-    iters = msg.get("iters")
-    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
-        raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
-    return iters
 
 
 def mirror(m: dict[str, float]) -> dict[str, float]:

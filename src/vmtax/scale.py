@@ -38,12 +38,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from . import __version__
-from .agent import agent_hash, parse_line, sample_fields
+from .agent import agent_hash, calibrated_iters, parse_line, sample_fields
 from .errors import AgentError, StoreError, TargetError, UserError
 from .hostproc import host_cpu_times, mem_available_mb, pss_mb
 from .model import BenchSpec, Sample, TargetInfo
 from .proc import ChildFailed
-from .runner import Job, _calibrated, free_port, jobs_of, new_run_id
+from .runner import Job, free_port, jobs_of, new_run_id
 from .scaling import instance_rates, is_throughput, rate_unit
 from .stats import jain, summarize
 from .store import Store
@@ -416,7 +416,7 @@ class ScaleRun:
                     continue
                 msg = parse_line(line)
                 if msg["type"] == "calibration" and iters is None:
-                    iters = _calibrated(msg, line)
+                    iters = calibrated_iters(msg, line)
                 elif msg["type"] == "skip":
                     self.skipped[spec.name] = str(msg.get("reason", ""))[:500]
                 elif msg["type"] == "error":
