@@ -322,3 +322,15 @@ def test_a_qemu_guest_is_on_this_machine_whatever_its_machine_type():
     from vmtax.runner import machine_of
     from vmtax.targets import parse_target
     assert machine_of(parse_target("qemu:machine=q35")) == "" and machine_of(parse_target("local")) == ""
+
+
+def test_twins_away_from_the_baseline_run_alike(db):
+    """Two guests alike but for the noise of their calibration (2.2 and 2.6
+    times the baseline's time) would round to 4 and 3 samples of --samples 8
+    each; they form one group and run the samples of their mean time."""
+    got = _agent_args(db, ["fake", "fake:scale=2.2", "fake:scale=2.6"], min_time_ms=1, samples_per_process=8)
+    assert got["fake"] == {("1000", "8", "1")}
+    assert got["fake:scale=2.2"] == {("1000", "3", "1")} and got["fake:scale=2.6"] == {("1000", "3", "1")}
+    # chained within 2x of one another down to the baseline: they run as the baseline does
+    got = _agent_args(db, ["fake", "fake:scale=1.5", "fake:scale=2.2"], min_time_ms=1, samples_per_process=8)
+    assert got["fake:scale=1.5"] == got["fake:scale=2.2"] == got["fake"] == {("1000", "8", "1")}

@@ -471,7 +471,7 @@ class Runner:
     SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
     FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
     MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
-    SCALE_BEYOND = 2    # samples per process are scaled only for samples this many times longer or shorter
+    SCALE_BEYOND = 2    # targets within this factor of one another (chained) run alike
 
     def _calibrate(self, spec: BenchSpec, states: dict[str, TargetState]) -> None:
         """One process on each target finds the iteration count that makes
@@ -495,10 +495,9 @@ class Runner:
         what --samples samples of the baseline's own count do (at least one,
         at most MAX_SAMPLES x --samples), its warmup samples likewise: a
         slow target runs one long sample, the baseline many short ones,
-        and every process costs about the same.  A target whose operation
-        takes within SCALE_BEYOND times the baseline's runs exactly as the
-        baseline does: on a noisy host one of an A/A pair can calibrate 1.4
-        times slower than the other, and the pair must still run alike."""
+        and every process costs about the same.  Targets whose operations
+        take about the same time (_alike) run alike: the baseline's twins
+        exactly as the baseline, other groups by their mean time."""
         found = {}
         for target in self.targets:
             st = states[target.name]
@@ -512,20 +511,34 @@ class Runner:
         shared, base_ns = found[first]
         per_iter = {name: ns for name, (n, ns) in found.items() if n is not None and ns}
         c = self.cfg
-        if base_ns and len(per_iter) == len([n for n, _ in found.values() if n is not None]):
+        goal_ns = c.min_time_ms * 1e6
+        if base_ns and goal_ns > 0 and len(per_iter) == len([n for n, _ in found.values() if n is not None]):
             nominal = shared * base_ns  # the baseline's sample at its own count, in ns
-            goal_ns = c.min_time_ms * 1e6
             while (shared % 2 == 0 and shared * max(per_iter.values()) > self.SLOWEST_SAMPLE * goal_ns
                    and shared // 2 * base_ns >= goal_ns / self.FASTEST_SHARE):
                 shared //= 2
-            base = self._per_process(shared * base_ns / nominal)
-            for name, ns in per_iter.items():
-                # A/A pairs and near ones run exactly as the baseline does
-                near = 1 / self.SCALE_BEYOND < ns / base_ns < self.SCALE_BEYOND
-                states[name].samples, states[name].warmup = \
-                    base if near else self._per_process(shared * ns / nominal)
+            for group in self._alike(per_iter):
+                # one (samples, warmup) per group of alike targets: the baseline's, or their mean's
+                ns = base_ns if first in group else math.exp(sum(math.log(per_iter[n]) for n in group) / len(group))
+                for name in group:
+                    states[name].samples, states[name].warmup = self._per_process(shared * ns / nominal)
         for st in states.values():
             st.iters = shared
+
+    def _alike(self, per_iter: dict[str, float]) -> list[list[str]]:
+        """Targets grouped by time per iteration: sorted, a target within
+        SCALE_BEYOND times the one before it joins its group.  Twins (an A/A
+        pair, two guests alike) are always in one group, wherever they lie:
+        one of them can calibrate 1.4 times slower than the other on a noisy
+        host, and they must still run alike."""
+        groups: list[list[str]] = []
+        last = None
+        for name in sorted(per_iter, key=per_iter.get):
+            if last is None or per_iter[name] >= self.SCALE_BEYOND * last:
+                groups.append([])
+            groups[-1].append(name)
+            last = per_iter[name]
+        return groups
 
     def _per_process(self, r: float) -> tuple[int, int]:
         """(timed samples, warmup samples) per process for samples r times
