@@ -137,9 +137,11 @@ def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
             pass
     assert n >= 6, "no samples arrived"
     deadline = time.time() + 10  # between two agent processes there is a gap: wait for one
-    while not _alive(agent) and time.time() < deadline:
+    alive = _alive(agent)
+    while not alive and time.time() < deadline:
         time.sleep(0.01)
-    assert _alive(agent), "expected an agent to be running"
+        alive = _alive(agent)
+    assert alive, "expected an agent to be running"  # (asking again could miss it: it may just have ended)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
