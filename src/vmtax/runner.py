@@ -509,17 +509,17 @@ class Runner:
         if first is None:
             return
         shared, base_ns = found[first]
-        per_iter = {name: ns for name, (n, ns) in found.items() if n is not None and ns}
+        per_iter = {name: ns for name, (n, ns) in found.items() if n is not None}  # every target calibrated
         c = self.cfg
         goal_ns = c.min_time_ms * 1e6
-        if base_ns and goal_ns > 0 and len(per_iter) == len([n for n, _ in found.values() if n is not None]):
+        if goal_ns > 0 and all(per_iter.values()):  # scaled only where every time per iteration is known
             nominal = shared * base_ns  # the baseline's sample at its own count, in ns
             while (shared % 2 == 0 and shared * max(per_iter.values()) > self.SLOWEST_SAMPLE * goal_ns
                    and shared // 2 * base_ns >= goal_ns / self.FASTEST_SHARE):
                 shared //= 2
             for group in self._alike(per_iter):
                 # one (samples, warmup) per group of alike targets: the baseline's, or their mean's
-                ns = base_ns if first in group else math.exp(sum(math.log(per_iter[n]) for n in group) / len(group))
+                ns = base_ns if first in group else stats.geomean([per_iter[n] for n in group])
                 for name in group:
                     states[name].samples, states[name].warmup = self._per_process(shared * ns / nominal)
         for st in states.values():
