@@ -101,7 +101,7 @@ def test_short_compare_local_qemu_container(tmp_path):
     md = tmp_path / "c.md"
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "v.db"), "compare", "local",
            "qemu:accel=tcg", "container", "uml", "--skip-unavailable", "--bench", "getppid", "cpuid",
-           "--precision", "5%", "--max-time", "90s", "--json", str(out), "--markdown", str(md)]
+           "--precision", "5%", "--max-time", "45s", "--json", str(out), "--markdown", str(md)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
