@@ -151,3 +151,23 @@ def test_a_note_several_targets_share_is_said_once():
     assert md.count("TCG: no KVM") == 1 and "- `qemu:disk=virtio`, `qemu:disk=scsi`: TCG: no KVM" in md
     page = html.document([(data, *analyse(data))], "r")
     assert page.count("TCG: no KVM") == 1 and "qemu:disk=virtio, qemu:disk=scsi: TCG: no KVM" in page
+
+
+def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
+    """The share of ratios within the precision asked is not mistaken for
+    the precision asked, and the median half-width (the figure a precision
+    goal is stated in) is there, a ratio without an interval counted as
+    infinite."""
+    import dataclasses
+
+    from vmtax.report import scoreboard
+    data = run(names=("local", "qemu"))
+    data.config["precision"] = 0.01
+    c = analyse(data)[1][0]
+    cs = [dataclasses.replace(c, ratio=1.0, ratio_ci_low=1 - w, ratio_ci_high=1 + w)
+          for w in (0.005, 0.03, 0.04, 0.05)]
+    line = scoreboard.precision_share(data, cs)
+    assert line.startswith("1 of 4 ratios (25%) reached the precision asked (±1.0%), median ±3.5%;"), line
+    cs[-1] = dataclasses.replace(cs[-1], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
+    cs[-2] = dataclasses.replace(cs[-2], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
+    assert ", median: no interval;" in scoreboard.precision_share(data, cs)

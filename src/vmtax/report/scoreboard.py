@@ -6,6 +6,7 @@ flag where the difference is outside the noise.  Text for the terminal
 from __future__ import annotations
 
 import math
+import statistics
 import textwrap
 
 from .. import stats
@@ -211,8 +212,13 @@ def targets_markdown(data: RunData) -> str:
 def precision_share(data: RunData, cs: list[Comparison]) -> str:
     if not cs:
         return "no ratios"
-    n = sum(1 for c in cs if precise(c, data.config.get("precision")))
+    goal = data.config.get("precision")
+    n = sum(1 for c in cs if precise(c, goal))
     flagged = sum(1 for c in cs if c.significant)
-    return (f"{n} of {len(cs)} ratios reached the precision asked ({fmt_pct(n / len(cs), 0)}); "
-            f"{flagged} outside the noise")
+    # the median 95% CI half-width of the ratios (one without an interval counts as infinite)
+    mid = statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs)
+    median = f", median ±{fmt_pct(mid)}" if math.isfinite(mid) else ", median: no interval"
+    asked = f" (±{fmt_pct(goal)})" if goal is not None else ""
+    return (f"{n} of {len(cs)} ratios ({fmt_pct(n / len(cs), 0)}) reached the precision asked{asked}"
+            f"{median}; {flagged} outside the noise")
 
