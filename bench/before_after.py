@@ -27,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,6 +63,28 @@ def widths(doc: dict) -> list[float]:
     return out
 
 
+def one_round(rnd: int, args: argparse.Namespace, tmp: Path) -> list[dict]:
+    """Each variant once; its database a fresh one in tmp (each vmtax its own schema; the JSON in
+    results/ keeps what the report reads), removed with tmp when the script ends, however it ends."""
+    runs = []
+    for name, (argv, env) in variants(args.old, args.new).items():
+        out = OUT / f"before-after-{name}-{rnd}.json"
+        db = tmp / f"{name}-{rnd}.db"
+        cmd = argv[:3] + ["--db", str(db)] + argv[3:] + ["--json", str(out)]
+        print(f"[round {rnd}] {name}: $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+        t0 = time.time()
+        p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode not in (0, 3):
+            print(f"[round {rnd}] {name} failed ({p.returncode}): {p.stderr[-1500:]}", file=sys.stderr,
+                  flush=True)
+        w = widths(json.loads(out.read_text())) if out.exists() else []
+        runs.append({"round": rnd, "variant": name, "rc": p.returncode, "wall_s": time.time() - t0,
+                     "ratios": len(w), "median": statistics.median(w) if w else math.inf,
+                     "within1": sum(x <= 0.01 for x in w), "within2": sum(x <= 0.02 for x in w),
+                     "started": time.strftime("%H:%M", time.localtime(t0))})
+    return runs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old", type=Path)
@@ -69,22 +92,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     runs = []
-    for rnd in range(1, args.rounds + 1):
-        for name, (argv, env) in variants(args.old, args.new).items():
-            out = OUT / f"before-after-{name}-{rnd}.json"
-            db = Path(f"/tmp/vmtax-before-after-{name}-{rnd}-{os.getpid()}.db")  # fresh: each vmtax its schema
-            cmd = argv[:3] + ["--db", str(db)] + argv[3:] + ["--json", str(out)]
-            print(f"[round {rnd}] {name}: $ {' '.join(cmd)}", file=sys.stderr, flush=True)
-            t0 = time.time()
-            p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            if p.returncode not in (0, 3):
-                print(f"[round {rnd}] {name} failed ({p.returncode}): {p.stderr[-1500:]}", file=sys.stderr,
-                      flush=True)
-            w = widths(json.loads(out.read_text())) if out.exists() else []
-            runs.append({"round": rnd, "variant": name, "rc": p.returncode, "wall_s": time.time() - t0,
-                         "ratios": len(w), "median": statistics.median(w) if w else math.inf,
-                         "within1": sum(x <= 0.01 for x in w), "within2": sum(x <= 0.02 for x in w),
-                         "started": time.strftime("%H:%M", time.localtime(t0))})
+    with tempfile.TemporaryDirectory(prefix="vmtax-before-after-") as tmp:
+        for rnd in range(1, args.rounds + 1):
+            runs += one_round(rnd, args, Path(tmp))
     lines = ["# Before and after, interleaved in time", "",
              f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/before_after.py "
              f"{args.old} --new {args.new}` ({args.rounds} rounds; the old checkout at "
