@@ -255,6 +255,33 @@ def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
     assert len(blocks) >= 3 and clock.t <= 100, clock.t
 
 
+def test_later_passes_begin_no_block_past_the_budget(db):
+    """A row short of --min-processes after pass 1 is brought up to it only
+    within the budget, and pass 2 too keeps to it: with 7 s processes and a
+    60 s budget the run ended at 70 s, the catch-up beginning a block it had
+    no time for and pass 2 one with 4 s left (a row's first block always
+    runs)."""
+    clock = FakeClock(0.0)
+    store = Store(db)
+    targets = [parse_target("fake:noise=0.3"), parse_target("fake:noise=0.3,seed=2")]
+    for t in targets:
+        run_agent = t.run_agent
+
+        def slow(args, timeout, run_agent=run_agent):
+            clock.t += 7.0 if args[0] == "run" else 0.0  # an agent process, not the facts read before
+            return run_agent(args, timeout)
+        t.run_agent = slow
+    store.new_run("r", "run", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", [A])
+    Runner(RunConfig(precision=1e-6, max_time=60, min_processes=10), [A], targets, store, "r",
+           clock=clock).run()
+    # calibration 14 s, block 0 with its counting processes 28 s, then one plain block of 14 s fits
+    assert clock.t <= 60, clock.t
+    assert len({s.block for s in store.load("r").samples if not s.counting}) == 2
+
+
 # -- other machines at the same time ---------------------------------------------------
 def _on_machine(text: str, machine: str):
     """A fake target on another machine (as an ssh host's Target.host_machine says)."""

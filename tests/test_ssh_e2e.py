@@ -60,7 +60,7 @@ def results(path: Path) -> dict[tuple[str, str], dict]:
     return {(r["target"], r["benchmark"]): r for r in json.loads(path.read_text())["results"]}
 
 
-QUICK = ["--bench", "getppid", "--max-time", "1s", "--min-processes", "3", "--precision", "50%"]
+QUICK = ["--bench", "getppid", "--max-time", "2s", "--min-processes", "3", "--precision", "50%"]
 
 
 def test_a_remote_runs_the_agent_copied_once_by_its_hash(fleet, tmp_path):
@@ -180,7 +180,7 @@ def test_compare_local_with_two_hosts_of_an_inventory_into_postgresql(fleet, tmp
                                          kh_a=a.known_hosts, kh_b=b.known_hosts))
     out = tmp_path / "c.json"
     p = vmtax("compare", "local", "@bench", "--inventory", str(inv), "--bench", "getppid", "null_read",
-              "--max-time", "2s", "--min-processes", "4", "--precision", "50%", "--json", str(out), db=pg_url)
+              "--max-time", "5s", "--min-processes", "4", "--precision", "50%", "--json", str(out), db=pg_url)
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert [t["name"] for t in doc["targets"]] == ["local", "ssh:a", "ssh:b"]

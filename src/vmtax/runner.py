@@ -214,6 +214,7 @@ class Runner:
         self._spent: dict[str, float] = {}
         self._block_s: dict[str, list[float]] = {}  # each job's blocks: their timed processes
         self._count_s: dict[str, float] = {}  # and its last counting processes
+        self._warm_s: dict[str, float] = {}   # a workload's warmup runs (its first block only), all told
 
     # -- the main loop ------------------------------------------------------------
     FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
@@ -229,7 +230,8 @@ class Runner:
         any with fewer than --min-processes processes up to that (a row with
         a handful of slow processes has no interval at all), then it funds
         them cheapest to finish first, so the budget buys as many rows at
-        the precision asked as it can."""
+        the precision asked as it can.  No pass begins a block that would
+        end past its share (_past); only a row's first block always runs."""
         t0 = self.clock()
         self._t0, self._durations = t0, []
         by_spec = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
@@ -336,10 +338,12 @@ class Runner:
             return "budget"
         while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
             self._calibrate(job.specs[0], states)
+        if self._past(job, deadline):  # a row's first block always runs; later passes keep to the budget
+            return "budget"
         while True:
             block = self._blocks.get(job.name, 0)
             self._blocks[job.name] = block + 1
-            began = self.clock()
+            began, warm = self.clock(), self._warm_s.get(job.name, 0.0)
             order = list(self.targets)
             self.order.shuffle(order)
             def timed_process(slot: int, target: Target) -> None:
@@ -356,7 +360,7 @@ class Runner:
                 self._in_turn(order, counting_process)
                 self._count_s[job.name] = self.clock() - timed
             took = self._block_s.setdefault(job.name, [])
-            took.append(timed - began)
+            took.append(timed - began - (self._warm_s.get(job.name, 0.0) - warm))  # what the next one takes
             active = [t.name for t in self.targets if states[t.name].done is None]
             worst = self._worst(sts)
             if self.progress:
@@ -367,15 +371,20 @@ class Runner:
                 return "budget"  # every target skipped or failed: _outcome says which
             if self._enough(states) and worst <= self.cfg.precision:
                 return "precision"
-            if self.clock() >= deadline or (until_enough and self._enough(states)):
+            if self.clock() >= deadline or (until_enough and self._enough(states)) or self._past(job, deadline):
                 return "budget"
-            # a block that would end past the deadline is not begun (a
-            # compile under TCG makes blocks of minutes): the budget is the
-            # user's; what it leaves flows to the rows still to come
-            ahead = sum(took[-3:]) / len(took[-3:]) + (self._count_s.get(job.name, 0.0)
-                                                       if self._counts(job, block + 1) else 0.0)
-            if self.clock() + ahead > deadline:
-                return "budget"
+
+    def _past(self, job: Job, deadline: float) -> bool:
+        """Whether this job's next block would end past the deadline: then it
+        is not begun (a compile under TCG makes blocks of minutes; the budget
+        is the user's, and what it leaves flows to the rows still to come).
+        False before the job's first block: every row gets one."""
+        took = self._block_s.get(job.name)
+        if not took:
+            return False
+        ahead = sum(took[-3:]) / len(took[-3:]) + (self._count_s.get(job.name, 0.0)
+                                                   if self._counts(job, self._blocks.get(job.name, 0)) else 0.0)
+        return self.clock() + ahead > deadline
 
     def _in_turn(self, order: list[Target], one: Callable[[int, Target], object],
                  together: bool = True) -> None:
@@ -653,6 +662,7 @@ class Runner:
                     "give it a NIC (qemu:nic=virtio)")
             return
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
+            began = self.clock()
             process = next(self._processes)
             for st in sts:
                 st.blocks[process] = block
@@ -691,6 +701,8 @@ class Runner:
                     if not warmup:
                         st.values.append(s.value)
                         st.groups.append(process)
+            if warmup:
+                self._warm_s[job.name] = self._warm_s.get(job.name, 0.0) + self.clock() - began
             for st in sts:
                 st.warmed = True
                 if error:
