@@ -159,6 +159,9 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     assert runner._pass2_share(30.0, 100.0, 3) == 30.0 * Runner.PASS2_MARGIN
     assert runner._pass2_share(30.0, 20.0, 4) == 5.0  # it cannot finish, nor can those after it: even shares
     assert runner._pass2_share(math.inf, 90.0, 3) == 30.0
+    # a row nearly there needs less than a block: it gets its next block, where that fits
+    assert runner._pass2_share(0.5, 20.0, 4, block=2.0) == 2.0
+    assert runner._pass2_share(0.5, 1.5, 4, block=2.0) == 1.5 / 4
     runner.worst_precision = lambda states: math.inf
     assert runner._time_to_goal(A, st) == math.inf
 
@@ -361,3 +364,29 @@ def test_twins_away_from_the_baseline_run_alike(db):
     # chained within 2x of one another down to the baseline: they run as the baseline does
     got = _agent_args(db, ["fake", "fake:scale=1.5", "fake:scale=2.2"], min_time_ms=1, samples_per_process=8)
     assert got["fake:scale=1.5"] == got["fake:scale=2.2"] == got["fake"] == {("1000", "8", "1")}
+
+
+def test_pass_two_gives_a_row_nearly_there_its_next_block(db):
+    """A row whose estimated need is a fraction of a block still gets one
+    block in pass 2 (funded with its need alone, the block would end past
+    that share and was not begun)."""
+    clock = FakeClock(0.0)
+    store = Store(db)
+    targets = [parse_target("fake:noise=0.3"), parse_target("fake:noise=0.3,seed=2")]
+    for t in targets:
+        run_agent = t.run_agent
+
+        def slow(args, timeout, run_agent=run_agent):
+            clock.t += 7.0 if args[0] == "run" else 0.0
+            return run_agent(args, timeout)
+        t.run_agent = slow
+    store.new_run("r", "run", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", [A])
+    runner = Runner(RunConfig(precision=1e-6, max_time=100, min_processes=2), [A], targets, store, "r",
+                    clock=clock)
+    runner._time_to_goal = lambda job, sts: 0.1  # nearly there
+    runner.run()
+    # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; pass 2 runs one
+    assert sorted({s.block for s in store.load("r").samples if not s.counting}) == [0, 1, 2]

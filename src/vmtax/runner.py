@@ -261,8 +261,8 @@ class Runner:
             for k, index in enumerate(pending):
                 job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time - (self.clock() - t0))
-                self._timed(index, job, states[index], self._pass2_share(need[index], left,
-                                                                         len(pending) - k), final=True)
+                self._timed(index, job, states[index], self._pass2_share(
+                    need[index], left, len(pending) - k, self._next_block_s(job)), final=True)
         except KeyboardInterrupt:
             unfinished = ([current] if current else []) + [self.jobs[i] for i in pending]
             for name in (s.name for job in unfinished for s in job.specs):
@@ -274,17 +274,19 @@ class Runner:
 
     PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
 
-    def _pass2_share(self, need: float, left: float, rows_left: int) -> float:
+    def _pass2_share(self, need: float, left: float, rows_left: int, block: float = 0.0) -> float:
         """Pass 2 funds rows cheapest first, each with what it should need
-        to reach the precision (what it does not use goes to the next), so
-        the budget buys as many precise rows as it can.  A row that would
-        need more than is left, or whose need is unknown, gets an even share
-        of what is left: the rows after it need as much or more, so none
-        can reach the goal, and an even split narrows them all (on a noisy
-        host, funding the first row with everything left every other row at
-        its pass-1 width)."""
-        if math.isfinite(need) and need * self.PASS2_MARGIN <= left:
-            return need * self.PASS2_MARGIN
+        to reach the precision, and at least its next block (block, in
+        seconds: a row nearly there needs less than one, and no block is
+        begun that would end past the share), so the budget buys as many
+        precise rows as it can; what a row does not use goes to the next.
+        A row that would need more than is left, or whose need is unknown,
+        gets an even share of what is left: the rows after it need as much
+        or more, so none can reach the goal, and an even split narrows them
+        all (on a noisy host, funding the first row with everything left
+        every other row at its pass-1 width)."""
+        if math.isfinite(need) and max(need * self.PASS2_MARGIN, block) <= left:
+            return max(need * self.PASS2_MARGIN, block)
         return left / rows_left
 
     def _time_to_goal(self, job: Job, sts: list[dict[str, TargetState]]) -> float:
@@ -379,12 +381,17 @@ class Runner:
         is not begun (a compile under TCG makes blocks of minutes; the budget
         is the user's, and what it leaves flows to the rows still to come).
         False before the job's first block: every row gets one."""
+        return bool(self._block_s.get(job.name)) and self.clock() + self._next_block_s(job) > deadline
+
+    def _next_block_s(self, job: Job) -> float:
+        """How long this job's next block should take: its last three
+        blocks' mean (without a workload's warmup runs), plus its counting
+        processes where the next block has them; 0 before its first."""
         took = self._block_s.get(job.name)
         if not took:
-            return False
-        ahead = sum(took[-3:]) / len(took[-3:]) + (self._count_s.get(job.name, 0.0)
-                                                   if self._counts(job, self._blocks.get(job.name, 0)) else 0.0)
-        return self.clock() + ahead > deadline
+            return 0.0
+        return sum(took[-3:]) / len(took[-3:]) + (self._count_s.get(job.name, 0.0)
+                                                  if self._counts(job, self._blocks.get(job.name, 0)) else 0.0)
 
     def _in_turn(self, order: list[Target], one: Callable[[int, Target], object],
                  together: bool = True) -> None:
