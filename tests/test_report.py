@@ -171,3 +171,7 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     cs[-1] = dataclasses.replace(cs[-1], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
     cs[-2] = dataclasses.replace(cs[-2], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
     assert ", median: no interval;" in scoreboard.precision_share(data, cs)
+    data.config["precision"] = 0.000001  # --precision 0.0001%: not "±0.0%"
+    assert "reached the precision asked (±0.0001%)" in scoreboard.precision_share(data, cs)
+    from vmtax.report.units import fmt_goal
+    assert [fmt_goal(g) for g in (0.05, 0.01, 0.001, 0.0005, None)] == ["5.0%", "1.0%", "0.1%", "0.05%", "-"]

@@ -60,7 +60,7 @@ def results(path: Path) -> dict[tuple[str, str], dict]:
     return {(r["target"], r["benchmark"]): r for r in json.loads(path.read_text())["results"]}
 
 
-QUICK = ["--bench", "getppid", "--max-time", "2s", "--min-processes", "3", "--precision", "50%"]
+QUICK = ["--bench", "getppid", "--max-time", "4s", "--min-processes", "3", "--precision", "50%"]
 
 
 def test_a_remote_runs_the_agent_copied_once_by_its_hash(fleet, tmp_path):

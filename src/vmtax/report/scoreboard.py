@@ -13,7 +13,7 @@ from .. import stats
 from ..model import Comparison, Measurement, RunData
 from . import table
 from .facts import target_notes
-from .units import fmt_pair, fmt_pct
+from .units import fmt_goal, fmt_pair, fmt_pct
 
 WIDTH = 100  # the scoreboard fits a 100-column terminal with two candidates
 LEGEND = ("ratio = candidate/baseline · [candidate/baseline] raw means · ±c/b = 95% CI half-width "
@@ -218,7 +218,7 @@ def precision_share(data: RunData, cs: list[Comparison]) -> str:
     # the median 95% CI half-width of the ratios (one without an interval counts as infinite)
     mid = statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs)
     median = f", median ±{fmt_pct(mid)}" if math.isfinite(mid) else ", median: no interval"
-    asked = f" (±{fmt_pct(goal)})" if goal is not None else ""
+    asked = f" (±{fmt_goal(goal)})" if goal is not None else ""
     return (f"{n} of {len(cs)} ratios ({fmt_pct(n / len(cs), 0)}) reached the precision asked{asked}"
             f"{median}; {flagged} outside the noise")
 

@@ -5,7 +5,7 @@ import time
 
 from ..model import Measurement, RunData
 from . import table
-from .units import fmt_duration, fmt_pct, fmt_value
+from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
 
 
 def run_header(data: RunData) -> str:
@@ -14,7 +14,7 @@ def run_header(data: RunData) -> str:
     pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
     host = f" · on {data.host}" if data.host else ""
     return (f"run {data.id} ({data.status}) · {when}{host} · targets: {', '.join(t.name for t in data.targets)}\n"
-            f"goal: 95% CI within ±{fmt_pct(cfg.get('precision'))} of the mean, budget "
+            f"goal: 95% CI within ±{fmt_goal(cfg.get('precision'))} of the mean, budget "
             f"{fmt_duration(cfg.get('max_time', 0))} · {pin} · "
             f"{cfg.get('samples_per_process')} samples/process after {cfg.get('warmup')} warmup "
             f"(of the baseline's length)\n"

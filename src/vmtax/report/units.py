@@ -64,6 +64,14 @@ def fmt_pct(frac: float | None, digits: int = 1) -> str:
     return f"{frac * 100:.{digits}f}%"
 
 
+def fmt_goal(frac: float | None) -> str:
+    """A precision goal: one decimal, or as many as a goal under 0.1% needs
+    (0.0001% is not ±0.0%)."""
+    if frac is not None and math.isfinite(frac) and 0 < frac * 100 < 0.1:
+        return f"{frac * 100:.2g}%"
+    return fmt_pct(frac)
+
+
 def fmt_duration(s: float) -> str:
     s = max(0, int(round(s)))
     if s >= 3600:
