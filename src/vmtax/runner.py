@@ -214,7 +214,8 @@ class Runner:
         self._spent: dict[str, float] = {}
         self._block_s: dict[str, list[float]] = {}  # each job's blocks: their timed processes
         self._count_s: dict[str, float] = {}  # and its last counting processes
-        self._warm_s: dict[str, float] = {}   # a workload's warmup runs (its first block only), all told
+        self._warm_s: dict[str, float] = {}   # a workload's warmup runs (first block only), all told:
+        # summed without a lock, as a workload's targets run one at a time (_in_turn, together=False)
 
     # -- the main loop ------------------------------------------------------------
     FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
