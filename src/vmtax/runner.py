@@ -341,9 +341,9 @@ class Runner:
             return "budget"
         while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
             self._calibrate(job.specs[0], states)
-        if self._past(job, deadline):  # a row's first block always runs; later passes keep to the budget
-            return "budget"
         while True:
+            if self._past(job, deadline):  # a row's first block always runs; no other ends past the deadline
+                return "budget"
             block = self._blocks.get(job.name, 0)
             self._blocks[job.name] = block + 1
             began, warm = self.clock(), self._warm_s.get(job.name, 0.0)
@@ -374,7 +374,7 @@ class Runner:
                 return "budget"  # every target skipped or failed: _outcome says which
             if self._enough(states) and worst <= self.cfg.precision:
                 return "precision"
-            if self.clock() >= deadline or (until_enough and self._enough(states)) or self._past(job, deadline):
+            if self.clock() >= deadline or (until_enough and self._enough(states)):
                 return "budget"
 
     def _past(self, job: Job, deadline: float) -> bool:
