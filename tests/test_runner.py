@@ -235,36 +235,10 @@ def test_targets_of_one_speed_keep_the_count_and_the_samples_asked(db):
     assert got["fake"] == {("500", "6", "0")} and got["fake:label=b"] == {("500", "6", "0")}  # alike
 
 
-def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
-    """With processes of a big share of the budget (a compile under TCG
-    takes minutes), the run ends within --max-time, not a block after it."""
-    clock = FakeClock(0.0)
-    store = Store(db)
-    targets = [parse_target("fake:noise=0.3"), parse_target("fake:noise=0.3,seed=2")]
-    for t in targets:
-        run_agent = t.run_agent
-
-        def slow(args, timeout, run_agent=run_agent):
-            clock.t += 7.0  # every process takes 7 s of the budget
-            return run_agent(args, timeout)
-        t.run_agent = slow
-    store.new_run("r", "run", "test", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", [A])
-    Runner(RunConfig(precision=1e-6, max_time=100, min_processes=2), [A], targets, store, "r",
-           clock=clock).run()
-    blocks = {s.block for s in store.load("r").samples if not s.counting}
-    assert len(blocks) >= 3 and clock.t <= 100, clock.t
-
-
-def test_later_passes_begin_no_block_past_the_budget(db):
-    """A row short of --min-processes after pass 1 is brought up to it only
-    within the budget, and pass 2 too keeps to it: with 7 s processes and a
-    60 s budget the run ended at 70 s, the catch-up beginning a block it had
-    no time for and pass 2 one with 4 s left (a row's first block always
-    runs)."""
-    clock = FakeClock(0.0)
+def _slow_runner(db, clock: FakeClock, **cfg) -> tuple[Runner, Store]:
+    """A runner over two noisy fake targets whose every agent process takes
+    7 s of the clock (a compile under TCG takes minutes), with the precision
+    out of reach: only the budget stops it."""
     store = Store(db)
     targets = [parse_target("fake:noise=0.3"), parse_target("fake:noise=0.3,seed=2")]
     for t in targets:
@@ -278,8 +252,28 @@ def test_later_passes_begin_no_block_past_the_budget(db):
     for i, t in enumerate(targets):
         store.add_target("r", i, t.info(), "h")
     store.add_benchmarks("r", [A])
-    Runner(RunConfig(precision=1e-6, max_time=60, min_processes=10), [A], targets, store, "r",
-           clock=clock).run()
+    return Runner(RunConfig(precision=1e-6, **cfg), [A], targets, store, "r", clock=clock), store
+
+
+def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
+    """With processes of a big share of the budget (a compile under TCG
+    takes minutes), the run ends within --max-time, not a block after it."""
+    clock = FakeClock(0.0)
+    runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
+    runner.run()
+    blocks = {s.block for s in store.load("r").samples if not s.counting}
+    assert len(blocks) >= 3 and clock.t <= 100, clock.t
+
+
+def test_later_passes_begin_no_block_past_the_budget(db):
+    """A row short of --min-processes after pass 1 is brought up to it only
+    within the budget, and pass 2 too keeps to it: with 7 s processes and a
+    60 s budget the run ended at 70 s, the catch-up beginning a block it had
+    no time for and pass 2 one with 4 s left (a row's first block always
+    runs)."""
+    clock = FakeClock(0.0)
+    runner, store = _slow_runner(db, clock, max_time=60, min_processes=10)
+    runner.run()
     # calibration 14 s, block 0 with its counting processes 28 s, then one plain block of 14 s fits
     assert clock.t <= 60, clock.t
     assert len({s.block for s in store.load("r").samples if not s.counting}) == 2
@@ -371,21 +365,7 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db):
     block in pass 2 (funded with its need alone, the block would end past
     that share and was not begun)."""
     clock = FakeClock(0.0)
-    store = Store(db)
-    targets = [parse_target("fake:noise=0.3"), parse_target("fake:noise=0.3,seed=2")]
-    for t in targets:
-        run_agent = t.run_agent
-
-        def slow(args, timeout, run_agent=run_agent):
-            clock.t += 7.0 if args[0] == "run" else 0.0
-            return run_agent(args, timeout)
-        t.run_agent = slow
-    store.new_run("r", "run", "test", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", [A])
-    runner = Runner(RunConfig(precision=1e-6, max_time=100, min_processes=2), [A], targets, store, "r",
-                    clock=clock)
+    runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
     runner._time_to_goal = lambda job, sts: 0.1  # nearly there
     runner.run()
     # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; pass 2 runs one
