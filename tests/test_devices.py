@@ -94,21 +94,31 @@ def test_net_tap_without_root_is_one_line_before_anything_boots(monkeypatch):
         parse_target("qemu:nic=virtio,net=tap")
 
 
+def _links(ns_pid: int | None = None) -> str:
+    where = ["nsenter", f"--net=/proc/{ns_pid}/ns/net"] if ns_pid else []
+    return subprocess.run([*where, "ip", "-o", "addr"], capture_output=True, text=True).stdout
+
+
 @pytest.mark.skipif(devices.tap_allowed() is not None, reason=str(devices.tap_allowed()))
-def test_a_tap_goes_away_with_its_last_descriptor():
+def test_a_tap_lives_in_a_namespace_of_its_own_and_goes_with_its_last_descriptor():
+    host = (_links(), subprocess.run(["ip", "route"], capture_output=True, text=True).stdout)
     tap = devices.Tap()
-    name = tap.name
+    name, ns_pid, ns_path = tap.name, tap.ns.pid, tap.ns.path
+    ns_id = os.stat(ns_path).st_ino
     held = os.dup(tap.fd)  # QEMU's copy, in a real run
     try:
-        assert devices.link_exists(name)
-        addrs = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", name], capture_output=True,
-                               text=True).stdout
-        assert f"{tap.host}/30" in addrs and tap.guest.startswith(tap.host.rsplit(".", 1)[0])
-        tap.close()
-        assert devices.link_exists(name)  # QEMU still holds it
+        inside = _links(ns_pid)
+        assert any(name in l and f"inet {tap.host}/30" in l for l in inside.splitlines()), inside
+        assert tap.guest.startswith(tap.host.rsplit(".", 1)[0])
+        # the host's own namespace: not a device, address or route more
+        assert (_links(), subprocess.run(["ip", "route"], capture_output=True, text=True).stdout) == host
+        assert not devices.link_exists(name)
+        tap.close()  # the namespace's holder is gone; QEMU's descriptor still holds the tap
+        assert not os.path.exists(ns_path)
     finally:
         os.close(held)
-    assert not devices.link_exists(name)
+    ns_left = subprocess.run(["lsns", "-t", "net", "-n", "-o", "NS"], capture_output=True, text=True).stdout.split()
+    assert str(ns_id) not in ns_left
 
 
 @needs_kernel

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 import glob
@@ -77,7 +78,7 @@ def test_direct_io_on_a_guests_disk_against_the_hosts_disk(tmp_path):
 def test_ctrl_c_removes_the_image_the_loop_device_and_the_tap(tmp_path):
     db = tmp_path / "c.db"
     tap = ",nic=virtio,net=tap" if TAP_WHY is None else ""
-    before = taps()
+    before = namespaces()
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local",
            f"qemu:accel=tcg,disk=ide,backing=block{tap}", "--bench", "getppid", "--precision", "0.01%",
            "--max-time", "5m"]
@@ -92,18 +93,60 @@ def test_ctrl_c_removes_the_image_the_loop_device_and_the_tap(tmp_path):
             pass
     held = ours(p.pid)
     assert any(h.startswith("loop") for h in held) and any(h.startswith("vmtax-qemu-") for h in held), held
-    assert not tap or taps() - before, "the guest's tap"
+    assert not tap or namespaces() - before, "the namespace of the guest's tap"
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=60)
     assert p.returncode != 0
     deadline = time.time() + 10
-    while time.time() < deadline and (ours(p.pid) or taps() - before):
+    while time.time() < deadline and (ours(p.pid) or namespaces() - before):
         time.sleep(0.2)
-    assert not ours(p.pid) and not taps() - before
+    assert not ours(p.pid) and not namespaces() - before
 
 
-def taps() -> set[str]:
-    return {n for n in os.listdir("/sys/class/net") if n.startswith("vmtax")}
+def namespaces() -> set[str]:
+    """The network namespaces alive on this host (a tap lives in one vmtax makes)."""
+    out = subprocess.run(["lsns", "-t", "net", "-n", "-o", "NS"], capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def host_network() -> tuple[str, ...]:
+    """The host namespace's interfaces, addresses and routes: what vmtax never touches."""
+    return tuple(subprocess.run(["ip", *a], capture_output=True, text=True).stdout
+                 for a in (["-br", "addr"], ["route"], ["-6", "route"]))
+
+
+def wildcard_peers() -> list[str]:
+    """The peers vmtax started that listen on a wildcard address (none should)."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if ("iperf3" in l or "sockperf" in l)
+            and l.split()[3].rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")]
+
+
+def watched(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run cmd while watching the host's network: what changed in the
+    host's namespace and which peers listened on a wildcard address."""
+    before, seen = host_network(), []
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda f=f, acc=acc: acc.append(f.read()), daemon=True)
+               for f, acc in ((p.stdout, out), (p.stderr, err))]
+    for r in readers:
+        r.start()
+    deadline = time.time() + timeout
+    while p.poll() is None and time.time() < deadline:
+        now = host_network()
+        if now != before:
+            seen.append(f"host network changed: {now}")
+        seen += [f"wildcard peer: {l}" for l in wildcard_peers()]
+        time.sleep(0.3)
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    for r in readers:
+        r.join()
+    done = subprocess.CompletedProcess(cmd, p.returncode, "".join(out), "".join(err))
+    done.pid = p.pid  # what the controller's leftovers are named after
+    return done, seen
 
 
 def a_kernel_with(symbol: str) -> bool:
@@ -128,12 +171,13 @@ def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
     user = "qemu:accel=tcg,nic=virtio"
     tap = "qemu:accel=tcg,nic=e1000,net=tap,disk=ahci"
     guests = [user] + ([tap] if TAP_WHY is None and a_kernel_with("E1000") and a_kernel_with("SATA_AHCI") else [])
-    before = taps()
+    before = namespaces()
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "n.db"), "compare", "local", *guests,
            "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "3",
            "--precision", "50%", "--max-time", "40s", "--json", "-"]  # ratios, not their intervals: a short run
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    p, seen = watched(cmd, 600)
     assert p.returncode == 0, p.stderr[-3000:]
+    assert not seen, seen[:3]
     doc = json.loads(p.stdout)
     by = {(c["benchmark"], c["candidate"]): c for c in doc["comparisons"]}
     facts = {t["name"]: t["facts"] for t in doc["targets"]}
@@ -149,20 +193,25 @@ def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
     assert facts[user]["nic"] == "virtio" and facts[user]["net"] == "user"
     if tap in guests:
         assert facts[tap]["nic"] == "e1000" and facts[tap]["net"] == "tap" and facts[tap]["disk"] == "ahci"
-        assert facts[tap]["tap"].startswith("vmtax")
+        assert facts[tap]["tap"].startswith("vmtax0 in network namespace net:[")
         # one kernel for both guests: the one with e1000 and ahci
         assert facts[user]["guest_kernel_image"] == facts[tap]["guest_kernel_image"]
-    assert taps() <= before
+    deadline = time.time() + 10
+    while namespaces() - before and time.time() < deadline:
+        time.sleep(0.2)
+    assert not namespaces() - before
     left = subprocess.run(["pgrep", "-af", "iperf3 -s|sockperf server"], capture_output=True, text=True).stdout
     assert not [l for l in left.splitlines() if "pgrep" not in l]
 
 
 @pytest.mark.skipif(not shutil.which("sockperf"), reason="sockperf is needed (make setup installs it)")
 def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
-    """podman's bridge (the host at its gateway) and slirp4netns (the host
-    at 10.0.2.2), side by side: sockperf in the container against the
-    server vmtax starts on the host; nothing left after (container,
-    slirp4netns, peer)."""
+    """A bridge in podman's shape, its host side in a namespace vmtax makes
+    (the peer at the bridge's address there), and slirp4netns (the host's
+    loopback at 10.0.2.2), side by side: sockperf in the container against
+    the server vmtax starts; the host's own network untouched, no peer on a
+    wildcard address, nothing left after (container, slirp4netns, peer,
+    namespaces)."""
     from vmtax.targets.container import podman_works
     ok, why = podman_works()
     if not ok:
@@ -171,21 +220,24 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
     targets = [f"container:net={n}" for n in nets]
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "compare", *targets,
            "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "12s", "--json", "-"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-3000:]
-    doc = json.loads(out)
+    before = namespaces()
+    p, seen = watched(cmd, 300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not seen, seen[:3]
+    doc = json.loads(p.stdout)
     rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
     facts = {t["name"]: t["facts"] for t in doc["targets"]}
     for t, n in zip(targets, nets):
         r = rows[(t, "net_rr.tx_per_s")]
         assert r["mean"] > 0 and r["metrics"]["host_cpu_per_unit"]["unit"] == "ms/1000tx"
         assert facts[t]["net"] == n
+    assert "vmtaxbr0 10.213.0.1/24 in network namespace net:[" in facts["container:net=bridge"]["bridge"]
 
     def left() -> list[str]:  # (an exited slirp4netns is reaped by podman's cleanup a moment later)
         out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^vmtax-{p.pid}-"],
                              capture_output=True, text=True, timeout=60).stdout.split()
-        return out + subprocess.run(["pgrep", "-a", "slirp4netns"], capture_output=True, text=True).stdout.split("\n")[:-1]
+        return (out + subprocess.run(["pgrep", "-a", "slirp4netns"], capture_output=True, text=True).stdout.split("\n")[:-1]
+                + sorted(namespaces() - before))
     deadline = time.time() + 15
     while left() and time.time() < deadline:
         time.sleep(0.5)

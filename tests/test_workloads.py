@@ -238,6 +238,25 @@ def test_a_network_workload_is_skipped_where_the_target_has_no_way_to_the_host(d
     assert how == "skipped" and "needs a peer on the host" in why and "qemu:nic=virtio" in why
 
 
+@pytest.mark.skipif(not (shutil.which("sockperf") and shutil.which("iperf3") and shutil.which("ss")),
+                    reason="sockperf, iperf3 and ss are needed (make setup installs them)")
+@pytest.mark.parametrize("name", ["net_rr", "net_stream_tx"])
+def test_a_peer_listens_on_loopback_alone(name):
+    """Each server vmtax starts binds the one address its target reaches
+    (here the bare machine's loopback), never a wildcard address."""
+    from vmtax.peers import start_peer
+    from vmtax.proc import kill_group
+    from vmtax.runner import free_port
+    port = free_port()
+    p = start_peer(BY_NAME[name], port, None)
+    try:
+        lines = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout.split("\n")
+        local = [l.split()[3] for l in lines if l.strip()]
+        assert local == [f"127.0.0.1:{port}"], local
+    finally:
+        kill_group(p)
+
+
 @pytest.mark.skipif(not shutil.which("sockperf"), reason="sockperf is not installed (make setup installs it)")
 def test_a_peer_listens_before_the_run_and_is_gone_after():
     from vmtax.peers import listening, start_peer

@@ -1,7 +1,11 @@
 """Host-side peers: the server end of a network workload (an iperf3
 server, a sockperf responder), started on the host for each run, reached
 from inside the target through its NIC (the bare machine: over loopback,
-the same pair), and ended after the run; a peer dies with vmtax too."""
+the same pair), and ended after the run; a peer dies with vmtax too.
+
+A peer listens on the one address its target reaches (Target.peer_listen):
+the host's loopback, or the host end of a tap or bridge inside the network
+namespace vmtax made for that target -- never on a wildcard address."""
 from __future__ import annotations
 
 import os
@@ -14,13 +18,15 @@ from .errors import TargetError
 from .proc import kill_group, spawn
 
 
-def start_peer(w, port: int, target_cpu: int | None) -> subprocess.Popen:
-    """The host side of a network workload, listening on the loopback port
-    within 10 s (TargetError if not), on a CPU other than the target's when
-    the target is pinned; it dies with vmtax (proc.spawn) and is killed after
-    each run by the caller."""
+def start_peer(w, port: int, target_cpu: int | None, bind: str = "127.0.0.1", ns=None) -> subprocess.Popen:
+    """The host side of a network workload, listening on bind:port (inside
+    the network namespace ns, when given) within 10 s (TargetError if not),
+    on a CPU other than the target's when the target is pinned; it dies with
+    vmtax (proc.spawn) and is killed after each run by the caller."""
     others = sorted(set(os.sched_getaffinity(0)) - {target_cpu}) if target_cpu is not None else []
-    argv = shlex.split(w.peer.format(port=port))
+    argv = shlex.split(w.peer.format(port=port, bind=bind))
+    if ns is not None:
+        argv = ns.argv(argv)
     err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty peer never blocks on it
     try:
         p = spawn(argv, cpu=others[0] if others else None, stdin=subprocess.DEVNULL,
@@ -35,7 +41,7 @@ def start_peer(w, port: int, target_cpu: int | None) -> subprocess.Popen:
             why = err.read().decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
             err.close()
             raise TargetError(f"{w.name}: its peer {argv[0]} exited at once ({p.returncode}): {why[0][:200]}")
-        if listening(port):
+        if listening(port, p.pid):
             err.close()  # the peer keeps its descriptor
             return p
         time.sleep(0.05)
@@ -44,11 +50,13 @@ def start_peer(w, port: int, target_cpu: int | None) -> subprocess.Popen:
     raise TargetError(f"{w.name}: its peer {argv[0]} did not listen on port {port} within 10 s")
 
 
-def listening(port: int) -> bool:
-    """Whether a TCP socket listens on this port here (/proc/net/tcp and
-    tcp6: no connection is made, which a server could take for a client)."""
+def listening(port: int, pid: int | None = None) -> bool:
+    """Whether a TCP socket listens on this port in this process's network
+    namespace, or in pid's (/proc/PID/net/tcp and tcp6: no connection is
+    made, which a server could take for a client)."""
     want = f":{port:04X}"
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    where = f"/proc/{pid}/net" if pid is not None else "/proc/net"
+    for table in (f"{where}/tcp", f"{where}/tcp6"):
         try:
             with open(table) as f:
                 for line in f.readlines()[1:]:

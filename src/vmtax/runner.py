@@ -682,7 +682,7 @@ class Runner:
             try:
                 out = []
                 if w.peer:
-                    peer = start_peer(w, port, target.host_cpu)
+                    peer = start_peer(w, port, target.host_cpu, *target.peer_listen())
                 cost0, t0 = host_cost(target), time.monotonic()
                 for line in target.run_tool(argv, timeout=w.timeout):
                     first = first or time.time()

@@ -66,7 +66,8 @@ class Workload:
     traced: Callable[[], tuple] | None = None
     needs_disk: bool = False     # direct I/O: a scratch directory on a block device, not a tmpfs
     # a peer on the host (the server side of a network workload): its command,
-    # {port} its port; the script reaches it at $4 (see peer_address)
+    # {port} its port, {bind} the one address it listens on; the script
+    # reaches it at $4 (see Target.peer_address and peer_listen)
     peer: str = ""
     # the unit of work its host cost is given per (metrics.WORK: "GB" when the
     # parser counts bytes moved, "1000tx" when it counts transactions)
@@ -386,18 +387,18 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("net_stream_tx", "net", "iperf3, one TCP stream from the target to an iperf3 server on the host "
              "(through the target's NIC; local: loopback)", "iperf3", ("iperf3",),
              "iperf3 -c $4 -p $3 -t $2 -J", (Figure("gbit_per_s", "Gbit/s", "higher", "throughput sent"),),
-             iperf3("sum_sent"), peer="iperf3 -s -p {port}", work="GB"),
+             iperf3("sum_sent"), peer="iperf3 -s -p {port} -B {bind}", work="GB"),
     Workload("net_stream_rx", "net", "iperf3 -R, one TCP stream from an iperf3 server on the host to the target",
              "iperf3", ("iperf3",), "iperf3 -c $4 -p $3 -t $2 -R -J",
              (Figure("gbit_per_s", "Gbit/s", "higher", "throughput received"),),
-             iperf3("sum_received"), peer="iperf3 -s -p {port}", work="GB"),
+             iperf3("sum_received"), peer="iperf3 -s -p {port} -B {bind}", work="GB"),
     Workload("net_rr", "net", "sockperf ping-pong over TCP, 14-byte messages (its smallest), one at a time, to a "
              "sockperf server on the host: request/response", "sockperf", ("sockperf",),
              "sockperf ping-pong --tcp -i $4 -p $3 -t $2 -m 14 --full-rtt",
              (Figure("tx_per_s", "tx/s", "higher", "round trips per second"),
               Figure("p50_us", "us", "lower", "median round-trip time"),
               Figure("p99_us", "us", "lower", "99th percentile round-trip time")),
-             sockperf, peer="sockperf server --tcp -p {port}", work="1000tx"),
+             sockperf, peer="sockperf server --tcp -p {port} -i {bind}", work="1000tx"),
     # stress-ng stressors matching agent rows: a cross-check of the agent's figures
     Workload("stress_fork", "stress", "stress-ng --fork 1 (cf. the agent's forkwait)", "stress-ng",
              ("stress-ng",), STRESS.format(stressor="fork"),

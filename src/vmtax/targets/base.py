@@ -137,9 +137,15 @@ class Target(ABC):
         return False
 
     def peer_address(self) -> str | None:
-        """The address at which a peer on the host's loopback is reached from
-        inside this target (None: the target has no way out)."""
+        """The address at which a peer on the host is reached from inside
+        this target (None: the target has no way out)."""
         return None
+
+    def peer_listen(self) -> tuple[str, object]:
+        """Where a host-side peer for this target listens: the one address
+        it binds and the network namespace it runs in (a netns.NetNs that
+        vmtax made; None: the host's own, where it binds loopback)."""
+        return "127.0.0.1", None
 
     def agent_extra_args(self) -> list[str]:
         out = []

@@ -6,10 +6,13 @@ which one was used.
 Options: engine=podman|unshare|auto (default auto: podman if a container
 actually starts, else unshare); net=none|host|bridge|slirp4netns (default
 none: loopback only).  host shares the host's network stack (the peers of
-the net suite on the host's loopback); bridge is podman's default network
-(a veth on podman's bridge, the host at its gateway); slirp4netns is the
-rootless user-mode stack (the host at 10.0.2.2).  unshare offers none and
-host.
+the net suite on the host's loopback); bridge is the shape of podman's
+default network -- a veth from the container to a Linux bridge, the host's
+side at the bridge's address, the container's default route -- with that
+host side in a network namespace vmtax makes for the run (netns.py), its
+peers beside it: the host's own interfaces and routes are never touched;
+slirp4netns is the rootless user-mode stack (the host's loopback at
+10.0.2.2).  unshare offers none and host.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from functools import lru_cache
 from .. import guest
 from ..errors import TargetError, UserError
 from ..hostproc import pid_alive
+from ..netns import NetNs
 from .channel import ChannelTarget
 
 # What this machine's podman needs (rootless limits are low inside a microVM).
@@ -112,6 +116,8 @@ class ContainerTarget(ChannelTarget):
         self.host_seen_at: str | None = None  # the host's address from inside, once started
         self.engine: str | None = None
         self.engine_note = ""
+        self.side: NetNs | None = None   # net=bridge: the host's side, with the peers
+        self.inner: NetNs | None = None  # net=bridge: the container's namespace
         # the controller's pid in the name: a later run removes what a killed one left
         self.container_name = f"vmtax-{os.getpid()}-{uuid.uuid4().hex[:10]}"
 
@@ -139,7 +145,8 @@ class ContainerTarget(ChannelTarget):
         root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()
-            net = "slirp4netns:allow_host_loopback=true" if self.net == "slirp4netns" else self.net
+            net = (self._bridge() if self.net == "bridge" else
+                   "slirp4netns:allow_host_loopback=true" if self.net == "slirp4netns" else self.net)
             argv = PODMAN_RUN + ["--network", net, "--name", self.container_name,
                                  "--env", "VMTAX_STDERR=/dev/stderr", "--rootfs", root, *SHELL]
         else:
@@ -149,11 +156,35 @@ class ContainerTarget(ChannelTarget):
                     "--kill-child", "/bin/sh", "-c", UNSHARE_ROOT, "sh", root, init]
         return self.spawn(argv)
 
+    BRIDGE_HOST, BRIDGE_INSIDE = "10.213.0.1", "10.213.0.2/24"
+
+    def _bridge(self) -> str:
+        """Two namespaces of vmtax's own, the host's side (a bridge with its
+        address) and the container's (a veth to that bridge, its default
+        route to the bridge's address): podman's network `ns:` joins it."""
+        self.side = NetNs(f"{self.name}: net=bridge")
+        self.inner = NetNs(f"{self.name}: net=bridge")
+        for argv in (["ip", "link", "add", "vmtaxbr0", "type", "bridge"],
+                     ["ip", "addr", "add", f"{self.BRIDGE_HOST}/24", "dev", "vmtaxbr0"],
+                     ["ip", "link", "set", "vmtaxbr0", "up"],
+                     ["ip", "link", "add", "veth0", "type", "veth", "peer", "name", "eth0",
+                      "netns", str(self.inner.pid)],
+                     ["ip", "link", "set", "veth0", "master", "vmtaxbr0", "up"]):
+            self.side.run(argv)
+        for argv in (["ip", "addr", "add", self.BRIDGE_INSIDE, "dev", "eth0"], ["ip", "link", "set", "eth0", "up"],
+                     ["ip", "route", "add", "default", "via", self.BRIDGE_HOST]):
+            self.inner.run(argv)
+        return f"ns:{self.inner.path}"
+
     def stop(self) -> None:
         super().stop()
         if self.engine == "podman":  # conmon outlives the client: remove the container itself
             subprocess.run(["podman", "rm", "-f", "-t", "0", self.container_name],
                            capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        for ns in (self.side, self.inner):
+            if ns is not None:
+                ns.close()
+        self.side = self.inner = None
 
     def after_boot(self) -> None:
         self.host_seen_at = {"host": "127.0.0.1", "slirp4netns": "10.0.2.2"}.get(self.net)
@@ -167,6 +198,9 @@ class ContainerTarget(ChannelTarget):
 
     def peer_address(self) -> str | None:
         return self.host_seen_at
+
+    def peer_listen(self) -> tuple[str, object]:
+        return (self.BRIDGE_HOST, self.side) if self.net == "bridge" and self.side else super().peer_listen()
 
     def memory_need_mb(self) -> float:
         return 64.0  # podman's client and conmon, busybox sh and the agent: ~35 MiB here
@@ -182,6 +216,9 @@ class ContainerTarget(ChannelTarget):
 
     def own_facts(self) -> dict:
         return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note, "net": self.net,
+                **({"bridge": f"vmtaxbr0 {self.BRIDGE_HOST}/24 in network namespace {self.side.describe()}, "
+                              f"the container's veth {self.BRIDGE_INSIDE} in {self.inner.describe()}"}
+                   if self.side and self.inner else {}),
                 **self.probe_facts()}
 
     def info(self):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import TargetError, UserError
+from ..netns import NetNs, netns_allowed
 
 MOUNT = "/mnt/disk"
 IMAGE_PARENT = "/var/tmp"
@@ -75,10 +76,11 @@ NETS = ("user", "tap")
 # QEMU's user-mode network (slirp): the guest is 10.0.2.15, and 10.0.2.2 is
 # the host's loopback as seen from it: where the host-side peers listen
 GUEST_ADDR, HOST_FROM_GUEST = "10.0.2.15/24", "10.0.2.2"
-# net=tap: each guest's tap is a /30 of its own in this range, the host .1
-# and the guest .2, routed by the host's kernel (no bridge: nothing else
-# shares the link)
-TAP_NET = (10, 213)
+# net=tap: each guest's tap lives in a network namespace of its own that
+# vmtax makes (netns.py), the host's end of a /30 on it and the peers beside
+# it: the guest's traffic crosses the host kernel's network stack, never
+# the host's own namespace, so every guest can have the same addresses
+TAP_HOST, TAP_GUEST = "10.213.0.1", "10.213.0.2/30"
 IMAGES = ("raw", "qcow2")
 CACHES = ("none", "writeback")
 BACKINGS = ("file", "block")
@@ -297,54 +299,58 @@ IFF_TAP, IFF_NO_PI, IFF_VNET_HDR = 0x0002, 0x1000, 0x4000
 
 
 def tap_allowed() -> str | None:
-    """Why this user cannot make a tap device, or None."""
+    """Why this user cannot make a tap device in a namespace, or None."""
     if not os.path.exists("/dev/net/tun"):
         return "there is no /dev/net/tun (load the tun module)"
     if os.geteuid() != 0:
         return "a tap device and its address need root (CAP_NET_ADMIN): run as root, or use net=user"
-    return None
+    return netns_allowed()
 
 
 class Tap:
-    """A tap device for one guest with the host's end of a /30 on it: the
-    guest's traffic crosses the host's own network stack, as with a bridged
-    or routed tap in production, not QEMU's user-mode TCP/IP.  It is not
-    persistent: the kernel removes it, address and route included, when the
-    last holder of its descriptor closes it -- vmtax and the QEMU it is
-    handed to -- whatever killed whom, so nothing needs sweeping."""
+    """A tap device for one guest, made inside a network namespace of its
+    own with the host's end of a /30 on it: the guest's traffic crosses the
+    host kernel's network stack, as with a bridged or routed tap in
+    production, not QEMU's user-mode TCP/IP -- and not the host's own
+    namespace, whose interfaces and routes stay as they were.  It is not
+    persistent: the kernel removes it when the last holder of its
+    descriptor closes it (vmtax and the QEMU it is handed to), and the
+    namespace goes with its holder, whatever killed whom."""
 
     def __init__(self):
         self.fd: int | None = None
+        self.ns: NetNs | None = None
         why = tap_allowed()
         if why:
             raise TargetError(f"net=tap: {why}")
         try:
-            self.fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
-        except OSError as e:
-            raise TargetError(f"net=tap: cannot open /dev/net/tun: {e.strerror}") from None
-        try:
-            ifr = fcntl.ioctl(self.fd, TUNSETIFF,
-                              struct.pack("16sH22x", b"vmtax%d", IFF_TAP | IFF_NO_PI | IFF_VNET_HDR))
+            self.ns = NetNs("net=tap")
+            with self.ns.entered():  # the tap is made where /dev/net/tun is opened
+                self.fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+                ifr = fcntl.ioctl(self.fd, TUNSETIFF,
+                                  struct.pack("16sH22x", b"vmtax%d", IFF_TAP | IFF_NO_PI | IFF_VNET_HDR))
             self.name = ifr[:16].rstrip(b"\0").decode()
-            index = int(Path(f"/sys/class/net/{self.name}/ifindex").read_text())
-            # unique among the taps alive at once: their ifindexes differ
-            n = index % (256 * 64)
-            base = f"{TAP_NET[0]}.{TAP_NET[1]}.{n // 64}.{(n % 64) * 4}"
-            self.host = base.rsplit(".", 1)[0] + f".{(n % 64) * 4 + 1}"
-            self.guest = base.rsplit(".", 1)[0] + f".{(n % 64) * 4 + 2}/30"
-            _run(["ip", "addr", "add", f"{self.host}/30", "dev", self.name], f"net=tap: address {self.name}")
-            _run(["ip", "link", "set", self.name, "up"], f"net=tap: bring up {self.name}")
+            self.host, self.guest = TAP_HOST, TAP_GUEST
+            self.ns.run(["ip", "addr", "add", f"{self.host}/30", "dev", self.name])
+            self.ns.run(["ip", "link", "set", self.name, "up"])
         except (OSError, TargetError) as e:
             self.close()
             if isinstance(e, TargetError):
                 raise
             raise TargetError(f"net=tap: cannot make a tap device: {e.strerror or e}") from None
 
+    def describe(self) -> str:
+        return f"{self.name} in network namespace {self.ns.describe()}: host {self.host}, guest {self.guest}"
+
     def close(self) -> None:
-        """vmtax's descriptor; the device goes when QEMU's goes too."""
+        """vmtax's descriptor and the namespace's holder; the device goes
+        when QEMU's descriptor goes too."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        if self.ns is not None:
+            self.ns.close()
+            self.ns = None
 
 
 def link_exists(name: str) -> bool:

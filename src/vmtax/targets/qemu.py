@@ -239,6 +239,11 @@ class QemuTarget(ChannelTarget):
             return None
         return self.tap.host if self.net == "tap" and self.tap else devices.HOST_FROM_GUEST
 
+    def peer_listen(self) -> tuple[str, object]:
+        """net=tap: the tap's host end, in its namespace; net=user: the
+        host's loopback, which slirp's 10.0.2.2 leads to."""
+        return (self.tap.host, self.tap.ns) if self.net == "tap" and self.tap else super().peer_listen()
+
     def _disk_args(self) -> list[str]:
         if self.disk == "none":
             return []
@@ -283,8 +288,7 @@ class QemuTarget(ChannelTarget):
                 # KVM user runs; it needs KVM's ioeventfds, so not under TCG
                 vhost = "on" if accel == "kvm" and os.path.exists("/dev/vhost-net") else "off"
                 netdev = f"tap,id=n0,fd={self.tap.fd},vhost={vhost}"
-                self.tap_link = (f"{self.tap.name}: host {self.tap.host}, guest {self.tap.guest}, "
-                                 f"vhost-net {vhost}")
+                self.tap_link = f"{self.tap.describe()}, vhost-net {vhost}"
             else:
                 append += [f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}"]
             nic = ["-netdev", netdev, "-device", f"{devices.NICS[self.nic].device},netdev=n0"]
