@@ -167,3 +167,16 @@ def test_small_ratios_keep_their_digits():
     from vmtax.report.scoreboard import _ratio
     assert _ratio(0.0109) == "0.0109" and _ratio(0.004) == "0.004" and _ratio(1.234) == "1.23"
     assert _ratio(81.37) == "81.4" and _ratio(123.4) == "123"
+
+
+def test_a_compare_that_produced_no_ratio_says_so_and_exits_1(capsys, db):
+    """Samples of a minute each against a 10 s budget: the budget is said to
+    be too small before starting, no row is begun, and the run says it has
+    no ratio (exit 1), not a silent 0."""
+    code = vmtax("compare", "fake", "fake:scale=2", "--bench", "getppid", "--min-time-ms", "60000",
+                 "--max-time", "10s", db=db)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "vmtax: a budget of 10s cannot buy two blocks of every row" in err
+    assert re.search(r"vmtax: run \S+ produced no ratio", err)
+    assert "Traceback" not in err

@@ -1,4 +1,6 @@
 """The runner against the fake target: stopping rules, interleaving, errors."""
+import time
+
 from vmtax.analysis import analyse
 from vmtax.model import BenchSpec
 from vmtax.runner import RunConfig, Runner, run_session
@@ -370,3 +372,42 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db):
     runner.run()
     # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; pass 2 runs one
     assert sorted({s.block for s in store.load("r").samples if not s.counting}) == [0, 1, 2]
+
+
+# -- honest budgets: nothing begun that cannot end by the budget plus its grace --------
+def test_the_grace_is_a_tenth_of_the_budget_within_5_and_60_s():
+    from vmtax.runner import grace_s
+    assert grace_s(10) == 5 and grace_s(300) == 30 and grace_s(3600) == 60
+
+
+def test_a_row_whose_first_block_cannot_fit_is_not_begun_and_says_why(db):
+    # 8 batches of 60 s per target: far past a 10 s budget and its 5 s grace
+    status, data = _run(["fake", "fake:scale=2"], [A], db, max_time=10, min_time_ms=60000)
+    assert status == "complete"
+    for t in ("fake", "fake:scale=2"):
+        how, why = data.outcomes[(t, "getppid")]
+        assert how == "budget" and why.startswith("not begun: its first block needs at least 960 s"), why
+    assert not data.samples
+
+
+def test_a_process_still_running_at_budget_plus_grace_is_stopped(db):
+    """Samples of 4 s, a process of 4 of them, a budget of 3 s: the run ends
+    at the budget plus its 5 s grace, not when the process would (16 s and
+    more); what was measured is kept and the row ends 'budget'."""
+    t0 = time.monotonic()
+    status, data = _run(["fake:delay=4"], [A, B], db, max_time=3, min_time_ms=0, clock=time.monotonic)
+    took = time.monotonic() - t0
+    assert status == "complete" and took < 3 + 5 + 2, took
+    for b in ("getppid", "segv"):
+        how, why = data.outcomes[("fake:delay=4", b)]
+        assert how == "budget" and "budget plus its grace" in why, (b, how, why)
+
+
+def test_the_budget_needed_for_two_blocks_is_said_before_starting():
+    from vmtax import suite
+    from vmtax.runner import budget_shortfall
+    cfg = RunConfig(max_time=300, tool_seconds=2)
+    apps = [s for s in suite.select(["apps"], None)]
+    line = budget_shortfall(apps, 4, cfg)
+    assert line.startswith("a budget of 5m00s cannot buy two blocks of every row") and "--max-time" in line
+    assert budget_shortfall([A, B], 2, cfg) == ""

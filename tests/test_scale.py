@@ -183,3 +183,26 @@ def test_check_memory_passes_what_fits():
     scale.check_memory(FakeTarget("fake", {}), 10, available=1000.0)
     with pytest.raises(UserError, match="at most|fit"):
         scale.check_memory(FakeTarget("fake", {}), 1000, available=1000.0)
+
+
+def test_a_hung_copy_ends_the_run_at_the_budget_plus_its_grace(db):
+    """A copy whose samples take a minute each, a budget of 2 s: the round
+    is stopped at the budget plus its 5 s grace (not the 300 s round
+    timeout), the row ends 'budget' with the reason, and the copies stop."""
+    import time
+    made = []
+
+    def make(i):
+        t = FakeTarget(f"fake #{i + 1}", {"delay": "60"} if i == 1 else {})
+        made.append(t)
+        return t
+    cfg = scale.ScaleConfig(instances=(2,), round_time=0.05, min_rounds=2, max_rounds=2, max_time=2)
+    t0 = time.monotonic()
+    with Store(db) as store:
+        run_id, status, failure = scale.run_scale("fake", make, cfg, suite.select(None, ["getppid"]), store,
+                                                  "test", lambda text: None)
+        data = store.load(run_id)
+    assert time.monotonic() - t0 < 2 + 5 + 3
+    assert status == "complete" and not failure
+    how, why = data.outcomes[("fake x2", "getppid")]
+    assert how == "budget" and "stopped at --max-time plus its grace (5 s)" in why

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shlex
@@ -22,7 +23,7 @@ from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard,
 from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report.units import parse_duration, parse_precision
-from .runner import RunConfig, run_session
+from .runner import RunConfig, budget_shortfall, run_session
 from .store import Store, default_db_path, redact
 from .suite import workloads
 from . import inventory as inventories
@@ -165,6 +166,9 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
     say(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
         f"results in {store.location}", sys.stderr)
+    short = budget_shortfall(specs, len(targets), cfg)
+    if short:
+        say(f"vmtax: {short}", sys.stderr)
     try:
         run_id, status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
                                               notes={"skipped_targets": skipped} if skipped else None)
@@ -209,7 +213,24 @@ def _report(store: Store, run_id: str, args) -> int:
         return EXIT_INTERRUPTED
     if data.status in ("failed", "abandoned"):
         return EXIT_FAIL
+    empty = nothing_measured(data, ms, cs)
+    if empty:
+        say(f"vmtax: {empty}", sys.stderr)
+        return EXIT_FAIL
     return EXIT_BENCH_ERROR if any(m.stopped_by == "error" for m in ms) else EXIT_OK
+
+
+def nothing_measured(data, ms, cs) -> str:
+    """Why a finished run has nothing to show ('' when it has): a compare
+    without one ratio, a run without one measurement."""
+    if data.kind == "compare" and len(data.targets) > 1:
+        if any(math.isfinite(c.ratio) and c.ratio > 0 for c in cs):
+            return ""
+        return (f"run {data.id} produced no ratio: no row has a sample on the baseline and a candidate "
+                f"(see each row's reason; a larger --max-time buys the first blocks)")
+    if any(m.summary is not None and m.summary.n > 0 for m in ms):
+        return ""
+    return f"run {data.id} produced no measurement (see each row's reason)"
 
 
 def cmd_run(args) -> int:

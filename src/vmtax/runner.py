@@ -45,6 +45,7 @@ from .metrics import WORK
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import start_peer
 from .proc import ChildFailed, kill_group
+from .report.units import fmt_duration
 from .store import Store
 from .suite import workloads
 from .suite.workloads import ParseError, Workload
@@ -120,6 +121,57 @@ def jobs_of(specs: list[BenchSpec]) -> list[Job]:
             grouped[w.name] = [spec]
             jobs.append(Job((), w))
     return [Job(tuple(grouped[j.workload.name]), j.workload) if j.workload else j for j in jobs]
+
+
+def grace_s(max_time: float) -> float:
+    """How far past --max-time a run may go at most: 10% of it, at least
+    5 s and at most 60 s.  No block is begun that is expected to end past
+    the budget, and every process still running at budget + grace is
+    stopped (its row ends 'budget'), so a slow target or a hung tool cannot
+    stretch the run."""
+    return min(60.0, max(5.0, 0.1 * max_time))
+
+
+class BudgetSpent(Exception):
+    """The budget and its grace are spent: the run stops where it is."""
+
+
+def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
+    """Seconds a job's first block takes at the least: on every target, an
+    agent row's calibration process and one timed process (their samples'
+    --min-time-ms alone), a workload's warmup run and one run (a tool run
+    for --tool-seconds when its script takes the duration)."""
+    if job.workload is not None:
+        per_run = cfg.tool_seconds if "$2" in job.workload.script else 0.1
+        return targets * 2 * per_run
+    batches = (1 + Runner.CALIBRATION_SAMPLES) + (cfg.warmup + cfg.samples_per_process)
+    return targets * batches * cfg.min_time_ms / 1000
+
+
+def two_blocks_floor(jobs: list[Job], targets: int, cfg: RunConfig) -> float:
+    """Seconds two blocks of every row take at the least (the first with
+    its calibration or warmup runs): what a budget must buy for every row to
+    have a ratio at all."""
+    total = 0.0
+    for job in jobs:
+        first = first_block_floor(job, targets, cfg)
+        total += first + (first / 2 if job.workload is not None else
+                          targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000)
+    return total
+
+
+def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> str:
+    """One line when --max-time cannot buy two blocks of every row (the
+    fewest with a ratio and a spread), with the budget that would; ''."""
+    jobs = [j for j in jobs_of(specs) if not (j.workload and j.workload.missing())]
+    need = two_blocks_floor(jobs, targets, cfg)
+    if need <= cfg.max_time * Runner.FIRST_PASS:
+        return ""
+    enough = math.ceil(need / Runner.FIRST_PASS / 60) * 60
+    return (f"a budget of {fmt_duration(cfg.max_time)} cannot buy two blocks of every row: on {targets} "
+            f"target{'s' if targets > 1 else ''} they need at least {fmt_duration(need)} (slow targets take "
+            f"longer), more than the first pass's {Runner.FIRST_PASS:.0%} of the budget; a row the budget does "
+            f"not reach is not begun and ends 'budget' -- give --max-time {fmt_duration(enough)}, or fewer rows")
 
 
 def free_port() -> int:
@@ -235,6 +287,9 @@ class Runner:
         end past its share (_past); only a row's first block always runs."""
         t0 = self.clock()
         self._t0, self._durations = t0, []
+        # the hard stop, on this clock (what is begun) and on the real one (process timeouts)
+        self._hard_end = t0 + self.cfg.max_time + grace_s(self.cfg.max_time)
+        self._hard_end_real = time.monotonic() + self.cfg.max_time + grace_s(self.cfg.max_time)
         by_spec = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
         states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
         for job, sts in zip(self.jobs, states):
@@ -265,13 +320,24 @@ class Runner:
                 self._timed(index, job, states[index], self._pass2_share(
                     need[index], left, len(pending) - k, self._next_block_s(job)), final=True)
         except KeyboardInterrupt:
-            unfinished = ([current] if current else []) + [self.jobs[i] for i in pending]
-            for name in (s.name for job in unfinished for s in job.specs):
-                for target in by_spec[name]:
-                    if (target, name) not in self._recorded:
-                        self.store.set_outcome(self.run_id, target, name, "interrupted")
+            self._close(([current] if current else []) + [self.jobs[i] for i in pending], by_spec, "interrupted")
             return "interrupted"
+        except BudgetSpent:
+            later = self.jobs[self.jobs.index(current) + 1:] if current else []
+            self._close(([current] if current else []) + [self.jobs[i] for i in pending] + later, by_spec,
+                        "budget", f"stopped at the budget plus its grace ({grace_s(self.cfg.max_time):.0f} s)")
         return "complete"
+
+    def _close(self, jobs: list[Job], by_spec: dict[str, dict[str, TargetState]], how: str,
+               reason: str = "") -> None:
+        """Every row of these jobs not recorded yet ends `how` (a target
+        that failed or was skipped keeps its own outcome)."""
+        for name in dict.fromkeys(s.name for job in jobs for s in job.specs):
+            for target, st in by_spec[name].items():
+                if (target, name) not in self._recorded:
+                    self.store.set_outcome(self.run_id, target, name, st.done or how,
+                                           st.reason if st.done else reason)
+                    self._recorded.add((target, name))
 
     PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
 
@@ -339,6 +405,8 @@ class Runner:
         states = sts[0]
         if until_enough and self._enough(states):
             return "budget"
+        if not self._block_s.get(job.name) and not self._fits_first(job, states):
+            return "budget"
         while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
             self._calibrate(job.specs[0], states)
         while True:
@@ -376,6 +444,27 @@ class Runner:
                 return "precision"
             if self.clock() >= deadline or (until_enough and self._enough(states)):
                 return "budget"
+
+    def _fits_first(self, job: Job, states: dict[str, TargetState]) -> bool:
+        """Whether a row's first block can end by the budget plus its grace;
+        if not, the row is not begun and its targets say why."""
+        need = first_block_floor(job, sum(1 for st in states.values() if st.done is None), self.cfg)
+        left = self._hard_end - self.clock()
+        if need <= left:
+            return True
+        for st in states.values():
+            if st.done is None:
+                st.done, st.reason = "budget", (f"not begun: its first block needs at least {need:.0f} s and "
+                                                f"{max(0.0, left):.0f} s were left of the budget and its grace")
+        return False
+
+    def _timeout(self, own: float) -> float:
+        """A process's timeout: its own, but never past the hard stop."""
+        return max(0.1, min(own, self._hard_end_real - time.monotonic()))
+
+    def _spent_all(self) -> bool:
+        """Whether the hard stop has come (a process that failed then was stopped by it)."""
+        return time.monotonic() >= self._hard_end_real - 0.05
 
     def _past(self, job: Job, deadline: float) -> bool:
         """Whether this job's next block would end past the deadline: then it
@@ -578,7 +667,7 @@ class Runner:
             args += ["--cpu", str(target.agent_cpu())]
         started, iters, per_iter = time.time(), None, []
         try:
-            for line in target.run_agent(args + target.agent_extra_args(), timeout=c.agent_timeout):
+            for line in target.run_agent(args + target.agent_extra_args(), timeout=self._timeout(c.agent_timeout)):
                 if not line.strip():
                     continue
                 msg = parse_line(line)
@@ -594,10 +683,10 @@ class Runner:
                     raise AgentError(str(msg.get("message", "agent error"))[:500])
             if iters is None and st.done is None:
                 raise AgentError("the agent calibrated nothing")
-        except (AgentError, TargetError) as e:
-            st.done, st.reason, iters = "error", str(e), None
-        except ChildFailed as e:
-            st.done, st.reason, iters = "error", f"agent {e}", None
+        except (AgentError, TargetError, ChildFailed) as e:
+            if self._spent_all():
+                raise BudgetSpent from None
+            st.done, st.reason, iters = "error", f"agent {e}" if isinstance(e, ChildFailed) else str(e), None
         self.store.add_process(self.run_id, process, target.name, spec.name, -1, 0, started, None, time.time(),
                                {"error": "error", "skipped": "skipped"}.get(st.done, "calibration"))
         return iters, statistics.median(per_iter) if iters is not None and per_iter else None
@@ -615,7 +704,7 @@ class Runner:
         mark = None  # the probe's reading when the counted batch began
         try:
             for line in target.run_agent(self.agent_args(target, spec, st, counting),
-                                         timeout=self.cfg.agent_timeout):
+                                         timeout=self._timeout(self.cfg.agent_timeout)):
                 if not line.strip():
                     continue
                 first = first or time.time()
@@ -641,10 +730,10 @@ class Runner:
                     finished = True
             if not finished and st.done is None:
                 raise AgentError("the agent stopped without finishing")
-        except (AgentError, TargetError) as e:
-            st.done, st.reason = "error", str(e)
-        except ChildFailed as e:
-            st.done, st.reason = "error", f"agent {e}"
+        except (AgentError, TargetError, ChildFailed) as e:
+            if self._spent_all():
+                raise BudgetSpent from None
+            st.done, st.reason = "error", f"agent {e}" if isinstance(e, ChildFailed) else str(e)
         finally:
             if probe is not None:
                 probe.disable()
@@ -684,7 +773,7 @@ class Runner:
                 if w.peer:
                     peer = start_peer(w, port, target.host_cpu, *target.peer_listen())
                 cost0, t0 = host_cost(target), time.monotonic()
-                for line in target.run_tool(argv, timeout=w.timeout):
+                for line in target.run_tool(argv, timeout=self._timeout(w.timeout)):
                     first = first or time.time()
                     out.append(line)
                 cost1, t1 = host_cost(target), time.monotonic()
@@ -703,6 +792,8 @@ class Runner:
             finally:
                 if peer is not None:
                     kill_group(peer)
+            if error and self._spent_all():
+                raise BudgetSpent
             if not error:
                 for st, s in zip(sts, samples):
                     self.store.add_sample(self.run_id, s)

@@ -43,7 +43,7 @@ from .errors import AgentError, StoreError, TargetError, UserError
 from .hostproc import host_cpu_times, mem_available_mb, pss_mb
 from .model import BenchSpec, Sample, TargetInfo
 from .proc import ChildFailed
-from .runner import Job, free_port, jobs_of, new_run_id
+from .runner import BudgetSpent, Job, free_port, grace_s, jobs_of, new_run_id
 from .scaling import instance_rates, is_throughput, rate_unit
 from .stats import jain, summarize
 from .store import Store
@@ -311,6 +311,7 @@ class ScaleRun:
         self.skipped: dict[str, str] = {}
         self._process = 0
         self.t0 = time.monotonic()
+        self.hard_end = self.t0 + cfg.max_time + grace_s(cfg.max_time)  # see runner.grace_s
 
     def run(self) -> None:
         pool = Pool(self.text, self.make, workloads.provision(self.specs), self.cfg.pin, self.cpus, self.note)
@@ -328,10 +329,30 @@ class ScaleRun:
                     left = max(0.0, self.cfg.max_time - (time.monotonic() - self.t0))
                     share = left / items
                     items -= 1
-                    self._measure(job, stage, copies, facts, time.monotonic() + share)
+                    try:
+                        self._measure(job, stage, copies, facts, time.monotonic() + share)
+                    except BudgetSpent:
+                        self._store_stage(position, stage, copies, facts)  # its rounds so far
+                        raise
                     self._store_stage(position, stage, copies, facts)
+        except BudgetSpent as e:
+            self.note(f"vmtax: {e}")
         finally:
             pool.close()
+
+    def _timeout(self) -> float:
+        """A round's (or calibration's) timeout, never past budget + grace."""
+        return max(0.1, min(self.cfg.timeout, self.hard_end - time.monotonic()))
+
+    def _cut(self, e: Exception, stage: str, names: list[str]) -> None:
+        """A failure at the hard stop is the budget's, not the target's:
+        the rows end 'budget' and the run stops (BudgetSpent)."""
+        if time.monotonic() < self.hard_end - 0.05:
+            return
+        why = f"stopped at --max-time plus its grace ({grace_s(self.cfg.max_time):.0f} s): {e}"
+        for name in names:
+            self.store.set_outcome(self.run_id, stage, name, "budget", why[:500])
+        raise BudgetSpent(why) from None
 
     def _store_stage(self, position: int, stage: str, copies: list[Target], facts: dict) -> None:
         first = copies[0].info()  # its facts: the agent's --env, once; the others' own figures
@@ -352,7 +373,11 @@ class ScaleRun:
             return
         tool = job.workload is not None
         if not tool and job.name not in self.iters:
-            self.iters[job.name] = self._calibrate(copies[0], job.specs[0], stage)
+            try:
+                self.iters[job.name] = self._calibrate(copies[0], job.specs[0], stage)
+            except (TargetError, AgentError) as e:
+                self._cut(e, stage, names)
+                raise
             if job.name in self.skipped:
                 self.store.set_outcome(self.run_id, stage, job.name, "skipped", self.skipped[job.name])
                 return
@@ -360,7 +385,11 @@ class ScaleRun:
         for name in names:
             facts["rounds"][name] = []
         for r in range(self.cfg.max_rounds):
-            res = run_round(copies, self._argv_maker(job), tool, self.cfg.timeout, memory=r == 0)
+            try:
+                res = run_round(copies, self._argv_maker(job), tool, self._timeout(), memory=r == 0)
+            except TargetError as e:
+                self._cut(e, stage, names)
+                raise
             samples = self._samples(job, stage, copies, r, res)
             if samples is None:  # skipped in the copies
                 for name in names:
@@ -411,7 +440,7 @@ class ScaleRun:
             args += ["--cpu", str(target.agent_cpu())]
         started, iters = time.time(), None
         try:
-            for line in target.run_agent(args + target.agent_extra_args(), timeout=self.cfg.timeout):
+            for line in target.run_agent(args + target.agent_extra_args(), timeout=self._timeout()):
                 if not line.strip():
                     continue
                 msg = parse_line(line)

@@ -5,7 +5,8 @@ distribution, so tests need no timing.  Never for measuring anything.
 Options: scale (multiplies every mean), noise (relative sd of a sample),
 process_noise (relative sd of a per-process offset: samples of one process
 share it, as real processes share their memory layout and CPU), seed,
-delay (seconds per sample), skip=NAME, crash=NAME (dies mid-benchmark, in a timed process),
+delay (seconds per sample; a process is stopped at its timeout, as a real
+agent is), skip=NAME, crash=NAME (dies mid-benchmark, in a timed process),
 garbage=NAME (prints a malformed line mid-benchmark; a workload: output its
 parser refuses), host_noise and
 host_rho (a slowdown shared by every fake target, as a busy host's is: a
@@ -51,7 +52,7 @@ class FakeTarget(Target):
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
-            return self._run(args[1], args[2:])
+            return self._run(args[1], args[2:], timeout)
         if args == ["--env"]:
             return iter([json.dumps({"schema": 1, "type": "env", "kernel": "fake",
                                      "cpu_model": "fake cpu", "hostname": self.name})])
@@ -103,7 +104,8 @@ class FakeTarget(Target):
         return {"page_faults": 1.0 * self.scale, "context_switches": 0.01 * self.scale,
                 "cpu_user_ns": value * 0.25, "cpu_sys_ns": value * 0.75}
 
-    def _run(self, bench: str, rest: list[str]) -> Iterator[str]:
+    def _run(self, bench: str, rest: list[str], timeout: float = math.inf) -> Iterator[str]:
+        end = time.monotonic() + timeout  # a real agent is killed there (proc.stream_lines)
         opts = dict(zip(rest[::2], rest[1::2]))
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
         count = int(opts.get("--count", 0))
@@ -119,6 +121,9 @@ class FakeTarget(Target):
                     ops_per_iter=1, overhead=0.01, unit="ns")
         for s in range(warmup + samples + count):
             if self.delay:
+                if time.monotonic() + self.delay > end:
+                    time.sleep(max(0.0, end - time.monotonic()))
+                    raise ChildFailed(-9, "", timed_out=True)
                 time.sleep(self.delay)
             if self.options.get("garbage") == bench and s == 2:
                 yield "this is not json"
