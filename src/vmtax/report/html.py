@@ -12,59 +12,14 @@ from html import escape
 from .. import __version__
 from ..model import Comparison, Measurement, RunData
 from . import explain, plots
+from .htmlkit import CSP, CSS, SORT_JS
+from .htmlkit import table, td
 from .facts import FACT_HEADER, fact_rows, target_notes, warnings
+from .scale import html_section
 from .scoreboard import geomeans, precise
 from .units import fmt_duration, fmt_pct, fmt_value
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;
- padding:0 1em;color:#222}
-h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:13px;display:block;overflow-x:auto;max-width:100%}
-th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:right;white-space:nowrap}
-th{background:#f4f4f4;cursor:pointer;user-select:none}th:hover{background:#e8e8e8}
-td.l,th.l{text-align:left}td.wrap{white-space:normal;max-width:28em;text-align:left}
-.sig{color:#b00;font-weight:600}.prec{color:#888}.meta{color:#555}
-.warn{background:#fff4e0;border-left:4px solid #f0a000;padding:.5em 1em;margin:.5em 0}
-.charts{display:flex;flex-wrap:wrap;gap:1em}.charts>figure{margin:0}
-figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}
-code{background:#f4f4f4;padding:0 .3em}
-"""
-
-SORT_JS = """
-document.querySelectorAll('table.sortable th').forEach(function(th, col){
-  th.addEventListener('click', function(){
-    var table = th.closest('table'), body = table.tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
-    var dir = th.dataset.dir === 'asc' ? -1 : 1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
-    rows.sort(function(a, b){
-      var x = a.cells[col], y = b.cells[col];
-      var u = parseFloat(x.dataset.v), v = parseFloat(y.dataset.v);
-      if (!isNaN(u) && !isNaN(v)) return dir * (u - v);
-      return dir * x.textContent.localeCompare(y.textContent);
-    });
-    rows.forEach(function(r){ body.appendChild(r); });
-  });
-});
-"""
-
-
-def _td(text: object, v: float | None = None, cls: str = "") -> str:
-    attrs = f' class="{cls}"' if cls else ""
-    if v is not None and math.isfinite(v):
-        attrs += f' data-v="{v!r}"'
-    return f"<td{attrs}>{escape(str(text))}</td>"
-
-
-def _table(header: list[str], rows: list[str], left: int = 1) -> str:
-    ths = "".join(f'<th class="l">{escape(h)}</th>' if i < left else f"<th>{escape(h)}</th>"
-                  for i, h in enumerate(header))
-    return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-
-
 def _ratio_text(c: Comparison) -> str:
     lo, hi = c.ratio_ci_low, c.ratio_ci_high
     ci = f"{lo:.3f}–{hi:.3f}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
@@ -84,25 +39,25 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
         b = mby.get((base, spec.name))
         if not b:
             continue
-        cells = [_td(spec.suite, cls="l"), _td(spec.name, cls="l"), _td(spec.direction, cls="l")]
+        cells = [td(spec.suite, cls="l"), td(spec.name, cls="l"), td(spec.direction, cls="l")]
         for k in cands:
             c, m = cby.get((k, spec.name)), mby.get((k, spec.name))
             if c and m and m.summary and b.summary:
                 flag = ("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
-                cells += [_td(_ratio_text(c), c.ratio),
-                          _td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
+                cells += [td(_ratio_text(c), c.ratio),
+                          td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
                               m.summary.mean),
-                          _td(flag, cls="l sig" if c.significant else "l prec")]
+                          td(flag, cls="l sig" if c.significant else "l prec")]
             else:
                 why = f"{m.stopped_by}: {m.reason}" if m else "not measured"
-                cells += [_td(why, cls="wrap"), _td("-"), _td("")]
+                cells += [td(why, cls="wrap"), td("-"), td("")]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     legend = ('<p class="meta"><span class="sig">*</span> a difference at the 5% level · '
               '<span class="prec">?</span> the ratio did not reach the precision asked within the '
               "budget · the interval in brackets is the ratio's 95% CI: the ratios a sign-flip test "
               "does not reject, over process means paired block by block (each block in random "
               "order), so host drift cancels and the error rate holds on a noisy host</p>")
-    return legend + _table(header, rows, left=3)
+    return legend + table(header, rows, left=3)
 
 
 def measurements_table(ms: list[Measurement]) -> str:
@@ -111,17 +66,17 @@ def measurements_table(ms: list[Measurement]) -> str:
     rows = []
     for m in ms:
         s, u = m.summary, m.benchmark.unit
-        cells = [_td(m.benchmark.suite, cls="l"), _td(m.benchmark.name, cls="l"), _td(m.target, cls="l")]
+        cells = [td(m.benchmark.suite, cls="l"), td(m.benchmark.name, cls="l"), td(m.target, cls="l")]
         if s:
-            cells += [_td(fmt_value(s.mean, u), s.mean), _td("±" + fmt_pct(s.ci_rel, 2), s.ci_rel),
-                      _td(fmt_value(s.median, u), s.median), _td(fmt_value(s.best3of5, u), s.best3of5),
-                      _td(s.n, s.n)]
+            cells += [td(fmt_value(s.mean, u), s.mean), td("±" + fmt_pct(s.ci_rel, 2), s.ci_rel),
+                      td(fmt_value(s.median, u), s.median), td(fmt_value(s.best3of5, u), s.best3of5),
+                      td(s.n, s.n)]
         else:
-            cells += [_td("-")] * 5
-        cells += [_td(m.processes, m.processes),
-                  _td(m.stopped_by + (f": {m.reason}" if m.reason else ""), cls="wrap")]
+            cells += [td("-")] * 5
+        cells += [td(m.processes, m.processes),
+                  td(m.stopped_by + (f": {m.reason}" if m.reason else ""), cls="wrap")]
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    return _table(header, rows, left=3)
+    return table(header, rows, left=3)
 
 
 def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
@@ -175,19 +130,18 @@ def distribution_charts(data: RunData) -> str:
 def targets_table(data: RunData) -> str:
     rows = []
     for t, facts in zip(data.targets, fact_rows(data)):
-        extra = [_td(f"{t.boot_s:.2f} s" if t.boot_s is not None else "-", t.boot_s),
-                 _td(f"{t.idle_cpu_pct:.1f}%" if t.idle_cpu_pct is not None else "-", t.idle_cpu_pct),
-                 _td(f"{t.mem_overhead_mb:.0f} MiB" if t.mem_overhead_mb is not None else "-",
+        extra = [td(f"{t.boot_s:.2f} s" if t.boot_s is not None else "-", t.boot_s),
+                 td(f"{t.idle_cpu_pct:.1f}%" if t.idle_cpu_pct is not None else "-", t.idle_cpu_pct),
+                 td(f"{t.mem_overhead_mb:.0f} MiB" if t.mem_overhead_mb is not None else "-",
                      t.mem_overhead_mb)]
-        rows.append("<tr>" + "".join(_td(x, cls="l") for x in facts) + "".join(extra) + "</tr>")
-    table = _table(FACT_HEADER + ["boot", "idle CPU", "mem overhead"], rows, left=len(FACT_HEADER))
+        rows.append("<tr>" + "".join(td(x, cls="l") for x in facts) + "".join(extra) + "</tr>")
+    out = table(FACT_HEADER + ["boot", "idle CPU", "mem overhead"], rows, left=len(FACT_HEADER))
     notes = [", ".join(names) + f": {note}" for names, note in target_notes(data)]
-    return table + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
+    return out + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
 
 
 def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     if data.kind == "scale":
-        from .scale import html_section
         return html_section(data)
     cfg = data.config
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))

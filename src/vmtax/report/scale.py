@@ -13,6 +13,7 @@ from html import escape
 from ..model import Estimate, RunData, ScalePoint
 from .. import scaling
 from . import plots, table
+from .htmlkit import table as table_html, td
 from .scoreboard import md_cell
 from .units import _sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
 
@@ -207,7 +208,6 @@ def charts(v: BenchView) -> str:
 
 def html_section(data: RunData) -> str:
     """A scale run's section of the HTML report (report/html.py)."""
-    from .html import _table, _td  # one way to make a sortable table
     views = view(data)
     cfg = data.config
     parts = [f'<section id="run-{escape(data.id)}"><h2>Run {escape(data.id)} · scale · {escape(data.status)}</h2>',
@@ -219,12 +219,12 @@ def html_section(data: RunData) -> str:
         rows = []
         for p in v.points:
             cells = row(p)
-            rows.append("<tr>" + _td(cells[0], p.n) + _td(cells[1], p.overcommit) + _td(cells[2], p.aggregate.value)
-                        + _td(cells[3], scaling.per_instance_spread(p)[0]) + _td(cells[4], p.jain.value)
-                        + _td(cells[5], p.slowdown.value if p.slowdown else None)
-                        + "".join(_td(c) for c in cells[6:9]) + _td(cells[9], cls="l") + "</tr>")
+            rows.append("<tr>" + td(cells[0], p.n) + td(cells[1], p.overcommit) + td(cells[2], p.aggregate.value)
+                        + td(cells[3], scaling.per_instance_spread(p)[0]) + td(cells[4], p.jain.value)
+                        + td(cells[5], p.slowdown.value if p.slowdown else None)
+                        + "".join(td(c) for c in cells[6:9]) + td(cells[9], cls="l") + "</tr>")
         parts += [f"<h3>{escape(v.benchmark)}: throughput in {escape(v.unit)}</h3>",
-                  f'<p class="meta">{escape(v.description)}</p>', _table(HEADER, rows, left=0),
+                  f'<p class="meta">{escape(v.description)}</p>', table_html(HEADER, rows, left=0),
                   "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warnings(data, v)), charts(v)]
     parts += [f'<p class="meta">{escape(NOTES)}</p></section>']
     return "".join(parts)
