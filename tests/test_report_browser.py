@@ -99,3 +99,27 @@ def test_sortable_table_and_screenshot(report, tmp_path):
     p = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,900", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 10000, p.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_history_page_draws_its_trend_and_change_point(tmp_path):
+    """vmtax history --html of eight stored runs (fake targets: the page is
+    what is tested), the last three 3% slower: Chromium renders the trend
+    with its interval band and the change point, and asks for nothing."""
+    db = tmp_path / "h.db"
+    for i in range(8):
+        opts = "noise=0.003,label=cand" + (",scale=1.03" if i >= 5 else "")
+        subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "fake:noise=0.003",
+                        f"fake:{opts}", "--bench", "getppid", "--max-time", "2s", "--precision", "0.3%",
+                        "--cpu", "none"], capture_output=True, timeout=120)
+    page = tmp_path / "history.html"
+    subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "history", "--html", str(page)],
+                   check=True, capture_output=True, timeout=120)
+    dom, requests, err = load(tmp_path, page)
+    assert "<h1>vmtax history</h1>" in dom, err[-2000:]
+    (svg,) = re.findall(r"<svg.*?</svg>", dom, flags=re.S)
+    assert "<path" in svg and "change point" in svg and "95% CI" in svg
+    assert "cand.options.scale: absent → 1.03" in dom
+    assert requests == []
+    shot = tmp_path / "history.png"
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1000,600", page.as_uri())
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,12 +16,13 @@ import signal
 import sys
 import textwrap
 
-from . import __version__, proc, suite
+from . import __version__, proc, suite, watch
 from .analysis import analyse
 from .errors import UserError, VmtaxError
 from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal
 from .report.progress import TerminalProgress
 from .report.safe import inert
+from .report import watch as watch_report
 from .report.units import parse_duration, parse_precision
 from .runner import RunConfig, budget_shortfall, run_session
 from .store import Store, default_db_path, redact
@@ -187,6 +188,7 @@ def _report(store: Store, run_id: str, args) -> int:
     if data.kind == "scale":
         return _scale_report(data, args)
     ms, cs = analyse(data)
+    gate = _gate_of(data, cs, args.gate) if getattr(args, "gate", None) else None
     # with the JSON document on stdout, the tables go to stderr: `--json - | jq` works
     out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
     say(terminal.run_header(data) + "\n", out)
@@ -203,8 +205,13 @@ def _report(store: Store, run_id: str, args) -> int:
     else:
         say(terminal.measurements_table(ms) + "\n", out)
         say(terminal.stop_tally(ms), out)
+    if gate is not None:
+        say("\n" + watch_report.gate_text(gate, data.id), out)
+        if args.junit:
+            _write_text(watch_report.gate_junit(gate, data.id), args.junit)
     if getattr(args, "json", None):
-        _json_out(jsondoc.document(data, ms, cs), args.json)
+        _json_out({**jsondoc.document(data, ms, cs), **({"gate": watch_report.gate_json(gate)} if gate else {})},
+                  args.json)
     if getattr(args, "markdown", None):
         _write_text(markdown.document(data, ms, cs), args.markdown)
     if data.status == "interrupted":
@@ -217,7 +224,112 @@ def _report(store: Store, run_id: str, args) -> int:
     if empty:
         say(f"vmtax: {empty}", sys.stderr)
         return EXIT_FAIL
+    if gate is not None:
+        return gate.exit_code
     return EXIT_BENCH_ERROR if any(m.stopped_by == "error" for m in ms) else EXIT_OK
+
+
+def _threshold(text: str) -> float:
+    try:
+        return parse_precision(text)
+    except ValueError as e:
+        raise UserError(str(e).replace("precision", "threshold")) from None
+
+
+def _gate_of(data, cs, threshold: float) -> "watch.Gate":
+    """The gate of a stored compare run; UserError where there is nothing to gate."""
+    if data.kind != "compare" or len(data.targets) < 2:
+        raise UserError(f"run {data.id} is a {data.kind} run of {len(data.targets)} target(s): a gate needs a "
+                        f"compare run (a baseline and a candidate: vmtax compare A B)")
+    g = watch.gate(data, cs, threshold)
+    if not g.rows:
+        raise UserError(f"run {data.id} has no compared row to gate")
+    return g
+
+
+def _compare_runs(store: Store, refs: list[str] | None, since: float | None = None, host: str | None = None,
+                  limit: int = 200) -> list[tuple]:
+    """(data, comparisons) of stored compare runs: the ones named, or the
+    complete ones (since a time, on a host), newest first."""
+    if refs:
+        ids = [store.resolve(r) for r in refs]
+    else:
+        ids = [r["id"] for r in store.list_runs(limit=limit, host=host)
+               if r["kind"] == "compare" and r["status"] == "complete" and (since is None or r["started"] >= since)]
+    out = []
+    for run_id in ids:
+        data = store.load(run_id)
+        if data.kind != "compare" or len(data.targets) < 2:
+            raise UserError(f"run {run_id} is a {data.kind} run: diff and history read compare runs")
+        out.append((data, analyse(data)[1]))
+    return out
+
+
+def cmd_gate(args) -> int:
+    threshold = _threshold(args.threshold)
+    with _store(args, readonly=True) as store:
+        data = store.load(store.resolve(args.run))
+    g = _gate_of(data, analyse(data)[1], threshold)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    say(watch_report.gate_text(g, data.id), out)
+    if args.json:
+        _json_out({"run_id": data.id, "gate": watch_report.gate_json(g)}, args.json)
+    if args.junit:
+        _write_text(watch_report.gate_junit(g, data.id), args.junit)
+    if args.markdown:
+        _write_text(watch_report.gate_markdown(g, data.id), args.markdown)
+    return g.exit_code
+
+
+def cmd_diff(args) -> int:
+    with _store(args, readonly=True) as store:
+        (a, cs_a), (b, cs_b) = _compare_runs(store, [args.run_a, args.run_b])
+    try:
+        d = watch.diff(a, cs_a, b, cs_b)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    say(watch_report.diff_text(d), sys.stderr if args.json == "-" else sys.stdout)
+    if args.json:
+        _json_out(watch_report.diff_json(d), args.json)
+    if args.markdown:
+        _write_text(watch_report.diff_markdown(d), args.markdown)
+    return EXIT_OK
+
+
+def _since(text: str | None) -> float | None:
+    if text is None:
+        return None
+    import datetime
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"--since takes a date or time (2026-11-23, 2026-11-23T08:00), got '{text}'") from None
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)).timestamp()
+
+
+def cmd_history(args) -> int:
+    since = _since(args.since)
+    with _store(args, readonly=True) as store:
+        runs = _compare_runs(store, None, since, args.host, args.limit)
+    facts = {data.id: watch.flat_facts(data) for data, _ in runs}
+    picked = [(data, [c for c in cs if (not args.bench or c.benchmark.name in args.bench)
+                      and (not args.candidate or {c.candidate, watch.known_as(data)[c.candidate]} & set(args.candidate))])
+              for data, cs in runs]
+    series = [s for s in watch.series(picked) if s.points]
+    if not series:
+        raise UserError(f"no stored compare run matches (complete compare runs read: {len(runs)}; "
+                        f"see `vmtax runs`)")
+    for s in series:
+        s.changes = watch.change_points(s, facts)
+    say(watch_report.history_text(series), sys.stderr if args.json == "-" else sys.stdout)
+    if args.json:
+        _json_out(watch_report.history_json(series), args.json)
+    if args.markdown:
+        _write_text(watch_report.history_markdown(series), args.markdown)
+    if args.html:
+        command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        _write_text(watch_report.history_html(series, command), args.html)
+    return EXIT_OK
 
 
 def nothing_measured(data, ms, cs) -> str:
@@ -493,6 +605,10 @@ def build_parser() -> Parser:
                    help="leave out candidates that do not work on this machine (say which and why)")
     s.add_argument("--explain", action="store_true",
                    help="after the scoreboard, why: the per-operation counts (as `vmtax explain`)")
+    s.add_argument("--gate", type=_threshold, metavar="PCT",
+                   help="then gate the run as `vmtax gate` does at this threshold (e.g. 2%%): exit 0 pass, "
+                        "1 regressed, 3 inconclusive only; the JSON document carries it as `gate`")
+    s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 
@@ -549,6 +665,41 @@ def build_parser() -> Parser:
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.add_argument("--markdown", metavar="FILE", help="write the explanation as Markdown to FILE")
     s.set_defaults(func=cmd_explain)
+
+    s = sub.add_parser("gate", help="did a candidate regress? a verdict per row of a compare run, for CI",
+                       description="Gate a stored compare run (the first target the baseline build, the others "
+                                   "candidates): each row is regressed (worse beyond the threshold and "
+                                   "significant after Holm's correction over every row, family-wise alpha "
+                                   "0.05), improved, inconclusive (its interval reaches past the threshold) or "
+                                   "pass. A latency row regresses upward, a throughput row downward. "
+                                   "Exit codes: 0 pass (improvements included), 1 regressed, 3 inconclusive "
+                                   "only, 2 bad input.")
+    s.add_argument("run", nargs="?", help="run id or a unique prefix of one (default: the latest)")
+    s.add_argument("--threshold", default="2%", help="the smallest change that matters (default 2%%)")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="{run_id, gate: {threshold, verdict, rows: [...]}} to FILE (- for stdout)")
+    s.add_argument("--junit", metavar="FILE", help="JUnit XML, one testcase per row (a regression fails)")
+    s.add_argument("--markdown", metavar="FILE", help="the verdicts as Markdown")
+    s.set_defaults(func=cmd_gate)
+
+    s = sub.add_parser("diff", help="the same target pair in two stored runs: each ratio's change, and the "
+                                    "facts that differ")
+    s.add_argument("run_a", metavar="RUN_A")
+    s.add_argument("run_b", metavar="RUN_B")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--markdown", metavar="FILE")
+    s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser("history", help="each row's ratio over stored compare runs, with change points")
+    s.add_argument("--bench", nargs="+", metavar="NAME", help="only these benchmarks")
+    s.add_argument("--candidate", nargs="+", metavar="SPEC", help="only these candidate targets")
+    s.add_argument("--host", metavar="NAME", help="only runs measured on this host")
+    s.add_argument("--since", metavar="DATE", help="only runs started since (2026-11-23, UTC)")
+    s.add_argument("--limit", type=int, default=200, help="read at most this many of the latest runs")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--markdown", metavar="FILE")
+    s.add_argument("--html", metavar="FILE", help="a page with a trend chart per row")
+    s.set_defaults(func=cmd_history)
 
     s = sub.add_parser("runs", help="list stored runs")
     s.add_argument("--limit", type=int, default=50)

@@ -178,3 +178,30 @@ def throughput_vs_n(title: str, unit: str, ns: list[int], aggregate: list[tuple[
         handles = [h for ax in (left, right) for h in ax.get_legend_handles_labels()[0]]
         left.legend(handles, [h.get_label() for h in handles], frameon=False, fontsize=7, loc="lower left")
         return to_svg(fig)
+
+
+def history(title: str, direction: str, points: list[tuple[float, float, float]], labels: list[str],
+            changes: list[int]) -> str:
+    """A ratio over stored runs, oldest first: its 95% interval as a band,
+    the ratio as a line of points, a dashed line at each change point
+    (before the first run of the new level)."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(max(4.8, 0.35 * len(points) + 2.0), 2.8)
+        ax = fig.add_subplot()
+        xs = list(range(len(points)))
+        ys = [p[0] for p in points]
+        finite = [(x, lo, hi) for x, (_, lo, hi) in zip(xs, points) if math.isfinite(lo) and math.isfinite(hi)]
+        if finite:
+            ax.fill_between([f[0] for f in finite], [f[1] for f in finite], [f[2] for f in finite],
+                            color=colour(0), alpha=0.2, linewidth=0, label="95% CI")
+        ax.plot(xs, ys, "o-", color=colour(0), markersize=3.5, linewidth=1.2, label="ratio")
+        for k, i in enumerate(changes):
+            ax.axvline(i - 0.5, color=colour(1), linestyle="--", linewidth=1.2,
+                       label="change point" if k == 0 else None)
+        ax.axhline(1.0, color="black", linewidth=0.6)
+        ax.set_xticks(xs, labels, rotation=35, ha="right", fontsize=7)
+        better = "lower" if direction == "lower" else "higher"
+        ax.set_ylabel(f"ratio to baseline ({better} is better)")
+        ax.set_title(title, loc="left")
+        ax.legend(frameon=False, fontsize=7)
+        return to_svg(fig)

@@ -186,6 +186,9 @@ class Target(ABC):
                 facts["host_cpu"] = self.host_cpu
             if self.inject is not None:
                 facts["inject_pct"] = self.inject
+            if self.options.get("label"):
+                facts["label"] = self.options["label"]  # what it is known as across runs (vmtax history)
+            facts["options"] = dict(sorted(self.options.items()))  # as given: vmtax diff and history show changes
             self._facts = facts
         return self._facts
 

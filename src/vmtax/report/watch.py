@@ -1,0 +1,196 @@
+"""The writers of vmtax gate, diff and history (watch.py computes; these
+only format): terminal, Markdown, JSON, JUnit XML and HTML."""
+from __future__ import annotations
+
+import math
+import time
+from html import escape
+from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import escape as xml_escape
+
+from ..watch import Diff, Gate, Series
+from . import plots, table
+from .htmlkit import page, td
+from .htmlkit import table as html_table
+from .safe import inert
+from .scoreboard import md_cell
+
+
+def ratio(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
+
+
+def interval(lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None or not (math.isfinite(hi) and lo > 0):
+        return "unbounded"
+    return f"[{lo:.4g}, {hi:.4g}]"
+
+
+def pvalue(p: float | None) -> str:
+    return "-" if p is None or not math.isfinite(p) else f"{p:.3g}"
+
+
+def _num(x: float | None):
+    """JSON: a finite number or null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+# -- gate ------------------------------------------------------------------------------
+def _gate_cells(g: Gate) -> tuple[list[str], list[list[str]]]:
+    header = ["benchmark", "candidate", "ratio", "95% CI", "p", "Holm p", "verdict", "why"]
+    rows = [[r.benchmark, r.candidate, ratio(r.ratio), interval(r.ci_low, r.ci_high), pvalue(r.p_value),
+             pvalue(r.p_adjusted), r.verdict.upper() if r.verdict == "regressed" else r.verdict, r.why]
+            for r in g.rows]
+    return header, rows
+
+
+def _gate_summary(g: Gate, run_id: str) -> str:
+    count = {v: sum(1 for r in g.rows if r.verdict == v) for v in ("regressed", "inconclusive", "improved", "pass")}
+    return (f"gate {run_id}: {g.verdict.upper()} at a threshold of {g.threshold:.2%} "
+            f"(rows: {', '.join(f'{n} {v}' for v, n in count.items() if n)}; family-wise alpha {g.alpha:g}, "
+            f"Holm over {sum(1 for r in g.rows if r.p_adjusted is not None)} tested rows)")
+
+
+def gate_text(g: Gate, run_id: str) -> str:
+    header, rows = _gate_cells(g)
+    return inert(table.render(header, rows, align="llrlrrll") + "\n\n" + _gate_summary(g, run_id))
+
+
+def gate_markdown(g: Gate, run_id: str) -> str:
+    header, rows = _gate_cells(g)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return f"## {md_cell(_gate_summary(g, run_id))}\n\n" + "\n".join(lines) + "\n"
+
+
+def gate_json(g: Gate) -> dict:
+    return {"threshold": g.threshold, "alpha": g.alpha, "correction": "holm", "verdict": g.verdict,
+            "rows": [{"benchmark": r.benchmark, "candidate": r.candidate, "unit": r.unit, "direction": r.direction,
+                      "ratio": _num(r.ratio), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high),
+                      "p_value": _num(r.p_value), "p_adjusted": _num(r.p_adjusted), "verdict": r.verdict,
+                      "why": r.why} for r in g.rows]}
+
+
+def gate_junit(g: Gate, run_id: str) -> str:
+    """One testcase per row: a regression is a failure, an inconclusive row
+    is skipped (with why), a pass or an improvement passes."""
+    cases = []
+    for r in g.rows:
+        text = (f"{r.benchmark} on {r.candidate}: ratio {ratio(r.ratio)} {interval(r.ci_low, r.ci_high)}, "
+                f"adjusted p {pvalue(r.p_adjusted)}: {r.why}")
+        inner = {"regressed": f"<failure message={quoteattr(inert(text))} type=\"regressed\">"
+                              f"{xml_escape(inert(text))}</failure>",
+                 "inconclusive": f"<skipped message={quoteattr(inert(text))}/>"}.get(r.verdict, "")
+        cases.append(f"  <testcase classname={quoteattr(inert(r.candidate))} name={quoteattr(inert(r.benchmark))}>"
+                     f"{inner}</testcase>")
+    failures = sum(1 for r in g.rows if r.verdict == "regressed")
+    skipped = sum(1 for r in g.rows if r.verdict == "inconclusive")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuites name="vmtax gate">\n <testsuite name={quoteattr("vmtax gate " + run_id)} '
+            f'tests="{len(g.rows)}" failures="{failures}" errors="0" skipped="{skipped}" timestamp="{stamp}">\n'
+            + "\n".join(cases) + "\n </testsuite>\n</testsuites>\n")
+
+
+# -- diff ------------------------------------------------------------------------------
+def _diff_cells(d: Diff) -> tuple[list[str], list[list[str]]]:
+    header = ["benchmark", "candidate / baseline", f"ratio in {d.run_a}", f"ratio in {d.run_b}", "B / A",
+              "95% CI"]
+    return header, [[c.benchmark, f"{c.candidate} / {c.baseline}", ratio(c.ratio_a), ratio(c.ratio_b),
+                     ratio(c.change), interval(c.ci_low, c.ci_high)] for c in d.changes]
+
+
+def _facts_lines(facts) -> list[str]:
+    return [f"  {k}: {a} -> {b}" for k, a, b in facts] or ["  (none)"]
+
+
+def diff_text(d: Diff) -> str:
+    header, rows = _diff_cells(d)
+    out = [table.render(header, rows, align="llrrrl"), "",
+           f"facts that differ between {d.run_a} (A) and {d.run_b} (B):", *_facts_lines(d.facts)]
+    if d.only_a or d.only_b:
+        out.append(f"targets in one run only: A {', '.join(d.only_a) or '-'}; B {', '.join(d.only_b) or '-'}")
+    out.append("B / A: the change of each ratio; its interval adds the two runs' log-ratio variances "
+               "(independent runs)")
+    return inert("\n".join(out))
+
+
+def diff_markdown(d: Diff) -> str:
+    header, rows = _diff_cells(d)
+    lines = [f"## vmtax diff {d.run_a} {d.run_b}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    lines += ["", "Facts that differ:", ""] + [f"- `{md_cell(k)}`: {md_cell(a)} → {md_cell(b)}" for k, a, b in d.facts]
+    return "\n".join(lines) + "\n"
+
+
+def diff_json(d: Diff) -> dict:
+    return {"run_a": d.run_a, "run_b": d.run_b, "only_a": d.only_a, "only_b": d.only_b,
+            "changes": [{"benchmark": c.benchmark, "baseline": c.baseline, "candidate": c.candidate,
+                         "unit": c.unit, "direction": c.direction, "ratio_a": _num(c.ratio_a),
+                         "ratio_b": _num(c.ratio_b), "change": _num(c.change), "ci_low": _num(c.ci_low),
+                         "ci_high": _num(c.ci_high)} for c in d.changes],
+            "facts": [{"fact": k, "a": a, "b": b} for k, a, b in d.facts]}
+
+
+# -- history ---------------------------------------------------------------------------
+def _title(s: Series) -> str:
+    return f"{s.benchmark}: {s.candidate} / {s.baseline}"
+
+
+def history_text(all_series: list[Series]) -> str:
+    out = []
+    for s in all_series:
+        out.append(f"{_title(s)} ({len(s.points)} runs, oldest first)")
+        rows = [[p.run, time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.started)), ratio(p.ratio),
+                 interval(p.ci_low, p.ci_high), "<- change" if any(c.index == i for c in s.changes) else ""]
+                for i, p in enumerate(s.points)]
+        out.append(table.render(["run", "started (UTC)", "ratio", "95% CI", ""], rows, align="llrll"))
+        for c in s.changes:
+            out.append(f"  change point at run {c.run}: {ratio(c.before)} -> {ratio(c.after)} "
+                       f"({c.after / c.before - 1:+.2%}, p {pvalue(c.p_value)}); facts that changed there:")
+            out += ["  " + line for line in _facts_lines(c.facts)]
+        out.append("")
+    return inert("\n".join(out).rstrip())
+
+
+def history_markdown(all_series: list[Series]) -> str:
+    out = []
+    for s in all_series:
+        out += [f"### {md_cell(_title(s))}", "", "| run | ratio | 95% CI | change |", "|---|---|---|---|"]
+        out += [f"| {p.run} | {ratio(p.ratio)} | {interval(p.ci_low, p.ci_high)} | "
+                f"{'change point' if any(c.index == i for c in s.changes) else ''} |" for i, p in enumerate(s.points)]
+        for c in s.changes:
+            out += ["", f"Change point at run {c.run}: {ratio(c.before)} → {ratio(c.after)} "
+                        f"({c.after / c.before - 1:+.2%}, p {pvalue(c.p_value)}); facts that changed there:", ""]
+            out += [f"- `{md_cell(k)}`: {md_cell(a)} → {md_cell(b)}" for k, a, b in c.facts]
+        out.append("")
+    return "\n".join(out)
+
+
+def history_json(all_series: list[Series]) -> list[dict]:
+    return [{"benchmark": s.benchmark, "baseline": s.baseline, "candidate": s.candidate, "unit": s.unit,
+             "direction": s.direction,
+             "points": [{"run": p.run, "started": p.started, "ratio": _num(p.ratio), "ci_low": _num(p.ci_low),
+                         "ci_high": _num(p.ci_high)} for p in s.points],
+             "change_points": [{"index": c.index, "run": c.run, "before": c.before, "after": c.after,
+                                "p_value": c.p_value, "facts": [{"fact": k, "before": a, "after": b}
+                                                                for k, a, b in c.facts]}
+                               for c in s.changes]} for s in all_series]
+
+
+def history_html(all_series: list[Series], command: str) -> str:
+    parts = []
+    for s in all_series:
+        chart = plots.history(_title(s), s.direction, [(p.ratio, p.ci_low, p.ci_high) for p in s.points],
+                              [p.run for p in s.points], [c.index for c in s.changes])
+        rows = ["<tr>" + td(c.run, cls="l") + td(ratio(c.before), c.before) + td(ratio(c.after), c.after)
+                + td(f"{c.after / c.before - 1:+.2%}", c.after / c.before) + td(pvalue(c.p_value), c.p_value)
+                + td("; ".join(f"{k}: {a} → {b}" for k, a, b in c.facts) or "(none)", cls="wrap") + "</tr>"
+                for c in s.changes]
+        parts += [f"<h2>{escape(_title(s))}</h2>", f'<figure class="history">{chart}<figcaption>'
+                  f"{len(s.points)} runs, oldest first; band: 95% CI of each run's ratio; dashed: a change "
+                  f"point (Apache Otava, E-divisive means)</figcaption></figure>"]
+        if rows:
+            parts.append(html_table(["change point at run", "before", "after", "change", "p",
+                                     "facts that changed there"], rows))
+    return page("vmtax history", "vmtax history", command, "".join(parts) or "<p>no series</p>")

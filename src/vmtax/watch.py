@@ -1,0 +1,296 @@
+"""Did it change?  Three questions over stored runs, pure (no I/O):
+
+- gate: in one compare run (a baseline build A and a candidate build B,
+  interleaved in blocks), which rows regressed beyond a threshold, with the
+  family-wise error held over all rows (Holm's step-down: valid for any
+  dependence between the rows' tests, and uniformly more powerful than
+  Bonferroni; rows of one run share a host and are not independent, which
+  rules out Benjamini-Hochberg's independence-based guarantee for the
+  *family-wise* rate a CI gate needs: one false alarm per run is what a
+  team pays for).
+- diff: one target pair in two runs (other times, maybe other hosts): the
+  ratio of ratios with its interval, and the facts that differ.
+- history: each row's ratio over stored runs, and where its level changed
+  (change points by Apache Otava's E-divisive means, the method of Fleming
+  et al., "Hunter", ICPE 2023), each annotated with the facts that changed
+  there.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .model import Comparison, RunData
+
+ALPHA = 0.05            # family-wise error rate of a gate, over all its rows
+Z95 = 1.959963984540054
+VERDICTS = ("pass", "improved", "inconclusive", "regressed")
+# facts that differ between any two runs without a change of build, host or
+# options: a namespace's inode, the random block order, a tap's device name
+VOLATILE = frozenset({"seed", "tap", "bridge", "emulator_threads_on", "idle_cpu_pct", "boot_s"})
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def _worse(c: Comparison) -> tuple[float, float, float]:
+    """(ratio, CI low, CI high) oriented so that above 1 is worse: a latency
+    row as it is, a throughput row inverted."""
+    if c.benchmark.direction == "higher":
+        inv = lambda x: 1 / x if x > 0 else math.inf
+        return inv(c.ratio), inv(c.ratio_ci_high), inv(c.ratio_ci_low)
+    return c.ratio, c.ratio_ci_low, c.ratio_ci_high
+
+
+@dataclass(frozen=True)
+class GateRow:
+    benchmark: str
+    candidate: str
+    unit: str
+    direction: str
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    p_adjusted: float | None
+    verdict: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    threshold: float
+    alpha: float
+    verdict: str          # the run's: regressed if any row is, else inconclusive if any, else pass
+    rows: tuple[GateRow, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass (improvements included), 1 regressed, 3 inconclusive only."""
+        return {"regressed": 1, "inconclusive": 3}.get(self.verdict, 0)
+
+
+def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
+         alpha: float = ALPHA) -> Gate:
+    """Each compared row's verdict against a threshold (a fraction):
+    regressed when significant after Holm's correction over every row with
+    a test and worse than the threshold; improved likewise in the better
+    direction; inconclusive when not regressed but its interval reaches past
+    the threshold (or it has no interval); else pass.  A row the run
+    measured on the baseline but could not compare is inconclusive."""
+    tested = [c for c in comparisons if math.isfinite(c.p_value)]
+    adjusted = dict(zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested])))
+    limit = 1 + threshold
+    rows = []
+    for c in comparisons:
+        r, lo, hi = _worse(c)
+        p_adj = adjusted.get((c.benchmark.name, c.candidate))
+        significant = p_adj is not None and p_adj < alpha
+        if significant and r > limit:
+            verdict, why = "regressed", f"worse by {r - 1:+.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
+        elif significant and r < 1 / limit:
+            verdict, why = "improved", f"better by {1 - r:.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
+        elif not math.isfinite(hi) or hi > limit:
+            verdict = "inconclusive"
+            why = ("no interval (too few blocks)" if not math.isfinite(hi) else
+                   f"the interval reaches {hi - 1:+.2%}, past {threshold:.2%}"
+                   + (f"; adjusted p {p_adj:.3g}" if p_adj is not None else ""))
+        else:
+            verdict, why = "pass", f"within {threshold:.2%}"
+        rows.append(GateRow(c.benchmark.name, c.candidate, c.benchmark.unit, c.benchmark.direction, c.ratio,
+                            c.ratio_ci_low, c.ratio_ci_high, c.p_value, p_adj, verdict, why))
+    compared = {(c.benchmark.name, c.candidate) for c in comparisons}
+    names = [t.name for t in data.targets]
+    for spec in data.benchmarks:
+        for cand in names[1:]:
+            if (spec.name, cand) not in compared and (cand, spec.name) in data.outcomes:
+                how, reason = data.outcomes[(cand, spec.name)]
+                rows.append(GateRow(spec.name, cand, spec.unit, spec.direction, None, None, None, None, None,
+                                    "inconclusive", f"no ratio: {how}{': ' + reason if reason else ''}"[:300]))
+    found = {r.verdict for r in rows}
+    verdict = next((v for v in ("regressed", "inconclusive") if v in found), "pass")
+    return Gate(threshold, alpha, verdict, tuple(rows))
+
+
+# -- facts ----------------------------------------------------------------------------
+def known_as(data: RunData) -> dict[str, str]:
+    """Each target's name across runs: its label= where it has one (so that
+    `local:label=b` and `local:label=b,inject=3` are one series, the option
+    a fact that changed), else its target string."""
+    return {t.name: str(t.facts.get("label") or t.name) for t in data.targets}
+
+
+def flat_facts(data: RunData) -> dict[str, str]:
+    """Everything a run says about where and how it ran, flattened to
+    'what.key' -> text: vmtax's version, its host, its options, and every
+    target's facts (versions of QEMU, kernels, CPU model and microcode...)."""
+    out = {"vmtax.version": str(data.vmtax_version), "run.host": str(data.host)}
+    for k, v in sorted(data.config.items()):
+        if k not in VOLATILE and k not in ("targets", "benchmarks"):
+            out[f"option.{k}"] = _text(v)
+    names = known_as(data)
+    for t in data.targets:
+        _flatten(names[t.name], {"accel": t.accel, **t.facts}, out)
+    return out
+
+
+def _flatten(prefix: str, value, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k not in VOLATILE:
+                _flatten(f"{prefix}.{k}", v, out)
+    else:
+        out[prefix] = _text(value)
+
+
+def _text(v) -> str:
+    return "-" if v is None else str(v)
+
+
+def facts_that_differ(a: dict[str, str], b: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(key, in a, in b) for every fact that differs ('absent' where one lacks it)."""
+    return [(k, a.get(k, "absent"), b.get(k, "absent")) for k in sorted(a.keys() | b.keys())
+            if a.get(k, "absent") != b.get(k, "absent")]
+
+
+# -- diff -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    """A ratio in run A and in run B, and B's over A's with its interval."""
+    benchmark: str
+    baseline: str
+    candidate: str
+    unit: str
+    direction: str
+    ratio_a: float
+    ratio_b: float
+    change: float
+    ci_low: float
+    ci_high: float
+
+
+def _log_se(c: Comparison) -> float:
+    """The standard error of log(ratio) that its 95% interval implies (inf: none)."""
+    if not (c.ratio_ci_low > 0 and math.isfinite(c.ratio_ci_high)):
+        return math.inf
+    return (math.log(c.ratio_ci_high) - math.log(c.ratio_ci_low)) / (2 * Z95)
+
+
+def ratio_of_ratios(a: Comparison, b: Comparison) -> tuple[float, float, float]:
+    """B's ratio over A's, and its 95% interval: the two runs are
+    independent, so the variances of the log ratios add (each read off its
+    run's interval, taken as symmetric in log)."""
+    change = b.ratio / a.ratio
+    se = math.hypot(_log_se(a), _log_se(b))
+    if not math.isfinite(se):
+        return change, 0.0, math.inf
+    return change, change * math.exp(-Z95 * se), change * math.exp(Z95 * se)
+
+
+@dataclass
+class Diff:
+    run_a: str
+    run_b: str
+    changes: list[Change]
+    facts: list[tuple[str, str, str]]
+    only_a: list[str] = field(default_factory=list)  # targets in one run only
+    only_b: list[str] = field(default_factory=list)
+
+
+def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison]) -> Diff:
+    """The same (baseline, candidate, benchmark) in two runs.  ValueError
+    when the runs share no compared row."""
+    as_a, as_b = known_as(a), known_as(b)
+    names_a, names_b = list(as_a.values()), list(as_b.values())
+    by_b = {(as_b[c.baseline], as_b[c.candidate], c.benchmark.name): c for c in cs_b}
+    changes = []
+    for ca in cs_a:
+        cb = by_b.get((as_a[ca.baseline], as_a[ca.candidate], ca.benchmark.name))
+        if cb is None:
+            continue
+        change, lo, hi = ratio_of_ratios(ca, cb)
+        changes.append(Change(ca.benchmark.name, as_a[ca.baseline], as_a[ca.candidate], ca.benchmark.unit,
+                              ca.benchmark.direction, ca.ratio, cb.ratio, change, lo, hi))
+    if not changes:
+        common = sorted(set(names_a) & set(names_b))
+        raise ValueError(f"runs {a.id} and {b.id} have no compared row in common (targets: "
+                         f"{', '.join(names_a)} | {', '.join(names_b)}"
+                         f"{'; in both: ' + ', '.join(common) if common else '; none in both'})")
+    return Diff(a.id, b.id, changes, facts_that_differ(flat_facts(a), flat_facts(b)),
+                [n for n in names_a if n not in names_b], [n for n in names_b if n not in names_a])
+
+
+# -- history --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    run: str
+    started: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int            # the first point of the new level
+    run: str
+    before: float         # mean ratio before and after
+    after: float
+    p_value: float
+    facts: tuple[tuple[str, str, str], ...]  # what differs between the run before and this one
+
+
+@dataclass
+class Series:
+    benchmark: str
+    baseline: str
+    candidate: str
+    unit: str
+    direction: str
+    points: list[Point]
+    changes: list[ChangePoint] = field(default_factory=list)
+
+
+def series(runs: list[tuple[RunData, list[Comparison]]]) -> list[Series]:
+    """Each (baseline, candidate, benchmark)'s ratio over the runs, oldest
+    first; targets matched by what they are known as (known_as)."""
+    out: dict[tuple[str, str, str], Series] = {}
+    for data, cs in sorted(runs, key=lambda r: r[0].started):
+        names = known_as(data)
+        for c in cs:
+            key = (names[c.baseline], names[c.candidate], c.benchmark.name)
+            s = out.setdefault(key, Series(c.benchmark.name, *key[:2], c.benchmark.unit,
+                                           c.benchmark.direction, []))
+            s.points.append(Point(data.id, data.started, c.ratio, c.ratio_ci_low, c.ratio_ci_high))
+    return list(out.values())
+
+
+def change_points(s: Series, facts: dict[str, dict[str, str]], max_pvalue: float = 0.01,
+                  window: int = 50) -> list[ChangePoint]:
+    """Where the series' level changed (Otava's E-divisive means with a
+    t-test, at max_pvalue), each with the facts that differ between the run
+    before it and the run at it (facts: run id -> flat_facts)."""
+    if len(s.points) < 4:
+        return []
+    from otava.analysis import compute_change_points  # numpy and scipy: loaded only for history
+    values = [math.log(p.ratio) for p in s.points]
+    found, _ = compute_change_points(values, window_len=window, max_pvalue=max_pvalue)
+    out = []
+    for cp in found:
+        i = int(cp.index)
+        if not 0 < i < len(s.points):
+            continue
+        before = math.exp(sum(values[:i]) / i)
+        after = math.exp(sum(values[i:]) / (len(values) - i))
+        run_before, run_at = s.points[i - 1].run, s.points[i].run
+        out.append(ChangePoint(i, run_at, before, after, float(cp.stats.pvalue),
+                               tuple(facts_that_differ(facts.get(run_before, {}), facts.get(run_at, {})))))
+    return out

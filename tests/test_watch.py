@@ -1,0 +1,180 @@
+"""Did it change? vmtax gate, diff and history: the statistics as pure
+functions, then the commands over real SQLite files of fake-target runs."""
+import json
+import math
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given, strategies as st
+
+from vmtax import watch
+from vmtax.cli import main
+from vmtax.model import BenchSpec, Comparison, RunData, TargetInfo
+
+LAT = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+THR = BenchSpec("sysbench_cpu.events_per_s", "apps", "events/s", "higher", "d", kind="workload")
+
+
+def vmtax(*args, db=None):
+    return main((["--db", str(db)] if db else []) + list(args))
+
+
+def comp(spec, ratio, lo, hi, p, cand="b"):
+    return Comparison(spec, "a", cand, ratio, lo, hi, p, p < 0.05, "budget")
+
+
+def run(*cands):
+    return RunData("r", "compare", 0.0, 1.0, "complete", "c", "0", {},
+                   targets=[TargetInfo("a", "fake")] + [TargetInfo(c, "fake") for c in cands])
+
+
+# -- Holm -----------------------------------------------------------------------------
+def test_holm_by_hand():
+    assert watch.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert watch.holm([0.5]) == [0.5] and watch.holm([]) == []
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
+def test_holm_never_lowers_a_p_and_keeps_the_order(ps):
+    adj = watch.holm(ps)
+    assert all(a >= p - 1e-12 and a <= 1 for a, p in zip(adj, ps))
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    assert all(adj[order[k]] <= adj[order[k + 1]] + 1e-12 for k in range(len(ps) - 1))
+
+
+# -- the gate's verdicts -----------------------------------------------------------------
+@pytest.mark.parametrize("spec,ratio,lo,hi,p,verdict", [
+    (LAT, 1.05, 1.03, 1.07, 0.001, "regressed"),     # slower, beyond 2%, significant
+    (THR, 0.95, 0.93, 0.97, 0.001, "regressed"),     # a throughput regresses downward
+    (THR, 1.05, 1.03, 1.07, 0.001, "improved"),
+    (LAT, 0.95, 0.93, 0.97, 0.001, "improved"),
+    (LAT, 1.01, 1.005, 1.015, 0.001, "pass"),        # significant but within the threshold
+    (LAT, 1.01, 0.98, 1.04, 0.4, "inconclusive"),    # the interval reaches past 2%
+    (LAT, 1.03, 0.0, math.inf, math.nan, "inconclusive"),  # no interval
+    (LAT, 1.00, 0.99, 1.01, 0.9, "pass"),
+])
+def test_a_rows_verdict(spec, ratio, lo, hi, p, verdict):
+    g = watch.gate(run("b"), [comp(spec, ratio, lo, hi, p)], 0.02)
+    assert [r.verdict for r in g.rows] == [verdict]
+    assert g.verdict == {"improved": "pass"}.get(verdict, verdict)
+    assert g.exit_code == {"regressed": 1, "inconclusive": 3}.get(g.verdict, 0)
+
+
+def test_holm_is_over_every_row_compared():
+    """p = 0.02 alone is significant; among 8 rows it is not (0.16)."""
+    one = watch.gate(run("b"), [comp(LAT, 1.05, 1.03, 1.07, 0.02)], 0.02)
+    many = watch.gate(run("b"), [comp(LAT, 1.05, 1.03, 1.07, 0.02)] +
+                      [comp(BenchSpec(f"x{i}", "k", "ns", "lower", "d"), 1.0, 0.99, 1.01, 0.9) for i in range(7)],
+                      0.02)
+    assert one.rows[0].verdict == "regressed" and one.rows[0].p_adjusted == pytest.approx(0.02)
+    assert many.rows[0].verdict == "inconclusive" and many.rows[0].p_adjusted == pytest.approx(0.16)
+    assert many.verdict == "inconclusive"
+
+
+# -- diff ------------------------------------------------------------------------------
+def test_ratio_of_ratios_adds_the_log_variances():
+    a = comp(LAT, 2.0, 2.0 / math.exp(0.1), 2.0 * math.exp(0.1), 0.0)
+    b = comp(LAT, 2.2, 2.2 / math.exp(0.1), 2.2 * math.exp(0.1), 0.0)
+    change, lo, hi = watch.ratio_of_ratios(a, b)
+    assert change == pytest.approx(1.1)
+    assert math.log(hi / change) == pytest.approx(0.1 * math.sqrt(2))
+    assert watch.ratio_of_ratios(a, comp(LAT, 2.0, 0.0, math.inf, math.nan))[2] == math.inf
+
+
+# -- the commands, on real stored runs of fake targets -------------------------------------
+def compare(db, *targets, extra=()):
+    return vmtax("compare", *targets, "--bench", "getppid", "segv", "--max-time", "6s", "--precision", "0.2%",
+                 "--cpu", "none", *extra, db=db)
+
+
+def test_compare_gate_flags_a_5_percent_slower_candidate(tmp_path, capsys, db):
+    out, junit = tmp_path / "g.json", tmp_path / "g.xml"
+    code = compare(db, "fake", "fake:scale=1.05,noise=0.005", extra=("--gate", "2%", "--json", str(out),
+                                                                      "--junit", str(junit)))
+    assert code == 1, capsys.readouterr().err
+    gate = json.loads(out.read_text())["gate"]
+    assert gate["threshold"] == 0.02 and gate["verdict"] == "regressed"
+    assert {r["verdict"] for r in gate["rows"]} == {"regressed"}
+    assert set(gate["rows"][0]) >= {"benchmark", "candidate", "ratio", "ci_low", "ci_high", "p_adjusted", "verdict"}
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "2"
+    assert "ratio 1.05" in suite.find("testcase/failure").get("message")
+    # the same verdicts from the stored run
+    assert vmtax("gate", "--threshold", "2%", db=db) == 1
+    assert "REGRESSED" in capsys.readouterr().out
+
+
+def test_an_a_a_gate_passes(capsys, db):
+    code = compare(db, "fake:noise=0.005", "fake:noise=0.005,label=twin", extra=("--gate", "2%"))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "gate " in out and "PASS" in out
+
+
+@pytest.mark.parametrize("setup,args,needle", [
+    (["run", "--target", "fake", "--bench", "getppid", "--max-time", "2s"], ["gate"], "a gate needs a compare run"),
+    (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "nope"],
+     "no run matching 'nope'"),
+    (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "--threshold", "lots"],
+     "malformed threshold"),
+    (None, ["compare", "fake", "fake:scale=2", "--gate", "200%"], "threshold '200%' must be between"),
+])
+def test_a_gate_on_bad_input_is_one_line_and_exit_2(setup, args, needle, capsys, db):
+    if setup:
+        vmtax(*setup, db=db)
+    capsys.readouterr()
+    assert vmtax(*args, db=db) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+def test_diff_of_two_runs_says_the_change_and_the_facts_that_differ(tmp_path, capsys, db):
+    compare(db, "fake", "fake:scale=1.1,label=cand", extra=("--samples", "3"))
+    compare(db, "fake", "fake:scale=1.2,label=cand", extra=("--samples", "4"))
+    runs = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
+    capsys.readouterr()
+    assert vmtax("diff", *runs, "--json", str(tmp_path / "d.json"), db=db) == 0
+    doc = json.loads((tmp_path / "d.json").read_text())
+    change = {c["benchmark"]: c for c in doc["changes"]}["getppid"]
+    assert change["candidate"] == "cand" and change["change"] == pytest.approx(1.2 / 1.1, rel=0.03)
+    assert change["ci_low"] < change["change"] < change["ci_high"]
+    facts = {f["fact"]: (f["a"], f["b"]) for f in doc["facts"]}
+    assert facts["option.samples_per_process"] == ("3", "4")
+    assert "option.seed" not in facts
+
+
+def test_diff_of_runs_with_no_target_in_common_is_one_line_and_exit_2(capsys, db):
+    compare(db, "fake", "fake:scale=1.1")
+    compare(db, "fake:label=x", "fake:scale=1.2")
+    runs = [r["id"] for r in json.loads(_runs_json(capsys, db))]
+    assert vmtax("diff", *runs, db=db) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no compared row in common" in err[0]
+
+
+def _runs_json(capsys, db) -> str:
+    capsys.readouterr()
+    vmtax("runs", "--json", "-", db=db)
+    return capsys.readouterr().out
+
+
+def test_history_finds_the_run_where_the_ratio_changed_and_the_option_that_did(tmp_path, capsys, db):
+    """Eight runs, the last three with the candidate 3% slower (scale=1.03
+    on a target labelled 'cand' throughout): one change point, at the sixth
+    run, with the changed option among the facts that changed."""
+    for i in range(8):
+        opts = "noise=0.003,label=cand" + (",scale=1.03" if i >= 5 else "")
+        assert vmtax("compare", "fake:noise=0.003", f"fake:{opts}", "--bench", "getppid", "--max-time", "2s",
+                     "--precision", "0.3%", "--cpu", "none", db=db) in (0, 3)
+    runs = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
+    capsys.readouterr()
+    page = tmp_path / "h.html"
+    assert vmtax("history", "--bench", "getppid", "--json", str(tmp_path / "h.json"), "--html", str(page),
+                 db=db) == 0
+    (series,) = json.loads((tmp_path / "h.json").read_text())
+    assert series["candidate"] == "cand" and len(series["points"]) == 8
+    (cp,) = series["change_points"]
+    assert cp["run"] == runs[5] and cp["index"] == 5
+    assert {"fact": "cand.options.scale", "before": "absent", "after": "1.03"} in cp["facts"]
+    assert cp["after"] / cp["before"] == pytest.approx(1.03, abs=0.01)
+    assert "<svg" in page.read_text() and "change point" in page.read_text()
