@@ -19,8 +19,9 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
+from .errors import TargetError
 from .hostproc import descendants, pid_alive
 
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
@@ -151,7 +152,7 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
         if stdin_data is not None:
             p.stdin.write(stdin_data)
             p.stdin.close()
-        for raw in p.stdout:
+        for raw in read_lines(p.stdout):
             yield raw.decode("utf-8", "replace").rstrip("\n")
         p.wait()
         reader.join(timeout=5)
@@ -167,6 +168,23 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
                 p.stdin.close()
             except OSError:
                 pass
+
+
+MAX_LINE = 1 << 20  # bytes of one line of a child's output
+
+
+def read_lines(stream: BinaryIO, limit: int = MAX_LINE) -> Iterator[bytes]:
+    """The lines of a binary stream, each read whole but never more than
+    limit bytes of one: TargetError at the first longer line, the rest
+    left unread (a target that prints 300 MB without a newline costs the
+    controller a MiB, not 300 MB)."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            raise TargetError(f"a line of output longer than {limit} bytes, refused: {raw[:60]!r}...")
+        yield raw
 
 
 class ChildFailed(Exception):
