@@ -3,11 +3,13 @@ labels, the database file it is pointed at -- tried as a hostile user
 would.  Each test reproduces a failure found in a review."""
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -271,3 +273,74 @@ def test_a_guest_printing_a_300_mb_line_is_a_target_error(tmp_path):
     finally:
         proc.kill_group(p)
 
+
+_IN_NEW_PID_NS = """
+import os, sys
+from vmtax import proc
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:  # this namespace's next pid: one dead outside it
+    f.write(str(int(sys.argv[1]) - 1))
+pid = os.fork()
+if pid == 0:
+    print(proc.private_dir("test", sys.argv[2]), flush=True)
+    sys.stdin.read()  # alive until the test closes its stdin
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def _dead_pid() -> int:
+    from vmtax.hostproc import pid_alive
+    return next(p for p in range(20000, 30000) if not pid_alive(p))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a PID namespace needs root")
+def test_the_sweep_leaves_a_live_run_of_another_pid_namespace_alone(tmp_path):
+    """Its pid is dead here, yet its owner lives: /tmp is shared, pids are not."""
+    pid = _dead_pid()
+    p = proc.spawn(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _IN_NEW_PID_NS,
+                    str(pid), str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = p.stdout.readline().strip()
+        assert os.path.basename(theirs).startswith(f"vmtax-test-{pid}-") and os.path.isdir(theirs)
+        assert proc.sweep(str(tmp_path)) == [] and os.path.isdir(theirs)
+    finally:
+        p.stdin.close()
+        p.wait(10)
+        proc.kill_group(p)
+    # ... while what a dead process of this namespace left goes
+    subprocess.run([sys.executable, "-c", f"from vmtax import proc; proc.private_dir('test', {str(tmp_path)!r})"],
+                   check=True)
+    ours = [str(d) for d in tmp_path.iterdir() if str(d) != theirs]
+    assert len(ours) == 1 and proc.sweep(str(tmp_path)) == ours
+
+
+_BUILD = """
+import os, sys, time
+from vmtax import guest
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # all at once
+print(guest.initramfs(), flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isfile("/bin/busybox") and not os.path.isfile("/usr/bin/busybox"),
+                    reason="the root is built from busybox-static")
+def test_first_runs_at_once_build_one_cache_entry_whole(tmp_path):
+    """Three first runs at once crashed two in three (FileNotFoundError on
+    the shared initramfs-<key>.cpio.tmp): each builds under its own name."""
+    import gzip
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    start = str(time.time() + 2)
+    ps = [subprocess.Popen([sys.executable, "-c", _BUILD, start], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=120) for p in ps]
+    assert [p.returncode for p in ps] == [0] * 6, [err[-300:] for _, err in outs]
+    cache = tmp_path / "vmtax"
+    made = {Path(out.strip()) for out, _ in outs}
+    assert len(made) == 1
+    initrd = made.pop()
+    roots = [n for n in os.listdir(cache) if n.startswith("rootfs-")]
+    assert sorted(os.listdir(cache)) == sorted([initrd.name, *roots]) and len(roots) == 1  # no temporary left
+    data = gzip.decompress(initrd.read_bytes())  # a truncated file would not decompress
+    assert data.rstrip(b"\0").endswith(b"TRAILER!!!") and b"vmtax-agent" in data
+    root = cache / roots[0]
+    assert (root / "vmtax-agent").stat().st_size == AGENT.stat().st_size
