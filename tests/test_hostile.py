@@ -3,9 +3,13 @@ labels, the database file it is pointed at -- tried as a hostile user
 would.  Each test reproduces a failure found in a review."""
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +25,7 @@ from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
 from vmtax.targets import parse_target
 from vmtax.targets.channel import Channel
+from vmtax.targets.fake import HOSTILE
 
 ESC = "\x1b"
 EVIL = f"{ESC}[2J{ESC}]52;c;cGF5bG9hZA=={chr(7)}{ESC}]0;owned{chr(7)}"
@@ -48,6 +53,7 @@ def test_a_malformed_end_frame_is_a_target_error_not_a_crash(tmp_path):
 class _Scripted:
     """A target whose 'agent' prints given lines: what a compromised guest could."""
     kind = "scripted"
+    counters = "off"
 
     def __init__(self, name, lines):
         self.name, self.lines = name, lines
@@ -171,3 +177,170 @@ def test_the_container_root_is_read_only():
             lines = [json.loads(l) for l in t.run_agent(["run", "stat", "--samples", "1", "--warmup", "0",
                                                          "--iters", "10", "--tmpdir", "/"], 30)]
         assert lines[0]["type"] == "skip" and "Read-only file system" in lines[0]["reason"], lines
+
+
+def test_an_end_frame_with_a_unicode_digit_is_a_target_error(tmp_path):
+    p, c = _channel('echo "@@VMTAX-END ²"', tmp_path)  # str.isdigit() says yes, int() says no
+    try:
+        with pytest.raises(TargetError, match="malformed end-of-answer"):
+            list(c.command("RUN run getppid", 5))
+    finally:
+        proc.kill_group(p)
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_sample_line_is_that_targets_error_and_the_others_are_measured(tmp_path, capsys, kind):
+    """Through the CLI, the real runner and a real SQLite file: the line
+    comes after a timed sample of the hostile target, which is kept."""
+    db, evil = tmp_path / "h.db", f"fake:hostile={kind}"
+    assert main(["--db", str(db), "compare", "fake", evil, "--bench", "getppid", "--max-time", "3s"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    store = Store(db)
+    data = store.load(store.list_runs()[0]["id"])
+    how, reason = data.outcomes[(evil, "getppid")]
+    assert how == "error" and reason.startswith("sample line with an invalid ") and "\n" not in reason
+    assert data.outcomes[("fake", "getppid")][0] != "error"
+    by = {t: sum(1 for s in data.samples if s.target == t and not s.warmup) for t in ("fake", evil)}
+    assert by["fake"] >= 3 and by[evil] >= 1
+
+
+def test_sizing_survives_times_per_iteration_far_apart(tmp_path):
+    """Valid lines, extreme values: the baseline's per-iteration time 1e36
+    times a candidate's made the sizing ratio 0 (ZeroDivisionError)."""
+    spec = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+    store = Store(tmp_path / "h.db")
+    store.new_run("r", "compare", "t", "0", {})
+
+    def lines(value, ops):
+        sample = {"schema": 1, "type": "sample", "bench": "getppid", "unit": "ns", "instance": 0, "warmup": False,
+                  "iters": 1, "ops": ops, "value": value, "overhead": 0, "tsc_per_op": 1, "cpu": -1}
+        return (['{"schema":1,"type":"calibration","bench":"getppid","instance":0,"iters":1}']
+                + [json.dumps({**sample, "seq": i}) for i in range(4)] + ['{"schema":1,"type":"done","bench":"getppid"}'])
+    targets = [_Scripted("slow", lines(1e18, 1e18)), _Scripted("fast", lines(1e-300, 1e-10))]
+    Runner(RunConfig(max_time=1, min_processes=2), [spec], targets, store, "r").run()
+    assert store.load("r").outcomes[("fast", "getppid")][0] != "error"
+
+
+def _feed(fd, total, chunk=1 << 20):
+    """Write total bytes of 'x' with no newline to fd, as a hostile target
+    would; returns a list holding the bytes written so far."""
+    written = [0]
+
+    def run():
+        block = b"x" * chunk
+        try:
+            while written[0] < total:
+                written[0] += os.write(fd, block)
+        except OSError:  # the reader closed its end
+            pass
+        finally:
+            os.close(fd)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return written, t
+
+
+def test_a_300_mb_line_is_refused_after_a_mib_without_reading_it_all():
+    r, w = os.pipe()
+    written, writer = _feed(w, 300 << 20)
+    with os.fdopen(r, "rb") as stream:
+        with pytest.raises(TargetError, match="longer than"):
+            list(proc.read_lines(stream))
+        time.sleep(0.2)  # the writer fills the pipe, then blocks: what it managed is what was read
+        assert written[0] <= proc.MAX_LINE + (2 << 20)
+    writer.join(10)
+    assert not writer.is_alive() and written[0] < 300 << 20
+
+
+def test_lines_up_to_the_bound_are_read_whole():
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as stream:
+        line = b"y" * (proc.MAX_LINE - 1) + b"\n"
+        t = threading.Thread(target=lambda: (os.write(w, line + b"last"), os.close(w)))
+        t.start()
+        assert list(proc.read_lines(stream)) == [line, b"last"]
+        t.join()
+
+
+def test_a_guest_printing_a_300_mb_line_is_a_target_error(tmp_path):
+    p, c = _channel("head -c 300000000 /dev/zero | tr '\\\\0' x", tmp_path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TargetError, match="guest: a line of output longer than"):
+            list(c.command("RUN run getppid", 30))
+        assert time.monotonic() - started < 10
+    finally:
+        proc.kill_group(p)
+
+
+_IN_NEW_PID_NS = """
+import os, sys
+from vmtax import proc
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:  # this namespace's next pid: one dead outside it
+    f.write(str(int(sys.argv[1]) - 1))
+pid = os.fork()
+if pid == 0:
+    print(proc.private_dir("test", sys.argv[2]), flush=True)
+    sys.stdin.read()  # alive until the test closes its stdin
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def _dead_pid() -> int:
+    from vmtax.hostproc import pid_alive
+    return next(p for p in range(20000, 30000) if not pid_alive(p))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a PID namespace needs root")
+def test_the_sweep_leaves_a_live_run_of_another_pid_namespace_alone(tmp_path):
+    """Its pid is dead here, yet its owner lives: /tmp is shared, pids are not."""
+    pid = _dead_pid()
+    p = proc.spawn(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _IN_NEW_PID_NS,
+                    str(pid), str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = p.stdout.readline().strip()
+        assert os.path.basename(theirs).startswith(f"vmtax-test-{pid}-") and os.path.isdir(theirs)
+        assert proc.sweep(str(tmp_path)) == [] and os.path.isdir(theirs)
+    finally:
+        p.stdin.close()
+        p.wait(10)
+        proc.kill_group(p)
+    # ... while what a dead process of this namespace left goes
+    subprocess.run([sys.executable, "-c", f"from vmtax import proc; proc.private_dir('test', {str(tmp_path)!r})"],
+                   check=True)
+    ours = [str(d) for d in tmp_path.iterdir() if str(d) != theirs]
+    assert len(ours) == 1 and proc.sweep(str(tmp_path)) == ours
+
+
+_BUILD = """
+import os, sys, time
+from vmtax import guest
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # all at once
+print(guest.initramfs(), flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isfile("/bin/busybox") and not os.path.isfile("/usr/bin/busybox"),
+                    reason="the root is built from busybox-static")
+def test_first_runs_at_once_build_one_cache_entry_whole(tmp_path):
+    """Three first runs at once crashed two in three (FileNotFoundError on
+    the shared initramfs-<key>.cpio.tmp): each builds under its own name."""
+    import gzip
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    start = str(time.time() + 2)
+    ps = [subprocess.Popen([sys.executable, "-c", _BUILD, start], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=120) for p in ps]
+    assert [p.returncode for p in ps] == [0] * 6, [err[-300:] for _, err in outs]
+    cache = tmp_path / "vmtax"
+    made = {Path(out.strip()) for out, _ in outs}
+    assert len(made) == 1
+    initrd = made.pop()
+    roots = [n for n in os.listdir(cache) if n.startswith("rootfs-")]
+    assert sorted(os.listdir(cache)) == sorted([initrd.name, *roots]) and len(roots) == 1  # no temporary left
+    data = gzip.decompress(initrd.read_bytes())  # a truncated file would not decompress
+    assert data.rstrip(b"\0").endswith(b"TRAILER!!!") and b"vmtax-agent" in data
+    root = cache / roots[0]
+    assert (root / "vmtax-agent").stat().st_size == AGENT.stat().st_size

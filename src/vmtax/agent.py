@@ -13,6 +13,9 @@ from .metrics import METRICS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = 1
+INT_MAX = 2 ** 63 - 1  # SQLite's INTEGER: a count beyond it cannot be stored
+FLOAT_MAX = 1e18       # ns or counts per operation: beyond it nothing was measured, and
+                       # products of two such stay far from float overflow (the runner's sizing)
 
 
 def agent_path() -> Path:
@@ -51,18 +54,26 @@ def parse_line(line: str) -> dict:
     return obj
 
 
+def in_range(v: object, lo: float, hi: float, integer: bool = False) -> bool:
+    """Whether v is a JSON number (not a boolean) within [lo, hi], and whole
+    where integer: compared exactly, so neither NaN nor an integer of 400
+    digits converts (or overflows) on the way."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+        return False
+    return not integer or isinstance(v, int) or v.is_integer()
+
+
 def _number(msg: dict, key: str, lo: float, integer: bool = False, default=None):
     v = msg.get(key, default)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
-    if not ok or (integer and not float(v).is_integer()):
-        raise AgentError(f"sample line with an invalid {key}: {v!r}")
+    if not in_range(v, lo, INT_MAX if integer else FLOAT_MAX, integer):
+        raise AgentError(f"sample line with an invalid {key}: {repr(v)[:40]}")
     return int(v) if integer else float(v)
 
 
 def calibrated_iters(msg: dict, line: str) -> int:
     """The iteration count of an agent's calibration line, checked."""
     iters = msg.get("iters")
-    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+    if not isinstance(iters, int) or not in_range(iters, 1, INT_MAX, True):
         raise AgentError(f"calibration line without a valid iteration count: {line[:120]!r}")
     return iters
 
@@ -100,8 +111,8 @@ def target_metrics(msg: dict) -> dict[str, float]:
     for name, v in raw.items():
         if not (isinstance(name, str) and name in METRICS and METRICS[name].side == "target"):
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise AgentError(f"sample line with an invalid {name[:40]}: {v!r}")
+        if not in_range(v, 0.0, FLOAT_MAX):
+            raise AgentError(f"sample line with an invalid {name[:40]}: {repr(v)[:40]}")
         out[name] = float(v)
     return out
 
@@ -117,8 +128,10 @@ def clean_facts(obj: object) -> dict:
             return v[:FACT_MAX]
         if isinstance(v, bool) or v is None:
             return v
-        if isinstance(v, (int, float)):
+        if isinstance(v, float):
             return v if math.isfinite(v) else None
+        if isinstance(v, int):  # a JSON integer of 400 digits: no float, no SQLite INTEGER
+            return v if abs(v) <= INT_MAX else None
         return str(v)[:FACT_MAX]
     if not isinstance(obj, dict):
         return {}

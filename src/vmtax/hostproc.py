@@ -18,6 +18,15 @@ def boot_id() -> str:
         return "?"
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode of /proc/self/ns/pid): a pid
+    names a process only inside one."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists (of any user)."""
     try:

@@ -10,6 +10,7 @@ was left (`sweep`).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import shutil
@@ -19,9 +20,10 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
-from .hostproc import descendants, pid_alive
+from .errors import TargetError
+from .hostproc import boot_id, descendants, pid_alive, pid_namespace
 
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
 _PR_SET_PDEATHSIG = 1
@@ -59,18 +61,32 @@ def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = Tr
 
 # -- what a controller killed outright leaves behind ---------------------------------
 def private_dir(kind: str, parent: str | None = None) -> Path:
-    """A fresh private directory named after this controller's pid, so a
-    later run can tell whether its owner is still alive (see sweep)."""
-    return Path(tempfile.mkdtemp(prefix=f"vmtax-{kind}-{os.getpid()}-", dir=parent))
+    """A fresh private directory named after this controller's pid and the
+    boot and PID namespace that pid belongs to, so that a later run can tell
+    whether its owner is still alive (see sweep)."""
+    return Path(tempfile.mkdtemp(prefix=f"vmtax-{kind}-{os.getpid()}-{_pid_scope()}-", dir=parent))
 
 
-_OWNED = re.compile(r"^vmtax-[a-z]+-(\d+)-")
+_OWNED = re.compile(r"^vmtax-[a-z]+-(\d+)-([0-9a-f]{12})-")
+
+
+def _pid_scope() -> str:
+    """Where this process's pid means this process: its host's boot and its
+    PID namespace (another namespace sharing /tmp has pids of its own), as a
+    short hash; "unknown" without /proc."""
+    boot, ns = boot_id(), pid_namespace()
+    if "?" in (boot, ns):
+        return "unknown"
+    return hashlib.sha256(f"{boot}|{ns}".encode()).hexdigest()[:12]
 
 
 def sweep(parent: str | None = None) -> list[str]:
-    """Remove the private directories of controllers that are gone (a
-    SIGKILLed vmtax cannot clean up after itself); returns what it removed."""
-    parent = parent or tempfile.gettempdir()
+    """Remove the private directories of controllers that are provably gone
+    (a SIGKILLed vmtax cannot clean up after itself): made in this boot and
+    this PID namespace, by a pid that no process has now.  What another
+    namespace or boot made is left alone: its pid means nothing here.
+    Returns what it removed."""
+    parent, scope = parent or tempfile.gettempdir(), _pid_scope()
     removed = []
     try:
         entries = os.listdir(parent)
@@ -79,7 +95,8 @@ def sweep(parent: str | None = None) -> list[str]:
     for name in entries:
         m = _OWNED.match(name)
         path = os.path.join(parent, name)
-        if not m or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
+        if (not m or m.group(2) != scope or int(m.group(1)) == os.getpid()
+                or pid_alive(int(m.group(1)))):
             continue
         try:
             if os.stat(path).st_uid != os.getuid():
@@ -151,7 +168,7 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
         if stdin_data is not None:
             p.stdin.write(stdin_data)
             p.stdin.close()
-        for raw in p.stdout:
+        for raw in read_lines(p.stdout):
             yield raw.decode("utf-8", "replace").rstrip("\n")
         p.wait()
         reader.join(timeout=5)
@@ -167,6 +184,23 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
                 p.stdin.close()
             except OSError:
                 pass
+
+
+MAX_LINE = 1 << 20  # bytes of one line of a child's output
+
+
+def read_lines(stream: BinaryIO, limit: int = MAX_LINE) -> Iterator[bytes]:
+    """The lines of a binary stream, each read whole but never more than
+    limit bytes of one: TargetError at the first longer line, the rest
+    left unread (a target that prints 300 MB without a newline costs the
+    controller a MiB, not 300 MB)."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            raise TargetError(f"a line of output longer than {limit} bytes, refused: {raw[:60]!r}...")
+        yield raw
 
 
 class ChildFailed(Exception):

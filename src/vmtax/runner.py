@@ -650,6 +650,7 @@ class Runner:
         """(timed samples, warmup samples) per process for samples r times
         as long as the baseline's at its own count."""
         c = self.cfg
+        r = min(max(r, 1e-9), 1e9) if math.isfinite(r) else 1.0  # both counts saturate long before
         return (min(c.samples_per_process * self.MAX_SAMPLES, max(1, int(c.samples_per_process / r + 0.5))),
                 c.warmup * min(self.MAX_SAMPLES, max(1, int(1 / r + 0.5))))
 
@@ -714,12 +715,12 @@ class Runner:
                     probe.enable()
                     mark = (probe.read(), time.monotonic())
                 elif kind == "sample":
-                    host = {}
-                    if probe is not None and mark is not None and msg.get("counting") is True:
+                    f, host = sample_fields(msg, spec), {}  # AgentError for anything a real agent would not say
+                    if probe is not None and mark is not None and f["counting"]:
                         now = (probe.read(), time.monotonic())
-                        host = probe.per_op(mark[0], now[0], now[1] - mark[1], float(msg.get("ops") or 0))
+                        host = probe.per_op(mark[0], now[0], now[1] - mark[1], f["ops"])
                         mark = now
-                    self._take_sample(target, spec, process, block, msg, st, host)
+                    self._take_sample(target, spec, process, block, f, st, host)
                 elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
                     st.iters = calibrated_iters(msg, line)
                 elif kind == "skip":
@@ -823,9 +824,8 @@ class Runner:
                       warmup=warmup, iters=1, ops=1.0, block=block, t=time.time(),
                       cpu=target.host_cpu if target.host_cpu is not None else -1)
 
-    def _take_sample(self, target: Target, spec: BenchSpec, process: int, block: int, msg: dict,
+    def _take_sample(self, target: Target, spec: BenchSpec, process: int, block: int, f: dict,
                      st: TargetState, host: dict[str, float]) -> None:
-        f = sample_fields(msg, spec)  # AgentError for anything a real agent would not say
         if f["counting"]:
             f["metrics"] = {**f["metrics"], **(mirror(f["metrics"]) if target.mirror_host else host)}
         s = Sample(benchmark=spec.name, target=target.name, process=process, block=block,

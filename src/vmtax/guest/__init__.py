@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from .. import proc
 from ..agent import agent_path
 from ..errors import TargetError
 
@@ -46,11 +47,34 @@ def probe_memory(name: str) -> dict:
         return {}
 
 
-def remember_probe(name: str, key: str, finding: str) -> None:
-    """Record a probe's finding ('' when the thing works, else why not)."""
+def remember_probe(name: str, key: str, finding: str) -> str:
+    """Record a probe's finding ('' when the thing works, else why not);
+    returns it as recorded."""
     known = probe_memory(name)
     known[key] = finding[:300]
-    (cache_dir() / f"{name}-probe.json").write_text(json.dumps(known))
+    publish(cache_dir() / f"{name}-probe.json", lambda tmp: tmp.write_text(json.dumps(known)))
+    return known[key]
+
+
+def publish(dest: Path, build: Callable[[Path], None]) -> Path:
+    """Put a cache entry (a file or a directory) in place whole: build(path)
+    makes it under a private directory beside dest, then a rename publishes
+    it.  Any number of vmtax processes may build one entry at once: each
+    builds its own, the last file renamed wins, a directory renamed first
+    stays (all are alike: the key is their content).  What a killed build
+    left is swept (proc.sweep)."""
+    proc.sweep(str(dest.parent))
+    work = proc.private_dir("build", str(dest.parent))
+    try:
+        build(work / dest.name)
+        try:
+            os.rename(work / dest.name, dest)
+        except OSError:
+            if not dest.is_dir():  # not another's whole directory: a real failure
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
 
 
 Extra = tuple[tuple[str, Path], ...]  # (path inside the root, host file)
@@ -140,7 +164,6 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
         raise TargetError("strace is not installed on this host (make setup installs it)")
     import tempfile
     with tempfile.TemporaryDirectory(prefix="vmtax-trace-") as tmp:
-        from .. import proc
         try:  # the whole traced tree dies on a timeout, on Ctrl-C, and with vmtax
             p = proc.spawn([strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat",
                             "-o", os.path.join(tmp, "t"), *argv], cwd=cwd, env=env,
@@ -195,10 +218,12 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
 def rootfs_dir(extra: Extra = ()) -> Path:
     """A directory root for containers, rebuilt when any input changes."""
     root = cache_dir() / f"rootfs-{_key(extra)}"
-    if root.is_dir():
-        return root
-    tmp = root.with_suffix(".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    if not root.is_dir():
+        publish(root, lambda tmp: _fill_root(tmp, extra))
+    return root
+
+
+def _fill_root(tmp: Path, extra: Extra) -> None:
     for d in ("bin", "sbin", "proc", "sys", "dev", "tmp", "etc"):
         (tmp / d).mkdir(parents=True)
     for name, src in _files(extra):
@@ -208,8 +233,6 @@ def rootfs_dir(extra: Extra = ()) -> Path:
     for applet in APPLETS:
         os.symlink("busybox", tmp / "bin" / applet)
     (tmp / "tmp").chmod(0o1777)
-    tmp.rename(root)
-    return root
 
 
 def initramfs(extra: Extra = ()) -> Path:
@@ -217,9 +240,8 @@ def initramfs(extra: Extra = ()) -> Path:
     out = cache_dir() / f"initramfs-{_key(extra)}.cpio.gz"
     if not out.exists():
         from .cpio import write_newc
-        tmp = out.with_suffix(".tmp")
-        write_newc(tmp, rootfs_dir(extra), extra_nodes=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)])
-        tmp.rename(out)
+        root = rootfs_dir(extra)
+        publish(out, lambda tmp: write_newc(tmp, root, extra_nodes=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)]))
     return out
 
 
@@ -239,5 +261,6 @@ def traced_cached(key: str, argv: list[str], cwd_setup: Callable[[str], None], e
     with tempfile.TemporaryDirectory(prefix="vmtax-build-") as tmp:
         cwd_setup(tmp)
         found = traced(argv, tmp, env)
-    memo.write_text(json.dumps([(n, str(src), src.stat().st_size, src.stat().st_mtime) for n, src in found]))
+    known = json.dumps([(n, str(src), src.stat().st_size, src.stat().st_mtime) for n, src in found])
+    publish(memo, lambda tmp: tmp.write_text(known))
     return found

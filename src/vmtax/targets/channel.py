@@ -36,12 +36,16 @@ class Channel:
         self.p, self.name, self.log = p, name, log
         self.lines: "queue.Queue[str | None]" = queue.Queue()
         self.broken: str | None = None
+        self._refused: str | None = None  # why the pump stopped reading
         self._lock = threading.Lock()
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
-        for raw in self.p.stdout:
-            self.lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        try:
+            for raw in proc.read_lines(self.p.stdout):
+                self.lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        except TargetError as e:
+            self._refused = str(e)
         self.lines.put(None)
 
     def _next(self, deadline: float) -> str:
@@ -51,7 +55,8 @@ class Channel:
         except queue.Empty:
             raise TimeoutError from None
         if line is None:
-            self.broken = f"{self.name} went away (exit status {self.p.poll()}){self.console_tail()}"
+            self.broken = (f"{self.name}: {self._refused}" if self._refused else
+                           f"{self.name} went away (exit status {self.p.poll()}){self.console_tail()}")
             raise TargetError(self.broken)
         return line
 
@@ -130,7 +135,7 @@ class Channel:
 def _status(frame: str) -> int | None:
     """The exit status in an end-of-answer line; None if it is not one."""
     text = frame[len(END):].strip()
-    return int(text) if text.isdigit() and len(text) <= 3 else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
 
 
 class ChannelTarget(Target):

@@ -8,7 +8,8 @@ share it, as real processes share their memory layout and CPU), seed,
 delay (seconds per sample; a process is stopped at its timeout, as a real
 agent is), skip=NAME, crash=NAME (dies mid-benchmark, in a timed process),
 garbage=NAME (prints a malformed line mid-benchmark; a workload: output its
-parser refuses), host_noise and
+parser refuses), hostile=KIND (every timed process prints one well-formed
+JSON sample line no real agent could, after a timed sample: see HOSTILE), host_noise and
 host_rho (a slowdown shared by every fake target, as a busy host's is: a
 log-AR(1) process with innovation sd host_noise and coefficient host_rho,
 one step per agent process -- noise correlated in time across targets).
@@ -25,6 +26,7 @@ import zlib
 from typing import Iterator
 
 from ..agent import parse_line
+from ..errors import UserError
 from ..proc import ChildFailed
 from .base import GATE, Target, option_number
 from .local import LocalTarget
@@ -34,7 +36,7 @@ class FakeTarget(Target):
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
     allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",
-                                 "garbage", "host_noise", "host_rho"})
+                                 "garbage", "hostile", "host_noise", "host_rho"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -49,6 +51,9 @@ class FakeTarget(Target):
         # seed would produce perfectly correlated "noise" and a zero-width ratio
         seed = num("seed", None, lo=0, hi=2 ** 63, integer=True)
         self.rng = random.Random(seed if seed is not None else zlib.crc32(name.encode()))
+        self.hostile = options.get("hostile")
+        if self.hostile is not None and self.hostile not in HOSTILE:
+            raise UserError(f"{name}: hostile={self.hostile[:40]!r}: one of {', '.join(HOSTILE)}")
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
@@ -129,6 +134,10 @@ class FakeTarget(Target):
                 yield "this is not json"
             if self.options.get("crash") == bench and s == 2 and "--iters" in opts:  # a timed process
                 raise ChildFailed(-11, "fake agent: Segmentation fault")
+            if self.hostile and s == warmup + 1 and "--iters" in opts:
+                yield json.dumps({"schema": 1, "type": "sample", "bench": bench, "unit": "ns", "instance": 0,
+                                  "seq": s, "warmup": False, "iters": 1000, "ops": 1000, "value": mean,
+                                  "overhead": 0.01, "tsc_per_op": mean, "cpu": -1, **HOSTILE[self.hostile]})
             counting = s >= warmup + samples
             if counting and s == warmup + samples:
                 yield _line(type="counting", bench=bench, instance=0)
@@ -138,6 +147,11 @@ class FakeTarget(Target):
                         warmup=s < warmup, iters=1000, ops=1000, value=v,
                         overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)), **extra)
         yield _line(type="done", bench=bench)
+
+
+# what a compromised guest, container or ssh host can print in a sample line
+HOSTILE = {"huge_value": {"value": 1e308}, "huge_int": {"ops": 10 ** 400}, "huge_seq": {"seq": 2 ** 70},
+           "huge_instance": {"instance": 2 ** 63}, "bool_iters": {"iters": True}}
 
 
 class _Host:
