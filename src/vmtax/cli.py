@@ -220,13 +220,14 @@ def _report(store: Store, run_id: str, args) -> int:
         return EXIT_INTERRUPTED
     if data.status in ("failed", "abandoned"):
         return EXIT_FAIL
+    failed = any(m.stopped_by == "error" for m in ms)
     empty = nothing_measured(data, ms, cs)
-    if empty:
+    if empty:  # a benchmark's error says more than "no ratio" (exit 3), else 1
         say(f"vmtax: {empty}", sys.stderr)
-        return EXIT_FAIL
+        return EXIT_BENCH_ERROR if failed else EXIT_FAIL
     if gate is not None:
         return gate.exit_code
-    return EXIT_BENCH_ERROR if any(m.stopped_by == "error" for m in ms) else EXIT_OK
+    return EXIT_BENCH_ERROR if failed else EXIT_OK
 
 
 def _threshold(text: str) -> float:
