@@ -15,7 +15,7 @@ from .. import scaling
 from . import plots, table
 from .htmlkit import table as table_html, td
 from .scoreboard import md_cell
-from .units import _sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
+from .units import sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
 
 SCHEMA = 1
 HEADER = ["N", "vCPUs / host CPUs", "aggregate (95% CI)", "per instance: mean [min–max]",
@@ -71,7 +71,7 @@ def mem_text(p: ScalePoint) -> str:
     if not m:
         return "-"
     mean = sum(m) / len(m)
-    return f"{_sig(mean)} MiB" + (f" [{_sig(min(m))}–{_sig(max(m))}]" if len(m) > 1 else "")
+    return f"{sig(mean)} MiB" + (f" [{sig(min(m))}–{sig(max(m))}]" if len(m) > 1 else "")
 
 
 def row(p: ScalePoint) -> list[str]:

@@ -12,8 +12,8 @@ def fmt_value(v: float | None, unit: str) -> str:
     if unit == "ns":
         for name, scale in _TIME:
             if abs(v) >= scale or name == "ns":
-                return f"{_sig(v / scale)} {name}"
-    return f"{_sig(v)} {unit}"
+                return f"{sig(v / scale)} {name}"
+    return f"{sig(v)} {unit}"
 
 
 def fmt_rate(v: float | None, unit: str) -> str:
@@ -22,8 +22,8 @@ def fmt_rate(v: float | None, unit: str) -> str:
         return "-"
     for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(v) >= scale:
-            return f"{_sig(v / scale)} {prefix}{unit}"
-    return f"{_sig(v)} {unit}"
+            return f"{sig(v / scale)} {prefix}{unit}"
+    return f"{sig(v)} {unit}"
 
 
 def fmt_rate_range(mean: float, lo: float, hi: float, unit: str) -> str:
@@ -32,7 +32,7 @@ def fmt_rate_range(mean: float, lo: float, hi: float, unit: str) -> str:
     if not (math.isfinite(mean) and math.isfinite(lo) and math.isfinite(hi)):
         return text
     scale = next((s for p, s in (("G", 1e9), ("M", 1e6), ("k", 1e3)) if abs(mean) >= s), 1.0)
-    return f"{text} [{_sig(lo / scale)}–{_sig(hi / scale)}]"
+    return f"{text} [{sig(lo / scale)}–{sig(hi / scale)}]"
 
 
 def fmt_pair(a: float, b: float, unit: str) -> str:
@@ -44,11 +44,11 @@ def fmt_pair(a: float, b: float, unit: str) -> str:
             if big >= scale or name == "ns":
                 if small / scale < 0.1:
                     return f"[{fmt_value(a, unit)}/{fmt_value(b, unit)}]"
-                return f"[{_sig(a / scale)}/{_sig(b / scale)} {name}]"
-    return f"[{_sig(a)}/{_sig(b)} {unit}]"
+                return f"[{sig(a / scale)}/{sig(b / scale)} {name}]"
+    return f"[{sig(a)}/{sig(b)} {unit}]"
 
 
-def _sig(x: float) -> str:
+def sig(x: float) -> str:
     if x == 0:
         return "0"
     if abs(x) >= 100:

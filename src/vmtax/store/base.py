@@ -15,6 +15,7 @@ import numbers
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import StoreError, UserError
@@ -75,12 +76,13 @@ class Store:
     readonly: bool
     db = None      # the backend's DB-API connection
 
+    # (accepts(location), load() -> the backend's class): registered by store/__init__.py,
+    # so that this interface knows none of its backends (no import cycle)
+    backends: list[tuple[Callable[[str | Path], bool], Callable[[], type]]] = []
+
     def __new__(cls, location: str | Path, readonly: bool = False):
         if cls is Store:
-            if is_url(location):
-                from .postgres import PostgresStore as cls
-            else:
-                from .sqlite import SqliteStore as cls
+            cls = next(load() for accepts, load in Store.backends if accepts(location))
         return super().__new__(cls)
 
     def __enter__(self) -> "Store":

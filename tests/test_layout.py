@@ -1,0 +1,87 @@
+"""The package's shape, checked: no import cycle in src/ (imports inside
+functions included: hiding one there is still a cycle), and no module
+imports another's private (underscore) name."""
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for p in SRC.rglob("*.py"):
+        parts = list(p.relative_to(SRC).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
+    return out
+
+
+def imports(mods) -> dict[str, set[tuple[str, str]]]:
+    """module -> {(imported module, name imported from it or '')}, every
+    import statement anywhere in the file."""
+    out = {}
+    for mod, (path, is_pkg) in mods.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {(a.name, "") for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    if sub in mods:
+                        found.add((sub, ""))
+                    elif target in mods:
+                        found.add((target, a.name))
+        out[mod] = {(m, n) for m, n in found if m != mod}
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_in_src():
+    graph = {m: {t for t, _ in found} for m, found in imports(modules()).items()}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_can_fail():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_another_modules_private_name():
+    private = sorted(f"{m} imports {n} from {t}" for m, found in imports(modules()).items()
+                     for t, n in found if n.startswith("_") and not n.startswith("__"))
+    assert private == []
