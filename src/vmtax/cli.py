@@ -438,6 +438,57 @@ def _scale_report(data, args) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args) -> int:
+    from . import doctor
+    try:
+        budget = parse_duration(args.max_time)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for flag, value, least, most in (("--processes", args.processes, 8, 1000), ("--rows", args.rows, 1, 1000),
+                                     ("--targets", args.targets, 2, 100)):
+        if not least <= value <= most:
+            raise UserError(f"{flag} must be between {least} and {most}, got {value}")
+    if not 0 < budget <= 7 * 86400:
+        raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
+    specs = suite.select(None, [args.bench])
+    spec = specs[0]
+    if len(specs) != 1 or spec.kind != "micro":
+        raise UserError(f"vmtax doctor times an agent row, not the workload {args.bench}")
+    target = parse_target(args.target)
+    cpu = _cpu(args.cpu, 1)
+    target.pin(cpu)
+    pin = f"pinned to host CPU {cpu}" if cpu is not None else "unpinned"
+    say(f"vmtax doctor: {spec.name} in {args.processes} fresh processes on {target.name} ({pin})", sys.stderr)
+    with target:
+        means, starts, process_s = doctor.measure(target, spec, args.processes, cpu)
+    n = doctor.noise(means, starts)
+    blocks, half = doctor.buyable(n.cv, process_s, budget * 0.9, args.rows, args.targets)
+    doc = {"target": target.name, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
+           "pinned_cpu": cpu, "mean": n.mean, "cv": n.cv, "bimodality": n.bimodality, "bimodal": n.bimodal,
+           "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s}
+                     if n.bimodal else None),
+           "process_seconds": process_s,
+           "budget": {"max_time": budget, "rows": args.rows, "targets": args.targets, "blocks": blocks,
+                      "ratio_ci_halfwidth": half if math.isfinite(half) else None}}
+    from .report.units import fmt_duration, fmt_value
+    lines = [f"{spec.name} on {target.name} ({pin}): {n.processes} fresh processes over "
+             f"{starts[-1] - starts[0] + process_s:.0f} s",
+             f"  mean {fmt_value(n.mean, spec.unit)} per operation; between-process SD {n.cv:.1%} of the mean",
+             (f"  two modes: {fmt_value(n.fast, spec.unit)} ({1 - n.slow_share:.0%} of processes) and "
+              f"{fmt_value(n.slow, spec.unit)} ({n.slow_share:.0%}); a mode lasts {n.run_s:.1f} s on average "
+              f"(Sarle's coefficient {n.bimodality:.2f})" if n.bimodal else
+              f"  one mode (Sarle's coefficient {n.bimodality:.2f}, under {doctor.BIMODAL_BC:.2f} or modes "
+              f"less than {doctor.MODE_GAP:g} SDs apart)"),
+             f"  a process costs {process_s:.2f} s: a compare of {args.rows} rows on {args.targets} targets in "
+             f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
+             + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
+             + " at this spread (agent rows like this one; slower targets take longer)"]
+    say("\n".join(lines), sys.stderr if args.json == "-" else sys.stdout)
+    if args.json:
+        _json_out(doc, args.json)
+    return EXIT_OK
+
+
 def cmd_targets(args) -> int:
     if args.inventory:
         return _inventory_hosts(args)
@@ -640,6 +691,17 @@ def build_parser() -> Parser:
     s.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     s.add_argument("--html", metavar="FILE", help="also write an HTML page with the charts to FILE")
     s.set_defaults(func=cmd_scale)
+
+    s = sub.add_parser("doctor", help="how noisy is this host now, and what precision a budget can buy")
+    s.add_argument("--target", default="local", help="target string (default: local)")
+    s.add_argument("--bench", default="getppid", help="an agent row to time (default getppid)")
+    s.add_argument("--processes", type=int, default=30, help="fresh agent processes (default 30)")
+    s.add_argument("--cpu", default="auto", metavar="N|auto|none", help="as for run (default auto)")
+    s.add_argument("--max-time", default="7m", help="the budget to judge (default 7m: make demo's)")
+    s.add_argument("--rows", type=int, default=14, help="rows of that compare (default 14: make demo's)")
+    s.add_argument("--targets", type=int, default=4, help="targets of that compare (default 4)")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.set_defaults(func=cmd_doctor)
 
     s = sub.add_parser("targets", help="list target kinds and whether each works here")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")

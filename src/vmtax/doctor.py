@@ -1,0 +1,132 @@
+"""How noisy is this host, right now?  vmtax doctor runs one short benchmark
+in many fresh agent processes on a target (the bare machine by default),
+one after another, and says what the runner will meet: the spread between
+processes, whether their means fall in two modes (a vCPU whose host
+sibling is busy, say) and for how long a mode lasts, and what precision a
+budget can buy at that spread -- before anyone spends ten minutes.
+
+The analysis is pure (noise, buyable); measure() runs the processes."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+from scipy import stats as sps
+
+from .agent import parse_line, sample_fields
+from .errors import AgentError, TargetError
+from .model import BenchSpec
+from .proc import ChildFailed
+
+BIMODAL_BC = 5 / 9     # Sarle's bimodality coefficient above this: more than one mode
+MODE_GAP = 2.0         # and the two modes' means this many within-mode SDs apart
+
+
+@dataclass(frozen=True)
+class Noise:
+    processes: int
+    mean: float
+    cv: float                 # between-process SD over the mean
+    bimodality: float         # Sarle's coefficient (a uniform distribution: 5/9)
+    bimodal: bool
+    fast: float | None        # the two modes' means, where bimodal
+    slow: float | None
+    slow_share: float | None  # the share of processes in the slow mode
+    run_s: float | None       # how long a mode lasts: the mean length of a run of one mode, in seconds
+
+
+def noise(means: list[float], starts: list[float]) -> Noise:
+    """The spread of process means taken in this order at these times."""
+    n = len(means)
+    mu = statistics.fmean(means)
+    sd = statistics.stdev(means) if n > 1 else 0.0
+    bc = _bimodality(means)
+    split = _two_modes(means)
+    bimodal = False
+    fast = slow = share = run_s = None
+    if split is not None and bc > BIMODAL_BC:
+        lo, hi, cut = split
+        within = math.sqrt((_var([m for m in means if m <= cut]) + _var([m for m in means if m > cut])) / 2)
+        bimodal = within == 0 or (hi - lo) / within > MODE_GAP
+        if bimodal:
+            fast, slow = lo, hi
+            modes = [m > cut for m in means]
+            share = sum(modes) / n
+            runs = 1 + sum(a != b for a, b in zip(modes, modes[1:]))
+            run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
+    return Noise(n, mu, sd / mu if mu else math.inf, bc, bimodal, fast, slow, share, run_s)
+
+
+def _var(xs: list[float]) -> float:
+    return statistics.variance(xs) if len(xs) > 1 else 0.0
+
+
+def _bimodality(xs: list[float]) -> float:
+    """Sarle's bimodality coefficient, with the sample's skewness and excess
+    kurtosis (bias-corrected); 0 where fewer than 4 values or no spread."""
+    n = len(xs)
+    if n < 4 or statistics.pstdev(xs) == 0:
+        return 0.0
+    g = sps.skew(xs, bias=False)
+    k = sps.kurtosis(xs, bias=False)
+    return float((g * g + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
+
+
+def _two_modes(xs: list[float]) -> tuple[float, float, float] | None:
+    """The best split of the values in two groups (least within-group sum
+    of squares): (low mean, high mean, the cut), each group 2 values or more."""
+    s = sorted(xs)
+    best = None
+    for i in range(2, len(s) - 1):
+        a, b = s[:i], s[i:]
+        ss = sum((x - statistics.fmean(a)) ** 2 for x in a) + sum((x - statistics.fmean(b)) ** 2 for x in b)
+        if best is None or ss < best[0]:
+            best = (ss, statistics.fmean(a), statistics.fmean(b), a[-1])
+    return best[1:] if best else None
+
+
+def buyable(cv: float, process_s: float, budget_s: float, rows: int, targets: int) -> tuple[int, float]:
+    """(blocks a row gets, the 95% CI half-width of a ratio then) for a
+    compare of rows x targets in budget_s, each process costing process_s:
+    two independent processes per block at this spread, a Student interval
+    over the blocks (the pairing within a block can only narrow it)."""
+    blocks = int(budget_s / (rows * targets * process_s)) if process_s > 0 else 0
+    if blocks < 2:
+        return blocks, math.inf
+    return blocks, float(sps.t.ppf(0.975, blocks - 1)) * math.sqrt(2) * cv / math.sqrt(blocks)
+
+
+def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
+            progress=None) -> tuple[list[float], list[float], float]:
+    """(each process's mean time per operation, when each began, the mean
+    wall time of one process) over `processes` fresh agent processes."""
+    args = ["run", spec.name, "--samples", "3", "--warmup", "1", "--min-time-ms", "10"]
+    if target.agent_cpu() is not None:
+        args += ["--cpu", str(target.agent_cpu())]
+    means, starts, took = [], [], []
+    for i in range(processes):
+        began = time.monotonic()
+        values = []
+        try:
+            for line in target.run_agent(args + target.agent_extra_args(), timeout=120):
+                if not line.strip():
+                    continue
+                msg = parse_line(line)
+                if msg["type"] == "sample":
+                    f = sample_fields(msg, spec)
+                    if not f["warmup"] and not f["counting"]:
+                        values.append(f["value"])
+                elif msg["type"] in ("skip", "error"):
+                    raise AgentError(str(msg.get("reason") or msg.get("message"))[:300])
+        except ChildFailed as e:
+            raise TargetError(f"{target.name}: agent {e}") from None
+        if not values:
+            raise AgentError(f"{target.name}: the agent gave no sample of {spec.name}")
+        starts.append(began)
+        took.append(time.monotonic() - began)
+        means.append(statistics.fmean(values))
+        if progress:
+            progress(i + 1, processes)
+    return means, starts, statistics.fmean(took)

@@ -1,0 +1,54 @@
+"""vmtax doctor: the noise analysis as pure functions, and one real run."""
+import json
+import math
+import random
+import subprocess
+import sys
+
+import pytest
+
+from vmtax import doctor
+
+
+def test_two_modes_in_stretches_are_found_with_their_share_and_length():
+    rng = random.Random(1)
+    # 40 processes, one a second: 10 fast, 10 slow, 10 fast, 10 slow (each +-1%)
+    means = [(196 if (i // 10) % 2 == 0 else 280) * (1 + rng.gauss(0, 0.01)) for i in range(40)]
+    n = doctor.noise(means, [float(i) for i in range(40)])
+    assert n.bimodal and n.slow_share == 0.5
+    assert n.fast == pytest.approx(196, rel=0.01) and n.slow == pytest.approx(280, rel=0.01)
+    assert n.run_s == pytest.approx(39 / 4)
+    assert n.cv == pytest.approx(0.18, abs=0.02)
+
+
+def test_one_mode_is_not_called_two():
+    rng = random.Random(2)
+    means = [200 * (1 + rng.gauss(0, 0.05)) for _ in range(60)]
+    n = doctor.noise(means, [float(i) for i in range(60)])
+    assert not n.bimodal and n.fast is None and n.cv == pytest.approx(0.05, abs=0.015)
+
+
+def test_what_a_budget_buys():
+    blocks, half = doctor.buyable(0.10, 0.5, 420, 14, 4)
+    assert blocks == 15
+    assert half == pytest.approx(2.1447866879169273 * math.sqrt(2) * 0.10 / math.sqrt(15))
+    assert doctor.buyable(0.10, 100, 60, 14, 4) == (0, math.inf)
+
+
+@pytest.mark.e2e
+def test_doctor_on_this_machine_says_its_spread(tmp_path):
+    out = tmp_path / "d.json"
+    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--processes", "10", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["processes"] == 10 and doc["mean"] > 0 and doc["cv"] >= 0 and doc["budget"]["blocks"] > 0
+    assert "between-process SD" in p.stdout and "buys about" in p.stdout
+
+
+def test_doctor_refuses_a_workload_and_bad_counts(capsys):
+    from vmtax.cli import main
+    assert main(["doctor", "--bench", "redis"]) == 2
+    assert main(["doctor", "--processes", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "not the workload" in err[0] and "--processes must be between 8" in err[1]
