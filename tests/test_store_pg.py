@@ -10,6 +10,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from urllib.parse import quote
 
@@ -290,3 +291,60 @@ def test_ctrl_c_keeps_what_was_stored_in_postgresql(pg_url):
     assert p.returncode == 130 and "samples kept" in err, err
     assert _sql(pg_url, "SELECT status FROM runs") == [("interrupted",)]
     assert _sql(pg_url, "SELECT count(*) FROM samples")[0][0] >= n
+
+
+# -- no password anywhere (issue 22) -------------------------------------------------
+SECRET = "pw-Secret-4217"
+
+
+@pytest.mark.parametrize("text,shown", [
+    (f"postgresql://alice:{SECRET}@127.0.0.1:5432/db", "postgresql://alice:***@127.0.0.1:5432/db"),
+    (f"postgresql://alice:{SECRET}@h/db?password={SECRET}&sslmode=disable",
+     "postgresql://alice:***@h/db?password=***&sslmode=disable"),
+    (f"postgresql://host=127.0.0.1 password={SECRET}", "postgresql://host=127.0.0.1 password=***"),
+    (f"host=h password='{SECRET} x' dbname=d", "host=h password=*** dbname=d"),
+    ("postgresql://alice@h/db", "postgresql://alice@h/db"),
+])
+def test_redact_takes_every_password_out(text, shown):
+    from vmtax.store import redact
+    assert redact(text) == shown
+
+
+def test_redact_takes_out_pgpassword(monkeypatch):
+    from vmtax.store import redact
+    monkeypatch.setenv("PGPASSWORD", SECRET)
+    assert redact(f"could not connect: {SECRET} refused") == "could not connect: *** refused"
+
+
+def test_a_malformed_keyword_url_does_not_echo_its_password(capsys):
+    assert main(["--db", f"postgresql://host=127.0.0.1 password={SECRET}", "runs"]) == 2
+    out = capsys.readouterr()
+    assert SECRET not in out.err + out.out and "password=***" in out.err
+
+
+def test_no_password_reaches_the_store_or_any_report(pg_server, tmp_path, capsys, monkeypatch):
+    """A whole session against a PostgreSQL URL with a password (the
+    server trusts this role, so any password opens it): every stored row
+    and every report format is free of it."""
+    schema = pg_server.create_schema()
+    url = pg_server.url("vmtax", password=SECRET, tcp=True, schema=schema)
+    monkeypatch.setattr(sys, "argv", ["vmtax", "--db", url, "run"])
+    assert main(["--db", url, "run", "--target", "fake", "--bench", "getppid", "--max-time", "3s"]) == 0
+    seen = capsys.readouterr()
+    outputs = [seen.out, seen.err]
+    for argv in (["runs", "--json", "-"], ["show"], ["show", "--json", "-"], ["explain"],
+                 ["report", "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md"),
+                  "--csv", str(tmp_path / "r.csv")]):
+        assert main(["--db", url, *argv]) in (0, 3), argv
+        seen = capsys.readouterr()
+        outputs += [seen.out, seen.err]
+    outputs += [(tmp_path / f).read_text() for f in ("r.html", "r.md", "r.csv")]
+    assert all(SECRET not in o for o in outputs)
+    assert any("postgresql://vmtax:***@127.0.0.1" in o for o in outputs)  # the command line, redacted
+    with psycopg.connect(pg_server.url("vmtax")) as db:
+        tables = [r[0] for r in db.execute("SELECT table_name FROM information_schema.tables "
+                                           "WHERE table_schema = %s", (schema,))]
+        assert "runs" in tables
+        for t in tables:
+            for row in db.execute(f'SELECT * FROM {schema}."{t}"'):
+                assert SECRET not in repr(row), t

@@ -42,8 +42,9 @@ class Parser(argparse.ArgumentParser):
 
 def say(text: str = "", stream=None) -> None:
     """Print for a person: whatever came from a target or the store is made
-    inert first (no control sequences reach the terminal)."""
-    print(inert(text), file=stream or sys.stdout)
+    inert first (no control sequences reach the terminal), and no password
+    (store.redact) is ever printed."""
+    print(inert(redact(text)), file=stream or sys.stdout)
 
 
 def _json_out(doc: object, dest: str) -> None:
@@ -51,6 +52,7 @@ def _json_out(doc: object, dest: str) -> None:
 
 
 def _write_text(text: str, dest: str) -> None:
+    text = redact(text)
     if dest == "-":
         sys.stdout.write(inert(text))
         return
@@ -59,6 +61,11 @@ def _write_text(text: str, dest: str) -> None:
             f.write(text)
     except OSError as e:
         raise UserError(f"cannot write {dest}: {e.strerror}") from None
+
+
+def command_line() -> str:
+    """This invocation as recorded and shown: no password from --db or the environment."""
+    return "vmtax " + " ".join(shlex.quote(redact(a)) for a in sys.argv[1:])
 
 
 def _store(args, readonly: bool = False) -> Store:
@@ -162,7 +169,7 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
 
 
 def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped) -> int:
-    command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = command_line()
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
     say(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
@@ -328,7 +335,7 @@ def cmd_history(args) -> int:
     if args.markdown:
         _write_text(watch_report.history_markdown(series), args.markdown)
     if args.html:
-        command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = command_line()
         _write_text(watch_report.history_html(series, command), args.html)
     return EXIT_OK
 
@@ -372,7 +379,7 @@ def cmd_scale(args) -> int:
         t = parse_target(args.target)
         t.name = f"{args.target} #{i + 1}"
         return t
-    command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = command_line()
     with _store(args) as store:
         say(f"vmtax scale: {', '.join(s.name for s in specs)} on {args.target} at N = "
             f"{', '.join(map(str, cfg.instances))}; {scale.pinning_text(cfg.pin, max(cfg.instances), scale.host_cpus())}"
@@ -428,7 +435,7 @@ def _scale_report(data, args) -> int:
     if getattr(args, "markdown", None):
         _write_text(scale_report.markdown(data, views), args.markdown)
     if getattr(args, "html", None):
-        command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = command_line()
         _write_text(html.document([(data, [], [])], command), args.html)
     if data.status == "interrupted":
         say(f"interrupted: the complete rounds are kept in run {data.id}", sys.stderr)
@@ -544,7 +551,7 @@ def cmd_report(args) -> int:
             data = store.load(run_id)
             runs.append((data, *analyse(data)))
     if args.html:
-        command = "vmtax " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = command_line()
         _write_text(html.document(runs, command), args.html)
     if args.markdown:
         _write_text("\n".join(markdown.document(*r) for r in runs), args.markdown)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
@@ -30,19 +31,17 @@ def is_url(location: str | Path) -> bool:
     return isinstance(location, str) and location.startswith(URL_SCHEMES)
 
 
-def redact(location: str) -> str:
-    """A location as shown: a URL less its password."""
-    if not is_url(location):
-        return location
-    try:
-        parts = urlsplit(location)
-        user, at, host = parts.netloc.rpartition("@")
-        netloc = (user.split(":", 1)[0] + (":***" if ":" in user else "") + at + host) if at else host
-        query = "&".join("password=***" if kv.lower().startswith("password=") else kv
-                         for kv in parts.query.split("&")) if parts.query else ""
-        return urlunsplit(parts._replace(netloc=netloc, query=query))
-    except ValueError:
-        return location.split("//", 1)[0] + "//..."
+_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@]*):[^\s/]*@", re.IGNORECASE)
+_KEY_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&']+)", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Text as shown or stored (a location, a command line, an error): no
+    password from a postgresql:// URL (user:PASSWORD@, ?password=), a libpq
+    keyword string (password=...) or $PGPASSWORD survives."""
+    out = _KEY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", str(text)))
+    env = os.environ.get("PGPASSWORD", "")
+    return out.replace(env, "***") if len(env) >= 3 else out
 
 
 def _finite(x) -> bool:
@@ -233,6 +232,7 @@ class Store:
                 "host", "user", "vmtax_version", "pid", "pid_start", "boot_id")
         runs = [dict(zip(keys, r)) for r in rows]
         for run in runs:
+            run["command"] = redact(run["command"])
             pid_start, boot = run.pop("pid_start"), run.pop("boot_id")
             run["status"] = effective_status(run["status"], run["host"], run["pid"], pid_start, boot)
         return runs
@@ -259,6 +259,7 @@ class Store:
             raise UserError(f"no run '{run_id}' in {self.location}")
         r = rows[0]
         data = RunData(*r[:7], config=json.loads(r[7]), host=r[8], user=r[12])
+        data.command = redact(data.command)  # a run stored before vmtax redacted its command line
         data.status = effective_status(r[4], *r[8:12])
         for row in self._rows("SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
                               "agent_hash,facts_json FROM run_targets WHERE run_id=? ORDER BY position", (run_id,)):
