@@ -344,3 +344,64 @@ def test_first_runs_at_once_build_one_cache_entry_whole(tmp_path):
     assert data.rstrip(b"\0").endswith(b"TRAILER!!!") and b"vmtax-agent" in data
     root = cache / roots[0]
     assert (root / "vmtax-agent").stat().st_size == AGENT.stat().st_size
+
+
+# -- small ones: one line, exit 2, no traceback (issue 22 item 8) ----------------------
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--target", "\udcff"], "an argument is not valid UTF-8: b'\\xff'"),
+    (["run", "--target", "local:dir=/proc"], "dir=/proc is on proc"),
+    (["run", "--target", "uml:kernel=/etc/passwd"], "/etc/passwd is not a UML kernel"),
+    (["run", "--target", "uml:binary=/no/such/linux"], "no such UML kernel file"),
+    (["run", "--target", "qemu:mem=1e23G"], "malformed memory size '1e23G'"),
+    (["run", "--target", "fake:label=a,label=b"], "target option 'label' is given twice"),
+    (["show", "--json", "-", "--markdown", "-"], "--json and --markdown both go to stdout"),
+])
+def test_small_bad_inputs_are_one_line_and_exit_2(argv, needle, capsys, db):
+    assert main(["--db", str(db), *argv]) == 2
+    out = capsys.readouterr()
+    assert out.err.count("\n") == 1 and needle in out.err and "Traceback" not in out.err
+
+
+def test_a_tmpdir_with_a_comma_is_refused_before_qemu_misreads_it(tmp_path, monkeypatch, capsys, db):
+    odd = tmp_path / "a,b"
+    odd.mkdir()
+    monkeypatch.setenv("TMPDIR", str(odd))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    assert main(["--db", str(db), "run", "--target", "qemu:accel=tcg", "--bench", "getppid"]) == 2
+    assert "holds a comma" in capsys.readouterr().err
+
+
+def test_a_fifo_as_the_database_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "v.db"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    assert main(["--db", str(fifo), "runs"]) == 2
+    assert time.monotonic() - t0 < 5 and "not a regular file" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_vmtax_is_still_loading_is_one_line_and_130():
+    """The console command, interrupted at moments within its first second
+    (its imports take most of it): never a traceback."""
+    exe = str(Path(sys.executable).parent / "vmtax")
+    for delay in (0.05, 0.15, 0.3, 0.5, 0.8):
+        p = subprocess.Popen([exe, "list"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        p.send_signal(2)
+        err = p.communicate(timeout=60)[1]
+        assert "Traceback" not in err, (delay, err[-1500:])
+        assert p.returncode in (0, 130), (delay, p.returncode, err)
+
+
+def test_report_files_keep_no_control_sequence_from_a_target(tmp_path, capsys, db):
+    evil = "fake:label=\x1b]0;pwned\x07\x1b[2J"
+    assert main(["--db", str(db), "compare", "fake", evil, "--bench", "getppid", "--max-time", "3s"]) in (0, 3)
+    capsys.readouterr()
+    files = [tmp_path / f for f in ("r.md", "r.csv", "r.html")]
+    assert main(["--db", str(db), "report", "--markdown", str(files[0]), "--csv", str(files[1]),
+                 "--html", str(files[2])]) == 0
+    err = capsys.readouterr().err
+    for f in files:
+        text = f.read_text()
+        assert "\x1b" not in text and "\x07" not in text, f.name
+        assert "\\x1b]0;pwned" in text, f.name  # shown, inert
+    assert "\x1b" not in err  # matplotlib's glyph warnings included

@@ -225,7 +225,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("make, says", [
-    (lambda pg, tmp: "postgresql://vmtax:hunter2@[::1/x", "bad PostgreSQL URL postgresql://...: end of string"),
+    (lambda pg, tmp: "postgresql://vmtax:hunter2@[::1/x", "bad PostgreSQL URL postgresql://vmtax:***@[::1/x: end of string"),
     (lambda pg, tmp: "postgresql://vmtax:hunter2@localhost/x?frobnicate=1",
      'bad PostgreSQL URL postgresql://vmtax:***@localhost/x?frobnicate=1: invalid URI query parameter:'
      ' "frobnicate"'),

@@ -52,7 +52,7 @@ def _json_out(doc: object, dest: str) -> None:
 
 
 def _write_text(text: str, dest: str) -> None:
-    text = redact(text)
+    text = inert(redact(text))  # a file keeps no control sequence from a target either
     if dest == "-":
         sys.stdout.write(inert(text))
         return
@@ -787,7 +787,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     try:
+        argv = sys.argv[1:] if argv is None else argv
+        for a in argv:
+            try:
+                a.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UserError(f"an argument is not valid UTF-8: {a.encode('utf-8', 'surrogateescape')!r}") \
+                    from None
         args = build_parser().parse_args(argv)
+        to_stdout = [f"--{k}" for k in ("json", "markdown", "html", "csv", "junit") if getattr(args, k, None) == "-"]
+        if len(to_stdout) > 1:
+            raise UserError(f"{' and '.join(to_stdout)} {'both' if len(to_stdout) == 2 else 'all'} go to stdout (-): "
+                            f"give all but one a file")
         return args.func(args)
     except UserError as e:
         say(f"vmtax: {e}", sys.stderr)

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
@@ -106,6 +107,33 @@ def sweep(parent: str | None = None) -> list[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done, then act as
+    they would have: a run's record is written whole or not at all, never
+    cut between its row and its finish.  (Its Python handlers are swapped,
+    not the signal mask: any thread may take a process's signal.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in STOPS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if got:
+            handler = old[got[0]]
+            if callable(handler):
+                handler(got[0], None)  # vmtax's own: KeyboardInterrupt, here
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), got[0])
 
 
 def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:

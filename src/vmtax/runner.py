@@ -44,7 +44,7 @@ from .hostprobe import switches, syscall_tracepoint, ticks
 from .metrics import WORK
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import start_peer
-from .proc import ChildFailed, kill_group
+from .proc import ChildFailed, kill_group, signals_held
 from .report.units import fmt_duration
 from .store import Store
 from .suite import workloads
@@ -910,11 +910,15 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
     went wrong with the store mid-run ('' when nothing did) -- the samples
     stored before it are kept and can be reported."""
     run_id = new_run_id()
-    store.new_run(run_id, kind, command, __version__,
-                  {**asdict(cfg), "targets": [t.name for t in targets],
-                   "benchmarks": [s.name for s in specs], **(notes or {})})
-    status, failure = "failed", ""
+    status, failure, begun = "failed", "", False
     try:
+        # a stop signal arriving while the run's row is written is taken just after it,
+        # inside this try: the run is then recorded interrupted, never left half-begun
+        with signals_held():
+            store.new_run(run_id, kind, command, __version__,
+                          {**asdict(cfg), "targets": [t.name for t in targets],
+                           "benchmarks": [s.name for s in specs], **(notes or {})})
+            begun = True
         with ExitStack() as stack:
             files = workloads.provision(specs)
             started, failed = [], {}
@@ -944,12 +948,15 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
     except KeyboardInterrupt:
         status = "interrupted"
     except StoreError as e:
+        if not begun:
+            raise  # nothing recorded: the store's one line, exit 1
         failure = str(e)
     finally:
         if progress:
             progress.close()
         try:
-            store.finish_run(run_id, status)
+            if begun:
+                store.finish_run(run_id, status)
         except StoreError as e:
             failure = failure or str(e)
     return run_id, status, failure

@@ -10,6 +10,7 @@ import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 
+from .safe import inert
 from .units import fmt_rate, fmt_value
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
@@ -44,6 +45,7 @@ def ratio_bars(title: str, direction: str, benches: list[str],
     """Grouped bars of candidate/baseline ratios with their 95% intervals
     as error bars, a line at 1.0, one colour per candidate.  series:
     (candidate, [(ratio, low, high) or None per benchmark])."""
+    title, benches, series = inert(title), [inert(b) for b in benches], [(inert(n), v) for n, v in series]
     with matplotlib.rc_context(STYLE):
         fig = _figure(max(5.0, 0.5 * len(benches) * max(1, len(series)) + 1.5), 3.2)
         ax = fig.add_subplot()
@@ -85,6 +87,7 @@ def distribution(title: str, unit: str, per_target: list[tuple[str, list[float],
     """Two panels: each target's samples as a box over its points (so
     bimodality shows), and the samples in time order (so drift shows).
     per_target: (name, times, values)."""
+    title, per_target = inert(title), [(inert(n), t, v) for n, t, v in per_target]
     with matplotlib.rc_context(STYLE):
         fig = _figure(8.0, 2.4)
         left, right = fig.subplots(1, 2, width_ratios=[1, 2])
@@ -136,6 +139,7 @@ def versus_n(title: str, ylabel: str, ns: list[int],
              ylim: tuple[float, float] | None = None) -> str:
     """A figure against the instance count N (vmtax scale): one line per
     series, its 95% intervals as error bars."""
+    title, series = inert(title), [(inert(n), p) for n, p in series]
     with matplotlib.rc_context(STYLE):
         fig = _figure(4.6, 3.0)
         ax = fig.add_subplot()
@@ -156,6 +160,7 @@ def throughput_vs_n(title: str, unit: str, ns: list[int], aggregate: list[tuple[
     """vmtax scale's throughput against N: the N instances together (left
     axis) and one instance (right axis: the mean with its interval, and
     the slowest to the fastest shaded), both from zero."""
+    title = inert(title)
     from matplotlib.ticker import FuncFormatter
     short = FuncFormatter(lambda v, _: fmt_rate(v, "").strip())
     with matplotlib.rc_context(STYLE):
@@ -185,6 +190,7 @@ def history(title: str, direction: str, points: list[tuple[float, float, float]]
     """A ratio over stored runs, oldest first: its 95% interval as a band,
     the ratio as a line of points, a dashed line at each change point
     (before the first run of the new level)."""
+    title, labels = inert(title), [inert(x) for x in labels]
     with matplotlib.rc_context(STYLE):
         fig = _figure(max(4.8, 0.35 * len(points) + 2.0), 2.8)
         ax = fig.add_subplot()

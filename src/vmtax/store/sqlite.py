@@ -21,6 +21,8 @@ class SqliteStore(Store):
     def __init__(self, path: Path | str, readonly: bool = False):
         self.path, self.readonly = Path(path), readonly
         self.location = str(self.path)
+        if self.path.exists() and not self.path.is_file():  # a FIFO would block the open for ever
+            raise UserError(f"cannot open the results database {self.path}: not a regular file")
         try:
             self.db = open_readonly(self.path) if readonly else open_readwrite(self.path)
         except (sqlite3.DatabaseError, OSError) as e:

@@ -42,6 +42,8 @@ def _options(text: str, rest: str, positional: str | None = None) -> dict[str, s
             key, value = positional, part
         elif not eq or not key:
             raise UserError(f"target option '{part}' in '{text}' is not key=value")
+        if key.strip() in options:
+            raise UserError(f"target option '{key.strip()}' is given twice in '{text}'")
         options[key.strip()] = value.strip()
     return options
 

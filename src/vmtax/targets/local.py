@@ -21,6 +21,11 @@ SHM = "/dev/shm"  # tmpfs on every Linux with glibc: the same filesystem a guest
 GATE_SH = f'echo {GATE}; IFS= read -r go; [ "$go" = go ] || exit 125; exec "$@" </dev/null'
 
 
+# kernel interfaces that look like directories: nothing can be created in them
+PSEUDO = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+                    "pstore", "bpf", "efivarfs", "devpts", "mqueue", "hugetlbfs", "fusectl"})
+
+
 class LocalTarget(Target):
     kind = "local"
     summary = "this machine, bare (or whatever it runs on)"
@@ -35,6 +40,9 @@ class LocalTarget(Target):
         self.parent = options.get("dir")
         if self.parent is not None and not (os.path.isdir(self.parent) and os.access(self.parent, os.W_OK)):
             raise UserError(f"target '{name}': dir={self.parent} is not a writable directory")
+        if self.parent is not None and filesystem(self.parent) in PSEUDO:
+            raise UserError(f"target '{name}': dir={self.parent} is on {filesystem(self.parent)}, not a filesystem "
+                            f"files can be made in (try /var/tmp or /dev/shm)")
 
     def peer_address(self) -> str | None:
         return "127.0.0.1"  # the same pair over loopback: like for like

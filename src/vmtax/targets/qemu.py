@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -153,6 +154,10 @@ class QemuTarget(ChannelTarget):
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
+        where = tempfile.gettempdir()
+        if "," in where:  # -qmp unix:PATH,server=on and -serial file:PATH read a comma as a separator
+            raise UserError(f"target '{name}': the temporary directory {where} holds a comma, which QEMU's "
+                            f"option syntax cannot take in a path: give a TMPDIR without one")
         self.accel_wanted = options.get("accel", "auto")
         if self.accel_wanted not in ("auto", "kvm", "tcg"):
             raise UserError(f"accel must be kvm, tcg or auto, got '{self.accel_wanted}'")

@@ -3,11 +3,14 @@ running as host processes -- the nearest thing to seed 000's VMI that runs
 anywhere.  It boots the same initramfs as the QEMU guest; the channel is
 its first serial line (ssl0) on the UML process's stdin/stdout.
 
-Options: mem=SIZE (default 512M), kernel=PATH (default linux.uml).
+Options: mem=SIZE (default 512M), binary=PATH (a linux.uml build: what an A/B
+of two UML builds names; kernel=PATH is its older name; default the system's
+linux.uml; its release, from --version, is in the facts).
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from functools import lru_cache
@@ -80,14 +83,38 @@ def find_uml(explicit: str | None = None) -> str:
     raise TargetError("User-mode Linux is missing: install user-mode-linux (make setup does)")
 
 
+def uml_version(path: str, name: str) -> str:
+    """The release a UML kernel says it is (`linux.uml --version`: 6.1.176);
+    UserError where path is not one."""
+    real = shutil.which(path) if os.sep not in path else path
+    if not real or not os.path.isfile(real):
+        raise UserError(f"target '{name}': {path}: no such UML kernel file")
+    try:
+        with open(real, "rb") as f:
+            elf = f.read(4) == b"\x7fELF"
+        out = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL) if elf and os.access(real, os.X_OK) else None
+    except (OSError, subprocess.SubprocessError):
+        out = None
+    version = out.stdout.strip() if out is not None and out.returncode == 0 else ""
+    if not re.fullmatch(r"\d+\.\d+[\w.+~-]*", version):
+        raise UserError(f"target '{name}': {path} is not a UML kernel (an executable linux.uml build that "
+                        f"answers --version with its release)")
+    return version
+
+
 class UmlTarget(ChannelTarget):
     kind = "uml"
     summary = "User-mode Linux: a paravirtualized kernel in host processes"
-    allowed_options = frozenset({"mem", "kernel", "boot_timeout", "disk", "disk_size"})
+    allowed_options = frozenset({"mem", "kernel", "binary", "boot_timeout", "disk", "disk_size"})
     boot_timeout = 60.0
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
+        if "kernel" in options and "binary" in options:
+            raise UserError(f"target '{name}': binary= and kernel= name the same thing (a linux.uml build): give one")
+        self.binary = options.get("binary") or options.get("kernel")  # None: the system's linux.uml
+        self.version = uml_version(self.binary, name) if self.binary else None
         self.mem_mb = parse_size_mb(options.get("mem", "512M"))
         # disk=ubd: UML's block driver over an image file on the host (through
         # the host's page cache: ubd has no O_DIRECT), mounted at /mnt/disk
@@ -135,7 +162,7 @@ class UmlTarget(ChannelTarget):
         return 0 if self.host_cpu is not None else None
 
     def launch(self) -> subprocess.Popen:
-        argv = [*pid_namespace(), find_uml(self.options.get("kernel")), f"mem={self.mem_mb}M",
+        argv = [*pid_namespace(), find_uml(self.binary), f"mem={self.mem_mb}M",
                 f"initrd={guest.initramfs(self.files)}", "con=null", "con0=null,fd:2", "ssl=null",
                 "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "panic=-1"]
         if self.disk == "ubd":
@@ -174,7 +201,7 @@ class UmlTarget(ChannelTarget):
         return {"target_kind": self.kind, "mem_mb": self.mem_mb, "disk": self.disk,
                 **({"disk_mb": self.disk_mb, "disk_device": "ubd: UML's block driver over a host file"}
                    if self.disk != "none" else {}),
-                "uml_binary": find_uml(self.options.get("kernel")),
+                "uml_binary": find_uml(self.binary), "uml_version": self.version or uml_version(find_uml(None), self.name),
                 "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)",
                 **self.probe_facts()}
 
