@@ -211,3 +211,71 @@ def test_what_the_remote_login_shell_parses_is_quoted_words_only():
 def test_the_remote_cpu_a_pinned_run_uses():
     assert _last_cpu("0-3,6") == 6 and _last_cpu("0-1") == 1 and _last_cpu("5") is None
     assert _last_cpu("") is None and _last_cpu("x") is None
+
+
+# -- limits and linear time (issue 22 item 6) ------------------------------------------
+@pytest.mark.parametrize("text", ["[big]\nh[0:99999999]\n", "[big]\nh[0:9999][0:9999]\n",
+                                  "[a]\nx[0:5000]\n[b]\ny[0:5000]\n"])
+def test_too_many_hosts_are_counted_before_any_is_made(tmp_path, text):
+    import tracemalloc
+    f = tmp_path / "big.ini"
+    f.write_text(text)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match="more than 10000 hosts"):
+            load(str(f))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2 ** 20, peak  # the ranges were never expanded
+
+
+def test_eight_thousand_hosts_read_in_linear_time(tmp_path):
+    """8,000 hosts in 40 groups under one parent: every host's variables
+    and options (15 s when each host's groups were found group by group)."""
+    import time
+    lines = [f"[g{i}]\nh{i}-[0:199]\n" for i in range(40)]
+    lines.append("[parent:children]\n" + "\n".join(f"g{i}" for i in range(40)) + "\n[parent:vars]\nansible_user=u\n")
+    f = tmp_path / "many.ini"
+    f.write_text("".join(lines))
+    t0 = time.monotonic()
+    inv = load(str(f))
+    opts = [inv.target_options(h) for h in inv.hosts]
+    took = time.monotonic() - t0
+    assert len(opts) == 8000 and all(o["user"] == "u" for o in opts)
+    assert took < 3, took
+
+
+@pytest.mark.parametrize("text", ["all: &a\n  children:\n    loop: *a\n", "all: &a [*a]\n",
+                                  "all:\n  children:\n    g: &g\n      children:\n        h: *g\n"])
+def test_recursive_yaml_aliases_are_one_line(tmp_path, text, capsys):
+    from vmtax.cli import main
+    f = tmp_path / "r.yml"
+    f.write_text(text)
+    assert main(["targets", "--inventory", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_group_vars_beside_the_inventory_are_said_not_read(tmp_path):
+    (tmp_path / "group_vars").mkdir()
+    f = tmp_path / "hosts.ini"
+    f.write_text("[web]\nw1\n")
+    with pytest.raises(UserError, match="not the group_vars/ beside it.*ansible-inventory"):
+        load(str(f))
+
+
+def test_a_templated_variable_is_refused(tmp_path):
+    f = tmp_path / "t.ini"
+    f.write_text("[web]\nw1 ansible_user='{{ lookup(\"env\", \"USER\") }}'\n")
+    with pytest.raises(UserError, match="is a template"):
+        load(str(f)).target_options("w1")
+
+
+def test_an_inventory_inject_shows_in_the_target_name_and_facts(tmp_path):
+    f = tmp_path / "i.ini"
+    f.write_text("[web]\nw1\nw2 vmtax_inject=3\n")
+    names = [t.name for t in parse_targets("@web", load(str(f)))]
+    assert names == ["ssh:w1", "ssh:w2,inject=3"]
+    t = parse_targets("@web", load(str(f)))[1]
+    assert t.inject == 3.0 and t.options["inject"] == "3"

@@ -521,7 +521,7 @@ def _inventory_hosts(args) -> int:
     inv = inventories.load(args.inventory)
     rows = []
     for host in inv.hosts:
-        groups = [g for g in inv.groups if g not in ("all", "ungrouped") and host in inv.members(g)]
+        groups = [g for g in inv.groups_of(host) if g != "ungrouped"]
         options = inv.target_options(host)
         rows.append({"host": host, "groups": groups, "target": f"@{host}",
                      "options": options})

@@ -31,6 +31,8 @@ VARIABLES = {
     "ansible_ssh_private_key_file": "key",
 }
 PREFIX = "vmtax_"
+MAX_HOSTS = 10000   # an inventory's hosts, counted before any range is expanded
+MAX_DEPTH = 100     # groups nested in groups (YAML children)
 NAME = re.compile(r"^[A-Za-z0-9_.:\[\]-]+$")
 RANGE = re.compile(r"^(.*?)\[([0-9]+|[a-z]+|[A-Z]+):([0-9]+|[a-z]+|[A-Z]+)(?::([0-9]+))?\](.*)$")
 
@@ -47,6 +49,8 @@ class Inventory:
     path: str
     hosts: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> its own variables
     groups: dict[str, Group] = field(default_factory=dict)
+    _groups_of: dict | None = field(default=None, repr=False)  # host -> its groups, once read
+    _depth: dict | None = field(default=None, repr=False)
 
     # -- building ----------------------------------------------------------------
     def group(self, name: str, where: str) -> Group:
@@ -55,6 +59,9 @@ class Inventory:
         return self.groups.setdefault(name, Group())
 
     def add_host(self, pattern: str, group: str, variables: dict[str, str], where: str) -> None:
+        if len(self.hosts) + range_count(pattern, where) > MAX_HOSTS:
+            raise UserError(f"{where}: '{pattern}' would make the inventory more than {MAX_HOSTS} hosts")
+        self._groups_of = None
         for host in expand_range(pattern, where):
             if not NAME.match(host):
                 raise UserError(f"{where}: '{host}' is not a host name")
@@ -83,6 +90,11 @@ class Inventory:
                 todo.extend(self.groups[g].children)
         return out
 
+    def _depths(self) -> dict[str, int]:
+        if self._depth is None:
+            self._depth = {g: self.depth(g) for g in self.groups}
+        return self._depth
+
     def depth(self, group: str, trail: tuple[str, ...] = ()) -> int:
         """all is 0, a group no group names as a child 1, a child one more
         than its deepest parent."""
@@ -93,11 +105,23 @@ class Inventory:
         parents = [p for p, g in self.groups.items() if group in g.children and p != "all"]
         return 1 + max((self.depth(p, trail + (group,)) for p in parents), default=0)
 
+    def groups_of(self, host: str) -> list[str]:
+        """The groups a host is in (through children too), all aside:
+        worked out once for every host (linear in the inventory's size)."""
+        if self._groups_of is None:
+            by: dict[str, list[str]] = {h: [] for h in self.hosts}
+            for g in self.groups:
+                if g != "all":
+                    for h in self.members(g):
+                        by[h].append(g)
+            self._groups_of = by
+        return self._groups_of.get(host, [])
+
     def variables(self, host: str) -> dict[str, str]:
         """A host's variables, merged as Ansible merges them."""
-        groups = [g for g in self.groups if g != "all" and host in self.members(g)]
         merged = dict(self.groups["all"].vars) if "all" in self.groups else {}
-        for g in sorted(groups, key=lambda g: (self.depth(g), g)):
+        depth = self._depths()
+        for g in sorted(self.groups_of(host), key=lambda g: (depth[g], g)):
             merged.update(self.groups[g].vars)
         merged.update(self.hosts[host])
         return merged
@@ -107,6 +131,10 @@ class Inventory:
         ansible_host, as Ansible connects."""
         options = {"host": host}
         for key, value in self.variables(host).items():
+            if (key in VARIABLES or key.startswith(PREFIX)) and ("{{" in value or "{%" in value):
+                raise UserError(f"{self.path}: host {host}: {key} is a template ({value[:60]}): Ansible renders "
+                                f"those, vmtax does not: flatten the inventory with `ansible-inventory -i "
+                                f"{self.path} --list --yaml` and give that")
             if key in VARIABLES:
                 options[VARIABLES[key]] = value
             elif key.startswith(PREFIX) and len(key) > len(PREFIX):
@@ -124,6 +152,21 @@ class Inventory:
             return [name]
         known = sorted(set(self.groups) - {"all", "ungrouped"})
         raise UserError(f"{self.path} names no group or host '{name}' (groups: {', '.join(known) or 'none'})")
+
+
+def range_count(pattern: str, where: str) -> int:
+    """How many hosts a pattern names, counted without expanding it (the
+    product of its ranges' lengths)."""
+    m = RANGE.match(pattern)
+    if not m:
+        return 1
+    head, lo, hi, step, tail = m.groups()
+    stride = int(step or 1)
+    if lo.isdigit() != hi.isdigit() or stride < 1 or (not lo.isdigit() and (len(lo) != 1 or len(hi) != 1)):
+        return 1  # expand_range says what is wrong with it
+    first, last = (int(lo), int(hi)) if lo.isdigit() else (ord(lo), ord(hi))
+    n = max(0, (last - first) // stride + 1)
+    return n * range_count(head + (lo if n else "") + tail, where) if n else 0
 
 
 def expand_range(pattern: str, where: str) -> list[str]:
@@ -230,7 +273,10 @@ def parse_yaml(doc, path: str) -> Inventory:
     return inv
 
 
-def _yaml_group(inv: Inventory, name: str, body, where: str) -> None:
+def _yaml_group(inv: Inventory, name: str, body, where: str, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise UserError(f"{where}: groups nested more than {MAX_DEPTH} deep (a YAML alias of a group "
+                        f"inside itself?)")
     g = inv.group(name, where)
     if body is None:
         return
@@ -250,7 +296,7 @@ def _yaml_group(inv: Inventory, name: str, body, where: str) -> None:
     for child, child_body in _mapping(body.get("children"), f"{where}: children").items():
         if str(child) not in g.children:
             g.children.append(str(child))
-        _yaml_group(inv, str(child), child_body, f"{inv.path}: group {child}")
+        _yaml_group(inv, str(child), child_body, f"{inv.path}: group {child}", depth + 1)
 
 
 def _mapping(value, where: str) -> dict:
@@ -269,11 +315,16 @@ def load(path: str) -> Inventory:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read the inventory {path}: {getattr(e, 'strerror', None) or e}") from None
+    beside = [d + "/" for d in ("group_vars", "host_vars") if (Path(path).parent / d).is_dir()]
+    if beside:
+        raise UserError(f"{path}: vmtax reads the inventory file alone, not the {' and '.join(beside)} beside it "
+                        f"(Ansible would): flatten it with `ansible-inventory -i {path} --list --yaml > FILE` "
+                        f"and give FILE")
     if Path(path).suffix.lower() in (".yml", ".yaml", ".json"):
         return parse_yaml(_load_yaml(text, path), path)
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         doc = None
     if isinstance(doc, dict) and doc and all(v is None or isinstance(v, dict) for v in doc.values()):
         return parse_yaml(doc, path)
@@ -283,6 +334,8 @@ def load(path: str) -> Inventory:
 def _load_yaml(text: str, path: str):
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise UserError(f"{path}: YAML nested too deep (a recursive alias?)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""

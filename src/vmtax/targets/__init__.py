@@ -54,6 +54,13 @@ def parse_targets(text: str, inventory: Inventory | None = None) -> list[Target]
         return [parse_target(text)]
     name, _, rest = text[1:].partition(":")
     given = _options(text, rest)
-    return [SshTarget(f"{SshTarget.kind}:{host}" + (f",{rest}" if rest else ""),
-                      {**inventory.target_options(host), **given})
-            for host in inventory.select(name)]
+    out = []
+    for host in inventory.select(name):
+        options = {**inventory.target_options(host), **given}
+        # an inventory variable that changes what is measured shows in the target's name
+        shown = [f"{k}={options[k]}" for k in MEASURING if k in options and k not in given]
+        out.append(SshTarget(",".join([f"{SshTarget.kind}:{host}", *shown] + ([rest] if rest else [])), options))
+    return out
+
+
+MEASURING = ("inject",)  # target options that change the measurement itself
