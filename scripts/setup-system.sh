@@ -13,7 +13,7 @@ pkgs=(
   linux-image-amd64           # the generic one: the drivers of e1000, rtl8139 and ahci
   busybox-static              # the guest's and container's userland
   user-mode-linux             # the uml target
-  podman runc                 # the container target (unshare+chroot where podman fails)
+  podman runc crun            # the container target (unshare+chroot where podman fails); crun: runtime=crun
   slirp4netns                 # its net=slirp4netns (rootless user-mode networking)
   chromium                    # renders the HTML report in its end-to-end test
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)

@@ -2,6 +2,7 @@
 in the guest kernel's own modules, real images and loop devices."""
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -254,3 +255,33 @@ def test_context_switches_of_a_process_are_read_from_proc():
     a = switches([os.getpid()])
     time.sleep(0.01)  # a voluntary switch
     assert switches([os.getpid()]) > a > 0 and switches([2 ** 22 + 7]) == 0
+
+
+# -- builds as targets (issue 19): binary=, runtime= ----------------------------------
+@pytest.mark.parametrize("text,needle", [
+    ("qemu:binary=/bin/true", "is not a QEMU"),
+    ("qemu:binary=/no/such/qemu", "no such executable"),
+    ("container:runtime=/etc/passwd", "no such executable OCI runtime"),
+    ("container:runtime=/bin/true", "is not an OCI runtime"),
+    ("container:engine=unshare,runtime=runc", "engine=unshare has none"),
+    ("uml:binary=/etc/passwd", "is not a UML kernel"),
+    ("uml:binary=/usr/bin/linux.uml,kernel=/usr/bin/linux.uml", "name the same thing"),
+])
+def test_an_unknown_build_is_one_line_before_anything_starts(text, needle):
+    with pytest.raises(UserError, match=needle):
+        parse_target(text)
+
+
+@pytest.mark.skipif(not shutil.which("qemu-system-x86_64"), reason="qemu-system-x86 is not installed")
+def test_qemu_binary_runs_that_build_and_says_its_version(tmp_path):
+    """Another path to QEMU (a wrapper standing for a second build) is the
+    one the target runs (QemuTarget.argv starts with self.binary; the
+    version read from it is its fact: test_devices_e2e)."""
+    wrapper = tmp_path / "qemu-b"
+    wrapper.write_text(f"#!/bin/sh\nexec {shutil.which('qemu-system-x86_64')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    t = parse_target(f"qemu:accel=tcg,binary={wrapper}")
+    assert t.binary == str(wrapper)
+    from vmtax.targets.qemu import _qemu_version
+    assert _qemu_version(str(wrapper)).startswith("QEMU emulator version")
+    assert parse_target("qemu:accel=tcg").binary == "qemu-system-x86_64"

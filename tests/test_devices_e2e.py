@@ -275,3 +275,28 @@ def test_a_guest_that_hangs_while_booting_leaves_no_image_loop_device_or_tap():
     while time.time() < deadline and (ours(os.getpid()) or taps() - before):
         time.sleep(0.2)
     assert not ours(os.getpid()) and not taps() - before
+
+
+def test_an_a_b_of_two_container_runtimes_names_each_with_its_version(tmp_path):
+    """runc against crun (two OCI runtimes: a real A/B) where crun can
+    start a container: each target runs its own and says its version."""
+    from vmtax import guest
+    from vmtax.targets.container import podman_run, podman_works
+    ok, why = podman_works()
+    if not ok or not shutil.which("crun"):
+        pytest.skip(why if not ok else "crun is not installed (make setup installs it)")
+    probe = subprocess.run(podman_run(shutil.which("crun")) + ["--network", "none", "--rootfs",
+                                                                str(guest.rootfs_dir()), "/bin/busybox", "true"],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if probe.returncode != 0:  # seen: "cgroups in hybrid mode not supported" (crun 1.8 on a cgroup v1+v2 host)
+        pytest.skip(f"crun cannot start a container here: {(probe.stderr or probe.stdout).strip()[-200:]}")
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "ab.db"), "compare", "container:runtime=runc",
+           "container:runtime=crun", "--bench", "getppid", "--max-time", "15s", "--gate", "5%", "--json", "-"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1, 3), p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    facts = {t["name"]: t["facts"] for t in doc["targets"]}
+    assert facts["container:runtime=runc"]["runtime_version"].startswith("runc version")
+    assert facts["container:runtime=crun"]["runtime_version"].startswith("crun version")
+    assert doc["gate"]["rows"][0]["candidate"] == "container:runtime=crun"
+    assert doc["gate"]["verdict"] in ("pass", "regressed", "inconclusive")

@@ -49,6 +49,36 @@ UNSHARE_ROOT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec 
 NAME = re.compile(r"^vmtax-(\d+)-[0-9a-f]+$")
 
 
+def podman_run(runtime: str = "runc") -> list[str]:
+    """podman run's fixed arguments, with the OCI runtime given."""
+    return [("--runtime" if a == "--runtime" else runtime if prev == "--runtime" else a)
+            for prev, a in zip([None] + PODMAN_RUN, PODMAN_RUN)]
+
+
+def oci_runtime(text: str, name: str) -> str:
+    """runtime=runc|crun|PATH -> the executable podman runs containers
+    with (what an A/B of two runtimes names); UserError where there is none."""
+    path = shutil.which(text)
+    if not path:
+        hint = " (apt install crun)" if text == "crun" else ""
+        raise UserError(f"target '{name}': runtime={text}: no such executable OCI runtime{hint}")
+    if not runtime_version(path):
+        raise UserError(f"target '{name}': runtime={text} is not an OCI runtime (its --version names none)")
+    return path
+
+
+@lru_cache(maxsize=8)
+def runtime_version(path: str) -> str:
+    """The first line of `RUNTIME --version` ('runc version 1.1.5'); '' if it says no such thing."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    first = out.splitlines()[0] if out else ""
+    return first if re.match(r"^\S+ version \S+", first) else ""
+
+
 @lru_cache(maxsize=1)
 def podman_works() -> tuple[bool, str]:
     if not shutil.which("podman"):
@@ -97,7 +127,7 @@ def sweep_containers() -> None:
 class ContainerTarget(ChannelTarget):
     kind = "container"
     summary = "the agent in a container (podman+runc, else unshare+chroot)"
-    allowed_options = frozenset({"engine", "boot_timeout", "net"})
+    allowed_options = frozenset({"engine", "boot_timeout", "net", "runtime"})
     boot_timeout = 60.0
     NETS = ("none", "host", "bridge", "slirp4netns")
 
@@ -113,6 +143,9 @@ class ContainerTarget(ChannelTarget):
             raise UserError(f"target '{name}': net={self.net} needs engine=podman (unshare offers none and host)")
         if self.net == "slirp4netns" and not shutil.which("slirp4netns"):
             raise UserError(f"target '{name}': net=slirp4netns needs slirp4netns (apt install slirp4netns)")
+        self.runtime = oci_runtime(options.get("runtime", "runc"), name)
+        if "runtime" in options and self.engine_wanted == "unshare":
+            raise UserError(f"target '{name}': runtime= is podman's OCI runtime: engine=unshare has none")
         self.host_seen_at: str | None = None  # the host's address from inside, once started
         self.engine: str | None = None
         self.engine_note = ""
@@ -147,7 +180,7 @@ class ContainerTarget(ChannelTarget):
             sweep_containers()
             net = (self._bridge() if self.net == "bridge" else
                    "slirp4netns:allow_host_loopback=true" if self.net == "slirp4netns" else self.net)
-            argv = PODMAN_RUN + ["--network", net, "--name", self.container_name,
+            argv = podman_run(self.runtime) + ["--network", net, "--name", self.container_name,
                                  "--env", "VMTAX_STDERR=/dev/stderr", "--rootfs", root, *SHELL]
         else:
             init = UNSHARE_INIT.replace("ip link set lo up && ", "") if self.net == "host" else UNSHARE_INIT
@@ -216,6 +249,8 @@ class ContainerTarget(ChannelTarget):
 
     def own_facts(self) -> dict:
         return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note, "net": self.net,
+                **({"runtime": self.runtime, "runtime_version": runtime_version(self.runtime)}
+                   if self.engine == "podman" else {}),
                 **({"bridge": f"vmtaxbr0 {self.BRIDGE_HOST}/24 in network namespace {self.side.describe()}, "
                               f"the container's veth {self.BRIDGE_INSIDE} in {self.inner.describe()}"}
                    if self.side and self.inner else {}),

@@ -125,32 +125,44 @@ def parse_size_mb(text: str) -> int:
     return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
 
 
-def kvm_usable() -> tuple[bool, str]:
+def kvm_usable(binary: str = QEMU) -> tuple[bool, str]:
     if not os.path.exists("/dev/kvm"):
         return False, "no /dev/kvm"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False, "/dev/kvm is not accessible to this user"
-    failed = guest.probe_memory("kvm").get(_probe_key())
+    failed = guest.probe_memory("kvm").get(_probe_key(binary))
     if failed:
         return False, f"/dev/kvm is there but a KVM guest did not boot ({failed})"
     return True, ""
 
 
-def _probe_key() -> str:
+def _probe_key(binary: str = QEMU) -> str:
     """A failed KVM probe holds until the host reboots or QEMU or the
     guest kernel change."""
     try:
         kernel = str(find_kernel())
     except (TargetError, UserError):
         kernel = "?"
-    return f"{boot_id()}|{_qemu_version()}|{kernel}"
+    return f"{boot_id()}|{_qemu_version(binary)}|{kernel}"
+
+
+def qemu_binary(path: str, name: str) -> str:
+    """A QEMU executable given by binary=PATH (what an A/B of two QEMU
+    builds names), checked: UserError unless it says it is QEMU."""
+    real = shutil.which(path)
+    if not real:
+        raise UserError(f"target '{name}': binary={path}: no such executable")
+    if not _qemu_version(real).startswith("QEMU emulator version"):
+        raise UserError(f"target '{name}': binary={path} is not a QEMU (its --version does not say "
+                        f"'QEMU emulator version')")
+    return real
 
 
 class QemuTarget(ChannelTarget):
     kind = "qemu"
     summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
     allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
-                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net"})
+                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -158,6 +170,7 @@ class QemuTarget(ChannelTarget):
         if "," in where:  # -qmp unix:PATH,server=on and -serial file:PATH read a comma as a separator
             raise UserError(f"target '{name}': the temporary directory {where} holds a comma, which QEMU's "
                             f"option syntax cannot take in a path: give a TMPDIR without one")
+        self.binary = qemu_binary(options["binary"], name) if "binary" in options else QEMU
         self.accel_wanted = options.get("accel", "auto")
         if self.accel_wanted not in ("auto", "kvm", "tcg"):
             raise UserError(f"accel must be kvm, tcg or auto, got '{self.accel_wanted}'")
@@ -311,7 +324,7 @@ class QemuTarget(ChannelTarget):
         channel = (["-chardev", "stdio,id=vmtaxchan", "-device",
                     "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
                    if self.machine == "microvm" else ["-serial", "stdio"])
-        return [QEMU, "-name", "vmtax", "-nodefaults", "-no-user-config", "-display", "none",
+        return [self.binary, "-name", "vmtax", "-nodefaults", "-no-user-config", "-display", "none",
                 "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
                 "-m", f"{self.mem_mb}M", "-kernel", str(kernel),
                 "-initrd", str(guest.initramfs(self.files + devices.module_files(kernel, self.modules))),
@@ -347,7 +360,7 @@ class QemuTarget(ChannelTarget):
         return self.smp
 
     def settles_at_start(self) -> bool:
-        return self.accel_wanted == "auto" and kvm_usable()[0]  # KVM not known to fail: start() probes it
+        return self.accel_wanted == "auto" and kvm_usable(self.binary)[0]  # KVM not known to fail: start() probes it
 
     def begin_start(self) -> None:
         """Started in two halves (vmtax scale), accel=auto takes KVM if it
@@ -361,7 +374,7 @@ class QemuTarget(ChannelTarget):
     def _accel_without_probe(self) -> str:
         if self.accel_wanted != "auto":
             return self.accel_wanted
-        ok, why = kvm_usable()
+        ok, why = kvm_usable(self.binary)
         if not ok:
             self.accel_note = f"TCG: {why}"
         return "kvm" if ok else "tcg"
@@ -373,7 +386,7 @@ class QemuTarget(ChannelTarget):
     def start(self) -> None:
         want = self.accel_wanted
         if want == "auto":
-            ok, why = kvm_usable()
+            ok, why = kvm_usable(self.binary)
             if ok:
                 self.accel = "kvm"
                 wanted_timeout, self.boot_timeout = self.boot_timeout, KVM_PROBE_TIMEOUT
@@ -382,7 +395,7 @@ class QemuTarget(ChannelTarget):
                     return
                 except TargetError as e:
                     self.accel_note = f"KVM probe failed, fell back to TCG: {e}"
-                    guest.remember_probe("kvm", _probe_key(), str(e))
+                    guest.remember_probe("kvm", _probe_key(self.binary), str(e))
                     self.stop()
                     self.boot_timeout = wanted_timeout
             else:
@@ -419,7 +432,7 @@ class QemuTarget(ChannelTarget):
                                        "loop_direct_io": self.loop.direct_io if self.loop else None}
                                       if self.disk != "none" else {}),
                 "emulator_threads_on": self.emulator_cpus or None, **self.probe_facts(),
-                "qemu": _qemu_version()}
+                "qemu": _qemu_version(self.binary), "qemu_binary": shutil.which(self.binary) or self.binary}
 
     def info(self):
         return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
@@ -463,9 +476,10 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     return others
 
 
-def _qemu_version() -> str:
+def _qemu_version(binary: str = QEMU) -> str:
     try:
-        out = subprocess.run([QEMU, "--version"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL).stdout
         return out.splitlines()[0] if out else "?"
     except (OSError, subprocess.SubprocessError):
         return "?"
