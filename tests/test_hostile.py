@@ -389,7 +389,8 @@ def test_ctrl_c_while_vmtax_is_still_loading_is_one_line_and_130():
         p.send_signal(2)
         err = p.communicate(timeout=60)[1]
         assert "Traceback" not in err, (delay, err[-1500:])
-        assert p.returncode in (0, 130), (delay, p.returncode, err)
+        # -2: killed before Python had set its handler (no traceback either)
+        assert p.returncode in (0, 130, -2), (delay, p.returncode, err)
 
 
 def test_report_files_keep_no_control_sequence_from_a_target(tmp_path, capsys, db):
