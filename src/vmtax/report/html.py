@@ -9,11 +9,9 @@ import math
 import time
 from html import escape
 
-from .. import __version__
 from ..model import Comparison, Measurement, RunData
 from . import explain, plots
-from .htmlkit import CSP, CSS, SORT_JS
-from .htmlkit import table, td
+from .htmlkit import page, table, td
 from .facts import FACT_HEADER, fact_rows, target_notes, warnings
 from .scale import html_section
 from .scoreboard import geomeans, precise
@@ -165,14 +163,6 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
 
 
 def document(runs: list[tuple[RunData, list[Measurement], list[Comparison]]], command: str) -> str:
-    made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    warn = "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warnings([r for r, _, _ in runs]))
-    body = "".join(run_section(*r) for r in runs)
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>vmtax report: {escape(', '.join(r.id for r, _, _ in runs))}</title>"
-            f"<style>{CSS}</style></head><body>"
-            f"<h1>vmtax report</h1><p class=\"meta\">made {escape(made)} by <code>{escape(command)}</code> "
-            f"with vmtax {escape(__version__)} from {len(runs)} stored run(s)</p>{warn}{body}"
-            f"<script>{SORT_JS}</script></body></html>\n")
+    return page(f"vmtax report: {', '.join(r.id for r, _, _ in runs)}", "vmtax report", command,
+                "".join(run_section(*r) for r in runs), warnings([r for r, _, _ in runs]),
+                f" from {len(runs)} stored run(s)")

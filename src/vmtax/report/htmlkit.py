@@ -57,8 +57,8 @@ def table(header: list[str], rows: list[str], left: int = 1) -> str:
     return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def page(title: str, heading: str, command: str, body: str, warn: list[str] = ()) -> str:
-    """A whole self-contained page."""
+def page(title: str, heading: str, command: str, body: str, warn: list[str] = (), source: str = "") -> str:
+    """A whole self-contained page (source: what it was made from, said after the version)."""
     made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     warn_html = "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warn)
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -66,5 +66,5 @@ def page(title: str, heading: str, command: str, body: str, warn: list[str] = ()
             f'<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
             f"<h1>{escape(heading)}</h1><p class=\"meta\">made {escape(made)} by <code>{escape(command)}</code> "
-            f"with vmtax {escape(__version__)}</p>{warn_html}{body}"
+            f"with vmtax {escape(__version__)}{escape(source)}</p>{warn_html}{body}"
             f"<script>{SORT_JS}</script></body></html>\n")
