@@ -279,3 +279,17 @@ def test_an_inventory_inject_shows_in_the_target_name_and_facts(tmp_path):
     assert names == ["ssh:w1", "ssh:w2,inject=3"]
     t = parse_targets("@web", load(str(f)))[1]
     assert t.inject == 3.0 and t.options["inject"] == "3"
+
+
+def test_a_yaml_alias_bomb_is_one_line_in_bounded_time(tmp_path):
+    """Each group's children alias the group below twice, 40 levels deep:
+    read naively, 2**40 groups; refused once the reading passes MAX_WALK."""
+    import time
+    text = "x0: &x0\n  hosts: {h1: }\n" + "".join(
+        f"x{i}: &x{i}\n  children: {{a{i}: *x{i - 1}, b{i}: *x{i - 1}}}\n" for i in range(1, 40))
+    path = tmp_path / "bomb.yml"
+    path.write_text(text)
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match="alias bomb") as e:
+        load(str(path))
+    assert "\n" not in str(e.value) and time.monotonic() - t0 < 5

@@ -33,6 +33,7 @@ VARIABLES = {
 PREFIX = "vmtax_"
 MAX_HOSTS = 10000   # an inventory's hosts, counted before any range is expanded
 MAX_DEPTH = 100     # groups nested in groups (YAML children)
+MAX_WALK = 200000   # groups, hosts and variables read from YAML, aliases counted each time they are used
 NAME = re.compile(r"^[A-Za-z0-9_.:\[\]-]+$")
 RANGE = re.compile(r"^(.*?)\[([0-9]+|[a-z]+|[A-Z]+):([0-9]+|[a-z]+|[A-Z]+)(?::([0-9]+))?\](.*)$")
 
@@ -50,6 +51,7 @@ class Inventory:
     hosts: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> its own variables
     groups: dict[str, Group] = field(default_factory=dict)
     _groups_of: dict | None = field(default=None, repr=False)  # host -> its groups, once read
+    walked: int = field(default=0, repr=False)  # what YAML reading has read (MAX_WALK)
     _depth: dict | None = field(default=None, repr=False)
 
     # -- building ----------------------------------------------------------------
@@ -286,6 +288,7 @@ def _yaml_group(inv: Inventory, name: str, body, where: str, depth: int = 0) -> 
     if unknown:
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
                         "(a group has hosts, children and vars)")
+    _walk(inv, 1 + sum(len(v) for v in body.values() if isinstance(v, dict)), where)
     for key, value in _mapping(body.get("vars"), f"{where}: vars").items():
         if (text := _scalar(value, where)) is not None:
             g.vars[str(key)] = text
@@ -297,6 +300,16 @@ def _yaml_group(inv: Inventory, name: str, body, where: str, depth: int = 0) -> 
         if str(child) not in g.children:
             g.children.append(str(child))
         _yaml_group(inv, str(child), child_body, f"{inv.path}: group {child}", depth + 1)
+
+
+def _walk(inv: Inventory, n: int, where: str) -> None:
+    """Count what a YAML group holds as it is read: aliases used again and
+    again (a group's children aliasing one group twice, 40 levels deep)
+    would otherwise be read 2**40 times."""
+    inv.walked += n
+    if inv.walked > MAX_WALK:
+        raise UserError(f"{where}: the YAML's aliases make more than {MAX_WALK} groups, hosts and "
+                        "variables to read (an alias bomb?)")
 
 
 def _mapping(value, where: str) -> dict:
