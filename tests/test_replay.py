@@ -1,0 +1,87 @@
+"""The regression guard of the measurement core (issue 20): a fixed-seed
+fake-target run stores the same samples and processes, in the same order,
+before and after any change that should not change what is measured.
+
+The digests below were taken from the code before the core was shared by
+compare and scale.  A change that alters them on purpose (a new kind of
+process, another calibration) says so in its commit and takes the new
+digest from this test's failure message."""
+import hashlib
+import json
+import sqlite3
+
+from vmtax import scale
+from vmtax.model import BenchSpec
+from vmtax.runner import RunConfig, Runner
+from vmtax.store import Store
+from vmtax.suite import select
+from vmtax.targets import parse_target
+from vmtax.targets.fake import FakeTarget
+
+A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+B = BenchSpec("segv", "kernel", "ns", "lower", "d")
+
+
+class Steps:
+    """A clock of fixed steps: no real time decides anything."""
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        self.t += 0.001
+        return self.t
+
+
+def digest(db, run_id: str) -> str:
+    """What the run stored, less wall-clock times: every sample's identity,
+    value and metrics, every process's identity and status, every outcome."""
+    con = sqlite3.connect(db)
+    rows = {
+        "samples": con.execute(
+            "SELECT benchmark,target,process,instance,seq,warmup,counting,block,iters,ops,round(value,6),"
+            "(SELECT group_concat(name || '=' || round(value,6)) FROM (SELECT name, value FROM sample_metrics"
+            " m WHERE m.sample_id = s.id ORDER BY name)) FROM samples s WHERE run_id=? ORDER BY id",
+            (run_id,)).fetchall(),
+        "processes": con.execute(
+            "SELECT process,target,benchmark,block,slot,outcome FROM processes WHERE run_id=? ORDER BY process",
+            (run_id,)).fetchall(),
+        "outcomes": con.execute(
+            "SELECT target,benchmark,stopped_by FROM outcomes WHERE run_id=? ORDER BY target,benchmark",
+            (run_id,)).fetchall(),
+    }
+    con.close()
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+
+
+def test_a_fixed_seed_compare_stores_what_it_stored_before(db):
+    store = Store(db)
+    targets = [parse_target("fake:seed=1,noise=0.02"), parse_target("fake:seed=2,noise=0.02,scale=1.5")]
+    store.new_run("r", "compare", "test", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", [A, B])
+    # precision reachable: blocks end on precision, never on a clock reading
+    status = Runner(RunConfig(precision=0.02, max_time=1e6, min_processes=4, seed=7), [A, B], targets,
+                    store, "r", clock=Steps()).run()
+    assert status == "complete"
+    store.close()
+    got = digest(db, "r")
+    assert got == COMPARE, f"the stored samples changed: digest {got}, was {COMPARE}"
+
+
+def test_a_fixed_seed_scale_stores_what_it_stored_before(db):
+    store = Store(db)
+    cfg = scale.ScaleConfig(instances=(1, 2), round_time=0.01, min_rounds=3, max_rounds=3, max_time=600)
+
+    def make(i):
+        return FakeTarget(f"fake #{i + 1}", {"seed": str(i + 1), "noise": "0.02"})
+    run_id, status, failure = scale.run_scale("fake", make, cfg, select(None, ["getppid"]), store, "test",
+                                              lambda text: None)
+    assert (status, failure) == ("complete", "")
+    store.close()
+    got = digest(db, run_id)
+    assert got == SCALE, f"the stored samples changed: digest {got}, was {SCALE}"
+
+
+COMPARE = "135eb9a1cf0853db"
+SCALE = "eb8d086fab2887ea"
