@@ -84,4 +84,37 @@ def test_a_fixed_seed_scale_stores_what_it_stored_before(db):
 
 
 COMPARE = "135eb9a1cf0853db"
-SCALE = "eb8d086fab2887ea"
+# eb8d086fab2887ea before scale calibrated as compare does (core.calibrate: a warmup, then
+# the median of 3 samples, where scale took one cold batch); with the old arguments the
+# shared code gives eb8d086fab2887ea again: the calibration's samples are the only change
+SCALE = "1f30af87a66f9c52"
+
+
+class Recording(FakeTarget):
+    """A fake that keeps the arguments of every agent process it runs."""
+    def __init__(self, name, options, seen):
+        super().__init__(name, options)
+        self.seen = seen
+
+    def run_agent(self, args, timeout):
+        self.seen.append(list(args))
+        return super().run_agent(args, timeout)
+
+
+def test_compare_and_scale_calibrate_through_one_implementation(db, monkeypatch):
+    """A change to the calibration (here: 5 samples, not 3) reaches both."""
+    from vmtax import core
+    monkeypatch.setattr(core, "CALIBRATION_SAMPLES", 5)
+    seen_compare, seen_scale = [], []
+    store = Store(db)
+    targets = [Recording("fake a", {}, seen_compare), Recording("fake b", {}, seen_compare)]
+    store.new_run("r", "compare", "test", "0", {})
+    Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r",
+           clock=Steps()).run()
+    cfg = scale.ScaleConfig(instances=(1,), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
+    scale.run_scale("fake", lambda i: Recording(f"fake #{i + 1}", {}, seen_scale), cfg,
+                    select(None, ["getppid"]), store, "test", lambda text: None)
+    calibrations = [a for a in seen_compare + seen_scale if a[0] == "run" and "--iters" not in a]
+    assert len(calibrations) == 3  # two targets of compare, one copy of scale
+    assert all(a[:8] == ["run", "getppid", "--samples", "5", "--warmup", "1", "--min-time-ms", "10"]
+               for a in calibrations), calibrations

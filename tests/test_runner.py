@@ -376,7 +376,7 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db):
 
 # -- honest budgets: nothing begun that cannot end by the budget plus its grace --------
 def test_the_grace_is_a_tenth_of_the_budget_within_5_and_60_s():
-    from vmtax.runner import grace_s
+    from vmtax.core import grace_s
     assert grace_s(10) == 5 and grace_s(300) == 30 and grace_s(3600) == 60
 
 

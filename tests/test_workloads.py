@@ -13,7 +13,8 @@ from vmtax import suite
 from vmtax.analysis import analyse
 from vmtax.errors import TargetError, UserError
 from vmtax.guest import closure
-from vmtax.runner import RunConfig, Runner, jobs_of
+from vmtax.core import jobs_of
+from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
 from vmtax.suite import workloads
 from vmtax.suite.workloads import BY_NAME, ParseError
@@ -246,7 +247,7 @@ def test_a_peer_listens_on_loopback_alone(name):
     (here the bare machine's loopback), never a wildcard address."""
     from vmtax.peers import start_peer
     from vmtax.proc import kill_group
-    from vmtax.runner import free_port
+    from vmtax.core import free_port
     port = free_port()
     p = start_peer(BY_NAME[name], port, None)
     try:
@@ -261,7 +262,7 @@ def test_a_peer_listens_on_loopback_alone(name):
 def test_a_peer_listens_before_the_run_and_is_gone_after():
     from vmtax.peers import listening, start_peer
     from vmtax.proc import kill_group
-    from vmtax.runner import free_port
+    from vmtax.core import free_port
     port = free_port()
     p = start_peer(BY_NAME["net_rr"], port, None)
     try:

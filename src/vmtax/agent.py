@@ -5,8 +5,10 @@ import hashlib
 import json
 import math
 import os
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from .errors import AgentError, UserError
 from .metrics import METRICS
@@ -115,6 +117,48 @@ def target_metrics(msg: dict) -> dict[str, float]:
             raise AgentError(f"sample line with an invalid {name[:40]}: {repr(v)[:40]}")
         out[name] = float(v)
     return out
+
+
+REASON_MAX = 500  # characters of a skip's reason or an error's message kept
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of an agent process, read and checked: `kind` is the
+    line's type; a calibration carries `iters` (and `instance`), a sample
+    its checked `fields` (those of a model.Sample), a skip its `reason`."""
+    kind: str
+    iters: int | None = None
+    instance: int = 0
+    fields: dict = field(default_factory=dict)
+    reason: str = ""
+
+
+def events(lines: Iterable[str], spec) -> Iterator[Event]:
+    """The one reader of the agent protocol: every line of one agent
+    process measuring `spec`, as Events, blank lines skipped.  Anything a
+    real agent would not say -- a malformed line, a sample of another
+    benchmark, a number out of range, a calibration without a valid count
+    -- raises AgentError, and so does the agent's own error line (its
+    message cut to REASON_MAX).  Types the caller does not know (env,
+    ready) come through as they are."""
+    for line in lines:
+        if not line.strip():
+            continue
+        msg = parse_line(line)
+        kind = msg["type"]
+        if kind == "sample":
+            yield Event(kind, fields=sample_fields(msg, spec))
+        elif kind == "calibration":
+            instance = msg.get("instance", 0)
+            yield Event(kind, iters=calibrated_iters(msg, line),
+                        instance=instance if in_range(instance, 0, INT_MAX, True) else -1)
+        elif kind == "skip":
+            yield Event(kind, reason=str(msg.get("reason", ""))[:REASON_MAX])
+        elif kind == "error":
+            raise AgentError(str(msg.get("message", "agent error"))[:REASON_MAX])
+        else:
+            yield Event(kind)
 
 
 FACT_MAX = 4096  # characters of one fact kept

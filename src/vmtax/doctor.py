@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from .agent import parse_line, sample_fields
+from .agent import events
 from .errors import AgentError, TargetError
 from .model import BenchSpec
 from .proc import ChildFailed
@@ -110,16 +110,11 @@ def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
         began = time.monotonic()
         values = []
         try:
-            for line in target.run_agent(args + target.agent_extra_args(), timeout=120):
-                if not line.strip():
-                    continue
-                msg = parse_line(line)
-                if msg["type"] == "sample":
-                    f = sample_fields(msg, spec)
-                    if not f["warmup"] and not f["counting"]:
-                        values.append(f["value"])
-                elif msg["type"] in ("skip", "error"):
-                    raise AgentError(str(msg.get("reason") or msg.get("message"))[:300])
+            for ev in events(target.run_agent(args + target.agent_extra_args(), timeout=120), spec):
+                if ev.kind == "sample" and not ev.fields["warmup"] and not ev.fields["counting"]:
+                    values.append(ev.fields["value"])
+                elif ev.kind == "skip":
+                    raise AgentError(ev.reason)
         except ChildFailed as e:
             raise TargetError(f"{target.name}: agent {e}") from None
         if not values:

@@ -27,28 +27,26 @@ import math
 import queue
 import random
 import resource
-import socket
-import statistics
 import threading
 import time
-import uuid
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
-from . import __version__, stats
-from .agent import agent_hash, calibrated_iters, parse_line, sample_fields
+from . import stats
+from .agent import agent_hash, events
+from .core import CALIBRATION_SAMPLES, BudgetSpent, Job, calibrate, free_port, grace_s, jobs_of, recorded
 from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import switches, syscall_tracepoint, ticks
 from .metrics import WORK
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import start_peer
-from .proc import ChildFailed, kill_group, signals_held
+from .proc import ChildFailed, kill_group
 from .report.units import fmt_duration
 from .store import Store
 from .suite import workloads
-from .suite.workloads import ParseError, Workload
+from .suite.workloads import ParseError
 from .targets.base import Target
 
 
@@ -94,48 +92,6 @@ class TargetState:
         return stats.summarize(self.values, groups=self.groups)
 
 
-@dataclass(frozen=True)
-class Job:
-    """What one process measures: one micro benchmark, or every figure of
-    one workload."""
-    specs: tuple[BenchSpec, ...]
-    workload: Workload | None = None
-
-    @property
-    def name(self) -> str:
-        return self.workload.name if self.workload else self.specs[0].name
-
-
-def jobs_of(specs: list[BenchSpec]) -> list[Job]:
-    """Specs grouped into jobs, in the order given (a workload where its
-    first figure is)."""
-    jobs: list[Job] = []
-    grouped: dict[str, list[BenchSpec]] = {}
-    for spec in specs:
-        w = workloads.of_spec(spec.name) if spec.kind == "workload" else None
-        if w is None:
-            jobs.append(Job((spec,)))
-        elif w.name in grouped:
-            grouped[w.name].append(spec)
-        else:
-            grouped[w.name] = [spec]
-            jobs.append(Job((), w))
-    return [Job(tuple(grouped[j.workload.name]), j.workload) if j.workload else j for j in jobs]
-
-
-def grace_s(max_time: float) -> float:
-    """How far past --max-time a run may go at most: 10% of it, at least
-    5 s and at most 60 s.  No block is begun that is expected to end past
-    the budget, and every process still running at budget + grace is
-    stopped (its row ends 'budget'), so a slow target or a hung tool cannot
-    stretch the run."""
-    return min(60.0, max(5.0, 0.1 * max_time))
-
-
-class BudgetSpent(Exception):
-    """The budget and its grace are spent: the run stops where it is."""
-
-
 def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
     """Seconds a job's first block takes at the least: on every target, an
     agent row's calibration process and one timed process (their samples'
@@ -144,7 +100,7 @@ def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
     if job.workload is not None:
         per_run = cfg.tool_seconds if "$2" in job.workload.script else 0.1
         return targets * 2 * per_run
-    batches = (1 + Runner.CALIBRATION_SAMPLES) + (cfg.warmup + cfg.samples_per_process)
+    batches = (1 + CALIBRATION_SAMPLES) + (cfg.warmup + cfg.samples_per_process)
     return targets * batches * cfg.min_time_ms / 1000
 
 
@@ -174,19 +130,12 @@ def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> st
             f"not reach is not begun and ends 'budget' -- give --max-time {fmt_duration(enough)}, or fewer rows")
 
 
-def free_port() -> int:
-    """A TCP port free on this host's loopback now (a workload's server)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Progress(Protocol):
     def update(self, index: int, total: int, spec: BenchSpec, states: dict[str, TargetState],
                precision_now: float, elapsed: float, eta: float) -> None: ...
     def finished(self, index: int, total: int, spec: BenchSpec, outcome: dict[str, str]) -> None: ...
     def close(self) -> None: ...
-    # optional: def note(self, text: str) -> None -- one line of its own (a host not reached)
+    def note(self, text: str) -> None: ...  # one line of its own (a host not reached)
 
 
 class StoreRelay:
@@ -573,7 +522,6 @@ class Runner:
                 args += ["--tracepoint-id", str(trace)]
         return args + target.agent_extra_args()
 
-    CALIBRATION_SAMPLES = 3
     SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
     FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
     MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
@@ -657,40 +605,21 @@ class Runner:
     def _calibrate_on(self, target: Target, spec: BenchSpec,
                       st: TargetState) -> tuple[int | None, float | None]:
         """The count this target's agent calibrated, and what one iteration
-        of it took in ns: the median of CALIBRATION_SAMPLES samples after a
-        warmup (a fresh process's first batches are cold: tlb_4k's read 162,
-        132, 100, 77 ns here); None where unknown."""
+        of it took in ns (core.calibrate); None where unknown."""
         process = next(self._processes)
-        c = self.cfg
-        args = ["run", spec.name, "--samples", str(self.CALIBRATION_SAMPLES), "--warmup", "1",
-                "--min-time-ms", str(c.min_time_ms)]
-        if target.agent_cpu() is not None:
-            args += ["--cpu", str(target.agent_cpu())]
-        started, iters, per_iter = time.time(), None, []
+        started, got = time.time(), None
         try:
-            for line in target.run_agent(args + target.agent_extra_args(), timeout=self._timeout(c.agent_timeout)):
-                if not line.strip():
-                    continue
-                msg = parse_line(line)
-                if msg["type"] == "calibration" and iters is None and msg.get("instance", 0) == 0:
-                    iters = calibrated_iters(msg, line)
-                elif msg["type"] == "sample" and spec.unit == "ns":
-                    f = sample_fields(msg, spec)
-                    if not f["warmup"]:
-                        per_iter.append(f["value"] * f["ops"] / f["iters"])
-                elif msg["type"] == "skip":
-                    st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
-                elif msg["type"] == "error":
-                    raise AgentError(str(msg.get("message", "agent error"))[:500])
-            if iters is None and st.done is None:
-                raise AgentError("the agent calibrated nothing")
+            got = calibrate(target, spec, self.cfg.min_time_ms, self._timeout(self.cfg.agent_timeout))
+            started = got.started
+            if got.skipped:
+                st.done, st.reason = "skipped", got.skipped
         except (AgentError, TargetError, ChildFailed) as e:
             if self._spent_all():
                 raise BudgetSpent from None
-            st.done, st.reason, iters = "error", f"agent {e}" if isinstance(e, ChildFailed) else str(e), None
+            st.done, st.reason = "error", f"agent {e}" if isinstance(e, ChildFailed) else str(e)
         self.store.add_process(self.run_id, process, target.name, spec.name, -1, 0, started, None, time.time(),
                                {"error": "error", "skipped": "skipped"}.get(st.done, "calibration"))
-        return iters, statistics.median(per_iter) if iters is not None and per_iter else None
+        return (got.iters, got.ns_per_iter) if got is not None and st.done is None else (None, None)
 
     def _one_process(self, target: Target, job: Job, sts: list[TargetState], block: int,
                      slot: int = 0, counting: bool = False) -> None:
@@ -704,30 +633,25 @@ class Runner:
         probe = target.host_probe if counting else None
         mark = None  # the probe's reading when the counted batch began
         try:
-            for line in target.run_agent(self.agent_args(target, spec, st, counting),
-                                         timeout=self._timeout(self.cfg.agent_timeout)):
-                if not line.strip():
-                    continue
+            lines = target.run_agent(self.agent_args(target, spec, st, counting),
+                                     timeout=self._timeout(self.cfg.agent_timeout))
+            for ev in events(lines, spec):  # AgentError for anything a real agent would not say
                 first = first or time.time()
-                msg = parse_line(line)
-                kind = msg["type"]
-                if kind == "counting" and probe is not None:
+                if ev.kind == "counting" and probe is not None:
                     probe.enable()
                     mark = (probe.read(), time.monotonic())
-                elif kind == "sample":
-                    f, host = sample_fields(msg, spec), {}  # AgentError for anything a real agent would not say
+                elif ev.kind == "sample":
+                    f, host = dict(ev.fields), {}
                     if probe is not None and mark is not None and f["counting"]:
                         now = (probe.read(), time.monotonic())
                         host = probe.per_op(mark[0], now[0], now[1] - mark[1], f["ops"])
                         mark = now
                     self._take_sample(target, spec, process, block, f, st, host)
-                elif kind == "calibration" and st.iters is None and msg.get("instance", 0) == 0:
-                    st.iters = calibrated_iters(msg, line)
-                elif kind == "skip":
-                    st.done, st.reason = "skipped", str(msg.get("reason", ""))[:500]
-                elif kind == "error":
-                    raise AgentError(str(msg.get("message", "agent error"))[:500])
-                elif kind == "done":
+                elif ev.kind == "calibration" and st.iters is None and ev.instance == 0:
+                    st.iters = ev.iters
+                elif ev.kind == "skip":
+                    st.done, st.reason = "skipped", ev.reason
+                elif ev.kind == "done":
                     finished = True
             if not finished and st.done is None:
                 raise AgentError("the agent stopped without finishing")
@@ -816,10 +740,10 @@ class Runner:
 
     def _figure(self, target: Target, spec: BenchSpec, values: dict[str, float], process: int, block: int,
                 warmup: bool) -> Sample:
-        figure = spec.name.split(".", 1)[1]
-        v = values.get(figure)
-        if not isinstance(v, float) or not math.isfinite(v) or v <= 0:
-            raise AgentError(f"{spec.name}: the tool reported {v!r}, not a positive number")
+        try:
+            v = workloads.figure(spec, values)
+        except ParseError as e:  # it names the figure: said as it is, without the workload's prefix
+            raise AgentError(str(e)) from None
         return Sample(benchmark=spec.name, target=target.name, value=v, unit=spec.unit, process=process, seq=0,
                       warmup=warmup, iters=1, ops=1.0, block=block, t=time.time(),
                       cpu=target.host_cpu if target.host_cpu is not None else -1)
@@ -896,29 +820,16 @@ def mirror(m: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
-
-
 def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 targets: list[Target], store: Store, progress: Progress | None = None,
                 notes: dict | None = None) -> tuple[str, str, str]:
-    """Start the targets, record the run, measure, and tear everything down
-    on every exit path.  A remote candidate (another host) that cannot be
-    reached is recorded with every benchmark failed, and the others are
-    measured.  Returns (run_id, status, failure): failure is what
-    went wrong with the store mid-run ('' when nothing did) -- the samples
-    stored before it are kept and can be reported."""
-    run_id = new_run_id()
-    status, failure, begun = "failed", "", False
-    try:
-        # a stop signal arriving while the run's row is written is taken just after it,
-        # inside this try: the run is then recorded interrupted, never left half-begun
-        with signals_held():
-            store.new_run(run_id, kind, command, __version__,
-                          {**asdict(cfg), "targets": [t.name for t in targets],
-                           "benchmarks": [s.name for s in specs], **(notes or {})})
-            begun = True
+    """Start the targets, record the run (core.recorded), measure, and tear
+    everything down on every exit path.  A remote candidate (another host)
+    that cannot be reached is recorded with every benchmark failed, and the
+    others are measured.  Returns (run_id, status, failure): failure is
+    what went wrong with the store mid-run ('' when nothing did) -- the
+    samples stored before it are kept and can be reported."""
+    def measure(run_id: str) -> str:
         with ExitStack() as stack:
             files = workloads.provision(specs)
             started, failed = [], {}
@@ -929,13 +840,13 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                     stack.enter_context(target)
                     info = target.info()
                 except TargetError as e:
-                    if not getattr(target, "remote", False) or position == 0:
+                    if not target.remote or position == 0:
                         raise
                     # another host that cannot be reached: the others are still measured
                     failed[target.name] = str(e)
                     info = TargetInfo(name=target.name, kind=target.kind,
                                       facts={**target.own_facts(), "start_error": str(e)[:500]})
-                    if progress and hasattr(progress, "note"):
+                    if progress:
                         progress.note(f"vmtax: {e} -- measuring the others")
                 else:
                     started.append(target)
@@ -944,19 +855,8 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
             for name, why in failed.items():
                 for spec in specs:
                     store.set_outcome(run_id, name, spec.name, "error", why)
-            status = Runner(cfg, specs, started, store, run_id, progress).run()
-    except KeyboardInterrupt:
-        status = "interrupted"
-    except StoreError as e:
-        if not begun:
-            raise  # nothing recorded: the store's one line, exit 1
-        failure = str(e)
-    finally:
-        if progress:
-            progress.close()
-        try:
-            if begun:
-                store.finish_run(run_id, status)
-        except StoreError as e:
-            failure = failure or str(e)
-    return run_id, status, failure
+            return Runner(cfg, specs, started, store, run_id, progress).run()
+
+    config = {**asdict(cfg), "targets": [t.name for t in targets], "benchmarks": [s.name for s in specs],
+              **(notes or {})}
+    return recorded(store, kind, command, config, measure, closing=progress.close if progress else None)

@@ -37,13 +37,12 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from . import __version__
-from .agent import agent_hash, calibrated_iters, parse_line, sample_fields
+from .agent import agent_hash, events, parse_line
+from .core import BudgetSpent, Job, calibrate, free_port, grace_s, jobs_of, recorded
 from .errors import AgentError, StoreError, TargetError, UserError
 from .hostproc import host_cpu_times, mem_available_mb, pss_mb
 from .model import BenchSpec, Sample, TargetInfo
 from .proc import ChildFailed
-from .runner import BudgetSpent, Job, free_port, grace_s, jobs_of, new_run_id
 from .scaling import instance_rates, is_throughput, rate_unit
 from .stats import jain, summarize
 from .store import Store
@@ -311,7 +310,7 @@ class ScaleRun:
         self.skipped: dict[str, str] = {}
         self._process = 0
         self.t0 = time.monotonic()
-        self.hard_end = self.t0 + cfg.max_time + grace_s(cfg.max_time)  # see runner.grace_s
+        self.hard_end = self.t0 + cfg.max_time + grace_s(cfg.max_time)  # see core.grace_s
 
     def run(self) -> None:
         pool = Pool(self.text, self.make, workloads.provision(self.specs), self.cfg.pin, self.cpus, self.note)
@@ -434,29 +433,19 @@ class ScaleRun:
 
     def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:
         """One copy alone finds the iteration count every process then uses
-        (the same work per sample at every N)."""
-        args = ["run", spec.name, "--samples", "1", "--warmup", "0", "--min-time-ms", str(self.cfg.min_time_ms)]
-        if target.agent_cpu() is not None:
-            args += ["--cpu", str(target.agent_cpu())]
-        started, iters = time.time(), None
+        (the same work per sample at every N): core.calibrate, as compare's."""
+        started = time.time()
         try:
-            for line in target.run_agent(args + target.agent_extra_args(), timeout=self._timeout()):
-                if not line.strip():
-                    continue
-                msg = parse_line(line)
-                if msg["type"] == "calibration" and iters is None:
-                    iters = calibrated_iters(msg, line)
-                elif msg["type"] == "skip":
-                    self.skipped[spec.name] = str(msg.get("reason", ""))[:500]
-                elif msg["type"] == "error":
-                    raise AgentError(str(msg.get("message", "agent error"))[:500])
+            got = calibrate(target, spec, self.cfg.min_time_ms, self._timeout())
         except ChildFailed as e:
             raise TargetError(f"{target.name}: calibrating {spec.name}: agent {e}") from None
+        except AgentError as e:
+            raise AgentError(f"{target.name}: {spec.name}: {e}") from None
+        if got.skipped:
+            self.skipped[spec.name] = got.skipped
         self.store.add_process(self.run_id, self._next_process(), stage, spec.name, -1, 0, started, None,
-                               time.time(), "skipped" if spec.name in self.skipped else "calibration")
-        if iters is None and spec.name not in self.skipped:
-            raise AgentError(f"{target.name}: the agent calibrated nothing for {spec.name}")
-        return iters
+                               time.time(), "skipped" if got.skipped else "calibration")
+        return got.iters
 
     def _next_process(self) -> int:
         self._process += 1
@@ -481,22 +470,20 @@ class ScaleRun:
     def _agent_samples(self, spec: BenchSpec, stage: str, i: int, process: int, r: int,
                        lines: list[tuple[float, str]]) -> list[Sample] | None:
         out, finished = [], False
-        for t, line in lines:
-            if not line.strip():
-                continue
-            msg = parse_line(line)
-            kind = msg["type"]
-            if kind == "sample":
-                f = sample_fields(msg, spec)
-                f["instance"] = i
-                out.append(Sample(benchmark=spec.name, target=stage, process=process, block=r, t=t, **f))
-            elif kind == "skip":
-                self.skipped[spec.name] = str(msg.get("reason", ""))[:500]
-                return None
-            elif kind == "error":
-                raise AgentError(f"instance {i + 1}: {str(msg.get('message', 'agent error'))[:500]}")
-            elif kind == "done":
-                finished = True
+        arrived = iter(t for t, line in lines if line.strip())
+        try:
+            for ev in events((line for _, line in lines), spec):
+                t = next(arrived)
+                if ev.kind == "sample":
+                    out.append(Sample(benchmark=spec.name, target=stage, process=process, block=r, t=t,
+                                      **{**ev.fields, "instance": i}))
+                elif ev.kind == "skip":
+                    self.skipped[spec.name] = ev.reason
+                    return None
+                elif ev.kind == "done":
+                    finished = True
+        except AgentError as e:
+            raise AgentError(f"instance {i + 1}: {e}") from None
         if not finished or not any(not s.warmup for s in out):
             raise AgentError(f"instance {i + 1}: the agent stopped without a timed sample")
         return out
@@ -510,9 +497,10 @@ class ScaleRun:
             raise AgentError(f"instance {i + 1}: {w.name}: {e}") from None
         out = []
         for spec in job.specs:
-            v = values.get(spec.name.split(".", 1)[1])
-            if not isinstance(v, float) or not math.isfinite(v) or v <= 0:
-                raise AgentError(f"instance {i + 1}: {spec.name}: the tool reported {v!r}, not a positive number")
+            try:
+                v = workloads.figure(spec, values)
+            except workloads.ParseError as e:
+                raise AgentError(f"instance {i + 1}: {e}") from None
             out.append(Sample(benchmark=spec.name, target=stage, value=v, unit=spec.unit, process=process, seq=0,
                               instance=i, iters=1, ops=1.0, block=r, t=lines[-1][0] if lines else time.time(),
                               cpu=t.host_cpu if t.host_cpu is not None else -1))
@@ -531,29 +519,19 @@ def _ci_rel(values: list[float]) -> float:
 
 def run_scale(text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs: list[BenchSpec],
               store: Store, command: str, note: Callable[[str], None]) -> tuple[str, str, str]:
-    """Record the run, measure every stage, stop every copy on every exit
-    path.  Returns (run_id, status, failure): status complete, failed or
-    interrupted; failure what went wrong ('' when nothing did).  What was
-    measured before a failure or a Ctrl-C is kept."""
-    run_id = new_run_id()
+    """Record the run (core.recorded, as compare's), measure every stage,
+    stop every copy on every exit path.  Returns (run_id, status, failure):
+    status complete, failed or interrupted; failure what went wrong ('' when
+    nothing did).  What was measured before a failure or a Ctrl-C is kept."""
     cpus = host_cpus()
-    store.new_run(run_id, "scale", command, __version__,
-                  {**asdict(replace(cfg, instances=list(cfg.instances))), "target": text,
-                   "benchmarks": [s.name for s in specs], "host_cpus": len(cpus),
-                   "pinning": pinning_text(cfg.pin, max(cfg.instances), cpus)})
-    status, failure = "failed", ""
-    try:
+    config = {**asdict(replace(cfg, instances=list(cfg.instances))), "target": text,
+              "benchmarks": [s.name for s in specs], "host_cpus": len(cpus),
+              "pinning": pinning_text(cfg.pin, max(cfg.instances), cpus)}
+
+    def measure(run_id: str) -> str:
         scale = ScaleRun(text, make, cfg, specs, store, run_id, note)
         store.add_benchmarks(run_id, specs)
         scale.run()
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-    except (TargetError, AgentError, StoreError) as e:
-        failure = f"{e}; every instance was stopped"
-    finally:
-        try:
-            store.finish_run(run_id, status)
-        except StoreError as e:
-            failure = failure or str(e)
-    return run_id, status, failure
+        return "complete"
+    return recorded(store, "scale", command, config, measure, failures=(TargetError, AgentError, StoreError),
+                    describe=lambda e: f"{e}; every instance was stopped")

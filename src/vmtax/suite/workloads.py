@@ -19,6 +19,7 @@ at which that peer is reached from inside the target.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from dataclasses import dataclass
@@ -411,6 +412,15 @@ WORKLOADS: tuple[Workload, ...] = (
              (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),), stress_ng),
 )
 BY_NAME: dict[str, Workload] = {w.name: w for w in WORKLOADS}
+
+
+def figure(spec: BenchSpec, values: dict[str, float]) -> float:
+    """One figure of a tool's run (`<workload>.<figure>`), checked: a
+    positive finite number, else ParseError naming it."""
+    v = values.get(spec.name.split(".", 1)[1])
+    if not isinstance(v, float) or not math.isfinite(v) or v <= 0:
+        raise ParseError(f"{spec.name}: the tool reported {v!r}, not a positive number")
+    return v
 
 
 def of_spec(name: str) -> Workload | None:
