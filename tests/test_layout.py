@@ -85,3 +85,19 @@ def test_no_module_imports_another_modules_private_name():
     private = sorted(f"{m} imports {n} from {t}" for m, found in imports(modules()).items()
                      for t, n in found if n.startswith("_") and not n.startswith("__"))
     assert private == []
+
+
+def test_every_kind_declares_what_it_can_do():
+    """A kind's capabilities match what it implements: "barrier" where it
+    holds a run at a barrier (run_gated), "parallel_start" where its start
+    is split in two; callers ask the declaration, never the method."""
+    from vmtax.targets import KINDS
+    from vmtax.targets.base import Target
+    for kind, cls in KINDS.items():
+        assert ("barrier" in cls.capabilities) == (cls.run_gated is not Target.run_gated), kind
+        assert ("parallel_start" in cls.capabilities) == (cls.begin_start is not Target.begin_start), kind
+    src = (Path(__file__).resolve().parents[1] / "src" / "vmtax")
+    for path in src.rglob("*.py"):
+        if path.parent.name != "targets":
+            text = path.read_text()
+            assert "is Target." not in text and "isinstance(t, ChannelTarget)" not in text, path

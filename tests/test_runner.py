@@ -345,9 +345,8 @@ def test_on_one_machine_the_block_is_a_plain_loop(db, monkeypatch):
 
 def test_a_qemu_guest_is_on_this_machine_whatever_its_machine_type():
     """qemu's `machine` option (pc, q35, microvm) is not the host it runs on."""
-    from vmtax.runner import machine_of
     from vmtax.targets import parse_target
-    assert machine_of(parse_target("qemu:machine=q35")) == "" and machine_of(parse_target("local")) == ""
+    assert parse_target("qemu:machine=q35").host_machine() == "" == parse_target("local").host_machine()
 
 
 def test_twins_away_from_the_baseline_run_alike(db):

@@ -29,8 +29,7 @@ from .store import Store, default_db_path, redact
 from .suite import workloads
 from . import inventory as inventories
 from .targets import KINDS, parse_target, parse_targets
-from .targets.base import Target
-from .targets.qemu import agree_kernels
+from .targets import prepare as prepare_targets
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -151,8 +150,7 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UserError("each target may appear once (an A/A pair: local local:label=b)")
-    note = agree_kernels(targets)
-    if note:
+    for note in prepare_targets(targets):
         say(f"vmtax: {note}", sys.stderr)
     skipped: dict[str, str] = {}
     if getattr(args, "skip_unavailable", False):
@@ -367,7 +365,7 @@ def cmd_scale(args) -> int:
     specs = suite.select(args.suite, args.bench or ([] if args.suite else ["pi"]))
     scale.check_jobs(specs)
     proto = parse_target(args.target)  # its options checked: exit 2 before anything starts
-    if proto.remote or type(proto).run_gated is Target.run_gated:
+    if "barrier" not in proto.capabilities:
         raise UserError(f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
                         f"target cannot be (local, qemu, uml and container can)")
     scale.check_memory(proto, max(cfg.instances))

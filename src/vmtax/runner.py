@@ -444,7 +444,7 @@ class Runner:
         which the other machines' ssh clients would join)."""
         lanes: dict[str, list[tuple[int, Target]]] = {}
         for slot, target in enumerate(order):
-            lanes.setdefault(machine_of(target), []).append((slot, target))
+            lanes.setdefault(target.host_machine(), []).append((slot, target))
         if len(lanes) == 1 or not together:
             for slot, target in enumerate(order):
                 one(slot, target)
@@ -758,12 +758,6 @@ class Runner:
         if not s.warmup and not s.counting:
             st.values.append(s.value)
             st.groups.append(process)
-
-
-def machine_of(target) -> str:
-    """Target.host_machine(); "" (this machine) for a stand-in without one."""
-    machine = getattr(target, "host_machine", None)
-    return machine() if machine else ""
 
 
 def host_cost(target: Target) -> dict[str, float] | None:

@@ -48,7 +48,6 @@ from .stats import jain, summarize
 from .store import Store
 from .suite import workloads
 from .targets.base import GATE, Target
-from .targets.channel import ChannelTarget
 
 RESERVE_MB = 256.0  # of MemAvailable kept for the host and vmtax itself
 
@@ -140,9 +139,9 @@ class Pool:
         alone = start == 0 and fresh[0].settles_at_start()
         if alone:
             self._start_one(0, fresh.pop(0))
-        parallel = [t for t in fresh if isinstance(t, ChannelTarget)]
+        parallel = [t for t in fresh if "parallel_start" in t.capabilities]
         for t in fresh:
-            if not isinstance(t, ChannelTarget):
+            if "parallel_start" not in t.capabilities:
                 self._start_one(self.targets.index(t), t)
         for t in parallel:
             try:
@@ -356,8 +355,8 @@ class ScaleRun:
     def _store_stage(self, position: int, stage: str, copies: list[Target], facts: dict) -> None:
         first = copies[0].info()  # its facts: the agent's --env, once; the others' own figures
         boots = [t.boot_s for t in copies if t.boot_s is not None]
-        idle = [x for t in copies if (x := getattr(t, "idle_cpu", None)) is not None]
-        over = [x for t in copies if (x := getattr(t, "mem_overhead", None)) is not None]
+        idle = [t.idle_cpu for t in copies if t.idle_cpu is not None]
+        over = [t.mem_overhead for t in copies if t.mem_overhead is not None]
         info = TargetInfo(name=stage, kind=first.kind, accel=first.accel, facts={**first.facts, "scale": facts},
                           boot_s=max(boots) if boots else None,            # the slowest of the parallel boots
                           idle_cpu_pct=sum(idle) if idle else None,          # all N idle together

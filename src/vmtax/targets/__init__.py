@@ -34,6 +34,17 @@ def parse_target(text: str) -> Target:
     return cls(text, _options(text, rest, cls.positional))
 
 
+def prepare(targets: list[Target]) -> list[str]:
+    """Each kind's Target.prepare, once, with its targets of this run (in
+    the order given): what the user should be told."""
+    notes = []
+    for kind in dict.fromkeys(type(t) for t in targets):
+        note = kind.prepare([t for t in targets if type(t) is kind])
+        if note:
+            notes.append(note)
+    return notes
+
+
 def _options(text: str, rest: str, positional: str | None = None) -> dict[str, str]:
     options: dict[str, str] = {}
     for i, part in enumerate(filter(None, rest.split(","))):

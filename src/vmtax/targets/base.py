@@ -37,6 +37,11 @@ class Target(ABC):
     # another machine: a candidate that cannot be reached is recorded as
     # failed and the run goes on with the others (runner.run_session)
     remote: ClassVar[bool] = False
+    # what this kind can do, declared (callers ask here, never by a method's identity or isinstance):
+    #   "barrier"         run_gated/go hold a process until released (vmtax scale can run it)
+    #   "parallel_start"  begin_start() launches from the calling thread and end_start() may wait in
+    #                     another: copies boot in parallel (vmtax scale)
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, options: dict[str, str]):
         unknown = set(options) - self.allowed_options - COMMON_OPTIONS
@@ -55,6 +60,10 @@ class Target(ABC):
         if self.counters not in ("on", "off"):
             raise UserError(f"target '{name}': counters must be on or off, got '{self.counters}'")
         self.host_probe = None  # a hostprobe.HostProbe, where the kind has one (after start)
+        # measured at start, where the kind can: its host CPU while idle (%), and the host memory
+        # its hypervisor takes beyond the guest's RAM (MiB); None where unknown
+        self.idle_cpu: float | None = None
+        self.mem_overhead: float | None = None
         self.files: tuple = ()  # what the target's root holds besides the agent (see provide)
 
     @classmethod
@@ -155,8 +164,25 @@ class Target(ABC):
             out += ["--inject", f"{self.inject:g}"]
         return out
 
+    @classmethod
+    def prepare(cls, targets: list["Target"]) -> str | None:
+        """Called once per kind, before anything starts, with the targets
+        of that kind to be measured together: what they must agree on is
+        settled here (QEMU guests boot one kernel).  A line to tell the
+        user, or None."""
+        return None
+
     def start(self) -> None:
         """Bring the target up (boot a guest, open a connection)."""
+
+    def begin_start(self) -> None:
+        """The first half of start() (all of it, for a kind without
+        "parallel_start")."""
+        self.start()
+
+    def end_start(self) -> None:
+        """The second half of start(): waits until the target is ready
+        (nothing, for a kind without "parallel_start")."""
 
     def stop(self) -> None:
         """Tear everything down; must be safe to call twice."""

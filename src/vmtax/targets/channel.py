@@ -142,6 +142,7 @@ class ChannelTarget(Target):
     """A target reached through vmtax-shell over a Channel: QEMU, UML,
     containers.  Subclasses say how to launch; this class boots, measures
     boot time, and tears down on every path."""
+    capabilities = frozenset({"barrier", "parallel_start"})
 
     boot_timeout = 120.0  # seconds; the boot_timeout= option overrides it
     count_settle_ms = 20  # the agent's line crosses the channel before the host counts
@@ -153,7 +154,6 @@ class ChannelTarget(Target):
         self.p: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.workdir: Path | None = None
-        self.idle_cpu: float | None = None
         self.probe_note = ""
 
     @abstractmethod

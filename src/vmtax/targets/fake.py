@@ -33,6 +33,7 @@ from .local import LocalTarget
 
 
 class FakeTarget(Target):
+    capabilities = frozenset({"barrier"})
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
     allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",

@@ -27,6 +27,7 @@ PSEUDO = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", 
 
 
 class LocalTarget(Target):
+    capabilities = frozenset({"barrier"})
     kind = "local"
     summary = "this machine, bare (or whatever it runs on)"
     mirror_host = True

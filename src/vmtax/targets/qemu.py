@@ -164,6 +164,10 @@ class QemuTarget(ChannelTarget):
     allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
                                  "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary"})
 
+    @classmethod
+    def prepare(cls, targets: list["QemuTarget"]) -> str | None:
+        return agree_kernels(targets)
+
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         where = tempfile.gettempdir()
@@ -185,7 +189,6 @@ class QemuTarget(ChannelTarget):
         self._devices_from(name, options)
         self.accel: str | None = None
         self.accel_note = ""
-        self.mem_overhead: float | None = None
         self.emulator_cpus: list[int] = []
 
     def _devices_from(self, name: str, options: dict[str, str]) -> None:
