@@ -36,6 +36,34 @@ def test_sample_is_visible_to_another_connection_at_once(db):
     assert other.execute("SELECT count(*) FROM samples").fetchone()[0] == 1
 
 
+def test_a_ctrl_c_inside_a_write_is_taken_after_its_commit(location, monkeypatch):
+    """A Ctrl-C that arrives while a sample is written (here: as its
+    transaction begins) waits until the write is committed; the run's finish
+    after it is committed too, as another connection sees.  (Cut inside the
+    driver's BEGIN, the PostgreSQL connection stayed in a transaction that
+    the finish joined and nobody committed: the run read 'running'.)"""
+    import signal
+    from contextlib import contextmanager
+    s = Store(location)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    inner = s._transaction
+
+    @contextmanager
+    def interrupted():
+        with inner():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signal is delivered here, inside the transaction
+            yield
+    monkeypatch.setattr(s, "_transaction", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        s.add_sample("r1", Sample("getppid", "local", 100.0, "ns", process=0, seq=0))
+    monkeypatch.setattr(s, "_transaction", inner)
+    s.finish_run("r1", "interrupted")
+    other = Store(location)
+    data = other.load("r1")
+    assert [x.value for x in data.samples] == [100.0] and data.status == "interrupted"
+
+
 def test_round_trip_and_resolve(location):
     s = Store(location)
     s.new_run("20260101-000000-aaaa", "run", "vmtax run", "0.1", {"precision": 0.01})

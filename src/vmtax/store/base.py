@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
+from ..proc import signals_held
 from .controller import effective_status, this_controller
 from .dialect import Dialect
 
@@ -130,7 +131,10 @@ class Store:
         if self.readonly:
             raise StoreError(f"results database {self.location}: cannot {what}: it was opened read-only")
         try:
-            with self._transaction():
+            # a Ctrl-C is taken when the transaction has ended, never inside it: cut inside the
+            # driver's BEGIN or COMMIT, it could leave the connection in a transaction that every
+            # later write (the run's finish included) joins and that is never committed
+            with signals_held(), self._transaction():
                 yield
         except self.errors as e:
             kept = " (the samples stored so far are kept)" if self._full(e) else ""
