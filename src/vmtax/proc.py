@@ -18,13 +18,14 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from .errors import TargetError
-from .hostproc import boot_id, descendants, pid_alive, pid_namespace
+from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running
 
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
 _PR_SET_PDEATHSIG = 1
@@ -156,6 +157,11 @@ def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:
         p.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover - a D-state child
         pass
+    # killed is not yet gone: a process tearing down its memory (UML's, a guest's) still runs for
+    # a moment; return once every one has exited (a zombie waits only to be reaped), 3 s at most
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and any(running(pid) for pid in tree if pid != p.pid):
+        time.sleep(0.02)
     _live.discard(p)
 
 

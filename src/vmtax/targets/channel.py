@@ -18,7 +18,7 @@ import threading
 import time
 from abc import abstractmethod
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .. import proc
 from ..errors import TargetError
@@ -66,14 +66,25 @@ class Channel:
         lines = [l for l in self.log.read_text(errors="replace").splitlines() if l.strip()]
         return ("; console: " + " | ".join(lines[-n:])) if lines else ""
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, failed: Callable[[], str | None] | None = None) -> None:
+        """Wait for the guest's ready line.  failed(), asked every half
+        second, names a boot that has failed without ending (a guest whose
+        init died and that hangs instead of exiting): TargetError with it
+        at once, not at the timeout."""
         deadline = time.monotonic() + timeout
-        try:
-            while self._next(deadline) != READY:
+        while True:
+            try:
+                if self._next(min(deadline, time.monotonic() + 0.5)) == READY:
+                    return
+                continue
+            except TimeoutError:
                 pass
-        except TimeoutError:
-            raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s"
-                              f"{self.console_tail()}") from None
+            why = failed() if failed else None
+            if why:
+                raise TargetError(why)
+            if time.monotonic() >= deadline:
+                raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s"
+                                  f"{self.console_tail()}")
 
     def command(self, line: str, timeout: float) -> Iterator[str]:
         """Send one command; yield the answer's lines; ChildFailed on a
@@ -193,9 +204,14 @@ class ChannelTarget(Target):
     def end_start(self) -> None:
         """The second half of start(), in any thread: wait until the guest
         is ready, then after_boot()."""
-        self.channel.wait_ready(self.boot_timeout)
+        self.channel.wait_ready(self.boot_timeout, self.boot_failed)
         self.boot_s = time.monotonic() - self._launched
         self.after_boot()
+
+    def boot_failed(self) -> str | None:
+        """Why the boot has failed while the guest has not ended, where the
+        kind can tell from its console; None."""
+        return None
 
     def after_boot(self) -> None:
         """Hook: measure idle CPU, memory overhead..."""

@@ -179,12 +179,19 @@ class UmlTarget(ChannelTarget):
         try:
             super().end_start()
         except TargetError as e:
-            if self.p is not None:
+            why = diagnose(self.console_log)
+            if why is None and self.p is not None:
                 try:
                     self.p.wait(timeout=5)  # let a dying UML finish its console output
                 except subprocess.TimeoutExpired:
                     pass
-            raise TargetError(diagnose(self.console_log) or str(e)) from None
+                why = diagnose(self.console_log)
+            raise TargetError(why or str(e)) from None
+
+    def boot_failed(self) -> str | None:
+        """A UML whose init died hangs instead of exiting (panic=-1 does not
+        end it): its console says so at once."""
+        return diagnose(self.console_log)
 
     def after_boot(self) -> None:
         if self.disk != "none":
