@@ -233,3 +233,17 @@ const char *counter_name(int i)
 {
 	return defs[i].name;
 }
+
+size_t counters_names_json(char *buf, size_t cap)
+{
+	size_t o = (size_t)snprintf(buf, cap, "[");
+	for (int i = 0; i < NCOUNTERS + NRUSAGE && o < cap; i++) {
+		const char *name = i < NCOUNTERS ? defs[i].name : rusage_names[i - NCOUNTERS];
+		if (i >= NCOUNTERS && perf_index(name) >= 0)
+			continue; /* a figure both give is one name */
+		o += (size_t)snprintf(buf + o, cap - o, "%s\"%s\"", i ? "," : "", name);
+	}
+	if (o < cap)
+		o += (size_t)snprintf(buf + o, cap - o, "]");
+	return o < cap ? o : 0;
+}

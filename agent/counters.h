@@ -27,5 +27,7 @@ size_t counters_json(const struct counters *k, double ops, char *buf, size_t cap
 /* Where counter i comes from: "perf", "getrusage (...)" or "not counted: why". */
 const char *counters_source(const struct counters *k, int i, char *buf, size_t cap);
 const char *counter_name(int i);
+/* Every name a sample line's "metrics" can carry, as a JSON array (--list-metrics). */
+size_t counters_names_json(char *buf, size_t cap);
 extern long tracepoint_id; /* --tracepoint-id ID (-1: read tracefs) */
 #endif

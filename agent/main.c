@@ -1,6 +1,6 @@
 /* vmtax-agent: command line, --list, and the sample loop.
  *
- *   vmtax-agent --list | --env [--tmpdir DIR] | --version | --exit | --help
+ *   vmtax-agent --list | --list-metrics | --env [--tmpdir DIR] | --version | --exit | --help
  *   vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
  *                        [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]
@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-	"usage: vmtax-agent --list | --env [--tmpdir DIR] | --version | --help\n"
+	"usage: vmtax-agent --list | --list-metrics | --env [--tmpdir DIR] | --version | --help\n"
 	"       vmtax-agent run NAME [--samples N] [--warmup N] [--min-time-ms MS]\n"
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
 	"                            [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]\n"
@@ -368,6 +368,16 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--list")) {
 		print_list();
+		return 0;
+	}
+	if (!strcmp(argv[1], "--list-metrics")) {
+		/* the names the sample lines' "metrics" can carry: vmtax checks them against its registry */
+		char names[1024], line[1200];
+		if (!counters_names_json(names, sizeof names))
+			return 1;
+		snprintf(line, sizeof line, "{\"schema\":%d,\"type\":\"metrics\",\"names\":%s}\n", AGENT_SCHEMA,
+			 names);
+		emit_line(line);
 		return 0;
 	}
 	if (!strcmp(argv[1], "--version")) {

@@ -416,3 +416,16 @@ def test_go_without_its_line_is_an_error():
         p = subprocess.run([AGENT, "run", "getppid", "--iters", "10", "--go"], input=given,
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 3 and '"type":"error"' in p.stdout and "go" in p.stderr
+
+
+def test_the_agents_metric_names_are_the_registrys():
+    """Every name the agent can put in a sample's metrics is a target-side
+    metric of the registry, and the other way round: a typo on either side
+    would make a counter vanish silently (agent.target_metrics drops names
+    it does not know)."""
+    from vmtax.metrics import METRICS
+    out = subprocess.run([AGENT, "--list-metrics"], capture_output=True, text=True, check=True).stdout
+    doc = json.loads(out)
+    assert doc["schema"] == 1 and doc["type"] == "metrics"
+    assert len(doc["names"]) == len(set(doc["names"]))
+    assert set(doc["names"]) == {n for n, m in METRICS.items() if m.side == "target"}
