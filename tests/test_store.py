@@ -64,6 +64,16 @@ def test_a_ctrl_c_inside_a_write_is_taken_after_its_commit(location, monkeypatch
     assert [x.value for x in data.samples] == [100.0] and data.status == "interrupted"
 
 
+def test_a_rows_kind_is_stored_with_the_run_not_read_from_its_name(location):
+    """Renaming a workload (or a micro row with a dot) must not change how an
+    old run reads: the kind comes back as it was stored."""
+    s = Store(location)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    s.add_benchmarks("r1", [BenchSpec("odd.name", "kernel", "ns", "lower", "d", kind="micro"),
+                            BenchSpec("tool", "apps", "s", "lower", "d", kind="workload")])
+    assert [b.kind for b in Store(location).load("r1").benchmarks] == ["micro", "workload"]
+
+
 def test_round_trip_and_resolve(location):
     s = Store(location)
     s.new_run("20260101-000000-aaaa", "run", "vmtax run", "0.1", {"precision": 0.01})

@@ -161,8 +161,9 @@ class Store:
         with self._write("store the benchmarks"):
             self.db.cursor().executemany(
                 self.dialect.sql("INSERT INTO run_benchmarks (run_id, position, name, suite, unit, direction,"
-                                 " description) VALUES (?,?,?,?,?,?,?)"),
-                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description) for i, s in enumerate(specs)])
+                                 " description, kind) VALUES (?,?,?,?,?,?,?,?)"),
+                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description, s.kind)
+                 for i, s in enumerate(specs)])
 
     def add_sample(self, run_id: str, s: Sample) -> None:
         """The sample and its metrics, together; ValueError for a value or
@@ -271,9 +272,10 @@ class Store:
                                            idle_cpu_pct=row[4], mem_overhead_mb=row[5],
                                            facts=json.loads(row[7])))
             data.agent_hashes[row[0]] = row[6]
-        for row in self._rows("SELECT name,suite,unit,direction,description FROM run_benchmarks"
+        for row in self._rows("SELECT name,suite,unit,direction,description,kind FROM run_benchmarks"
                               " WHERE run_id=? ORDER BY position", (run_id,)):
-            data.benchmarks.append(BenchSpec(*row, kind="workload" if "." in row[0] else "micro"))
+            # the kind as stored; a run stored before kinds were (schema < 9): from the name, as then
+            data.benchmarks.append(BenchSpec(*row[:5], kind=row[5] or ("workload" if "." in row[0] else "micro")))
         metrics: dict[int, dict[str, float]] = {}
         for sample_id, name, value in self._rows(
                 "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"

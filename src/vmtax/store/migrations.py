@@ -118,6 +118,10 @@ MIGRATIONS: list[str] = [
     # 8: the order a sample's metrics were given in (NULL before), for
     # PostgreSQL, which has no rowid to keep it (SQLite reads its rowid)
     "ALTER TABLE sample_metrics ADD COLUMN position INTEGER;",
+    # 9: a row's kind (micro: an agent row; workload: a figure of a real tool's run), stored
+    # with the run: how an old run reads must not hang on today's names (NULL before: read
+    # from the name, as then)
+    "ALTER TABLE run_benchmarks ADD COLUMN kind TEXT;",
 ]
 
 
