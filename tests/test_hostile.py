@@ -24,6 +24,7 @@ from vmtax.report import html
 from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
 from vmtax.targets import parse_target
+from vmtax.targets.base import Target
 from vmtax.targets.channel import Channel
 from vmtax.targets.fake import HOSTILE
 
@@ -50,22 +51,18 @@ def test_a_malformed_end_frame_is_a_target_error_not_a_crash(tmp_path):
         proc.kill_group(p)
 
 
-class _Scripted:
-    """A target whose 'agent' prints given lines: what a compromised guest could."""
+class _Scripted(Target):
+    """A target whose 'agent' prints given lines: what a compromised guest
+    could.  A Target subclass, so that it has every method the runner may
+    call (a duck-typed one went stale when the interface grew)."""
     kind = "scripted"
-    counters = "off"
 
     def __init__(self, name, lines):
-        self.name, self.lines = name, lines
+        super().__init__(name, {"counters": "off"})
+        self.lines = lines
 
     def run_agent(self, args, timeout):
         return iter(self.lines)
-
-    def agent_cpu(self):
-        return None
-
-    def agent_extra_args(self):
-        return []
 
 
 @pytest.mark.parametrize("line,needle", [
