@@ -19,7 +19,7 @@ import textwrap
 from . import __version__, proc, suite, watch
 from .analysis import analyse
 from .errors import UserError, VmtaxError
-from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal
+from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal, view
 from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report import watch as watch_report
@@ -208,7 +208,7 @@ def _report(store: Store, run_id: str, args) -> int:
             say("\nWhy, per operation (vmtax explain " + data.id + "):\n", out)
             say(explain.text(explain.view(data, ms, cs)), out)
     else:
-        say(terminal.measurements_table(ms) + "\n", out)
+        say(terminal.measurements_table(view.measurements(data, ms, cs)) + "\n", out)
         say(terminal.stop_tally(ms), out)
     if gate is not None:
         say("\n" + watch_report.gate_text(gate, data.id), out)

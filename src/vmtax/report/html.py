@@ -10,12 +10,13 @@ import time
 from html import escape
 
 from ..model import Comparison, Measurement, RunData
-from . import explain, plots
+from . import explain, plots, view
 from .htmlkit import page, table, td
 from .facts import FACT_HEADER, fact_rows, target_notes, warnings
 from .scale import html_section
 from .scoreboard import geomeans, precise
 from .units import fmt_duration, fmt_pct, fmt_value
+from .view import HTML, Table
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
 def _ratio_text(c: Comparison) -> str:
@@ -58,23 +59,16 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
     return legend + table(header, rows, left=3)
 
 
-def measurements_table(ms: list[Measurement]) -> str:
-    header = ["suite", "benchmark", "target", "mean", "±95% CI", "median", "best 3/5", "n",
-              "processes", "stopped by"]
-    rows = []
-    for m in ms:
-        s, u = m.summary, m.benchmark.unit
-        cells = [td(m.benchmark.suite, cls="l"), td(m.benchmark.name, cls="l"), td(m.target, cls="l")]
-        if s:
-            cells += [td(fmt_value(s.mean, u), s.mean), td("±" + fmt_pct(s.ci_rel, 2), s.ci_rel),
-                      td(fmt_value(s.median, u), s.median), td(fmt_value(s.best3of5, u), s.best3of5),
-                      td(s.n, s.n)]
-        else:
-            cells += [td("-")] * 5
-        cells += [td(m.processes, m.processes),
-                  td(m.stopped_by + (f": {m.reason}" if m.reason else ""), cls="wrap")]
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    return table(header, rows, left=3)
+def measurements_table(t: Table) -> str:
+    cols = t.shown(HTML)
+    rows = ["<tr>" + "".join(td(c.text_of(r), _sort(c.value(r)), cls="wrap" if c.key == "stopped" else
+                                 "l" if c.align == "l" else "") for c in cols) + "</tr>" for r in t.rows]
+    return table([c.title_in(HTML) for c in cols], rows, left=sum(1 for c in cols[:3] if c.align == "l"))
+
+
+def _sort(v: object) -> float | None:
+    """A cell's sort key: its number, where it is one."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
@@ -156,7 +150,7 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):
         parts += ["<h3>Why: per-operation counts, in the target and on its host</h3>", explain.html(blocks)]
-    parts += ["<h3>Measurements</h3>", measurements_table(ms),
+    parts += ["<h3>Measurements</h3>", measurements_table(view.measurements(data, ms, cs)),
               "<h3>Targets</h3>", targets_table(data),
               "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]
     return "".join(parts)

@@ -6,6 +6,8 @@ import math
 from ..metrics import unit_of
 from ..model import Comparison, Measurement, RunData
 from ..suite.workloads import of_spec
+from . import view
+from .view import JSON, Table, finite
 
 SCHEMA = 1
 
@@ -14,21 +16,9 @@ def _num(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def result_row(m: Measurement) -> dict:
-    s = m.summary
-    return {
-        "benchmark": m.benchmark.name, "suite": m.benchmark.suite, "target": m.target,
-        "unit": m.benchmark.unit, "direction": m.benchmark.direction, "kind": m.benchmark.kind,
-        "n": s.n if s else 0, "processes": m.processes,
-        "mean": _num(s.mean) if s else None, "median": _num(s.median) if s else None,
-        "ci_low": _num(s.ci_low) if s else None, "ci_high": _num(s.ci_high) if s else None,
-        "ci_rel": _num(s.ci_rel) if s else None, "stdev": _num(s.stdev) if s else None,
-        "cv": _num(s.cv) if s else None, "min": _num(s.min) if s else None,
-        "best3of5": _num(s.best3of5) if s else None, "best18of30": _num(s.best18of30) if s else None,
-        "harness_overhead": _num(m.overhead), "cpu": m.cpu if m.cpu >= 0 else None,
-        "stopped_by": m.stopped_by, "reason": m.reason,
-        "metrics": metric_rows(m.metrics, m.benchmark.name),
-    }
+def result_rows(t: Table) -> list[dict]:
+    return [{**{k: finite(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name)}
+            for r, values in zip(t.rows, t.values(JSON))]
 
 
 def metric_rows(metrics: dict, benchmark: str = "") -> dict:
@@ -63,7 +53,7 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict
                      "idle_cpu_pct": t.idle_cpu_pct, "mem_overhead_mb": t.mem_overhead_mb,
                      "agent_hash": data.agent_hashes.get(t.name), "facts": t.facts}
                     for t in data.targets],
-        "results": [result_row(m) for m in ms],
+        "results": result_rows(view.measurements(data, ms, cs)),
     }
     if data.kind == "compare" or cs:
         doc["comparisons"] = [comparison_row(c) for c in cs]

@@ -5,10 +5,18 @@ from __future__ import annotations
 import time
 
 from ..model import Comparison, Measurement, RunData
-from . import scoreboard
-from .scoreboard import md_cell as _cell
-from .units import fmt_pct, fmt_value
+from . import scoreboard, view
+from .scoreboard import md_cell
+from .view import MD, Table
 
+
+
+def md_table(t: Table) -> list[str]:
+    """A view's measurements as Markdown table lines."""
+    cols = t.shown(MD)
+    return (["| " + " | ".join(c.title_in(MD) for c in cols) + " |",
+             "|" + "".join("---|" if c.align == "l" else "---:|" for c in cols)]
+            + ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in t.texts(MD)])
 
 
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
@@ -20,18 +28,8 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
     env = data.targets[0].facts if data.targets else {}
     out = [f"### vmtax run `{data.id}` ({data.status})", "",
-           f"{when} · target `{_cell(', '.join(t.name for t in data.targets))}` on "
-           f"{_cell(env.get('cpu_model', '?'))} ({env.get('cpus_online', '?')} CPUs), kernel "
-           f"{_cell(env.get('kernel', '?'))}; command `{_cell(data.command)}`.", "",
-           "| benchmark | target | mean | ±95% CI | median | best 3/5 | n | stopped by |",
-           "|---|---|---:|---:|---:|---:|---:|---|"]
-    for m in ms:
-        s, u = m.summary, m.benchmark.unit
-        if s is None:
-            out.append(f"| {m.benchmark.name} | {_cell(m.target)} | - | - | - | - | 0 | "
-                       f"{m.stopped_by}{': ' + _cell(m.reason) if m.reason else ''} |")
-            continue
-        out.append(f"| {m.benchmark.name} | {_cell(m.target)} | {fmt_value(s.mean, u)} | "
-                   f"±{fmt_pct(s.ci_rel, 2)} | {fmt_value(s.median, u)} | {fmt_value(s.best3of5, u)} | "
-                   f"{s.n} | {m.stopped_by}{': ' + _cell(m.reason) if m.reason else ''} |")
+           f"{when} · target `{md_cell(', '.join(t.name for t in data.targets))}` on "
+           f"{md_cell(env.get('cpu_model', '?'))} ({env.get('cpus_online', '?')} CPUs), kernel "
+           f"{md_cell(env.get('kernel', '?'))}; command `{md_cell(data.command)}`.", "",
+           *md_table(view.measurements(data, ms, cs))]
     return "\n".join(out) + "\n"

@@ -5,7 +5,8 @@ import time
 
 from ..model import Measurement, RunData
 from . import table
-from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
+from .units import fmt_duration, fmt_goal
+from .view import TEXT, Table
 
 
 def run_header(data: RunData) -> str:
@@ -21,26 +22,10 @@ def run_header(data: RunData) -> str:
             f"command: {data.command}")
 
 
-def measurements_table(ms: list[Measurement]) -> str:
-    header = ["benchmark", "target", "mean", "95% CI", "median", "best 3/5", "min", "n", "procs",
-              "harness", "stopped by"]
-    rows, groups, suite = [], [], None
-    for m in ms:
-        if m.benchmark.suite != suite:
-            suite = m.benchmark.suite
-            groups.append((len(rows), f"[{suite}] lower is better" if m.benchmark.direction == "lower"
-                           else f"[{suite}] higher is better"))
-        s, u = m.summary, m.benchmark.unit
-        stopped = m.stopped_by + (f": {m.reason}" if m.reason else "")
-        if s is None:
-            rows.append([m.benchmark.name, m.target, "-", "-", "-", "-", "-", "0", str(m.processes),
-                         "-", stopped])
-            continue
-        harness = fmt_pct(m.overhead / s.mean, 2) if m.overhead is not None and s.mean else "-"
-        rows.append([m.benchmark.name, m.target, fmt_value(s.mean, u), "±" + fmt_pct(s.ci_rel, 2),
-                     fmt_value(s.median, u), fmt_value(s.best3of5, u), fmt_value(s.min, u),
-                     str(s.n), str(m.processes), harness, stopped])
-    return table.render(header, rows, align="llrrrrrrrrl", groups=groups)
+def measurements_table(view: Table) -> str:
+    cols = view.shown(TEXT)
+    return table.render([c.title_in(TEXT) for c in cols], view.texts(TEXT),
+                        align="".join(c.align for c in cols), groups=view.groups())
 
 
 def stop_tally(ms: list[Measurement]) -> str:

@@ -1,0 +1,179 @@
+"""The view of a run's measurements, built once and rendered by every
+writer: the terminal (terminal.py), Markdown (markdown.py), HTML (html.py),
+CSV (csvout.py) and JSON (jsondoc.py).
+
+A row is one benchmark on one target.  A Column says, once, what a field
+is: its name in CSV and JSON (`key`, where a format names it otherwise:
+`names`), its title for people (`title`, or per format: `titles`), its raw
+value, its text for people, and which writers show it (`show`).  Adding a
+column is one entry in COLUMNS; a writer shows it where its format is in
+`show`, with nothing else to edit.  The writers only lay cells out (and
+escape them for their format); figures are formatted here, through
+units.py, once.
+
+Metrics (counters and host cost per operation) are columns only a run's
+data can name: CSV gives each a column after these (their means), JSON a
+nested object with units and intervals (jsondoc.metric_rows)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..model import Comparison, Measurement, RunData
+from .units import fmt_pct, fmt_value
+
+TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
+PEOPLE = frozenset({TEXT, MD, HTML})
+ALL = frozenset({TEXT, MD, HTML, CSV, JSON})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark on one target of a run, with its ratio to the baseline
+    where the run compares."""
+    run: RunData
+    m: Measurement
+    c: Comparison | None
+    role: str  # baseline | candidate
+
+    @property
+    def s(self):
+        return self.m.summary
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    value: Callable[[Row], object]
+    text: Callable[[Row], str] | None = None   # for people; None: the value as it is
+    show: frozenset[str] = ALL
+    align: str = "r"
+    titles: dict = field(default_factory=dict)  # format -> its own title
+    names: dict = field(default_factory=dict)   # format -> its own key (CSV's "kind" is the run's)
+
+    def title_in(self, fmt: str) -> str:
+        return self.titles.get(fmt, self.title)
+
+    def name_in(self, fmt: str) -> str:
+        return self.names.get(fmt, self.key)
+
+    def text_of(self, row: Row) -> str:
+        if self.text is not None:
+            return self.text(row)
+        v = self.value(row)
+        return "-" if v is None else str(v)
+
+
+def _stat(name: str) -> Callable[[Row], float | None]:
+    return lambda r: getattr(r.s, name) if r.s else None
+
+
+def _shown(name: str) -> Callable[[Row], str]:
+    return lambda r: fmt_value(getattr(r.s, name), r.m.benchmark.unit) if r.s else "-"
+
+
+def _ratio(name: str) -> Callable[[Row], float | None]:
+    return lambda r: getattr(r.c, name) if r.c else None
+
+
+def _stopped(r: Row) -> str:
+    return r.m.stopped_by + (f": {r.m.reason}" if r.m.reason else "")
+
+
+def _harness(r: Row) -> str:
+    return fmt_pct(r.m.overhead / r.s.mean, 2) if r.s and r.m.overhead is not None and r.s.mean else "-"
+
+
+_MACHINE = frozenset({CSV, JSON})
+
+COLUMNS: list[Column] = [
+    Column("run_id", "run", lambda r: r.run.id, show=frozenset({CSV})),
+    Column("host", "host", lambda r: r.run.host or "", show=frozenset({CSV})),
+    Column("run_kind", "kind", lambda r: r.run.kind, show=frozenset({CSV}), names={CSV: "kind"}),
+    Column("suite", "suite", lambda r: r.m.benchmark.suite, show=frozenset({HTML, CSV, JSON}), align="l"),
+    Column("benchmark", "benchmark", lambda r: r.m.benchmark.name, align="l"),
+    Column("direction", "better", lambda r: r.m.benchmark.direction, show=_MACHINE),
+    Column("unit", "unit", lambda r: r.m.benchmark.unit, show=_MACHINE),
+    Column("kind", "kind", lambda r: r.m.benchmark.kind, show=frozenset({JSON})),
+    Column("target", "target", lambda r: r.m.target, align="l"),
+    Column("role", "role", lambda r: r.role, show=frozenset({CSV})),
+    Column("mean", "mean", _stat("mean"), _shown("mean")),
+    Column("ci_rel", "±95% CI", _stat("ci_rel"), lambda r: "±" + fmt_pct(r.s.ci_rel, 2) if r.s else "-",
+           show=frozenset({TEXT, MD, HTML, JSON}), titles={TEXT: "95% CI"}),
+    Column("median", "median", _stat("median"), _shown("median")),
+    Column("ci_low", "CI low", _stat("ci_low"), show=_MACHINE),
+    Column("ci_high", "CI high", _stat("ci_high"), show=_MACHINE),
+    Column("stdev", "stdev", _stat("stdev"), show=_MACHINE),
+    Column("cv", "cv", _stat("cv"), show=frozenset({JSON})),
+    Column("best3of5", "best 3/5", _stat("best3of5"), _shown("best3of5")),
+    Column("min", "min", _stat("min"), _shown("min"), show=frozenset({TEXT, CSV, JSON})),
+    Column("best18of30", "best 18/30", _stat("best18of30"), show=frozenset({JSON})),
+    Column("n", "n", lambda r: r.s.n if r.s else 0),
+    Column("processes", "processes", lambda r: r.m.processes, show=frozenset({TEXT, HTML, CSV, JSON}),
+           titles={TEXT: "procs"}),
+    Column("harness_overhead", "harness", lambda r: r.m.overhead, _harness, show=frozenset({TEXT, JSON})),
+    Column("cpu", "cpu", lambda r: r.m.cpu if r.m.cpu >= 0 else None, show=frozenset({JSON})),
+    Column("stopped", "stopped by", _stopped, show=PEOPLE, align="l"),
+    Column("stopped_by", "stopped by", lambda r: r.m.stopped_by, show=_MACHINE),
+    Column("reason", "reason", lambda r: r.m.reason, show=_MACHINE),
+    Column("ratio", "ratio", _ratio("ratio"), show=frozenset({CSV})),
+    Column("ratio_ci_low", "ratio CI low", _ratio("ratio_ci_low"), show=frozenset({CSV})),
+    Column("ratio_ci_high", "ratio CI high", _ratio("ratio_ci_high"), show=frozenset({CSV})),
+    Column("p_value", "p", _ratio("p_value"), show=frozenset({CSV})),
+    Column("significant", "significant", lambda r: r.c.significant if r.c else None, show=frozenset({CSV})),
+]
+
+
+# CSV's first columns, in the order scripts have read them by position since
+# they were written; a column added later comes after them (and after every
+# earlier addition), so no position ever moves
+CSV_FIRST = ["run_id", "host", "run_kind", "benchmark", "suite", "direction", "unit", "target", "role", "n",
+             "processes", "mean", "median", "ci_low", "ci_high", "stdev", "min", "best3of5", "stopped_by",
+             "reason", "ratio", "ratio_ci_low", "ratio_ci_high", "p_value", "significant"]
+
+
+@dataclass
+class Table:
+    """The rows of a run's measurements, in the analysis's order, and the
+    suites they fall in (the terminal titles each group)."""
+    rows: list[Row]
+    columns: list[Column] = field(default_factory=lambda: list(COLUMNS))
+
+    def shown(self, fmt: str) -> list[Column]:
+        cols = [c for c in self.columns if fmt in c.show]
+        if fmt == CSV:
+            first = {k: i for i, k in enumerate(CSV_FIRST)}
+            cols.sort(key=lambda c: first.get(c.key, len(first)))  # stable: later ones keep their order
+        return cols
+
+    def texts(self, fmt: str) -> list[list[str]]:
+        cols = self.shown(fmt)
+        return [[c.text_of(r) for c in cols] for r in self.rows]
+
+    def values(self, fmt: str) -> list[dict[str, object]]:
+        cols = self.shown(fmt)
+        return [{c.name_in(fmt): c.value(r) for c in cols} for r in self.rows]
+
+    def groups(self) -> list[tuple[int, str]]:
+        """(row index, title) where a suite begins."""
+        out, suite = [], None
+        for i, r in enumerate(self.rows):
+            b = r.m.benchmark
+            if b.suite != suite:
+                suite = b.suite
+                out.append((i, f"[{suite}] {'lower' if b.direction == 'lower' else 'higher'} is better"))
+        return out
+
+
+def measurements(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Table:
+    base = data.targets[0].name if data.targets else ""
+    cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    return Table([Row(data, m, cby.get((m.target, m.benchmark.name)), "baseline" if m.target == base
+                      else "candidate") for m in ms])
+
+
+def finite(x: object) -> object:
+    """A float JSON can carry (NaN and infinities as null); anything else as it is."""
+    return None if isinstance(x, float) and not math.isfinite(x) else x
