@@ -149,6 +149,22 @@ uint64_t calibrate(const struct bench *b, struct bctx *c, uint64_t min_ns)
 	}
 }
 
+double reference_ns(uint64_t steps)
+{
+	double best = 1e300;
+	for (int k = 0; k < 2; k++) {
+		uint64_t x = 1, t0 = now_ns();
+		for (uint64_t i = 0; i < steps; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			__asm__ __volatile__("" : "+r"(x)); /* each step waits for the one before */
+		}
+		double v = (double)(now_ns() - t0) / (double)steps;
+		if (v < best)
+			best = v;
+	}
+	return best;
+}
+
 static void null_run(struct bctx *c, uint64_t iters)
 {
 	(void)c;

@@ -82,6 +82,17 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters);
  * batch's run, which began at t0, wait busily for frac of its time again. */
 void inject_wait(uint64_t t0, double frac);
 
+/* The reference: a fixed chain of `steps` dependent multiply-adds (no
+ * memory, no system call), timed right before and right after each timed
+ * sample.  Nothing a hypervisor intercepts runs in it, so what moves it
+ * within one target is the CPU's own speed at that moment -- a busy sibling
+ * thread on the host, a frequency change, a core shared by time -- the
+ * host's state the sample was taken in (vmtax doctor; issue 21).  Its level
+ * differs by target (TCG translates it); its changes are what count.  ns per
+ * step, the lesser of two runs (an interrupt lands in one, rarely both). */
+#define REF_STEPS 16384
+double reference_ns(uint64_t steps);
+
 /* Loop-and-timer overhead per iteration in ns, for `iters` iterations. */
 double overhead_ns(uint64_t iters);
 

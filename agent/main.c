@@ -5,7 +5,7 @@
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
  *                        [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]
  *                        [--count-settle-ms MS] [--tracepoint-id ID]
- *                        [--duration-ms MS] [--go]
+ *                        [--duration-ms MS] [--go] [--ref-steps N]
  *
  * --go holds the timed samples at a barrier: once set up and calibrated
  * (every instance, with --parallel), the agent prints a "ready" line and
@@ -27,6 +27,11 @@
  * carry counters per operation in "metrics" (counters.c).  Counters cost
  * time (8-14% on system calls and context switches here), so no timed
  * sample ever runs with one open.
+ *
+ * Each timed sample carries "ref_ns": [before, after], the reference loop's
+ * ns per step right before and right after it (harness.h: the host's state
+ * it was taken in); --ref-steps 0 leaves it out, and so do tiled samples
+ * (--duration-ms: nothing may run between them) and counted ones.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -49,7 +54,7 @@ static const char USAGE[] =
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
 	"                            [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]\n"
 	"                            [--count-settle-ms MS] [--tracepoint-id ID]\n"
-	"                            [--duration-ms MS] [--go]\n";
+	"                            [--duration-ms MS] [--go] [--ref-steps N]\n";
 
 static void print_list(void)
 {
@@ -122,12 +127,14 @@ static void emit_calibration(const struct bench *b, const struct bctx *c, int in
 }
 
 static void emit_sample(const struct bench *b, const struct bctx *c, const struct opts *o,
-			int inst, long seq, struct batch r, double ovh)
+			int inst, long seq, struct batch r, double ovh, const double *ref)
 {
-	char line[2048], inject[64] = "", metrics[1200] = ",\"counting\":true";
+	char line[2048], inject[64] = "", refs[96] = "", metrics[1200] = ",\"counting\":true";
 	double ops = (double)r.iters * (double)c->ops_per_iter;
 	if (o->inject_pct > 0)
 		snprintf(inject, sizeof inject, ",\"inject_pct\":%g", o->inject_pct);
+	if (ref)
+		snprintf(refs, sizeof refs, ",\"ref_ns\":[%.5g,%.5g]", ref[0], ref[1]);
 	if (c->counting)
 		counters_json(c->counting, ops, metrics + strlen(metrics), sizeof metrics - strlen(metrics));
 	else
@@ -135,10 +142,10 @@ static void emit_sample(const struct bench *b, const struct bctx *c, const struc
 	snprintf(line, sizeof line,
 		 "{\"schema\":%d,\"type\":\"sample\",\"bench\":\"%s\",\"unit\":\"%s\","
 		 "\"instance\":%d,\"seq\":%ld,\"warmup\":%s,\"iters\":%llu,\"ops\":%.0f,"
-		 "\"value\":%.6g,\"overhead\":%.4f,\"tsc_per_op\":%.6g,\"cpu\":%ld%s%s}\n",
+		 "\"value\":%.6g,\"overhead\":%.4f,\"tsc_per_op\":%.6g,\"cpu\":%ld%s%s%s}\n",
 		 AGENT_SCHEMA, b->name, b->unit, inst, seq, seq < o->warmup ? "true" : "false",
 		 (unsigned long long)r.iters, ops, (double)r.ns / ops, ovh,
-		 (double)r.tsc / ops, o->cpu, inject, metrics);
+		 (double)r.tsc / ops, o->cpu, inject, refs, metrics);
 	emit_line(line);
 }
 
@@ -233,8 +240,14 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 		await_go(b); /* one instance: its own barrier (--parallel: the parent's) */
 	uint64_t start = now_ns(), prev = start, prev_tsc = rdtsc();
 	long s = 0;
+	int with_ref = o->ref_steps > 0 && o->duration_ms == 0;
 	while (s < o->warmup + o->samples) {
+		double ref[2] = {0, 0};
+		if (with_ref)
+			ref[0] = reference_ns((uint64_t)o->ref_steps);
 		struct batch r = time_batch(b, &c, iters);
+		if (with_ref)
+			ref[1] = reference_ns((uint64_t)o->ref_steps);
 		if (o->duration_ms > 0) { /* tiled: from the end of the one before */
 			uint64_t t = now_ns(), tsc = rdtsc();
 			r.ns = t - prev;
@@ -242,7 +255,7 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 			prev = t;
 			prev_tsc = tsc;
 		}
-		emit_sample(b, &c, o, inst, s, r, ovh);
+		emit_sample(b, &c, o, inst, s, r, ovh, with_ref ? ref : NULL);
 		if (time_is_up(o, start, prev, s++))
 			break;
 	}
@@ -252,7 +265,7 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 			usleep((useconds_t)o->count_settle_ms * 1000);
 		c.counting = &k;
 		for (long n = 0; n < o->count; n++, s++)
-			emit_sample(b, &c, o, inst, s, time_batch(b, &c, iters), ovh);
+			emit_sample(b, &c, o, inst, s, time_batch(b, &c, iters), ovh, NULL);
 		c.counting = NULL;
 	}
 	if (b->teardown)
@@ -341,7 +354,7 @@ static int run_command(int argc, char **argv)
 {
 	const struct bench *b = find_bench(argv[2]);
 	struct opts o = {.samples = 5, .warmup = 1, .min_time_ms = 10, .parallel = 1, .cpu = -1,
-			 .max_sample_ms = 60000};
+			 .max_sample_ms = 60000, .ref_steps = REF_STEPS};
 	parse_run_opts(argc, argv, &o);
 	check_iters_cap(b, &o);
 	setvbuf(stdout, NULL, _IONBF, 0);

@@ -14,6 +14,7 @@ struct opts {
 	long count_settle_ms; /* --count-settle-ms: pause before them (the host's probe starts) */
 	long duration_ms;    /* --duration-ms: timed samples until this long after the start */
 	int go;              /* --go: after calibration, say ready and wait for "go" on stdin */
+	long ref_steps;      /* --ref-steps: the reference's length around each timed sample (0: none) */
 };
 
 void parse_run_opts(int argc, char **argv, struct opts *o);

@@ -169,6 +169,7 @@ BAD_ARGS = [
                                                   " 5", "5%", "", "1.2.3", "."]],
     ["run", "getppid", "--inject"],
     ["run", "getppid", "--duration-ms", "0"], ["run", "getppid", "--duration-ms", "5", "--samples", "0"],
+    ["run", "getppid", "--ref-steps", "-1"], ["run", "getppid", "--ref-steps", "99999999999"],
 ]
 
 
@@ -429,3 +430,21 @@ def test_the_agents_metric_names_are_the_registrys():
     assert doc["schema"] == 1 and doc["type"] == "metrics"
     assert len(doc["names"]) == len(set(doc["names"]))
     assert set(doc["names"]) == {n for n, m in METRICS.items() if m.side == "target"}
+
+
+def test_every_timed_sample_carries_the_reference_around_it():
+    """ref_ns: the reference loop's ns per step right before and after each
+    timed sample (the host's state it was taken in); none on a counted
+    batch, none with --ref-steps 0, none between tiled samples."""
+    rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "3", "--count", "1", "--min-time-ms", "1")
+    samples = [l for l in lines if l["type"] == "sample"]
+    timed = [l for l in samples if not l.get("counting")]
+    assert rc == 0 and len(timed) == 4 and len(samples) == 5
+    for l in timed:
+        before, after = l["ref_ns"]
+        assert 0 < before < 1000 and 0 < after < 1000
+        assert 0.5 < before / after < 2  # the same loop, microseconds apart
+    assert "ref_ns" not in [l for l in samples if l.get("counting")][0]
+    for args in (("--ref-steps", "0"), ("--duration-ms", "20")):
+        rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "2", "--min-time-ms", "1", *args)
+        assert rc == 0 and not any("ref_ns" in l for l in lines if l["type"] == "sample"), args

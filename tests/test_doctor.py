@@ -21,6 +21,21 @@ def test_two_modes_in_stretches_are_found_with_their_share_and_length():
     assert n.cv == pytest.approx(0.18, abs=0.02)
 
 
+def test_a_reference_that_follows_the_modes_separates_them_and_one_that_does_not_does_not():
+    rng = random.Random(3)
+    slow = [(i // 10) % 2 == 1 for i in range(40)]
+    means = [(280 if s else 196) * (1 + rng.gauss(0, 0.01)) for s in slow]
+    n = doctor.noise(means, [float(i) for i in range(40)])
+    follows = [(1.3 if s else 1.0) * (1 + rng.gauss(0, 0.01)) for s in slow]
+    seen = doctor.state_seen(means, follows, n)
+    assert seen.separates and seen.corr > 0.9
+    assert seen.ref_fast == pytest.approx(1.0, rel=0.02) and seen.ref_slow == pytest.approx(1.3, rel=0.02)
+    blind = [1.0 * (1 + rng.gauss(0, 0.01)) for _ in slow]
+    seen = doctor.state_seen(means, blind, n)
+    assert seen.separates is False and abs(seen.corr) < 0.5 and seen.ref_cv == pytest.approx(0.01, abs=0.005)
+    assert doctor.state_seen(means, [], n) is None
+
+
 def test_one_mode_is_not_called_two():
     rng = random.Random(2)
     means = [200 * (1 + rng.gauss(0, 0.05)) for _ in range(60)]
@@ -44,6 +59,8 @@ def test_doctor_on_this_machine_says_its_spread(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["processes"] == 10 and doc["mean"] > 0 and doc["cv"] >= 0 and doc["budget"]["blocks"] > 0
     assert "between-process SD" in p.stdout and "buys about" in p.stdout
+    ref = doc["reference"]  # the agent's reference loop, seen in every process
+    assert ref["mean_ns_per_step"] > 0 and ref["cv"] >= 0 and "reference loop" in p.stdout
 
 
 def test_doctor_refuses_a_workload_and_bad_counts(capsys):

@@ -76,6 +76,10 @@ class _Scripted(Target):
      '"iters":1e400,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid iters"),
     ('{"schema":1,"type":"calibration","bench":"getppid","iters":"lots"}', "iteration count"),
     ('[' * 100000, "agent output line"),
+    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+     '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1,"ref_ns":[1,-1]}', "invalid ref_ns"),
+    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+     '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1,"ref_ns":"fast"}', "invalid ref_ns"),
 ])
 def test_whatever_an_agent_prints_is_recorded_as_its_error(tmp_path, line, needle):
     spec = BenchSpec("getppid", "kernel", "ns", "lower", "d")

@@ -74,6 +74,17 @@ def test_a_rows_kind_is_stored_with_the_run_not_read_from_its_name(location):
     assert [b.kind for b in Store(location).load("r1").benchmarks] == ["micro", "workload"]
 
 
+def test_a_samples_reference_is_stored_and_read_back(location):
+    s = Store(location)
+    s.new_run("r1", "run", "vmtax run", "0", {})
+    s.add_sample("r1", Sample("getppid", "local", 42.0, "ns", 0, 0, ref_before=0.95, ref_after=0.97))
+    s.add_sample("r1", Sample("getppid", "local", 43.0, "ns", 0, 1))
+    got = Store(location).load("r1").samples
+    assert [(x.ref_before, x.ref_after) for x in got] == [(0.95, 0.97), (None, None)]
+    with pytest.raises(ValueError, match="ref_after"):
+        s.add_sample("r1", Sample("getppid", "local", 44.0, "ns", 0, 2, ref_before=1.0, ref_after=float("nan")))
+
+
 def test_round_trip_and_resolve(location):
     s = Store(location)
     s.new_run("20260101-000000-aaaa", "run", "vmtax run", "0.1", {"precision": 0.01})

@@ -99,7 +99,20 @@ def sample_fields(msg: dict, spec) -> dict:
                 iters=_number(msg, "iters", 1, True), ops=_number(msg, "ops", 1e-300),
                 overhead=_number(msg, "overhead", 0.0), tsc_per_op=_number(msg, "tsc_per_op", 0.0),
                 cpu=_number(msg, "cpu", -1, True, -1), counting=counting,
-                metrics=target_metrics(msg) if counting else {})
+                metrics=target_metrics(msg) if counting else {}, **reference(msg))
+
+
+def reference(msg: dict) -> dict:
+    """A timed sample's reference times, ns per step right before and right
+    after it (agent/harness.h: the host's state it was taken in): two
+    finite positive numbers, or none at all (an agent run with --ref-steps
+    0, a tiled or counted sample, an older agent)."""
+    ref = msg.get("ref_ns")
+    if ref is None:
+        return {}
+    if not (isinstance(ref, list) and len(ref) == 2 and all(in_range(v, 1e-300, FLOAT_MAX) for v in ref)):
+        raise AgentError(f"sample line with an invalid ref_ns: {repr(ref)[:60]}")
+    return {"ref_before": float(ref[0]), "ref_after": float(ref[1])}
 
 
 def target_metrics(msg: dict) -> dict[str, float]:

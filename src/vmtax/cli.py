@@ -465,14 +465,18 @@ def cmd_doctor(args) -> int:
     pin = f"pinned to host CPU {cpu}" if cpu is not None else "unpinned"
     say(f"vmtax doctor: {spec.name} in {args.processes} fresh processes on {target.name} ({pin})", sys.stderr)
     with target:
-        means, starts, process_s = doctor.measure(target, spec, args.processes, cpu)
+        means, starts, process_s, refs = doctor.measure(target, spec, args.processes, cpu)
     n = doctor.noise(means, starts)
+    seen = doctor.state_seen(means, refs, n)
     blocks, half = doctor.buyable(n.cv, process_s, budget * 0.9, args.rows, args.targets)
     doc = {"target": target.name, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
            "pinned_cpu": cpu, "mean": n.mean, "cv": n.cv, "bimodality": n.bimodality, "bimodal": n.bimodal,
            "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s}
                      if n.bimodal else None),
            "process_seconds": process_s,
+           "reference": ({"mean_ns_per_step": seen.ref_mean, "cv": seen.ref_cv, "correlation": seen.corr,
+                          "fast_mode": seen.ref_fast, "slow_mode": seen.ref_slow, "separates_modes": seen.separates}
+                         if seen else None),
            "budget": {"max_time": budget, "rows": args.rows, "targets": args.targets, "blocks": blocks,
                       "ratio_ci_halfwidth": half if math.isfinite(half) else None}}
     from .report.units import fmt_duration, fmt_value
@@ -488,6 +492,13 @@ def cmd_doctor(args) -> int:
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
              + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
              + " at this spread (agent rows like this one; slower targets take longer)"]
+    if seen:
+        r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"
+        lines.append(f"  the reference loop around each sample (the host's state): {seen.ref_mean:.3g} ns a step, "
+                     f"between-process SD {seen.ref_cv:.1%}; with {spec.name} across processes {r}")
+        if seen.separates is not None:
+            lines.append(f"  in {spec.name}'s modes the reference took {seen.ref_fast:.3g} and {seen.ref_slow:.3g} ns "
+                         "a step: it " + ("separates them" if seen.separates else "does not separate them"))
     say("\n".join(lines), sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
         _json_out(doc, args.json)

@@ -3,7 +3,10 @@ in many fresh agent processes on a target (the bare machine by default),
 one after another, and says what the runner will meet: the spread between
 processes, whether their means fall in two modes (a vCPU whose host
 sibling is busy, say) and for how long a mode lasts, and what precision a
-budget can buy at that spread -- before anyone spends ten minutes.
+budget can buy at that spread -- before anyone spends ten minutes.  And
+whether the agent's reference loop (agent/harness.h), timed around every
+sample, sees the state: how it moves with the benchmark across processes,
+and whether its own means split where the benchmark's modes do.
 
 The analysis is pure (noise, buyable); measure() runs the processes."""
 from __future__ import annotations
@@ -59,6 +62,40 @@ def noise(means: list[float], starts: list[float]) -> Noise:
     return Noise(n, mu, sd / mu if mu else math.inf, bc, bimodal, fast, slow, share, run_s)
 
 
+@dataclass(frozen=True)
+class StateSeen:
+    """What the reference loop saw across the same processes."""
+    ref_mean: float           # ns per step
+    ref_cv: float             # its between-process SD over its mean
+    corr: float | None        # Pearson's r of log(benchmark) and log(reference) across processes
+    ref_fast: float | None    # its mean over the processes of each of the benchmark's modes
+    ref_slow: float | None
+    separates: bool | None    # its means in the two modes MODE_GAP within-mode SDs apart, slow slower
+
+
+def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | None:
+    """How the reference (each process's mean ns per step) follows the
+    benchmark's process means; None without references."""
+    if not refs or len(refs) != len(means):
+        return None
+    mu = statistics.fmean(refs)
+    sd = statistics.stdev(refs) if len(refs) > 1 else 0.0
+    corr = None
+    lm, lr = [math.log(m) for m in means], [math.log(r) for r in refs]
+    if len(refs) > 2 and statistics.pstdev(lm) > 0 and statistics.pstdev(lr) > 0:
+        corr = statistics.correlation(lm, lr)
+    fast = slow = sep = None
+    if n.bimodal:
+        cut = (n.fast + n.slow) / 2
+        a = [r for m, r in zip(means, refs) if m <= cut]
+        b = [r for m, r in zip(means, refs) if m > cut]
+        if a and b:
+            fast, slow = statistics.fmean(a), statistics.fmean(b)
+            within = math.sqrt((_var(a) + _var(b)) / 2)
+            sep = slow > fast and (within == 0 or (slow - fast) / within > MODE_GAP)
+    return StateSeen(mu, sd / mu if mu else math.inf, corr, fast, slow, sep)
+
+
 def _var(xs: list[float]) -> float:
     return statistics.variance(xs) if len(xs) > 1 else 0.0
 
@@ -99,20 +136,24 @@ def buyable(cv: float, process_s: float, budget_s: float, rows: int, targets: in
 
 
 def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
-            progress=None) -> tuple[list[float], list[float], float]:
+            progress=None) -> tuple[list[float], list[float], float, list[float]]:
     """(each process's mean time per operation, when each began, the mean
-    wall time of one process) over `processes` fresh agent processes."""
+    wall time of one process, each process's mean reference time per step
+    -- empty where the agent took none) over `processes` fresh agent
+    processes."""
     args = ["run", spec.name, "--samples", "3", "--warmup", "1", "--min-time-ms", "10"]
     if target.agent_cpu() is not None:
         args += ["--cpu", str(target.agent_cpu())]
-    means, starts, took = [], [], []
+    means, starts, took, refs = [], [], [], []
     for i in range(processes):
         began = time.monotonic()
-        values = []
+        values, ref = [], []
         try:
             for ev in events(target.run_agent(args + target.agent_extra_args(), timeout=120), spec):
                 if ev.kind == "sample" and not ev.fields["warmup"] and not ev.fields["counting"]:
                     values.append(ev.fields["value"])
+                    if ev.fields.get("ref_before") is not None:
+                        ref.append((ev.fields["ref_before"] + ev.fields["ref_after"]) / 2)
                 elif ev.kind == "skip":
                     raise AgentError(ev.reason)
         except ChildFailed as e:
@@ -122,6 +163,8 @@ def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
         starts.append(began)
         took.append(time.monotonic() - began)
         means.append(statistics.fmean(values))
+        if ref:
+            refs.append(statistics.fmean(ref))
         if progress:
             progress(i + 1, processes)
-    return means, starts, statistics.fmean(took)
+    return means, starts, statistics.fmean(took), refs if len(refs) == len(means) else []

@@ -40,6 +40,10 @@ class Sample:
     counting: bool = False  # a batch with counters on: its metrics count, its time does not
     # further figures per operation, by name (counters, host cost, ...)
     metrics: dict = field(default_factory=dict, compare=False)
+    # the agent's reference loop right before and after this sample, ns per step: the host's
+    # state it was taken in (agent/harness.h); None where not taken (workloads, old runs)
+    ref_before: float | None = None
+    ref_after: float | None = None
 
 
 @dataclass(frozen=True)

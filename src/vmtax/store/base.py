@@ -168,7 +168,8 @@ class Store:
     def add_sample(self, run_id: str, s: Sample) -> None:
         """The sample and its metrics, together; ValueError for a value or
         metric that is not a finite number (nothing is stored then)."""
-        bad = {k: v for k, v in [("value", s.value), *s.metrics.items()] if not _finite(v)}
+        refs = [(k, v) for k, v in (("ref_before", s.ref_before), ("ref_after", s.ref_after)) if v is not None]
+        bad = {k: v for k, v in [("value", s.value), *refs, *s.metrics.items()] if not _finite(v)}
         if bad:
             raise ValueError(f"sample of {s.benchmark} on {s.target}: not a finite number: {bad!r}")
         if not all(isinstance(k, str) and k for k in s.metrics):
@@ -177,11 +178,11 @@ class Store:
         with self._write("store a sample"):
             sample_id = self._execute(
                 "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
-                "iters,ops,overhead,tsc_per_op,cpu,t,block,counting)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                "iters,ops,overhead,tsc_per_op,cpu,t,block,counting,ref_before,ref_after)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
                  s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t,
-                 s.block if s.block >= 0 else None, int(s.counting))).fetchall()[0][0]
+                 s.block if s.block >= 0 else None, int(s.counting), s.ref_before, s.ref_after)).fetchall()[0][0]
             if s.metrics:
                 self.db.cursor().executemany(
                     self.dialect.sql("INSERT INTO sample_metrics (sample_id, name, value, position)"
@@ -283,13 +284,13 @@ class Store:
                 (run_id,)):
             metrics.setdefault(sample_id, {})[name] = value
         for row in self._rows("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
-                              "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting FROM samples"
+                              "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting,ref_before,ref_after FROM samples"
                               " WHERE run_id=? ORDER BY id", (run_id,)):
             data.samples.append(Sample(*row[:6], instance=row[6], warmup=bool(row[7]), iters=row[8],
                                        ops=row[9], overhead=row[10], tsc_per_op=row[11], cpu=row[12],
                                        t=row[13], metrics=metrics.get(row[14], {}),
                                        block=row[15] if row[15] is not None else -1,
-                                       counting=bool(row[16])))
+                                       counting=bool(row[16]), ref_before=row[17], ref_after=row[18]))
         for row in self._rows("SELECT target,benchmark,stopped_by,reason FROM outcomes WHERE run_id=?", (run_id,)):
             data.outcomes[(row[0], row[1])] = (row[2], row[3])
         return data

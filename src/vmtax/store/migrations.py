@@ -122,6 +122,12 @@ MIGRATIONS: list[str] = [
     # with the run: how an old run reads must not hang on today's names (NULL before: read
     # from the name, as then)
     "ALTER TABLE run_benchmarks ADD COLUMN kind TEXT;",
+    # 10: the agent's reference loop right before and after each timed sample, ns per step: the
+    # host's state the sample was taken in (agent/harness.h; NULL before, and for workloads)
+    """
+    ALTER TABLE samples ADD COLUMN ref_before REAL;
+    ALTER TABLE samples ADD COLUMN ref_after REAL;
+    """,
 ]
 
 
