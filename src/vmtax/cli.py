@@ -486,8 +486,8 @@ def cmd_doctor(args) -> int:
              (f"  two modes: {fmt_value(n.fast, spec.unit)} ({1 - n.slow_share:.0%} of processes) and "
               f"{fmt_value(n.slow, spec.unit)} ({n.slow_share:.0%}); a mode lasts {n.run_s:.1f} s on average "
               f"(Sarle's coefficient {n.bimodality:.2f})" if n.bimodal else
-              f"  one mode (Sarle's coefficient {n.bimodality:.2f}, under {doctor.BIMODAL_BC:.2f} or modes "
-              f"less than {doctor.MODE_GAP:g} SDs apart)"),
+              f"  one mode (Sarle's coefficient {n.bimodality:.2f}; two modes need it above "
+              f"{doctor.BIMODAL_BC:.2f} and the modes more than {doctor.MODE_GAP:g} SDs apart)"),
              f"  a process costs {process_s:.2f} s: a compare of {args.rows} rows on {args.targets} targets in "
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
              + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
