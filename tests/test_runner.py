@@ -55,6 +55,8 @@ def test_warmups_are_stored_but_not_counted(db):
     procs = len({s.process for s in data.samples})
     timed = len({s.process for s in real})
     assert len(warm) == 2 * procs and len(real) == 3 * timed
+    # counted batches come from processes of their own, which time nothing
+    assert counted and not {s.process for s in counted} & {s.process for s in real}
     (m,), _ = analyse(data)
     assert m.summary.n == len(real)  # neither warmups nor counted batches are timed figures
 

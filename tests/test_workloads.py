@@ -1,8 +1,6 @@
 """Workloads: parsers against real captured output of the Debian 12 tools,
 the registry and selection, provisioning, and the runner's handling of
 a workload (with the fake target: these tests are about the runner)."""
-import math
-import shlex
 import shutil
 import subprocess
 from pathlib import Path

@@ -113,7 +113,7 @@ def _workload_block(spec, work: str, present: list[str], measured: dict[str, Mea
     c0, s0 = _m(base, "host_cpu_per_unit"), _m(base, "host_context_switches_per_unit")
     for name in present[1:]:
         c, sw = _m(measured[name], "host_cpu_per_unit"), _m(measured[name], "host_context_switches_per_unit")
-        user, system = _m(measured[name], "host_cpu_user_per_unit"), _m(measured[name], "host_cpu_sys_per_unit")
+        system = _m(measured[name], "host_cpu_sys_per_unit")
         if c and c0 and c > 1.5 * c0:
             split = (f", {100 * system / c:.0f}% of it in the host kernel" if system is not None and c > 0
                      else "")
