@@ -38,6 +38,7 @@ class Noise:
     slow: float | None
     slow_share: float | None  # the share of processes in the slow mode
     run_s: float | None       # how long a mode lasts: the mean length of a run of one mode, in seconds
+    cut: float | None = None  # a process mean above this is in the slow mode (where bimodal)
 
 
 def noise(means: list[float], starts: list[float]) -> Noise:
@@ -48,18 +49,18 @@ def noise(means: list[float], starts: list[float]) -> Noise:
     bc = _bimodality(means)
     split = _two_modes(means)
     bimodal = False
-    fast = slow = share = run_s = None
+    fast = slow = share = run_s = slow_above = None
     if split is not None and bc > BIMODAL_BC:
         lo, hi, cut = split
         within = math.sqrt((_var([m for m in means if m <= cut]) + _var([m for m in means if m > cut])) / 2)
         bimodal = within == 0 or (hi - lo) / within > MODE_GAP
         if bimodal:
-            fast, slow = lo, hi
+            fast, slow, slow_above = lo, hi, cut
             modes = [m > cut for m in means]
             share = sum(modes) / n
             runs = 1 + sum(a != b for a, b in zip(modes, modes[1:]))
             run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
-    return Noise(n, mu, sd / mu if mu else math.inf, bc, bimodal, fast, slow, share, run_s)
+    return Noise(n, mu, sd / mu if mu else math.inf, bc, bimodal, fast, slow, share, run_s, slow_above)
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,8 @@ def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | N
         corr = statistics.correlation(lm, lr)
     fast = slow = sep = None
     if n.bimodal:
-        cut = (n.fast + n.slow) / 2
-        a = [r for m, r in zip(means, refs) if m <= cut]
-        b = [r for m, r in zip(means, refs) if m > cut]
+        a = [r for m, r in zip(means, refs) if m <= n.cut]  # the processes of each mode, as noise() split them
+        b = [r for m, r in zip(means, refs) if m > n.cut]
         if a and b:
             fast, slow = statistics.fmean(a), statistics.fmean(b)
             within = math.sqrt((_var(a) + _var(b)) / 2)

@@ -18,7 +18,7 @@ from ..suite.workloads import of_spec
 from ..model import Comparison, Measurement, RunData, Summary
 from . import table
 from .scoreboard import md_cell
-from .units import fmt_value
+from .units import fmt_value, json_number
 
 # The rows of the view, in order: (key, label, unit); a key is a metric name,
 # "time" (the benchmark's own figure) or "cpi" (cycles / instructions).
@@ -226,11 +226,9 @@ def markdown(blocks: list[Block]) -> str:
 
 
 def to_json(blocks: list[Block]) -> list[dict]:
-    def num(x):
-        return x if x is not None and math.isfinite(x) else None
     return [{"benchmark": b.benchmark, "unit": b.unit, "targets": b.targets,
              "rows": [{"key": k, "label": label.strip(), "unit": unit,
-                       "values": {t: {"mean": num(c.mean), "ci_low": num(c.low), "ci_high": num(c.high)}
+                       "values": {t: {"mean": json_number(c.mean), "ci_low": json_number(c.low), "ci_high": json_number(c.high)}
                                   for t, c in zip(b.targets, cells)}}
                       for k, label, unit, cells in b.rows],
              "readings": b.readings} for b in blocks]

@@ -61,7 +61,7 @@ def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison])
 
 def measurements_table(t: Table) -> str:
     cols = t.shown(HTML)
-    rows = ["<tr>" + "".join(td(c.text_of(r), _sort(c.value(r)), cls="wrap" if c.key == "stopped" else
+    rows = ["<tr>" + "".join(td(c.text_of(r), _sort(c.value(r)), cls="wrap" if c.wrap else
                                  "l" if c.align == "l" else "") for c in cols) + "</tr>" for r in t.rows]
     return table([c.title_in(HTML) for c in cols], rows, left=sum(1 for c in cols[:3] if c.align == "l"))
 

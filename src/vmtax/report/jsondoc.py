@@ -1,23 +1,19 @@
 """The JSON document a script can rely on (schema 1)."""
 from __future__ import annotations
 
-import math
 
 from ..metrics import unit_of
 from ..model import Comparison, Measurement, RunData
 from ..suite.workloads import of_spec
 from . import view
-from .view import JSON, Table, finite
+from .units import json_number
+from .view import JSON, Table
 
 SCHEMA = 1
 
 
-def _num(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
-
-
 def result_rows(t: Table) -> list[dict]:
-    return [{**{k: finite(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name)}
+    return [{**{k: json_number(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name)}
             for r, values in zip(t.rows, t.values(JSON))]
 
 
@@ -26,8 +22,8 @@ def metric_rows(metrics: dict, benchmark: str = "") -> dict:
     a workload's host cost per unit of its work."""
     w = of_spec(benchmark)
     work = w.work if w is not None else None
-    return {name: {"unit": unit_of(name, work), "mean": _num(s.mean), "ci_low": _num(s.ci_low),
-                   "ci_high": _num(s.ci_high), "n": s.units}
+    return {name: {"unit": unit_of(name, work), "mean": json_number(s.mean), "ci_low": json_number(s.ci_low),
+                   "ci_high": json_number(s.ci_high), "n": s.units}
             for name, s in metrics.items()}
 
 
@@ -35,10 +31,10 @@ def comparison_row(c: Comparison) -> dict:
     return {
         "benchmark": c.benchmark.name, "suite": c.benchmark.suite, "direction": c.benchmark.direction,
         "unit": c.benchmark.unit, "kind": c.benchmark.kind,
-        "baseline": c.baseline, "candidate": c.candidate, "ratio": _num(c.ratio),
-        "ratio_ci_low": _num(c.ratio_ci_low), "ratio_ci_high": _num(c.ratio_ci_high),
-        "p_value": _num(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,
-        "metrics": {name: {"ratio": _num(r), "ci_low": _num(lo), "ci_high": _num(hi)}
+        "baseline": c.baseline, "candidate": c.candidate, "ratio": json_number(c.ratio),
+        "ratio_ci_low": json_number(c.ratio_ci_low), "ratio_ci_high": json_number(c.ratio_ci_high),
+        "p_value": json_number(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,
+        "metrics": {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
                     for name, (r, lo, hi) in c.metrics.items()},
     }
 

@@ -15,7 +15,7 @@ from .. import scaling
 from . import plots, table
 from .htmlkit import table as table_html, td
 from .scoreboard import md_cell
-from .units import sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
+from .units import json_number, sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
 
 SCHEMA = 1
 HEADER = ["N", "vCPUs / host CPUs", "aggregate (95% CI)", "per instance: mean [min–max]",
@@ -145,14 +145,12 @@ def markdown(data: RunData, views: list[BenchView]) -> str:
 
 
 # -- JSON ----------------------------------------------------------------------------
-def _num(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
 
 
 def figure(e: Estimate | None) -> dict | None:
     if e is None:
         return None
-    return {"value": _num(e.value), "unit": e.unit, "ci_low": _num(e.ci_low), "ci_high": _num(e.ci_high)}
+    return {"value": json_number(e.value), "unit": e.unit, "ci_low": json_number(e.ci_low), "ci_high": json_number(e.ci_high)}
 
 
 def point_json(p: ScalePoint) -> dict:
@@ -171,7 +169,7 @@ def point_json(p: ScalePoint) -> dict:
         "per_instance_stats": {"mean": mean, "min": lo, "max": hi, "unit": p.aggregate.unit},
         "host_mem_per_instance": ({"value": sum(mem) / len(mem), "unit": "MiB", "min": min(mem), "max": max(mem)}
                                   if mem else None),
-        "overcommit": _num(p.overcommit),
+        "overcommit": json_number(p.overcommit),
         "rounds": p.rounds,
         "round_seconds": list(p.round_s),
         "stopped_by": p.stopped_by,

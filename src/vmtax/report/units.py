@@ -104,3 +104,9 @@ def parse_precision(text: str) -> float:
     if not 0 < v < 100:
         raise ValueError(f"precision '{text}' must be between 0% and 100%")
     return v / 100
+
+
+def json_number(x: object) -> object:
+    """A figure as JSON can carry it: NaN and the infinities as null (JSON
+    has no such numbers), None as null; anything else as it is."""
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x

@@ -16,7 +16,6 @@ data can name: CSV gives each a column after these (their means), JSON a
 nested object with units and intervals (jsondoc.metric_rows)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -52,6 +51,7 @@ class Column:
     align: str = "r"
     titles: dict = field(default_factory=dict)  # format -> its own title
     names: dict = field(default_factory=dict)   # format -> its own key (CSV's "kind" is the run's)
+    wrap: bool = False  # long text: a page may wrap it
 
     def title_in(self, fmt: str) -> str:
         return self.titles.get(fmt, self.title)
@@ -115,7 +115,7 @@ COLUMNS: list[Column] = [
            titles={TEXT: "procs"}),
     Column("harness_overhead", "harness", lambda r: r.m.overhead, _harness, show=frozenset({TEXT, JSON})),
     Column("cpu", "cpu", lambda r: r.m.cpu if r.m.cpu >= 0 else None, show=frozenset({JSON})),
-    Column("stopped", "stopped by", _stopped, show=PEOPLE, align="l"),
+    Column("stopped", "stopped by", _stopped, show=PEOPLE, align="l", wrap=True),
     Column("stopped_by", "stopped by", lambda r: r.m.stopped_by, show=_MACHINE),
     Column("reason", "reason", lambda r: r.m.reason, show=_MACHINE),
     Column("ratio", "ratio", _ratio("ratio"), show=frozenset({CSV})),
@@ -173,7 +173,3 @@ def measurements(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> 
     return Table([Row(data, m, cby.get((m.target, m.benchmark.name)), "baseline" if m.target == base
                       else "candidate") for m in ms])
 
-
-def finite(x: object) -> object:
-    """A float JSON can carry (NaN and infinities as null); anything else as it is."""
-    return None if isinstance(x, float) and not math.isfinite(x) else x

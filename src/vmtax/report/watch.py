@@ -14,6 +14,7 @@ from .htmlkit import page, td
 from .htmlkit import table as html_table
 from .safe import inert
 from .scoreboard import md_cell
+from .units import json_number
 
 
 def ratio(x: float | None) -> str:
@@ -30,9 +31,6 @@ def pvalue(p: float | None) -> str:
     return "-" if p is None or not math.isfinite(p) else f"{p:.3g}"
 
 
-def _num(x: float | None):
-    """JSON: a finite number or null."""
-    return x if x is not None and math.isfinite(x) else None
 
 
 # -- gate ------------------------------------------------------------------------------
@@ -66,8 +64,8 @@ def gate_markdown(g: Gate, run_id: str) -> str:
 def gate_json(g: Gate) -> dict:
     return {"threshold": g.threshold, "alpha": g.alpha, "correction": "holm", "verdict": g.verdict,
             "rows": [{"benchmark": r.benchmark, "candidate": r.candidate, "unit": r.unit, "direction": r.direction,
-                      "ratio": _num(r.ratio), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high),
-                      "p_value": _num(r.p_value), "p_adjusted": _num(r.p_adjusted), "verdict": r.verdict,
+                      "ratio": json_number(r.ratio), "ci_low": json_number(r.ci_low), "ci_high": json_number(r.ci_high),
+                      "p_value": json_number(r.p_value), "p_adjusted": json_number(r.p_adjusted), "verdict": r.verdict,
                       "why": r.why} for r in g.rows]}
 
 
@@ -126,9 +124,9 @@ def diff_markdown(d: Diff) -> str:
 def diff_json(d: Diff) -> dict:
     return {"run_a": d.run_a, "run_b": d.run_b, "only_a": d.only_a, "only_b": d.only_b,
             "changes": [{"benchmark": c.benchmark, "baseline": c.baseline, "candidate": c.candidate,
-                         "unit": c.unit, "direction": c.direction, "ratio_a": _num(c.ratio_a),
-                         "ratio_b": _num(c.ratio_b), "change": _num(c.change), "ci_low": _num(c.ci_low),
-                         "ci_high": _num(c.ci_high)} for c in d.changes],
+                         "unit": c.unit, "direction": c.direction, "ratio_a": json_number(c.ratio_a),
+                         "ratio_b": json_number(c.ratio_b), "change": json_number(c.change), "ci_low": json_number(c.ci_low),
+                         "ci_high": json_number(c.ci_high)} for c in d.changes],
             "facts": [{"fact": k, "a": a, "b": b} for k, a, b in d.facts]}
 
 
@@ -170,8 +168,8 @@ def history_markdown(all_series: list[Series]) -> str:
 def history_json(all_series: list[Series]) -> list[dict]:
     return [{"benchmark": s.benchmark, "baseline": s.baseline, "candidate": s.candidate, "unit": s.unit,
              "direction": s.direction,
-             "points": [{"run": p.run, "started": p.started, "ratio": _num(p.ratio), "ci_low": _num(p.ci_low),
-                         "ci_high": _num(p.ci_high)} for p in s.points],
+             "points": [{"run": p.run, "started": p.started, "ratio": json_number(p.ratio), "ci_low": json_number(p.ci_low),
+                         "ci_high": json_number(p.ci_high)} for p in s.points],
              "change_points": [{"index": c.index, "run": c.run, "before": c.before, "after": c.after,
                                 "p_value": c.p_value, "facts": [{"fact": k, "before": a, "after": b}
                                                                 for k, a, b in c.facts]}
