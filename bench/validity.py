@@ -16,12 +16,19 @@ JSON documents beside it.
 
 Usage: .venv/bin/python bench/validity.py [--rounds 6] [--max-time 6m] [--inject 3]
        [--bench NAME ...] [--reuse]   (--reuse: re-analyse the stored rounds only)
+       [--against OLD_CHECKOUT]
+
+--against runs every round twice, once with the package (and agent) of an
+older checkout and once with this one, in ABBA order so that the host's drift
+falls on both alike, and writes results/validity-against.md with the two
+side by side (e.g. `git worktree add /tmp/old 1d5ad5a && make -C /tmp/old/agent`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
@@ -34,11 +41,64 @@ VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
 OUT = REPO / "results"
 
 
-def round_command(args, n: int) -> list[str]:
-    cmd = [VMTAX, "--db", str(OUT / "validity.db"), "compare", "local", "local:label=aa",
+def round_command(args, n: int, tag: str = "") -> list[str]:
+    name = f"validity-{tag + '-' if tag else ''}{n}"
+    vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag else [VMTAX]
+    cmd = [*vmtax, "--db", str(OUT / f"{name.rsplit('-', 1)[0]}.db"), "compare", "local", "local:label=aa",
            f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time,
-           "--json", str(OUT / f"validity-{n}.json")]
+           "--json", str(OUT / f"{name}.json")]
     return cmd + (["--bench", *args.bench] if args.bench else [])
+
+
+def against(args) -> int:
+    """Old and new package, round after round (ABBA), and the two analyses side by side."""
+    old = Path(args.against).resolve()
+    envs = {"old": {**os.environ, "PYTHONPATH": str(old / "src")},
+            "new": {**os.environ, "PYTHONPATH": str(REPO / "src")}}
+    rev = {k: subprocess.run(["git", "-C", str(d), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip() for k, d in (("old", old), ("new", REPO))}
+    t0 = time.time()
+    order = []
+    for n in range(1, args.rounds + 1):
+        pair = ("old", "new") if n % 2 else ("new", "old")
+        for tag in pair:
+            order.append((n, tag))
+            if args.reuse:
+                continue
+            cmd = round_command(args, n, tag)
+            print(f"[round {n}/{args.rounds} {tag}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+            started = time.time()
+            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=envs[tag])
+            if p.returncode not in (0, 3):
+                sys.exit(f"round {n} ({tag}) failed ({p.returncode}): {p.stderr[-2000:]}")
+            print(f"  {tag}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
+    docs = {tag: [json.loads((OUT / f"validity-{tag}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
+            for tag in ("old", "new")}
+    parts, summary = [], {}
+    for tag in ("old", "new"):
+        table, summary[tag] = analyse(docs[tag], args.inject)
+        halfs = [c["ratio_ci_high"] / c["ratio"] - 1 for d in docs[tag] for c in d["comparisons"]
+                 if c.get("ratio") and c.get("ratio_ci_high")]
+        summary[tag]["median_half_width"] = statistics.median(halfs) if halfs else None
+        parts += [f"## {tag}: {rev[tag]} ({'the older checkout' if tag == 'old' else 'this checkout'})", "",
+                  f"Median ratio 95% CI upper half-width: ±{statistics.median(halfs) * 100:.2f}% "
+                  f"({len(halfs)} ratios).", "", table, "",
+                  "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs[tag]) + ".", ""]
+    env = docs["new"][0]["environment"]
+    text = "\n".join([
+        f"# Validity before and after ({rev['old']} against {rev['new']})", "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/validity.py --against "
+        f"CHECKOUT_OF_{rev['old']} --rounds {args.rounds} --max-time {args.max_time}` "
+        f"({(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, {env.get('cpus_online')} CPUs, "
+        f"kernel {env.get('kernel')} ({platform.node()}). Order of the runs (ABBA, so drift falls on both): "
+        + ", ".join(f"{n}{t[0]}" for n, t in order) + ".", "",
+        "Each run: `vmtax compare local local:label=aa local:inject="
+        f"{args.inject:g},label=slow --max-time {args.max_time}`, the package and agent from the named checkout.",
+        "", *parts])
+    (OUT / "validity-against.md").write_text(text)
+    (OUT / "validity-against.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(text)
+    return 0
 
 
 def binomial_upper(k: int, n: int) -> float:
@@ -92,8 +152,11 @@ def main() -> int:
     ap.add_argument("--inject", type=float, default=3.0)
     ap.add_argument("--bench", nargs="+")
     ap.add_argument("--reuse", action="store_true", help="re-analyse the stored rounds only")
+    ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.against:
+        return against(args)
     commands = []
     t0 = time.time()
     for n in range(1, args.rounds + 1):
