@@ -118,3 +118,33 @@ def test_compare_and_scale_calibrate_through_one_implementation(db, monkeypatch)
     assert len(calibrations) == 3  # two targets of compare, one copy of scale
     assert all(a[:8] == ["run", "getppid", "--samples", "5", "--warmup", "1", "--min-time-ms", "10"]
                for a in calibrations), calibrations
+
+
+def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
+    """A change to how an agent's lines are read (here: the reader drops
+    every sample of seq 1) reaches compare's processes, compare's
+    calibration and scale's rounds alike: all three read through
+    core.read_agent, whose one reader is agent.events."""
+    from vmtax import core
+    real, read = core.events, []
+
+    def changed(lines, spec):
+        read.append(spec.name)
+        return (ev for ev in real(lines, spec) if not (ev.kind == "sample" and ev.fields["seq"] == 1))
+    monkeypatch.setattr(core, "events", changed)
+    store = Store(db)
+    targets = [FakeTarget("fake a", {}), FakeTarget("fake b", {})]
+    store.new_run("r", "compare", "test", "0", {})
+    Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r",
+           clock=Steps()).run()
+    cfg = scale.ScaleConfig(instances=(1,), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
+    run_id, status, failure = scale.run_scale("fake", lambda i: FakeTarget(f"fake #{i + 1}", {}), cfg,
+                                              select(None, ["getppid"]), store, "test", lambda text: None)
+    assert (status, failure) == ("complete", "")
+    store.close()
+    con = sqlite3.connect(db)
+    by_run = dict(con.execute("SELECT run_id, count(*) FROM samples GROUP BY run_id").fetchall())
+    assert by_run["r"] > 0 and by_run[run_id] > 0
+    assert con.execute("SELECT count(*) FROM samples WHERE seq = 1").fetchone()[0] == 0
+    processes = dict(con.execute("SELECT run_id, count(*) FROM processes GROUP BY run_id").fetchall())
+    assert len(read) == processes["r"] + processes[run_id]  # every process, calibrations included

@@ -1,9 +1,11 @@
 """The measurement core that `compare` (runner.py) and `scale` (scale.py)
-share, one implementation each: what a process measures (Job), how a
-target's iteration count is found (calibrate), how long a run may go past
-its budget (grace_s), and the run's record from its first row to its
-status on every exit path (recorded).  The agent's protocol has one reader,
-agent.events."""
+share, one implementation each: what a process measures (Job), an agent
+process's arguments (agent_argv) and what its lines give (read_agent: the
+samples, with the target's host cost on a counted batch), a tool run's
+samples (tool_samples), how a target's iteration count is found
+(calibrate), how long a run may go past its budget (grace_s), and the run's
+record from its first row to its status on every exit path (recorded).
+The agent's protocol has one reader, agent.events."""
 from __future__ import annotations
 
 import socket
@@ -11,12 +13,12 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from . import __version__
 from .agent import events
 from .errors import AgentError, StoreError
-from .model import BenchSpec
+from .model import BenchSpec, Sample
 from .proc import signals_held
 from .store import Store
 from .suite import workloads
@@ -67,6 +69,125 @@ class BudgetSpent(Exception):
     """The budget and its grace are spent: the run stops where it is."""
 
 
+# -- one process -----------------------------------------------------------------------
+def agent_argv(target, spec: BenchSpec, *, warmup: int, samples: int | None = None,
+               min_time_ms: int | None = None, iters: int | None = None, duration_ms: int | None = None,
+               count_settle_ms: int | None = None, parallel: int = 1, tracepoint: int | None = None,
+               go: bool = False) -> list[str]:
+    """One agent process's arguments on `target`, for every kind of
+    process: `samples` timed samples after `warmup` (a counting process,
+    count_settle_ms given: no timed sample, one batch with counters on),
+    batches of --min-time-ms at the agent's own count or of `iters` given
+    (then no sample is cut short), tiled for duration_ms (scale's rounds),
+    on the target's agent CPU, `parallel` instances, held at the barrier
+    until released (go)."""
+    args = ["run", spec.name]
+    if count_settle_ms is not None:
+        args += ["--samples", "0", "--count", "1", "--count-settle-ms", str(count_settle_ms)]
+    elif samples is not None:
+        args += ["--samples", str(samples)]
+    args += ["--warmup", str(warmup)]
+    if min_time_ms is not None:
+        args += ["--min-time-ms", str(min_time_ms)]
+    if iters:
+        args += ["--iters", str(iters), "--max-sample-ms", "0"]
+    if duration_ms is not None:
+        args += ["--duration-ms", str(duration_ms)]
+    if target.agent_cpu() is not None:
+        args += ["--cpu", str(target.agent_cpu())]
+    if parallel > 1:
+        args += ["--parallel", str(parallel)]
+    if tracepoint is not None:
+        args += ["--tracepoint-id", str(tracepoint)]
+    return args + target.agent_extra_args() + (["--go"] if go else [])
+
+
+@dataclass
+class AgentRead:
+    """What one agent process said besides its samples."""
+    iters: int | None = None     # the count it calibrated (instance 0's)
+    skipped: str = ""            # its reason, where it skipped the benchmark
+    finished: bool = False       # it said 'done'
+    first: float | None = None   # when its first line arrived
+    timed: int = 0               # its timed samples
+
+
+def read_agent(target, lines: Iterable[str], spec: BenchSpec, take: Callable[[dict, float], None],
+               probe=None, when: Callable[[], float] = time.time) -> AgentRead:
+    """Every line of one agent process on `target` (agent.events checks
+    them): take(fields, t) for each sample as it comes, t when it arrived
+    (when()).  A counted batch's sample carries what it cost the host per
+    operation beside the agent's own counts: the bare machine's are its
+    agent's own, mirrored under the host's names (mirror_host); another
+    target's are read by its host probe (given: enabled when the agent says
+    it is counting, read at each counted sample).  AgentError for anything
+    a real agent would not say; the caller decides what a process that did
+    not finish means."""
+    got = AgentRead()
+    mark = None  # the probe's reading when the counted batch began
+    try:
+        for ev in events(lines, spec):
+            t = when()
+            got.first = got.first or t
+            if ev.kind == "counting" and probe is not None:
+                probe.enable()
+                mark = (probe.read(), time.monotonic())
+            elif ev.kind == "sample":
+                f = dict(ev.fields)
+                if f["counting"]:
+                    host = {}
+                    if target.mirror_host:
+                        host = mirror(f["metrics"])
+                    elif probe is not None and mark is not None:
+                        now = (probe.read(), time.monotonic())
+                        host = probe.per_op(mark[0], now[0], now[1] - mark[1], f["ops"])
+                        mark = now
+                    f["metrics"] = {**f["metrics"], **host}
+                elif not f["warmup"]:
+                    got.timed += 1
+                take(f, t)
+            elif ev.kind == "calibration" and got.iters is None and ev.instance == 0:
+                got.iters = ev.iters
+            elif ev.kind == "skip":
+                got.skipped = ev.reason
+            elif ev.kind == "done":
+                got.finished = True
+    finally:
+        if probe is not None:
+            probe.disable()
+    return got
+
+
+def mirror(m: dict[str, float]) -> dict[str, float]:
+    """The bare machine's host cost is its agent's own: the same counts,
+    under the host's names, so that it sits beside a guest's in `explain`."""
+    out = {}
+    if "task_clock_ns" in m or "cpu_user_ns" in m:
+        out["host_cpu_ns"] = m.get("task_clock_ns", m.get("cpu_user_ns", 0.0) + m.get("cpu_sys_ns", 0.0))
+    for own, host in (("cpu_user_ns", "host_cpu_user_ns"), ("cpu_sys_ns", "host_cpu_sys_ns"),
+                      ("context_switches", "host_context_switches"), ("syscalls", "host_syscalls")):
+        if own in m:
+            out[host] = m[own]
+    return out
+
+
+def tool_samples(job: Job, values: dict[str, float], target: str, process: int, block: int, t: float,
+                 cpu: int | None, warmup: bool = False, instance: int = 0) -> list[Sample]:
+    """One run of a workload's tool, its figures parsed (values): a sample
+    of each of the job's rows.  AgentError naming the figure that is not a
+    positive number."""
+    out = []
+    for spec in job.specs:
+        try:
+            v = workloads.figure(spec, values)
+        except workloads.ParseError as e:
+            raise AgentError(str(e)) from None
+        out.append(Sample(benchmark=spec.name, target=target, value=v, unit=spec.unit, process=process, seq=0,
+                          instance=instance, warmup=warmup, iters=1, ops=1.0, block=block, t=t,
+                          cpu=cpu if cpu is not None else -1))
+    return out
+
+
 # -- calibration -----------------------------------------------------------------------
 CALIBRATION_SAMPLES = 3
 
@@ -84,11 +205,7 @@ def calibration_args(target, spec: BenchSpec, min_time_ms: int) -> list[str]:
     one warmup (a fresh process's first batches are cold: tlb_4k's read
     162, 132, 100, 77 ns here, so a count found on the first batch alone is
     too small)."""
-    args = ["run", spec.name, "--samples", str(CALIBRATION_SAMPLES), "--warmup", "1",
-            "--min-time-ms", str(min_time_ms)]
-    if target.agent_cpu() is not None:
-        args += ["--cpu", str(target.agent_cpu())]
-    return args + target.agent_extra_args()
+    return agent_argv(target, spec, samples=CALIBRATION_SAMPLES, warmup=1, min_time_ms=min_time_ms)
 
 
 def calibrate(target, spec: BenchSpec, min_time_ms: int, timeout: float) -> Calibration:
@@ -98,20 +215,18 @@ def calibrate(target, spec: BenchSpec, min_time_ms: int, timeout: float) -> Cali
     when it calibrated nothing; the target's own errors (TargetError,
     ChildFailed) pass through.  Nothing of it is stored: the caller records
     the process."""
-    started, iters, skipped, per_iter = time.time(), None, "", []
-    for ev in events(target.run_agent(calibration_args(target, spec, min_time_ms), timeout=timeout), spec):
-        if ev.kind == "calibration" and iters is None and ev.instance == 0:
-            iters = ev.iters
-        elif ev.kind == "sample" and spec.unit == "ns" and not ev.fields["warmup"]:
-            f = ev.fields
+    started, per_iter = time.time(), []
+
+    def take(f: dict, _t: float) -> None:
+        if spec.unit == "ns" and not f["warmup"]:
             per_iter.append(f["value"] * f["ops"] / f["iters"])
-        elif ev.kind == "skip":
-            skipped = ev.reason
-    if skipped:
-        return Calibration(None, None, skipped, started)
-    if iters is None:
+    got = read_agent(target, target.run_agent(calibration_args(target, spec, min_time_ms), timeout=timeout),
+                     spec, take)
+    if got.skipped:
+        return Calibration(None, None, got.skipped, started)
+    if got.iters is None:
         raise AgentError("the agent calibrated nothing")
-    return Calibration(iters, statistics.median(per_iter) if per_iter else None, "", started)
+    return Calibration(got.iters, statistics.median(per_iter) if per_iter else None, "", started)
 
 
 # -- the run's record --------------------------------------------------------------------

@@ -33,9 +33,10 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
-from . import stats
-from .agent import agent_hash, events
-from .core import CALIBRATION_SAMPLES, BudgetSpent, Job, calibrate, free_port, grace_s, jobs_of, recorded
+from . import analysis, stats
+from .agent import agent_hash
+from .core import (CALIBRATION_SAMPLES, AgentRead, BudgetSpent, Job, agent_argv, calibrate, free_port, grace_s,
+                   jobs_of, read_agent, recorded, tool_samples)
 from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import switches, syscall_tracepoint, ticks
@@ -67,9 +68,10 @@ class RunConfig:
 
 @dataclass
 class TargetState:
-    values: list[float] = field(default_factory=list)
-    groups: list[int] = field(default_factory=list)  # the process of each value
-    blocks: dict[int, int] = field(default_factory=dict)  # process -> its block
+    """One target's row as the run goes: its timed samples (the live
+    judgement of precision reads them with analysis.block_means, as `show`
+    reads the stored ones) and how far it has got."""
+    samples_taken: list[Sample] = field(default_factory=list)  # timed, in arrival order
     processes: int = 0
     iters: int | None = None
     done: str | None = None          # "skipped" or "error" once finished early
@@ -79,17 +81,20 @@ class TargetState:
     samples: int | None = None       # timed samples per process at the shared count (None: --samples)
     warmup: int | None = None        # and warmup samples (None: --warmup)
 
+    def take(self, s: Sample) -> None:
+        if not s.warmup and not s.counting:
+            self.samples_taken.append(s)
+
+    @property
+    def values(self) -> list[float]:
+        return [s.value for s in self.samples_taken]
+
     def block_means(self) -> dict[int, float]:
-        """Block -> the mean of the process measured in it."""
-        sums: dict[int, list[float]] = {}
-        for v, g in zip(self.values, self.groups):
-            acc = sums.setdefault(self.blocks[g], [0.0, 0])
-            acc[0] += v
-            acc[1] += 1
-        return {b: total / n for b, (total, n) in sums.items()}
+        """Block -> the mean of the process measured in it (analysis.block_means)."""
+        return next(iter(analysis.block_means(self.samples_taken).values()), {})
 
     def summary(self):
-        return stats.summarize(self.values, groups=self.groups)
+        return stats.summarize(self.values, groups=[s.process for s in self.samples_taken])
 
 
 def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
@@ -498,29 +503,20 @@ class Runner:
         then one batch with counters on, no timed sample (counting costs
         time; see agent/main.c)."""
         c = self.cfg
-        timed = st.samples if st.samples is not None else c.samples_per_process
-        warmup = st.warmup if st.warmup is not None else c.warmup
-        samples = ["--samples", "0", "--count", "1", "--count-settle-ms", str(target.count_settle_ms)] \
-            if counting else ["--samples", str(timed)]
-        args = ["run", spec.name, *samples, "--warmup", str(max(c.warmup, 1) if counting else warmup),
-                "--min-time-ms", str(c.min_time_ms)]
         # the shared calibration: no need for the agent's own probe.  A counted
         # batch lasts this target's own --min-time-ms instead: its counts, not
         # its time, are kept, and the host probe needs a batch long against
         # the settle pause and the idle rate it subtracts
         iters = st.own_iters if counting and st.own_iters else st.iters
-        if iters:
-            args += ["--iters", str(iters), "--max-sample-ms", "0"]
-        cpu = target.agent_cpu()
-        if cpu is not None:
-            args += ["--cpu", str(cpu)]
-        if c.parallel > 1:
-            args += ["--parallel", str(c.parallel)]
+        trace = None
         if counting and target.mirror_host:
             trace, _ = syscall_tracepoint()  # the agent counts its own syscalls: the host's
-            if trace is not None:
-                args += ["--tracepoint-id", str(trace)]
-        return args + target.agent_extra_args()
+        if counting:
+            return agent_argv(target, spec, warmup=max(c.warmup, 1), min_time_ms=c.min_time_ms, iters=iters,
+                              count_settle_ms=target.count_settle_ms, parallel=c.parallel, tracepoint=trace)
+        return agent_argv(target, spec, samples=st.samples if st.samples is not None else c.samples_per_process,
+                          warmup=st.warmup if st.warmup is not None else c.warmup, min_time_ms=c.min_time_ms,
+                          iters=iters, parallel=c.parallel)
 
     SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
     FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
@@ -627,44 +623,29 @@ class Runner:
             return self._tool_runs(target, job, sts, block, slot)
         spec, st = job.specs[0], sts[0]
         process = next(self._processes)
-        st.blocks[process] = block
-        finished = False
-        started, first = time.time(), None
-        probe = target.host_probe if counting else None
-        mark = None  # the probe's reading when the counted batch began
+        started, got = time.time(), AgentRead()
+
+        def take(f: dict, t: float) -> None:
+            s = Sample(benchmark=spec.name, target=target.name, process=process, block=block, t=t, **f)
+            self.store.add_sample(self.run_id, s)
+            st.take(s)
         try:
             lines = target.run_agent(self.agent_args(target, spec, st, counting),
                                      timeout=self._timeout(self.cfg.agent_timeout))
-            for ev in events(lines, spec):  # AgentError for anything a real agent would not say
-                first = first or time.time()
-                if ev.kind == "counting" and probe is not None:
-                    probe.enable()
-                    mark = (probe.read(), time.monotonic())
-                elif ev.kind == "sample":
-                    f, host = dict(ev.fields), {}
-                    if probe is not None and mark is not None and f["counting"]:
-                        now = (probe.read(), time.monotonic())
-                        host = probe.per_op(mark[0], now[0], now[1] - mark[1], f["ops"])
-                        mark = now
-                    self._take_sample(target, spec, process, block, f, st, host)
-                elif ev.kind == "calibration" and st.iters is None and ev.instance == 0:
-                    st.iters = ev.iters
-                elif ev.kind == "skip":
-                    st.done, st.reason = "skipped", ev.reason
-                elif ev.kind == "done":
-                    finished = True
-            if not finished and st.done is None:
+            got = read_agent(target, lines, spec, take, target.host_probe if counting else None)
+            if got.skipped:
+                st.done, st.reason = "skipped", got.skipped
+            elif st.iters is None:
+                st.iters = got.iters
+            if not got.finished and st.done is None:
                 raise AgentError("the agent stopped without finishing")
         except (AgentError, TargetError, ChildFailed) as e:
             if self._spent_all():
                 raise BudgetSpent from None
             st.done, st.reason = "error", f"agent {e}" if isinstance(e, ChildFailed) else str(e)
-        finally:
-            if probe is not None:
-                probe.disable()
         if not counting:
             st.processes += 1
-        self.store.add_process(self.run_id, process, target.name, spec.name, block, slot, started, first,
+        self.store.add_process(self.run_id, process, target.name, spec.name, block, slot, started, got.first,
                                time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
 
     def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], block: int, slot: int) -> None:
@@ -686,8 +667,6 @@ class Runner:
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
             began = self.clock()
             process = next(self._processes)
-            for st in sts:
-                st.blocks[process] = block
             started, first, error = time.time(), None, ""
             w = job.workload
             port = free_port()
@@ -704,7 +683,8 @@ class Runner:
                 cost1, t1 = host_cost(target), time.monotonic()
                 peer_s = sum(ticks([peer.pid])) / TICK if peer is not None else None
                 values = w.parse("\n".join(out))
-                samples = [self._figure(target, spec, values, process, block, warmup) for spec in job.specs]
+                samples = tool_samples(job, values, target.name, process, block, time.time(), target.host_cpu,
+                                       warmup)
                 cost = per_unit(target, w.work, values, cost0, cost1, t1 - t0, peer_s)
                 for smp in samples:
                     smp.metrics.update(cost)
@@ -722,9 +702,7 @@ class Runner:
             if not error:
                 for st, s in zip(sts, samples):
                     self.store.add_sample(self.run_id, s)
-                    if not warmup:
-                        st.values.append(s.value)
-                        st.groups.append(process)
+                    st.take(s)
             if warmup:
                 self._warm_s[job.name] = self._warm_s.get(job.name, 0.0) + self.clock() - began
             for st in sts:
@@ -737,27 +715,6 @@ class Runner:
                                    first, time.time(), "error" if error else "ok")
             if error:
                 return
-
-    def _figure(self, target: Target, spec: BenchSpec, values: dict[str, float], process: int, block: int,
-                warmup: bool) -> Sample:
-        try:
-            v = workloads.figure(spec, values)
-        except ParseError as e:  # it names the figure: said as it is, without the workload's prefix
-            raise AgentError(str(e)) from None
-        return Sample(benchmark=spec.name, target=target.name, value=v, unit=spec.unit, process=process, seq=0,
-                      warmup=warmup, iters=1, ops=1.0, block=block, t=time.time(),
-                      cpu=target.host_cpu if target.host_cpu is not None else -1)
-
-    def _take_sample(self, target: Target, spec: BenchSpec, process: int, block: int, f: dict,
-                     st: TargetState, host: dict[str, float]) -> None:
-        if f["counting"]:
-            f["metrics"] = {**f["metrics"], **(mirror(f["metrics"]) if target.mirror_host else host)}
-        s = Sample(benchmark=spec.name, target=target.name, process=process, block=block,
-                   t=time.time(), **f)
-        self.store.add_sample(self.run_id, s)
-        if not s.warmup and not s.counting:
-            st.values.append(s.value)
-            st.groups.append(process)
 
 
 def host_cost(target: Target) -> dict[str, float] | None:
@@ -798,19 +755,6 @@ def per_unit(target: Target, work: str, values: dict[str, float], before: dict[s
                                                  - idle.get("host_context_switches", 0.0) * seconds) / units}
     if peer_s is not None:
         out["peer_cpu_per_unit"] = peer_s * w.cpu_scale / units
-    return out
-
-
-def mirror(m: dict[str, float]) -> dict[str, float]:
-    """The bare machine's host cost is its agent's own: the same counts,
-    under the host's names, so that it sits beside a guest's in `explain`."""
-    out = {}
-    if "task_clock_ns" in m or "cpu_user_ns" in m:
-        out["host_cpu_ns"] = m.get("task_clock_ns", m.get("cpu_user_ns", 0.0) + m.get("cpu_sys_ns", 0.0))
-    for own, host in (("cpu_user_ns", "host_cpu_user_ns"), ("cpu_sys_ns", "host_cpu_sys_ns"),
-                      ("context_switches", "host_context_switches"), ("syscalls", "host_syscalls")):
-        if own in m:
-            out[host] = m[own]
     return out
 
 

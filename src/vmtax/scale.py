@@ -37,8 +37,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from .agent import agent_hash, events, parse_line
-from .core import BudgetSpent, Job, calibrate, free_port, grace_s, jobs_of, recorded
+from .agent import agent_hash, parse_line
+from .core import (BudgetSpent, Job, agent_argv, calibrate, free_port, grace_s, jobs_of, read_agent, recorded,
+                   tool_samples)
 from .errors import AgentError, StoreError, TargetError, UserError
 from .hostproc import host_cpu_times, mem_available_mb, pss_mb
 from .model import BenchSpec, Sample, TargetInfo
@@ -421,14 +422,8 @@ class ScaleRun:
             w, seconds = job.workload, max(1, math.ceil(c.round_time))
             return lambda i, t: w.argv(t.scratch_dir() or "/tmp", seconds, free_port())
         iters = self.iters[job.name]
-
-        def agent_argv(i: int, t: Target) -> list[str]:
-            argv = ["run", job.name, "--iters", str(iters), "--max-sample-ms", "0", "--warmup", str(c.warmup),
-                    "--duration-ms", str(max(1, round(c.round_time * 1000)))]
-            if t.agent_cpu() is not None:
-                argv += ["--cpu", str(t.agent_cpu())]
-            return argv + t.agent_extra_args() + ["--go"]
-        return agent_argv
+        return lambda i, t: agent_argv(t, job.specs[0], iters=iters, warmup=c.warmup,
+                                       duration_ms=max(1, round(c.round_time * 1000)), go=True)
 
     def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:
         """One copy alone finds the iteration count every process then uses
@@ -457,7 +452,7 @@ class ScaleRun:
         for i, t in enumerate(copies):
             process = self._next_process()
             got = (self._tool_samples(job, stage, i, t, process, r, res.lines[i]) if job.workload
-                   else self._agent_samples(job.specs[0], stage, i, process, r, res.lines[i]))
+                   else self._agent_samples(job.specs[0], stage, i, t, process, r, res.lines[i]))
             if got is None:
                 return None
             self.store.add_process(self.run_id, process, stage, job.specs[0].name, r, i, res.started,
@@ -466,24 +461,21 @@ class ScaleRun:
             out += got
         return out
 
-    def _agent_samples(self, spec: BenchSpec, stage: str, i: int, process: int, r: int,
+    def _agent_samples(self, spec: BenchSpec, stage: str, i: int, copy: Target, process: int, r: int,
                        lines: list[tuple[float, str]]) -> list[Sample] | None:
-        out, finished = [], False
+        out = []
         arrived = iter(t for t, line in lines if line.strip())
         try:
-            for ev in events((line for _, line in lines), spec):
-                t = next(arrived)
-                if ev.kind == "sample":
-                    out.append(Sample(benchmark=spec.name, target=stage, process=process, block=r, t=t,
-                                      **{**ev.fields, "instance": i}))
-                elif ev.kind == "skip":
-                    self.skipped[spec.name] = ev.reason
-                    return None
-                elif ev.kind == "done":
-                    finished = True
+            got = read_agent(copy, (line for _, line in lines), spec,
+                             lambda f, t: out.append(Sample(benchmark=spec.name, target=stage, process=process,
+                                                            block=r, t=t, **{**f, "instance": i})),
+                             when=lambda: next(arrived))
         except AgentError as e:
             raise AgentError(f"instance {i + 1}: {e}") from None
-        if not finished or not any(not s.warmup for s in out):
+        if got.skipped:
+            self.skipped[spec.name] = got.skipped
+            return None
+        if not got.finished or not got.timed:
             raise AgentError(f"instance {i + 1}: the agent stopped without a timed sample")
         return out
 
@@ -491,19 +483,12 @@ class ScaleRun:
                       lines: list[tuple[float, str]]) -> list[Sample]:
         w = job.workload
         try:
-            values = w.parse("\n".join(line for _, line in lines))
+            return tool_samples(job, w.parse("\n".join(line for _, line in lines)), stage, process, r,
+                                lines[-1][0] if lines else time.time(), t.host_cpu, instance=i)
         except workloads.ParseError as e:
             raise AgentError(f"instance {i + 1}: {w.name}: {e}") from None
-        out = []
-        for spec in job.specs:
-            try:
-                v = workloads.figure(spec, values)
-            except workloads.ParseError as e:
-                raise AgentError(f"instance {i + 1}: {e}") from None
-            out.append(Sample(benchmark=spec.name, target=stage, value=v, unit=spec.unit, process=process, seq=0,
-                              instance=i, iters=1, ops=1.0, block=r, t=lines[-1][0] if lines else time.time(),
-                              cpu=t.host_cpu if t.host_cpu is not None else -1))
-        return out
+        except AgentError as e:
+            raise AgentError(f"instance {i + 1}: {e}") from None
 
     def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
         v = list(rates.values())
