@@ -6,7 +6,6 @@ markup into the page."""
 from __future__ import annotations
 
 import math
-import time
 from html import escape
 
 from ..model import Comparison, Measurement, RunData
@@ -15,7 +14,7 @@ from .htmlkit import page, table, td
 from .facts import FACT_HEADER, fact_rows, target_notes, warnings
 from .scale import html_section
 from .scoreboard import geomeans, precise
-from .units import fmt_duration, fmt_pct, fmt_value
+from .units import fmt_value
 from .view import HTML, Table
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
@@ -135,15 +134,13 @@ def targets_table(data: RunData) -> str:
 def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     if data.kind == "scale":
         return html_section(data)
-    cfg = data.config
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
-    pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
-    host = f" · on {escape(data.host)}" + (f" by {escape(data.user)}" if data.user else "") if data.host else ""
-    parts = [f'<section id="run-{escape(data.id)}"><h2>Run {escape(data.id)} · {escape(data.kind)} · '
-             f"{escape(data.status)}</h2>",
-             f'<p class="meta">{escape(when)}{host} · vmtax {escape(data.vmtax_version)} · goal ±'
-             f"{escape(fmt_pct(cfg.get('precision')))} (95% CI) within {escape(fmt_duration(cfg.get('max_time', 0)))}"
-             f" · {escape(pin)}<br>command: <code>{escape(data.command)}</code></p>"]
+    h = view.header(data)
+    host = f" · on {escape(h.host)}" + (f" by {escape(h.user)}" if h.user else "") if h.host else ""
+    parts = [f'<section id="run-{escape(h.id)}"><h2>Run {escape(h.id)} · {escape(h.kind)} · '
+             f"{escape(h.status)}</h2>",
+             f'<p class="meta">{escape(h.when(utc=True))}{host} · vmtax {escape(h.vmtax_version)} · goal ±'
+             f"{escape(h.goal)} (95% CI) within {escape(h.budget)} · {escape(h.pinning)}<br>"
+             f"command: <code>{escape(h.command)}</code></p>"]
     if data.kind == "compare" and len(data.targets) > 1:
         parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, ms, cs),
                   "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]

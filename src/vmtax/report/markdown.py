@@ -2,8 +2,6 @@
 mailing-list post (seed 001's scoreboard shape, a short environment header)."""
 from __future__ import annotations
 
-import time
-
 from ..model import Comparison, Measurement, RunData
 from . import scoreboard, view
 from .scoreboard import md_cell
@@ -25,11 +23,9 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     if data.kind == "scale":
         from . import scale
         return scale.markdown(data, scale.view(data))
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(data.started))
-    env = data.targets[0].facts if data.targets else {}
-    out = [f"### vmtax run `{data.id}` ({data.status})", "",
-           f"{when} · target `{md_cell(', '.join(t.name for t in data.targets))}` on "
-           f"{md_cell(env.get('cpu_model', '?'))} ({env.get('cpus_online', '?')} CPUs), kernel "
-           f"{md_cell(env.get('kernel', '?'))}; command `{md_cell(data.command)}`.", "",
+    h = view.header(data)
+    out = [f"### vmtax run `{h.id}` ({h.status})", "",
+           f"{h.when(utc=True)} · target `{md_cell(', '.join(h.targets))}` on {md_cell(h.machine)}; "
+           f"command `{md_cell(h.command)}`.", "",
            *md_table(view.measurements(data, ms, cs))]
     return "\n".join(out) + "\n"

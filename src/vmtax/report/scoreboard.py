@@ -11,7 +11,7 @@ import textwrap
 
 from .. import stats
 from ..model import Comparison, Measurement, RunData
-from . import table
+from . import table, view
 from .facts import target_notes
 from .units import fmt_goal, fmt_pair, fmt_pct
 
@@ -148,11 +148,9 @@ def _geo_row(suite: str, direction: str, cands: list[str], gm: dict) -> list[str
 def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     base, cands = data.targets[0].name, [t.name for t in data.targets[1:]]
     gm = geomeans(data, cs)
-    env = data.targets[0].facts if data.targets else {}
-    out = [f"### vmtax scoreboard — run `{data.id}`", "",
-           f"Baseline `{md_cell(base)}` on {md_cell(env.get('cpu_model', '?'))} "
-           f"({env.get('cpus_online', '?')} CPUs), kernel {md_cell(env.get('kernel', '?'))}; "
-           f"command `{md_cell(data.command)}`.", ""]
+    h = view.header(data)
+    out = [f"### vmtax scoreboard — run `{h.id}`", "",
+           f"Baseline `{md_cell(base)}` on {md_cell(h.machine)}; command `{md_cell(h.command)}`.", ""]
     notes = Notes()
     rows = list(_rows(data, ms, cs, notes))
     for direction in ("higher", "lower"):

@@ -4,22 +4,17 @@ from __future__ import annotations
 import time
 
 from ..model import Measurement, RunData
-from . import table
-from .units import fmt_duration, fmt_goal
+from . import table, view
 from .view import TEXT, Table
 
 
 def run_header(data: RunData) -> str:
-    cfg = data.config
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(data.started))
-    pin = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
-    host = f" · on {data.host}" if data.host else ""
-    return (f"run {data.id} ({data.status}) · {when}{host} · targets: {', '.join(t.name for t in data.targets)}\n"
-            f"goal: 95% CI within ±{fmt_goal(cfg.get('precision'))} of the mean, budget "
-            f"{fmt_duration(cfg.get('max_time', 0))} · {pin} · "
-            f"{cfg.get('samples_per_process')} samples/process after {cfg.get('warmup')} warmup "
-            f"(of the baseline's length)\n"
-            f"command: {data.command}")
+    h = view.header(data)
+    host = f" · on {h.host}" if h.host else ""
+    return (f"run {h.id} ({h.status}) · {h.when()}{host} · targets: {', '.join(h.targets)}\n"
+            f"goal: 95% CI within ±{h.goal} of the mean, budget {h.budget} · {h.pinning}"
+            + (f" · {h.per_process}" if h.per_process else "") + "\n"
+            f"command: {h.command}")
 
 
 def measurements_table(view: Table) -> str:

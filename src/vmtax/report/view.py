@@ -13,14 +13,19 @@ units.py, once.
 
 Metrics (counters and host cost per operation) are columns only a run's
 data can name: CSV gives each a column after these (their means), JSON a
-nested object with units and intervals (jsondoc.metric_rows)."""
+nested object with units and intervals (jsondoc.metric_rows).
+
+A run's header (header(): when, where, the goal and budget, the pinning,
+the command, the baseline's machine) is built here once too; each writer
+lays it out in its own shape."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..model import Comparison, Measurement, RunData
-from .units import fmt_pct, fmt_value
+from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
 
 TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
 PEOPLE = frozenset({TEXT, MD, HTML})
@@ -173,3 +178,45 @@ def measurements(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> 
     return Table([Row(data, m, cby.get((m.target, m.benchmark.name)), "baseline" if m.target == base
                       else "candidate") for m in ms])
 
+
+
+@dataclass(frozen=True)
+class Header:
+    """What every writer says about a run before its rows, as text."""
+    id: str
+    kind: str
+    status: str
+    started: float
+    host: str            # '' when not recorded
+    user: str
+    vmtax_version: str
+    command: str
+    targets: list[str]
+    goal: str            # the precision asked: '1.0%'
+    budget: str          # '6 min'
+    pinning: str         # 'pinned to host CPU 1' | 'unpinned'
+    per_process: str     # '3 samples/process after 1 warmup ...' ('' where not recorded)
+    cpu_model: str       # the baseline's machine
+    cpus: str
+    kernel: str
+
+    def when(self, utc: bool = False) -> str:
+        if utc:
+            return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.started))
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.started))
+
+    @property
+    def machine(self) -> str:
+        return f"{self.cpu_model} ({self.cpus} CPUs), kernel {self.kernel}"
+
+
+def header(data: RunData) -> Header:
+    cfg = data.config
+    env = data.targets[0].facts if data.targets else {}
+    return Header(data.id, data.kind, data.status, data.started, data.host or "", data.user or "",
+                  data.vmtax_version, data.command, [t.name for t in data.targets],
+                  fmt_goal(cfg.get("precision")), fmt_duration(cfg.get("max_time", 0)),
+                  f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
+                  f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
+                  "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
+                  str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")))
