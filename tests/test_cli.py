@@ -7,17 +7,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 
 from conftest import AGENT
-from vmtax.cli import main
-
-
-def vmtax(*args, db=None):
-    argv = (["--db", str(db)] if db else []) + list(args)
-    return main(argv)
+from helpers import leftovers, vmtax, wait_samples, wait_until
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -114,11 +108,6 @@ def test_local_run_with_the_real_agent(tmp_path, db):
         assert 1 < r["mean"] < 100000 and r["stopped_by"] in ("precision", "budget")
 
 
-def _alive(path):
-    out = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, text=True).stdout
-    return [p for p in out.split() if int(p) != os.getpid()]
-
-
 @pytest.mark.e2e
 def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
     agent = tmp_path / "private-agent"  # a path only this test's processes have
@@ -127,28 +116,16 @@ def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
            "--max-time", "5m", "--precision", "0.01%", "--min-time-ms", "50"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "VMTAX_AGENT": str(agent)})
-    deadline = time.time() + 60
-    n = 0
-    while time.time() < deadline and n < 6:
-        time.sleep(0.3)
-        try:
-            n = sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0]
-        except sqlite3.OperationalError:
-            pass
+    n = wait_samples(db, 6, 60, proc=p)
     assert n >= 6, "no samples arrived"
-    deadline = time.time() + 10  # between two agent processes there is a gap: wait for one
-    alive = _alive(agent)
-    while not alive and time.time() < deadline:
-        time.sleep(0.01)
-        alive = _alive(agent)
-    assert alive, "expected an agent to be running"  # (asking again could miss it: it may just have ended)
+    # between two agent processes there is a gap: wait for one
+    assert wait_until(lambda: leftovers(str(agent)), 10, 0.01), "expected an agent to be running"  # (asking again could miss it: it may just have ended)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
     assert "interrupted" in err and "samples kept" in err
     assert "forkwait" in out  # the partial table is printed
-    time.sleep(0.2)
-    assert not _alive(agent)
+    assert wait_until(lambda: not leftovers(str(agent)), 2, 0.05), leftovers(str(agent))
     con = sqlite3.connect(db)
     assert con.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= n

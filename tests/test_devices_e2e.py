@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import glob
 
 import pytest
 
+from helpers import left_behind, wait_samples, wait_until
 from vmtax.targets import devices
 from vmtax.targets.local import filesystem
 from vmtax.targets.qemu import QemuTarget
@@ -26,22 +26,6 @@ QEMU_OK, QEMU_WHY = QemuTarget.available()
 LOOP_OK = os.access("/dev/loop-control", os.R_OK | os.W_OK)
 HOST_DISK = filesystem(devices.IMAGE_PARENT) not in ("tmpfs", "ramfs", "")
 TAP_WHY = devices.tap_allowed()
-
-
-def ours(pid: int) -> list[str]:
-    """What a controller left: its image directories, loop devices over
-    their files, QEMU processes."""
-    mark = f"vmtax-qemu-{pid}-"
-    left = [d for d in os.listdir(devices.IMAGE_PARENT) if d.startswith(mark)]
-    for f in os.listdir("/sys/block"):
-        try:
-            with open(f"/sys/block/{f}/loop/backing_file") as b:
-                if mark in b.read():
-                    left.append(f)
-        except OSError:
-            pass
-    out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
-    return left + [l for l in out.splitlines() if mark in l]
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
@@ -70,7 +54,7 @@ def test_direct_io_on_a_guests_disk_against_the_hosts_disk(tmp_path):
     assert rows[(guest, "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"] > \
         rows[(f"local:dir={devices.IMAGE_PARENT}", "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"]
     # (a guest without a disk, only a tmpfs, skips it with the reason: tests/test_workloads.py)
-    assert not ours(p.pid)
+    assert not left_behind(p.pid)
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
@@ -83,24 +67,15 @@ def test_ctrl_c_removes_the_image_the_loop_device_and_the_tap(tmp_path):
            f"qemu:accel=tcg,disk=ide,backing=block{tap}", "--bench", "getppid", "--precision", "0.01%",
            "--max-time", "5m"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline, n = time.time() + 120, 0
-    while time.time() < deadline and not n:
-        time.sleep(0.5)
-        try:
-            n = sqlite3.connect(db).execute(
-                "SELECT count(*) FROM samples WHERE target LIKE 'qemu%'").fetchone()[0]
-        except sqlite3.OperationalError:
-            pass
-    held = ours(p.pid)
+    wait_samples(db, 1, 120, "target LIKE 'qemu%'", proc=p)
+    held = left_behind(p.pid)
     assert any(h.startswith("loop") for h in held) and any(h.startswith("vmtax-qemu-") for h in held), held
     assert not tap or namespaces() - before, "the namespace of the guest's tap"
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=60)
     assert p.returncode != 0
-    deadline = time.time() + 10
-    while time.time() < deadline and (ours(p.pid) or namespaces() - before):
-        time.sleep(0.2)
-    assert not ours(p.pid) and not namespaces() - before
+    wait_until(lambda: not (left_behind(p.pid) or namespaces() - before), 10, 0.2)
+    assert not left_behind(p.pid) and not namespaces() - before
 
 
 def namespaces() -> set[str]:
@@ -258,7 +233,7 @@ def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
     doc = json.loads(out)
     assert {r["benchmark"]: r for r in doc["results"]}["disk_randread.iops"]["mean"] > 0
     assert doc["targets"][0]["facts"]["disk"] == "ubd"
-    assert not [d for d in os.listdir(devices.IMAGE_PARENT) if d.startswith(f"vmtax-uml-{p.pid}-")]
+    assert not left_behind(p.pid)
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
@@ -271,10 +246,8 @@ def test_a_guest_that_hangs_while_booting_leaves_no_image_loop_device_or_tap():
     with pytest.raises(TargetError, match="did not become ready"):
         with t:
             pass
-    deadline = time.time() + 10
-    while time.time() < deadline and (ours(os.getpid()) or namespaces() - before):
-        time.sleep(0.2)
-    assert not ours(os.getpid()) and not namespaces() - before  # the tap's namespace went with it
+    wait_until(lambda: not (left_behind(os.getpid()) or namespaces() - before), 10, 0.2)
+    assert not left_behind(os.getpid()) and not namespaces() - before  # the tap's namespace went with it
 
 
 def test_an_a_b_of_two_container_runtimes_names_each_with_its_version(tmp_path):

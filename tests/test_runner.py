@@ -1,6 +1,7 @@
 """The runner against the fake target: stopping rules, interleaving, errors."""
 import time
 
+from helpers import Steps, new_run, run_fake
 from vmtax.analysis import analyse
 from vmtax.model import BenchSpec
 from vmtax.runner import RunConfig, Runner, run_session
@@ -11,26 +12,8 @@ A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 B = BenchSpec("segv", "kernel", "ns", "lower", "d")
 
 
-class FakeClock:
-    """Advances a fixed step per reading: budgets without real time."""
-    def __init__(self, step=0.01):
-        self.t, self.step = 0.0, step
-
-    def __call__(self):
-        self.t += self.step
-        return self.t
-
-
 def _run(targets, specs, db, clock=None, **cfg):
-    store = Store(db)
-    targets = [parse_target(t) for t in targets]
-    store.new_run("r", "run", "test", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", specs)
-    status = Runner(RunConfig(**cfg), specs, targets, store, "r",
-                    clock=clock or FakeClock()).run()
-    return status, store.load("r")
+    return run_fake(db, targets, specs, clock, **cfg)
 
 
 def test_stops_on_precision_when_quiet(db):
@@ -43,7 +26,7 @@ def test_stops_on_precision_when_quiet(db):
 
 def test_stops_on_budget_when_noisy(db):
     status, data = _run(["fake:noise=0.5"], [A, B], db, precision=0.001, max_time=2,
-                        clock=FakeClock(0.05))
+                        clock=Steps(0.05))
     assert [data.outcomes[("fake:noise=0.5", b)][0] for b in ("getppid", "segv")] == ["budget"] * 2
 
 
@@ -66,7 +49,7 @@ def test_counting_processes_carry_the_metrics_and_no_timed_sample(db):
     batch with counters on: its metrics are the run's counts; its time is
     never part of an estimate (counting costs time)."""
     _, data = _run(["fake", "fake:scale=2,label=b"], [A], db, min_processes=12, precision=1e-9,
-                   max_time=3, clock=FakeClock(0.01))
+                   max_time=3, clock=Steps(0.01))
     counted = [s for s in data.samples if s.counting]
     assert counted and all(s.metrics and not s.warmup for s in counted)
     assert not [s for s in data.samples if not s.counting and s.metrics]
@@ -94,7 +77,7 @@ def test_skip_and_crash_and_garbage_are_per_benchmark(db):
 
 def test_blocks_hold_each_target_once_in_a_random_order(db):
     status, data = _run(["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4,
-                        precision=1e-9, max_time=2, clock=FakeClock(0.01), seed=7)
+                        precision=1e-9, max_time=2, clock=Steps(0.01), seed=7)
     by_block: dict[int, list[tuple[int, str]]] = {}
     counting = {s.process for s in data.samples if s.counting}  # the extra processes of a block
     for s in data.samples:
@@ -113,7 +96,7 @@ def test_blocks_hold_each_target_once_in_a_random_order(db):
     assert firsts != [firsts[0], firsts[1]] * (len(firsts) // 2) + firsts[:len(firsts) % 2]
     # ... drawn from the recorded seed: the same seed gives the same order
     _, again = _run(["fake:seed=1", "fake:seed=2"], [A], db.with_name("again.db"), min_processes=4,
-                    precision=1e-9, max_time=2, clock=FakeClock(0.01), seed=7)
+                    precision=1e-9, max_time=2, clock=Steps(0.01), seed=7)
     assert [(s.block, s.target) for s in again.samples] == [(s.block, s.target) for s in data.samples]
 
 
@@ -186,7 +169,7 @@ def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeyp
         monkeypatch.setattr(t, "run_agent", spy)
     store = Store(db)
     store.new_run("r", "compare", "test", "0", {})
-    Runner(RunConfig(max_time=100, min_processes=3), [A], targets, store, "r", clock=FakeClock()).run()
+    Runner(RunConfig(max_time=100, min_processes=3), [A], targets, store, "r", clock=Steps()).run()
     runs = [(name, args) for name, args in seen if args[0] == "run"]
     assert [name for name, args in runs if "--iters" not in args] == ["fake", "fake:label=b"]
     assert all("--iters" not in args for _, args in runs[:2])
@@ -209,7 +192,7 @@ def _agent_args(db, targets, **cfg):
         t.run_agent = spy
     store, run = Store(db), "r" + str(len(Store(db).list_runs()))
     store.new_run(run, "compare", "test", "0", {})
-    Runner(RunConfig(max_time=5, min_processes=3, **cfg), [A], targets, store, run, clock=FakeClock()).run()
+    Runner(RunConfig(max_time=5, min_processes=3, **cfg), [A], targets, store, run, clock=Steps()).run()
     out = {}
     for name, args in seen:
         if "--iters" in args and "--count" not in args:
@@ -239,7 +222,7 @@ def test_targets_of_one_speed_keep_the_count_and_the_samples_asked(db):
     assert got["fake"] == {("500", "6", "0")} and got["fake:label=b"] == {("500", "6", "0")}  # alike
 
 
-def _slow_runner(db, clock: FakeClock, **cfg) -> tuple[Runner, Store]:
+def _slow_runner(db, clock: Steps, **cfg) -> tuple[Runner, Store]:
     """A runner over two noisy fake targets whose every agent process takes
     7 s of the clock (a compile under TCG takes minutes), with the precision
     out of reach: only the budget stops it."""
@@ -252,17 +235,14 @@ def _slow_runner(db, clock: FakeClock, **cfg) -> tuple[Runner, Store]:
             clock.t += 7.0 if args[0] == "run" else 0.0  # an agent process, not the facts read before
             return run_agent(args, timeout)
         t.run_agent = slow
-    store.new_run("r", "run", "test", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", [A])
+    new_run(store, targets, [A], "run")
     return Runner(RunConfig(precision=1e-6, **cfg), [A], targets, store, "r", clock=clock), store
 
 
 def test_a_block_that_would_end_past_the_budget_is_not_begun(db):
     """With processes of a big share of the budget (a compile under TCG
     takes minutes), the run ends within --max-time, not a block after it."""
-    clock = FakeClock(0.0)
+    clock = Steps(0.0)
     runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
     runner.run()
     blocks = {s.block for s in store.load("r").samples if not s.counting}
@@ -275,7 +255,7 @@ def test_later_passes_begin_no_block_past_the_budget(db):
     60 s budget the run ended at 70 s, the catch-up beginning a block it had
     no time for and pass 2 one with 4 s left (a row's first block always
     runs)."""
-    clock = FakeClock(0.0)
+    clock = Steps(0.0)
     runner, store = _slow_runner(db, clock, max_time=60, min_processes=10)
     runner.run()
     # calibration 14 s, block 0 with its counting processes 28 s, then one plain block of 14 s fits
@@ -316,10 +296,7 @@ def test_targets_on_different_machines_run_at_the_same_time(db):
                _on_machine("fake:delay=0.004,label=h1", "h1"),
                _on_machine("fake:delay=0.004,label=h2,crash=segv", "h2")]
     store = Store(db)
-    store.new_run("r", "compare", "test", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", specs)
+    new_run(store, targets, specs)
     status = Runner(RunConfig(max_time=1.5, min_processes=3, precision=1e-9), specs, targets, store, "r",
                     clock=time.monotonic).run()
     assert status == "complete"
@@ -367,7 +344,7 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db):
     """A row whose estimated need is a fraction of a block still gets one
     block in pass 2 (funded with its need alone, the block would end past
     that share and was not begun)."""
-    clock = FakeClock(0.0)
+    clock = Steps(0.0)
     runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
     runner._time_to_goal = lambda job, sts: 0.1  # nearly there
     runner.run()

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
+from helpers import vmtax
 from vmtax import scale, stats, suite
-from vmtax.cli import main
 from vmtax.errors import UserError
 from vmtax.model import BenchSpec, Estimate, RunData, Sample, ScalePoint
 from vmtax.report import scale as scale_report
@@ -19,10 +19,6 @@ from vmtax.targets.fake import FakeTarget
 CONTRACT = {"n", "aggregate", "per_instance", "jain", "slowdown", "host_cpu_pct", "vcpus", "host_cpus"}
 FIGURE = {"value", "unit", "ci_low", "ci_high"}
 QUICK = ["--round-time", "0.05s", "--rounds", "3", "--max-rounds", "3"]
-
-
-def vmtax(*args, db=None):
-    return main((["--db", str(db)] if db else []) + list(args))
 
 
 def test_scale_fake_writes_the_contract_and_show_reads_it_back(tmp_path, capsys, db):

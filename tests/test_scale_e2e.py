@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from helpers import left_behind
 from vmtax import scale, suite
 from vmtax.store import Store
 from vmtax.targets import parse_target
@@ -25,32 +26,6 @@ QEMU_OK, QEMU_WHY = QemuTarget.available()
 needs_qemu = pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
 TCG = "qemu:accel=tcg,mem=256M"
 QUICK = ["--round-time", "0.3s", "--rounds", "2", "--max-rounds", "2"]
-
-
-def mine(pid: int) -> list[str]:
-    """Processes of the controller pid: its guests' and containers' work
-    directories (vmtax-KIND-PID-...) on their command line or as their cwd."""
-    marker, out = f"-{pid}-", []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and any(f"vmtax-{k}{marker}" in cmd + " " + cwd for k in ("qemu", "uml", "container")):
-            out.append(f"{entry} {cmd[:100]}")
-    return out
-
-
-def podman_names(pid: int) -> list[str]:
-    if not shutil.which("podman"):
-        return []
-    names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
-                           text=True).stdout.split()
-    return [n for n in names if n.startswith(f"vmtax-{pid}-")]
 
 
 def start(db, *args) -> subprocess.Popen:
@@ -84,7 +59,7 @@ def test_two_tcg_guests_boot_in_parallel_give_the_contract_and_go_away(tmp_path,
     assert two["vcpus"] == 2 and len(two["per_instance"]) == 2 and two["aggregate"]["value"] > 0
     assert two["host_mem_per_instance"]["value"] > 64  # a 256M guest's QEMU, really resident
     assert "unpinned" in stdout and "2/2 (1x)" in stdout.replace(f"2/{os.cpu_count()} (", "2/2 (")
-    assert not mine(p.pid)
+    assert not left_behind(p.pid)
 
 
 @needs_qemu
@@ -93,7 +68,7 @@ def test_a_guest_killed_mid_run_stops_the_other_and_keeps_the_rounds(db):
               "--max-rounds", "6")
     try:
         wait_for(p, "round 1:")
-        qemus = [int(line.split()[0]) for line in mine(p.pid) if "qemu-system" in line]
+        qemus = [int(line.split()[0]) for line in left_behind(p.pid) if "qemu-system" in line]
         assert len(qemus) == 2
         time.sleep(0.3)  # inside round 2
         os.kill(qemus[1], signal.SIGKILL)
@@ -102,7 +77,7 @@ def test_a_guest_killed_mid_run_stops_the_other_and_keeps_the_rounds(db):
         p.kill()
     assert p.returncode == 1, stderr
     assert "failed" in stderr and "every instance was stopped" in stderr and "Traceback" not in stderr
-    assert not mine(p.pid)
+    assert not left_behind(p.pid)
     with Store(db, readonly=True) as store:
         data = store.load(store.resolve(None))
     assert data.status == "failed"
@@ -120,7 +95,7 @@ def test_a_guest_that_does_not_boot_stops_the_others_even_mid_boot(db):
                                                   "test", lambda text: None)
     assert status == "failed" and "instance 3 of 3" in failure and "did not boot" in failure
     time.sleep(0.3)
-    assert not mine(os.getpid())
+    assert not left_behind(os.getpid())
 
 
 CONTAINER_OK, CONTAINER_WHY = ContainerTarget.available()
@@ -137,7 +112,7 @@ def test_ctrl_c_stops_every_container_and_keeps_the_rounds(db):
     finally:
         p.kill()
     assert p.returncode == 130, stderr
-    assert not mine(p.pid) and not podman_names(p.pid)
+    assert not left_behind(p.pid)
     with Store(db, readonly=True) as store:
         data = store.load(store.resolve(None))
     assert data.status == "interrupted" and {s.block for s in data.samples} >= {0}
@@ -153,7 +128,7 @@ def test_uml_kernels_boot_in_parallel_and_go_away(tmp_path, db):
     assert p.returncode == 0, stderr
     assert "3 instance(s) of uml:mem=128M started" in stderr and "(3 in parallel)" in stderr
     assert "3/" in stdout
-    assert not mine(p.pid)
+    assert not left_behind(p.pid)
 
 
 @pytest.mark.skipif(not shutil.which("sysbench"), reason="sysbench is not installed (make setup installs it)")

@@ -9,11 +9,11 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from helpers import closed_port, leftovers, stored, vmtax_process, wait_samples, wait_until
 from sshfleet import PRIVSEP, Fleet, _sshd_running, netns_works
 
 from vmtax.agent import agent_hash
@@ -45,15 +45,8 @@ def _lines(argv, marker):
 @pytest.fixture(autouse=True)
 def nothing_left():
     yield
-    deadline = time.time() + 5
-    while time.time() < deadline and _lines(["pgrep", "-af", "ssh"], "vmtax-ssh-"):
-        time.sleep(0.1)
-    assert not _lines(["pgrep", "-af", "ssh"], "vmtax-ssh-"), "an ssh client or control master was left"
-
-
-def vmtax(*args, db, timeout=120):
-    return subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), *args],
-                          capture_output=True, text=True, timeout=timeout)
+    assert wait_until(lambda: not leftovers("vmtax-ssh-", defunct=True), 5), \
+        "an ssh client or control master was left"
 
 
 def results(path: Path) -> dict[tuple[str, str], dict]:
@@ -66,7 +59,7 @@ QUICK = ["--bench", "getppid", "--max-time", "4s", "--min-processes", "3", "--pr
 def test_a_remote_runs_the_agent_copied_once_by_its_hash(fleet, tmp_path):
     lo = fleet.servers["lo"]
     out = tmp_path / "r.json"
-    p = vmtax("run", "--target", lo.target(), *QUICK, "--json", str(out), db=tmp_path / "v.db")
+    p = vmtax_process("run", "--target", lo.target(), *QUICK, "--json", str(out), db=tmp_path / "v.db")
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     facts = doc["targets"][0]["facts"]
@@ -115,7 +108,7 @@ def _case_target(fleet, tmp_path, case: str) -> str:
         "wrong host key": lo.target(known_hosts=str(fleet.wrong_known_hosts("lo"))),
         "unknown host key": lo.target(known_hosts=str(tmp_path / "empty")),
         "authentication": lo.target(key=str(fleet.other_key)),
-        "unreachable": lo.target(port=str(_closed_port())),
+        "unreachable": lo.target(port=str(closed_port())),
     }[case]
 
 
@@ -130,19 +123,12 @@ def test_a_host_that_cannot_be_used_says_why_in_one_line(fleet, tmp_path, case):
 
 
 def test_the_cli_says_it_in_one_line_without_a_traceback(fleet, tmp_path):
-    p = vmtax("run", "--target", _case_target(fleet, tmp_path, "wrong host key"), *QUICK,
+    p = vmtax_process("run", "--target", _case_target(fleet, tmp_path, "wrong host key"), *QUICK,
               db=tmp_path / "v.db", timeout=60)
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     lines = [l for l in p.stderr.splitlines() if l.startswith("vmtax: ssh:")]
     assert len(lines) == 1 and CASES["wrong host key"] in lines[0], p.stderr
-
-
-def _closed_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed as soon as it is chosen: nothing listens there
 
 
 def test_accept_new_trusts_a_first_key_and_writes_it(fleet, tmp_path):
@@ -179,7 +165,7 @@ def test_compare_local_with_two_hosts_of_an_inventory_into_postgresql(fleet, tmp
     inv.write_text(INVENTORY_YAML.format(key=fleet.user_key, a=a.address, b=b.address,
                                          kh_a=a.known_hosts, kh_b=b.known_hosts))
     out = tmp_path / "c.json"
-    p = vmtax("compare", "local", "@bench", "--inventory", str(inv), "--bench", "getppid", "null_read",
+    p = vmtax_process("compare", "local", "@bench", "--inventory", str(inv), "--bench", "getppid", "null_read",
               "--max-time", "5s", "--min-processes", "4", "--precision", "50%", "--json", str(out), db=pg_url)
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
@@ -219,7 +205,7 @@ def test_hosts_on_one_kernel_one_at_a_time_and_one_that_cannot_log_in(fleet, tmp
                    f"ansible_ssh_private_key_file={fleet.other_key}\n\n"
                    f"[bench:vars]\nansible_user=root\nansible_ssh_private_key_file={fleet.user_key}\n")
     db, out = tmp_path / "v.db", tmp_path / "c.json"
-    p = vmtax("compare", "@a", "@b", "@c", "--inventory", str(inv), *QUICK, "--json", str(out), db=db)
+    p = vmtax_process("compare", "@a", "@b", "@c", "--inventory", str(inv), *QUICK, "--json", str(out), db=db)
     assert p.returncode == 3, p.stderr
     assert "Traceback" not in p.stderr
     assert [l for l in p.stderr.splitlines() if "ssh:c: authentication failed" in l and "measuring the others" in l]
@@ -244,18 +230,9 @@ def test_a_host_that_dies_mid_run_is_recorded_and_the_others_kept(fleet, tmp_pat
     killed = threading.Event()
 
     def kill_b_once_it_measured():
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                n = sqlite3.connect(db).execute("SELECT count(*) FROM samples WHERE target=?",
-                                                (tb,)).fetchone()[0]
-            except sqlite3.OperationalError:
-                n = 0
-            if n >= 4:
-                b.kill()
-                killed.set()
-                return
-            time.sleep(0.05)
+        if wait_until(lambda: stored(db, "target = ?", (tb,)) >= 4, 30, 0.05):
+            b.kill()
+            killed.set()
     watcher = threading.Thread(target=kill_b_once_it_measured)
     watcher.start()
     try:
@@ -281,25 +258,13 @@ def test_sigkill_of_the_controller_leaves_no_ssh_behind(fleet, tmp_path):
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "run", "--target", a.target(),
            "--bench", "getppid", "--max-time", "1m", "--precision", "0.001%"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, n = time.time() + 30, 0
-    while time.time() < deadline and n < 3:
-        time.sleep(0.1)
-        try:
-            n = sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0]
-        except sqlite3.OperationalError:
-            pass
-    assert _lines(["pgrep", "-af", "ssh"], f"vmtax-ssh-{p.pid}-"), "no control master seen"
+    wait_samples(db, 3, 30, proc=p)
+    assert leftovers(f"vmtax-ssh-{p.pid}-", defunct=True), "no control master seen"
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
-    deadline = time.time() + 10
-    while time.time() < deadline and _lines(["pgrep", "-af", "ssh"], f"vmtax-ssh-{p.pid}-"):
-        time.sleep(0.1)
-    assert not _lines(["pgrep", "-af", "ssh"], f"vmtax-ssh-{p.pid}-")
+    assert wait_until(lambda: not leftovers(f"vmtax-ssh-{p.pid}-", defunct=True), 10)
     # nor an agent on the host, once it has written its next line into the closed session
-    deadline = time.time() + 10
-    while time.time() < deadline and _lines(["ip", "netns", "pids", a.netns], "") != _sshd_only(a):
-        time.sleep(0.1)
-    assert _lines(["ip", "netns", "pids", a.netns], "") == _sshd_only(a)
+    assert wait_until(lambda: _lines(["ip", "netns", "pids", a.netns], "") == _sshd_only(a), 10)
     # its private directory (the control socket's) is left, and the next run's start() sweeps it
     import tempfile
     from vmtax import proc

@@ -11,7 +11,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from urllib.parse import quote
 
 import psycopg
@@ -19,6 +18,7 @@ import pytest
 
 import vmtax
 from conftest import vmtax_cmd
+from helpers import closed_port, wait_until
 from pgserver import PASSWORD
 from vmtax.analysis import analyse
 from vmtax.cli import build_parser, main
@@ -219,18 +219,12 @@ def test_help_shows_vmtax_db_without_its_password(monkeypatch):
     assert "hunter" not in text and "postgresql://alice:***@db.example/vmtax?password=***&sslrootcert=%2Fca" in text
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("make, says", [
     (lambda pg, tmp: "postgresql://vmtax:hunter2@[::1/x", "bad PostgreSQL URL postgresql://vmtax:***@[::1/x: end of string"),
     (lambda pg, tmp: "postgresql://vmtax:hunter2@localhost/x?frobnicate=1",
      'bad PostgreSQL URL postgresql://vmtax:***@localhost/x?frobnicate=1: invalid URI query parameter:'
      ' "frobnicate"'),
-    (lambda pg, tmp: f"postgresql://vmtax:hunter2@127.0.0.1:{_closed_port()}/x", "Connection refused"),
+    (lambda pg, tmp: f"postgresql://vmtax:hunter2@127.0.0.1:{closed_port()}/x", "Connection refused"),
     (lambda pg, tmp: f"postgresql://vmtax@{quote(str(tmp), safe='')}/x",
      "No such file or directory Is the server running locally"),
     (lambda pg, tmp: pg.url("postgres", "alice", "hunter2", tcp=True),
@@ -275,13 +269,13 @@ def test_ctrl_c_keeps_what_was_stored_in_postgresql(pg_url):
                           "--max-time", "5m", "--precision", "0.001%"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline, n = time.monotonic() + 60, 0
-        while n < 5 and time.monotonic() < deadline and p.poll() is None:
-            time.sleep(0.1)
+        def samples() -> int:
             try:
-                n = _sql(pg_url, "SELECT count(*) FROM samples")[0][0]
+                return _sql(pg_url, "SELECT count(*) FROM samples")[0][0]
             except psycopg.errors.UndefinedTable:  # not migrated yet
-                pass
+                return 0
+        wait_until(lambda: samples() >= 5, 60, alive=lambda: p.poll() is None)
+        n = samples()
         assert n >= 5, "no samples arrived"
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)

@@ -1,6 +1,7 @@
 """Target strings, options, and the A/A false-positive rate of compare."""
 import pytest
 
+from helpers import new_run
 from vmtax.analysis import analyse
 from vmtax.errors import UserError
 from vmtax.model import BenchSpec
@@ -65,10 +66,7 @@ def test_repeated_a_a_flags_about_alpha(tmp_path, process_noise, host_noise):
         opts = f"noise=0.02,process_noise={process_noise},host_noise={host_noise},host_rho=0.9"
         targets = [parse_target(f"fake:seed={rep * 2 + 1},{opts}"),
                    parse_target(f"fake:seed={rep * 2 + 2},{opts},label=b")]
-        store.new_run("r", "compare", "t", "0", {})
-        for i, t in enumerate(targets):
-            store.add_target("r", i, t.info(), "h")
-        store.add_benchmarks("r", specs)
+        new_run(store, targets, specs)
         Runner(RunConfig(precision=0.01, max_time=1e6, seed=rep), specs, targets, store, "r").run()
         _, cs = analyse(store.load("r"))
         flagged += sum(c.significant for c in cs)

@@ -2,9 +2,7 @@
 runs.  Every test checks that nothing it started is left running."""
 import json
 import os
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -12,6 +10,7 @@ import time
 
 import pytest
 
+from helpers import left_behind, leftovers, stored, wait_samples, wait_until
 from vmtax.errors import TargetError
 from vmtax.targets import parse_target
 from vmtax.targets.container import ContainerTarget
@@ -22,12 +21,6 @@ pytestmark = pytest.mark.e2e
 
 QEMU_OK, QEMU_WHY = QemuTarget.available()
 needs_qemu = pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
-
-
-def leftovers(marker: str) -> list[str]:
-    """Processes whose command line names marker (a target's workdir)."""
-    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if "pgrep" not in l]
 
 
 def samples(lines):
@@ -77,22 +70,14 @@ def test_ctrl_c_during_compare_kills_the_guest_and_keeps_samples(tmp_path):
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local", "qemu:accel=tcg",
            "--bench", "getppid", "--precision", "0.01%", "--max-time", "5m"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline, n = time.time() + 90, 0
-    while time.time() < deadline and n < 4:
-        time.sleep(0.5)
-        try:
-            n = sqlite3.connect(db).execute(
-                "SELECT count(*) FROM samples WHERE target='qemu:accel=tcg'").fetchone()[0]
-        except sqlite3.OperationalError:
-            pass
+    n = wait_samples(db, 4, 90, "target = 'qemu:accel=tcg'", proc=p)
     assert n >= 4, "the guest never delivered samples"
-    assert leftovers("vmtax-qemu-")
+    assert left_behind(p.pid)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    time.sleep(0.5)
-    assert not leftovers("vmtax-qemu-")
-    assert sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0] >= n
+    assert wait_until(lambda: not left_behind(p.pid), 5, 0.2), left_behind(p.pid)
+    assert stored(db) >= n
 
 
 @needs_qemu
@@ -164,13 +149,6 @@ def test_uml_that_cannot_boot_says_why_and_leaves_nothing():
     assert not [l for l in leftovers("linux.uml") if "defunct" not in l]
 
 
-def _podman_names() -> list[str]:
-    if not shutil.which("podman"):
-        return []
-    return subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
-                          text=True).stdout.split()
-
-
 @needs_qemu
 def test_sigkill_of_the_controller_leaves_no_guest_and_the_run_reads_abandoned(tmp_path):
     """kill -KILL vmtax mid-compare: the kernel kills QEMU and UML (and UML's
@@ -181,24 +159,14 @@ def test_sigkill_of_the_controller_leaves_no_guest_and_the_run_reads_abandoned(t
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", *targets, "--bench", "getppid",
            "--precision", "0.01%", "--max-time", "5m"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, n = time.time() + 120, 0
-    while time.time() < deadline and n < len(targets) * 3:
-        time.sleep(0.5)
-        try:
-            n = sqlite3.connect(db).execute("SELECT count(DISTINCT target) * 3 FROM samples").fetchone()[0]
-        except sqlite3.OperationalError:
-            pass
+    wait_until(lambda: stored(db, what="count(DISTINCT target)") >= len(targets), 120, 0.5,
+               alive=lambda: p.poll() is None)
     mine = f"-{p.pid}-"
     assert leftovers(f"vmtax-qemu{mine}"), "the guest never came up"
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
-    deadline = time.time() + 15
-    while time.time() < deadline and (leftovers(f"vmtax-qemu{mine}") or
-                                      [n for n in _podman_names() if n.startswith(f"vmtax{mine}")]):
-        time.sleep(0.5)
-    assert not leftovers(f"vmtax-qemu{mine}")
-    assert not [l for l in leftovers("linux.uml") if "defunct" not in l]
-    assert not [n for n in _podman_names() if n.startswith(f"vmtax{mine}")]
+    assert wait_until(lambda: not left_behind(p.pid), 15, 0.5), left_behind(p.pid)
+    assert not leftovers("linux.uml")
     out = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "runs", "--json"],
                          capture_output=True, text=True)
     assert json.loads(out.stdout)[0]["status"] == "abandoned"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import Steps, new_run, run_fake
 from vmtax import suite
 from vmtax.analysis import analyse
 from vmtax.errors import TargetError, UserError
@@ -174,15 +175,7 @@ def test_provisioned_root_runs_the_tool_under_busybox(tmp_path):
 
 # -- the runner with workloads (fake target) ---------------------------------------------
 def _run(db, targets, specs, **cfg):
-    store = Store(db)
-    targets = [parse_target(t) for t in targets]
-    store.new_run("r", "compare", "test", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", specs)
-    clock = iter(range(10 ** 6)).__next__
-    Runner(RunConfig(**{"max_time": 200, **cfg}), specs, targets, store, "r", clock=lambda: clock() * 0.5).run()
-    return store.load("r")
+    return run_fake(db, targets, specs, Steps(0.5, start=-0.5), "compare", **{"max_time": 200, **cfg})[1]
 
 
 def test_one_run_gives_every_figure_and_the_first_is_a_warmup(db):
@@ -298,10 +291,7 @@ def test_a_workloads_next_block_is_judged_without_its_warmup_runs(db):
             return FakeTarget.run_tool(target, argv, timeout)
         target.run_tool = slow
     specs = suite.select(None, ["sysbench_threads"])
-    store.new_run("r", "compare", "test", "0", {})
-    for i, target in enumerate(targets):
-        store.add_target("r", i, target.info(), "h")
-    store.add_benchmarks("r", specs)
+    new_run(store, targets, specs)
     Runner(RunConfig(max_time=70, min_processes=3, precision=1e-6), specs, targets, store, "r",
            clock=lambda: t[0]).run()
     # block 0: 2 x (warmup + timed) = 40 s; a plain block is 20 s: one more fits in 70 s, two do not

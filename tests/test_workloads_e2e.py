@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from helpers import leftovers
 from vmtax.targets.container import ContainerTarget
 from vmtax.targets.qemu import QemuTarget
 from vmtax.targets.uml import UmlTarget
@@ -18,11 +19,6 @@ pytestmark = pytest.mark.e2e
 QEMU_OK, QEMU_WHY = QemuTarget.available()
 UML_OK, UML_WHY = UmlTarget.available()
 CONTAINER_OK, _ = ContainerTarget.available()
-
-
-def leftovers(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if "pgrep" not in l and "defunct" not in l]
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
