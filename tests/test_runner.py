@@ -2,6 +2,7 @@
 import time
 
 from helpers import Steps, new_run, run_fake
+from vmtax import plan
 from vmtax.analysis import analyse
 from vmtax.model import BenchSpec
 from vmtax.runner import RunConfig, Runner, run_session
@@ -138,19 +139,36 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     plus a margin; a row of unknown need, or one that would need more than
     is left, with an even share of the rest."""
     import math
-    runner = Runner(RunConfig(precision=0.01), [A], [parse_target("fake")], Store(db), "r")
-    runner._spent = {"getppid": 10.0}
-    st = {"fake": None}
-    runner.worst_precision = lambda states: 0.02  # twice the goal after 10 s: 30 s more
-    assert runner._time_to_goal(A, st) == 30.0
-    assert runner._pass2_share(30.0, 100.0, 3) == 30.0 * Runner.PASS2_MARGIN
-    assert runner._pass2_share(30.0, 20.0, 4) == 5.0  # it cannot finish, nor can those after it: even shares
-    assert runner._pass2_share(math.inf, 90.0, 3) == 30.0
+    assert plan.time_to_goal(10.0, 0.02, 0.01) == 30.0  # twice the goal after 10 s: 30 s more
+    assert plan.time_to_goal(10.0, 0.005, 0.01) == 0.0
+    assert plan.time_to_goal(10.0, math.inf, 0.01) == math.inf
+    assert plan.pass2_share(30.0, 100.0, 3) == 30.0 * plan.PASS2_MARGIN
+    assert plan.pass2_share(30.0, 20.0, 4) == 5.0  # it cannot finish, nor can those after it: even shares
+    assert plan.pass2_share(math.inf, 90.0, 3) == 30.0
     # a row nearly there needs less than a block: it gets its next block, where that fits
-    assert runner._pass2_share(0.5, 20.0, 4, block=2.0) == 2.0
-    assert runner._pass2_share(0.5, 1.5, 4, block=2.0) == 1.5 / 4
-    runner.worst_precision = lambda states: math.inf
-    assert runner._time_to_goal(A, st) == math.inf
+    assert plan.pass2_share(0.5, 20.0, 4, block=2.0) == 2.0
+    assert plan.pass2_share(0.5, 1.5, 4, block=2.0) == 1.5 / 4
+
+
+def test_sizing_shares_one_count_and_evens_out_each_process():
+    """plan.sizes, as a pure function: the baseline's count is shared;
+    halved while the slowest target's sample would pass 4 x --min-time-ms
+    (but not below 1/8 of the baseline's own); each group of alike targets
+    runs samples per process that cost what the baseline's do."""
+    cfg = RunConfig(min_time_ms=10, samples_per_process=3, warmup=1)
+    # 1000 iterations of 10 us: 10 ms; a target 78 times slower would run 780 ms samples
+    shared, per = plan.sizes("local", {"local": (1000, 10_000.0), "uml": (13, 780_000.0)}, cfg)
+    assert shared == 125  # halved 3 times: local's sample 1.25 ms, 1/8 of its own; 125 is odd
+    assert per["local"] == (24, 8)  # 8 x shorter samples: 8 x as many (the most it takes)
+    assert per["uml"] == (1, 1)  # 97.5 ms samples: one, after one warmup
+    # twins apart by 1.4 run alike, as the baseline
+    shared, per = plan.sizes("a", {"a": (1000, 10_000.0), "b": (1000, 14_000.0)}, cfg)
+    assert shared == 1000 and per["a"] == per["b"] == (3, 1)
+    # a time per iteration unknown (a throughput row): no sizing, --samples everywhere
+    assert plan.sizes("a", {"a": (1000, None), "b": (800, None)}, cfg) == (1000, {})
+    assert plan.alike({"x": 1.0, "y": 1.9, "z": 3.7, "w": 8.0}) == [["x", "y", "z"], ["w"]]
+    assert plan.per_process(1 / 100, cfg) == (24, 8)  # at most 8 x: samples 100 times shorter
+    assert plan.per_process(float("nan"), cfg) == (3, 1)
 
 
 def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeypatch):
@@ -340,13 +358,13 @@ def test_twins_away_from_the_baseline_run_alike(db):
     assert got["fake:scale=1.5"] == got["fake:scale=2.2"] == got["fake"] == {("1000", "8", "1")}
 
 
-def test_pass_two_gives_a_row_nearly_there_its_next_block(db):
+def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
     """A row whose estimated need is a fraction of a block still gets one
     block in pass 2 (funded with its need alone, the block would end past
     that share and was not begun)."""
     clock = Steps(0.0)
     runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
-    runner._time_to_goal = lambda job, sts: 0.1  # nearly there
+    monkeypatch.setattr(plan, "time_to_goal", lambda spent, worst, goal: 0.1)  # nearly there
     runner.run()
     # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; pass 2 runs one
     assert sorted({s.block for s in store.load("r").samples if not s.counting}) == [0, 1, 2]
@@ -383,7 +401,7 @@ def test_a_process_still_running_at_budget_plus_grace_is_stopped(db):
 
 def test_the_budget_needed_for_two_blocks_is_said_before_starting():
     from vmtax import suite
-    from vmtax.runner import budget_shortfall
+    from vmtax.plan import budget_shortfall
     cfg = RunConfig(max_time=300, tool_seconds=2)
     apps = [s for s in suite.select(["apps"], None)]
     line = budget_shortfall(apps, 4, cfg)

@@ -24,7 +24,8 @@ from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report import watch as watch_report
 from .report.units import parse_duration, parse_precision
-from .runner import RunConfig, budget_shortfall, run_session
+from .plan import RunConfig, budget_shortfall
+from .runner import run_session
 from .store import Store, default_db_path, redact
 from .suite import workloads
 from . import inventory as inventories

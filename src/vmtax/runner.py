@@ -23,7 +23,6 @@ run gives a sample of each of its figures (`<workload>.<metric>` rows, a
 from __future__ import annotations
 
 import itertools
-import math
 import queue
 import random
 import resource
@@ -33,9 +32,9 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
-from . import analysis, stats
+from . import analysis, plan, stats
 from .agent import agent_hash
-from .core import (CALIBRATION_SAMPLES, AgentRead, BudgetSpent, Job, agent_argv, calibrate, free_port, grace_s,
+from .core import (AgentRead, BudgetSpent, Job, agent_argv, calibrate, free_port, grace_s,
                    jobs_of, read_agent, recorded, tool_samples)
 from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
@@ -43,27 +42,12 @@ from .hostprobe import switches, syscall_tracepoint, ticks
 from .metrics import WORK
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import start_peer
+from .plan import RunConfig
 from .proc import ChildFailed, kill_group
-from .report.units import fmt_duration
 from .store import Store
 from .suite import workloads
 from .suite.workloads import ParseError
 from .targets.base import Target
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    precision: float = 0.01          # CI half-width as a fraction of the estimate
-    max_time: float = 360.0          # seconds for the whole run
-    samples_per_process: int = 3     # per fresh process (pyperf: 3); the process is the unit
-    warmup: int = 1                  # samples discarded at the start of each process
-    min_time_ms: int = 10            # calibration goal for one sample
-    min_processes: int = 10          # before stopping on precision (a steadier spread estimate)
-    cpu: int | None = None           # run every target on this host CPU (None: unpinned)
-    parallel: int = 1                # concurrent instances (seed 000 ran 16)
-    agent_timeout: float = 300.0
-    seed: int = 0                    # the random block order (recorded, so a run can be replayed)
-    tool_seconds: int = workloads.SECONDS  # how long one run of a time-based workload tool lasts
 
 
 @dataclass
@@ -95,44 +79,6 @@ class TargetState:
 
     def summary(self):
         return stats.summarize(self.values, groups=[s.process for s in self.samples_taken])
-
-
-def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
-    """Seconds a job's first block takes at the least: on every target, an
-    agent row's calibration process and one timed process (their samples'
-    --min-time-ms alone), a workload's warmup run and one run (a tool run
-    for --tool-seconds when its script takes the duration)."""
-    if job.workload is not None:
-        per_run = cfg.tool_seconds if "$2" in job.workload.script else 0.1
-        return targets * 2 * per_run
-    batches = (1 + CALIBRATION_SAMPLES) + (cfg.warmup + cfg.samples_per_process)
-    return targets * batches * cfg.min_time_ms / 1000
-
-
-def two_blocks_floor(jobs: list[Job], targets: int, cfg: RunConfig) -> float:
-    """Seconds two blocks of every row take at the least (the first with
-    its calibration or warmup runs): what a budget must buy for every row to
-    have a ratio at all."""
-    total = 0.0
-    for job in jobs:
-        first = first_block_floor(job, targets, cfg)
-        total += first + (first / 2 if job.workload is not None else
-                          targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000)
-    return total
-
-
-def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> str:
-    """One line when --max-time cannot buy two blocks of every row (the
-    fewest with a ratio and a spread), with the budget that would; ''."""
-    jobs = [j for j in jobs_of(specs) if not (j.workload and j.workload.missing())]
-    need = two_blocks_floor(jobs, targets, cfg)
-    if need <= cfg.max_time * Runner.FIRST_PASS:
-        return ""
-    enough = math.ceil(need / Runner.FIRST_PASS / 60) * 60
-    return (f"a budget of {fmt_duration(cfg.max_time)} cannot buy two blocks of every row: on {targets} "
-            f"target{'s' if targets > 1 else ''} they need at least {fmt_duration(need)} (slow targets take "
-            f"longer), more than the first pass's {Runner.FIRST_PASS:.0%} of the budget; a row the budget does "
-            f"not reach is not begun and ends 'budget' -- give --max-time {fmt_duration(enough)}, or fewer rows")
 
 
 class Progress(Protocol):
@@ -224,9 +170,7 @@ class Runner:
         # summed without a lock, as a workload's targets run one at a time (_in_turn, together=False)
 
     # -- the main loop ------------------------------------------------------------
-    FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
     COUNT_EVERY = 4   # a counting process per target every this many blocks (metrics.py)
-    CATCH_UP = 0.8    # pass 2 brings slow rows to --min-processes within this share of the budget
 
     def run(self) -> str:
         """Measure every benchmark; returns 'complete' or 'interrupted'.
@@ -256,14 +200,14 @@ class Runner:
             for index, job in enumerate(self.jobs):
                 current = job
                 left = len(self.jobs) - index
-                pass1_left = self.cfg.max_time * self.FIRST_PASS - (self.clock() - t0)
+                pass1_left = self.cfg.max_time * plan.FIRST_PASS - (self.clock() - t0)
                 share = max(0.0, pass1_left / left)
                 outcome = self._timed(index, job, states[index], share)
                 if outcome is None:
                     pending.append(index)
             for k, index in enumerate(pending):  # first, every row gets an interval at all
                 job = current = self.jobs[index]
-                left = max(0.0, self.cfg.max_time * self.CATCH_UP - (self.clock() - t0))
+                left = max(0.0, self.cfg.max_time * plan.CATCH_UP - (self.clock() - t0))
                 self._measure(index, job, states[index], self.clock() + left / (len(pending) - k),
                               until_enough=True)
             need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
@@ -271,7 +215,7 @@ class Runner:
             for k, index in enumerate(pending):
                 job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time - (self.clock() - t0))
-                self._timed(index, job, states[index], self._pass2_share(
+                self._timed(index, job, states[index], plan.pass2_share(
                     need[index], left, len(pending) - k, self._next_block_s(job)), final=True)
         except KeyboardInterrupt:
             self._close(([current] if current else []) + [self.jobs[i] for i in pending], by_spec, "interrupted")
@@ -293,30 +237,9 @@ class Runner:
                                            st.reason if st.done else reason)
                     self._recorded.add((target, name))
 
-    PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
-
-    def _pass2_share(self, need: float, left: float, rows_left: int, block: float = 0.0) -> float:
-        """Pass 2 funds rows cheapest first, each with what it should need
-        to reach the precision, and at least its next block (block, in
-        seconds: a row nearly there needs less than one, and no block is
-        begun that would end past the share), so the budget buys as many
-        precise rows as it can; what a row does not use goes to the next.
-        A row that would need more than is left, or whose need is unknown,
-        gets an even share of what is left: the rows after it need as much
-        or more, so none can reach the goal, and an even split narrows them
-        all (on a noisy host, funding the first row with everything left
-        every other row at its pass-1 width)."""
-        if math.isfinite(need) and max(need * self.PASS2_MARGIN, block) <= left:
-            return max(need * self.PASS2_MARGIN, block)
-        return left / rows_left
-
     def _time_to_goal(self, job: Job, sts: list[dict[str, TargetState]]) -> float:
-        """Seconds more this benchmark would need to reach the precision at
-        the rate it has narrowed so far (the interval shrinks as 1/sqrt(time))."""
-        w = self._worst(sts)
-        if not math.isfinite(w):
-            return float("inf")
-        return self._spent.get(job.name, 0.0) * max(0.0, (w / self.cfg.precision) ** 2 - 1)
+        """Seconds more this benchmark would need to reach the precision (plan.time_to_goal)."""
+        return plan.time_to_goal(self._spent.get(job.name, 0.0), self._worst(sts), self.cfg.precision)
 
     def _worst(self, sts: list[dict[str, TargetState]]) -> float:
         """The widest interval over a job's figures: what decides its stop."""
@@ -402,7 +325,7 @@ class Runner:
     def _fits_first(self, job: Job, states: dict[str, TargetState]) -> bool:
         """Whether a row's first block can end by the budget plus its grace;
         if not, the row is not begun and its targets say why."""
-        need = first_block_floor(job, sum(1 for st in states.values() if st.done is None), self.cfg)
+        need = plan.first_block_floor(job, sum(1 for st in states.values() if st.done is None), self.cfg)
         left = self._hard_end - self.clock()
         if need <= left:
             return True
@@ -518,11 +441,6 @@ class Runner:
                           warmup=st.warmup if st.warmup is not None else c.warmup, min_time_ms=c.min_time_ms,
                           iters=iters, parallel=c.parallel)
 
-    SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
-    FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
-    MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
-    SCALE_BEYOND = 2    # targets within this factor of one another (chained) run alike
-
     def _calibrate(self, spec: BenchSpec, states: dict[str, TargetState]) -> None:
         """One process on each target finds the iteration count that makes
         its sample last --min-time-ms; every target's timed processes then
@@ -532,22 +450,8 @@ class Runner:
         of their own, A/A pairs differed by up to 46%:
         results/validity-own-calibration.md).  Each target's own count is
         kept for its counted batches.  These processes' samples are not
-        kept: they ran outside any block.
-
-        At the baseline's count a target 78 times slower (UML's getppid)
-        would run samples of nearly a second, and a process of four of them
-        would cost more than a whole block of the others.  So the shared
-        count is halved while the slowest target's sample would last more
-        than SLOWEST_SAMPLE x --min-time-ms, as long as the baseline's stays
-        above 1/FASTEST_SHARE of it (tenfold shorter samples widened the
-        baseline's interval tenfold: too few per process).  Then each
-        target's timed samples per process are set so that they last about
-        what --samples samples of the baseline's own count do (at least one,
-        at most MAX_SAMPLES x --samples), its warmup samples likewise: a
-        slow target runs one long sample, the baseline many short ones,
-        and every process costs about the same.  Targets whose operations
-        take about the same time (_alike) run alike: the baseline's twins
-        exactly as the baseline, other groups by their mean time."""
+        kept: they ran outside any block.  The shared count and each
+        target's samples per process: plan.sizes."""
         found = {}
         for target in self.targets:
             st = states[target.name]
@@ -558,45 +462,11 @@ class Runner:
         first = next((t.name for t in self.targets if found.get(t.name, (None, None))[0] is not None), None)
         if first is None:
             return
-        shared, base_ns = found[first]
-        per_iter = {name: ns for name, (n, ns) in found.items() if n is not None}  # every target calibrated
-        c = self.cfg
-        goal_ns = c.min_time_ms * 1e6
-        if goal_ns > 0 and all(per_iter.values()):  # scaled only where every time per iteration is known
-            nominal = shared * base_ns  # the baseline's sample at its own count, in ns
-            while (shared % 2 == 0 and shared * max(per_iter.values()) > self.SLOWEST_SAMPLE * goal_ns
-                   and shared // 2 * base_ns >= goal_ns / self.FASTEST_SHARE):
-                shared //= 2
-            for group in self._alike(per_iter):
-                # one (samples, warmup) per group of alike targets: the baseline's, or their mean's
-                ns = base_ns if first in group else stats.geomean([per_iter[n] for n in group])
-                for name in group:
-                    states[name].samples, states[name].warmup = self._per_process(shared * ns / nominal)
+        shared, per = plan.sizes(first, found, self.cfg)
+        for name, (samples, warmup) in per.items():
+            states[name].samples, states[name].warmup = samples, warmup
         for st in states.values():
             st.iters = shared
-
-    def _alike(self, per_iter: dict[str, float]) -> list[list[str]]:
-        """Targets grouped by time per iteration: sorted, a target within
-        SCALE_BEYOND times the one before it joins its group.  Twins (an A/A
-        pair, two guests alike) are always in one group, wherever they lie:
-        one of them can calibrate 1.4 times slower than the other on a noisy
-        host, and they must still run alike."""
-        groups: list[list[str]] = []
-        last = None
-        for name in sorted(per_iter, key=per_iter.get):
-            if last is None or per_iter[name] >= self.SCALE_BEYOND * last:
-                groups.append([])
-            groups[-1].append(name)
-            last = per_iter[name]
-        return groups
-
-    def _per_process(self, r: float) -> tuple[int, int]:
-        """(timed samples, warmup samples) per process for samples r times
-        as long as the baseline's at its own count."""
-        c = self.cfg
-        r = min(max(r, 1e-9), 1e9) if math.isfinite(r) else 1.0  # both counts saturate long before
-        return (min(c.samples_per_process * self.MAX_SAMPLES, max(1, int(c.samples_per_process / r + 0.5))),
-                c.warmup * min(self.MAX_SAMPLES, max(1, int(1 / r + 0.5))))
 
     def _calibrate_on(self, target: Target, spec: BenchSpec,
                       st: TargetState) -> tuple[int | None, float | None]:

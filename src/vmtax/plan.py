@@ -1,0 +1,179 @@
+"""The runner's planner: how a run spends its budget and sizes its
+processes, as pure functions of figures (no clock, no process, no store),
+so that each rule is tested as it is written.  The runner (runner.py) calls
+them with what it has measured; its live judgement of precision reads the
+samples with the analysis functions `show` uses (analysis.block_means).
+
+- a run's configuration (RunConfig) and the floors of what a budget must
+  buy (first_block_floor, two_blocks_floor, budget_shortfall);
+- the passes: pass 1 gives every row an equal share of FIRST_PASS of the
+  budget; pass 2 brings rows short of --min-processes up to it within
+  CATCH_UP of it, then funds the rest cheapest first (time_to_goal,
+  pass2_share);
+- sizing after calibration (sizes): one shared iteration count, halved for
+  a very slow target, and samples per process so that every target's
+  process costs about the baseline's (alike, per_process)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import stats
+from .core import CALIBRATION_SAMPLES, Job, jobs_of
+from .model import BenchSpec
+from .report.units import fmt_duration
+from .suite import workloads
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    precision: float = 0.01          # CI half-width as a fraction of the estimate
+    max_time: float = 360.0          # seconds for the whole run
+    samples_per_process: int = 3     # per fresh process (pyperf: 3); the process is the unit
+    warmup: int = 1                  # samples discarded at the start of each process
+    min_time_ms: int = 10            # calibration goal for one sample
+    min_processes: int = 10          # before stopping on precision (a steadier spread estimate)
+    cpu: int | None = None           # run every target on this host CPU (None: unpinned)
+    parallel: int = 1                # concurrent instances (seed 000 ran 16)
+    agent_timeout: float = 300.0
+    seed: int = 0                    # the random block order (recorded, so a run can be replayed)
+    tool_seconds: int = workloads.SECONDS  # how long one run of a time-based workload tool lasts
+
+
+FIRST_PASS = 0.6    # share of the budget for the first pass over every benchmark
+CATCH_UP = 0.8      # pass 2 brings slow rows to --min-processes within this share of the budget
+PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
+SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
+FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
+MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
+SCALE_BEYOND = 2    # targets within this factor of one another (chained) run alike
+
+
+# -- what a budget must buy ------------------------------------------------------------
+def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
+    """Seconds a job's first block takes at the least: on every target, an
+    agent row's calibration process and one timed process (their samples'
+    --min-time-ms alone), a workload's warmup run and one run (a tool run
+    for --tool-seconds when its script takes the duration)."""
+    if job.workload is not None:
+        per_run = cfg.tool_seconds if "$2" in job.workload.script else 0.1
+        return targets * 2 * per_run
+    batches = (1 + CALIBRATION_SAMPLES) + (cfg.warmup + cfg.samples_per_process)
+    return targets * batches * cfg.min_time_ms / 1000
+
+
+def two_blocks_floor(jobs: list[Job], targets: int, cfg: RunConfig) -> float:
+    """Seconds two blocks of every row take at the least (the first with
+    its calibration or warmup runs): what a budget must buy for every row to
+    have a ratio at all."""
+    total = 0.0
+    for job in jobs:
+        first = first_block_floor(job, targets, cfg)
+        total += first + (first / 2 if job.workload is not None else
+                          targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000)
+    return total
+
+
+def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> str:
+    """One line when --max-time cannot buy two blocks of every row (the
+    fewest with a ratio and a spread), with the budget that would; ''."""
+    jobs = [j for j in jobs_of(specs) if not (j.workload and j.workload.missing())]
+    need = two_blocks_floor(jobs, targets, cfg)
+    if need <= cfg.max_time * FIRST_PASS:
+        return ""
+    enough = math.ceil(need / FIRST_PASS / 60) * 60
+    return (f"a budget of {fmt_duration(cfg.max_time)} cannot buy two blocks of every row: on {targets} "
+            f"target{'s' if targets > 1 else ''} they need at least {fmt_duration(need)} (slow targets take "
+            f"longer), more than the first pass's {FIRST_PASS:.0%} of the budget; a row the budget does "
+            f"not reach is not begun and ends 'budget' -- give --max-time {fmt_duration(enough)}, or fewer rows")
+
+
+# -- pass 2 ----------------------------------------------------------------------------
+def time_to_goal(spent: float, worst: float, goal: float) -> float:
+    """Seconds more a row would need to reach the precision `goal`, having
+    spent `spent` seconds to reach `worst`, at the rate it has narrowed so
+    far (the interval shrinks as 1/sqrt(time)); inf while unknown."""
+    if not math.isfinite(worst):
+        return float("inf")
+    return spent * max(0.0, (worst / goal) ** 2 - 1)
+
+
+def pass2_share(need: float, left: float, rows_left: int, block: float = 0.0) -> float:
+    """Pass 2 funds rows cheapest first, each with what it should need
+    to reach the precision, and at least its next block (block, in
+    seconds: a row nearly there needs less than one, and no block is
+    begun that would end past the share), so the budget buys as many
+    precise rows as it can; what a row does not use goes to the next.
+    A row that would need more than is left, or whose need is unknown,
+    gets an even share of what is left: the rows after it need as much
+    or more, so none can reach the goal, and an even split narrows them
+    all (on a noisy host, funding the first row with everything left
+    every other row at its pass-1 width)."""
+    if math.isfinite(need) and max(need * PASS2_MARGIN, block) <= left:
+        return max(need * PASS2_MARGIN, block)
+    return left / rows_left
+
+
+# -- sizing after calibration -------------------------------------------------------------
+def alike(per_iter: dict[str, float]) -> list[list[str]]:
+    """Targets grouped by time per iteration: sorted, a target within
+    SCALE_BEYOND times the one before it joins its group.  Twins (an A/A
+    pair, two guests alike) are always in one group, wherever they lie:
+    one of them can calibrate 1.4 times slower than the other on a noisy
+    host, and they must still run alike."""
+    groups: list[list[str]] = []
+    last = None
+    for name in sorted(per_iter, key=per_iter.get):
+        if last is None or per_iter[name] >= SCALE_BEYOND * last:
+            groups.append([])
+        groups[-1].append(name)
+        last = per_iter[name]
+    return groups
+
+
+def per_process(r: float, cfg: RunConfig) -> tuple[int, int]:
+    """(timed samples, warmup samples) per process for samples r times
+    as long as the baseline's at its own count."""
+    r = min(max(r, 1e-9), 1e9) if math.isfinite(r) else 1.0  # both counts saturate long before
+    return (min(cfg.samples_per_process * MAX_SAMPLES, max(1, int(cfg.samples_per_process / r + 0.5))),
+            cfg.warmup * min(MAX_SAMPLES, max(1, int(1 / r + 0.5))))
+
+
+def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
+          cfg: RunConfig) -> tuple[int, dict[str, tuple[int, int]]]:
+    """From each target's calibration (found: name -> (its count, ns one
+    iteration took), None where unknown) and the target whose count is
+    shared (first: the baseline's where it calibrated), the shared count
+    and each target's (timed samples, warmup samples) per process; {} for
+    the latter where a time per iteration is unknown (then every target
+    runs --samples and --warmup).
+
+    At the baseline's count a target 78 times slower (UML's getppid) would
+    run samples of nearly a second, and a process of four of them would
+    cost more than a whole block of the others.  So the shared count is
+    halved while the slowest target's sample would last more than
+    SLOWEST_SAMPLE x --min-time-ms, as long as the baseline's stays above
+    1/FASTEST_SHARE of it (tenfold shorter samples widened the baseline's
+    interval tenfold: too few per process).  Then each target's timed
+    samples per process are set so that they last about what --samples
+    samples of the baseline's own count do (at least one, at most
+    MAX_SAMPLES x --samples), its warmup samples likewise: a slow target
+    runs one long sample, the baseline many short ones, and every process
+    costs about the same.  Targets whose operations take about the same
+    time (alike) run alike: the baseline's twins exactly as the baseline,
+    other groups by their mean time."""
+    shared, base_ns = found[first]
+    per_iter = {name: ns for name, (n, ns) in found.items() if n is not None}  # every target calibrated
+    goal_ns = cfg.min_time_ms * 1e6
+    out: dict[str, tuple[int, int]] = {}
+    if goal_ns > 0 and all(per_iter.values()):  # scaled only where every time per iteration is known
+        nominal = shared * base_ns  # the baseline's sample at its own count, in ns
+        while (shared % 2 == 0 and shared * max(per_iter.values()) > SLOWEST_SAMPLE * goal_ns
+               and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE):
+            shared //= 2
+        for group in alike(per_iter):
+            # one (samples, warmup) per group of alike targets: the baseline's, or their mean's
+            ns = base_ns if first in group else stats.geomean([per_iter[n] for n in group])
+            for name in group:
+                out[name] = per_process(shared * ns / nominal, cfg)
+    return shared, out
