@@ -113,7 +113,7 @@ class AgentRead:
 
 
 def read_agent(target, lines: Iterable[str], spec: BenchSpec, take: Callable[[dict, float], None],
-               probe=None, when: Callable[[], float] = time.time) -> AgentRead:
+               probe=None, when: Callable[[], float] = time.time, into: AgentRead | None = None) -> AgentRead:
     """Every line of one agent process on `target` (agent.events checks
     them): take(fields, t) for each sample as it comes, t when it arrived
     (when()).  A counted batch's sample carries what it cost the host per
@@ -121,9 +121,10 @@ def read_agent(target, lines: Iterable[str], spec: BenchSpec, take: Callable[[di
     agent's own, mirrored under the host's names (mirror_host); another
     target's are read by its host probe (given: enabled when the agent says
     it is counting, read at each counted sample).  AgentError for anything
-    a real agent would not say; the caller decides what a process that did
-    not finish means."""
-    got = AgentRead()
+    a real agent would not say (what was read before it is in `into`,
+    where given); the caller decides what a process that did not finish
+    means."""
+    got = into if into is not None else AgentRead()
     mark = None  # the probe's reading when the counted batch began
     try:
         for ev in events(lines, spec):

@@ -502,7 +502,7 @@ class Runner:
         try:
             lines = target.run_agent(self.agent_args(target, spec, st, counting),
                                      timeout=self._timeout(self.cfg.agent_timeout))
-            got = read_agent(target, lines, spec, take, target.host_probe if counting else None)
+            read_agent(target, lines, spec, take, target.host_probe if counting else None, into=got)
             if got.skipped:
                 st.done, st.reason = "skipped", got.skipped
             elif st.iters is None:
