@@ -61,6 +61,10 @@ def against(args) -> int:
     order = []
     for n in range(1, args.rounds + 1):
         pair = ("old", "new") if n % 2 else ("new", "old")
+        if n < args.first:
+            order.append((n, pair[0]))
+            order.append((n, pair[1]))
+            continue
         for tag in pair:
             order.append((n, tag))
             if args.reuse:
@@ -153,6 +157,8 @@ def main() -> int:
     ap.add_argument("--bench", nargs="+")
     ap.add_argument("--reuse", action="store_true", help="re-analyse the stored rounds only")
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
+    ap.add_argument("--first", type=int, default=1, metavar="N",
+                    help="with --against: run rounds N..--rounds only, and analyse 1..--rounds (more rounds later)")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     if args.against:
