@@ -22,6 +22,16 @@ sign-flip test and interval (stats.compare_paired):
          not know it lost
   norm   each process mean divided by its own reference (beta = 1): the
          operation assumed to slow exactly as the reference does
+  same   the pooled beta with the reference ratio's expectation taken as 1,
+         not estimated: true only where both sides run the reference alike
+         (two builds of one hypervisor, an A/A pair), never across kinds
+         (TCG taxes the loop, a container does not)
+
+A control variate narrows an estimate only where the control's expectation
+is known: estimated from the same blocks (cv, pooled, norm centre on the
+mean), the adjustment gives back the plain mean, and the narrower interval
+it shows is the error of that mean left out -- the A/A rows say whether it
+holds its error rate.
 
 and reports, per method, the median 95% CI half-width of the ratios, the
 A/A rows flagged (every one a false alarm) and the 3% rows flagged above 1
@@ -51,7 +61,7 @@ from vmtax.analysis import block_means  # noqa: E402
 from vmtax.model import Sample  # noqa: E402
 from vmtax.store import Store  # noqa: E402
 
-METHODS = ("plain", "cv", "pooled", "norm")
+METHODS = ("plain", "cv", "pooled", "norm", "same")
 ALPHA = 0.05
 
 
@@ -76,6 +86,8 @@ def adjusted(c: np.ndarray, b: np.ndarray, rc: np.ndarray, rb: np.ndarray, metho
     if method == "plain":
         return c
     x = np.log(rc) - np.log(rb)
+    if method == "same":
+        return c * np.exp(-pooled * x)
     beta = {"norm": 1.0, "pooled": pooled}.get(method)
     if beta is None:
         beta = own_beta(np.log(c) - np.log(b), x)
@@ -148,10 +160,12 @@ def main() -> int:
         f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/reference.py {args.db} "
         f"{' '.join(args.runs)}` over {len(runs)} stored run(s) ({', '.join(f'`{r}`' for r in runs)}) on "
         f"{env.get('cpu_model')}, {env.get('cpus_online')} CPUs, kernel {env.get('kernel')}.", "",
-        "Each row re-analysed three ways on the same block-paired process means, with vmtax's sign-flip "
+        "Each row re-analysed on the same block-paired process means, with vmtax's sign-flip "
         "test and interval: `plain` (what vmtax reports), `cv` (the block log ratio less beta times its "
-        "log reference ratio's distance from their mean, beta by least squares per row), `norm` (each "
-        "process mean divided by its own reference).", "",
+        "log reference ratio's distance from their mean, beta by least squares per row), `pooled` (one "
+        "beta per run and candidate), `norm` (each process mean divided by its own reference), `same` "
+        "(the pooled beta, the reference ratio's expectation taken as 1: both sides one kind of target).",
+        "",
         "| pair | rows | median corr(log ratio, log ref ratio) | method | median 95% CI half-width | flagged |",
         "|---|---:|---:|---|---:|---:|"]
     for label, what in (("aa", "A/A (every flag false)"), ("slow", "3% slower (goal: every row)")):
