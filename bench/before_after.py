@@ -100,7 +100,7 @@ def main() -> int:
              f"{args.old} --new {args.new}` ({args.rounds} rounds; the old checkout at "
              f"{git_head(args.old)}, the new at {git_head(args.new)}). Variants:", "",
              f"- before: the old commit's package, `vmtax {' '.join(ALL)}`",
-             f"- same: today's vmtax, the same command",
+             "- same: today's vmtax, the same command",
              f"- demo: today's `make demo`, `vmtax {' '.join(DEMO)}`", "",
              "| round | started | variant | exit | wall | ratios | median 95% CI half-width | within ±1% | within ±2% |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]

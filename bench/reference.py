@@ -7,7 +7,7 @@ and after it (`ref_ns`, stored as samples.ref_before/ref_after): the host's
 state the sample was taken in, as the target's own CPU saw it.  This script
 re-analyses stored compare runs (by default the A/A-and-3% rounds of
 bench/validity.py: `local`, `local:label=aa`, `local:inject=3,label=slow`)
-three ways, on the same block-paired process means, with the same
+five ways, on the same block-paired process means, with the same
 sign-flip test and interval (stats.compare_paired):
 
   plain  what vmtax reports: the candidate's and the baseline's process
@@ -170,6 +170,8 @@ def main() -> int:
         "|---|---:|---:|---|---:|---:|"]
     for label, what in (("aa", "A/A (every flag false)"), ("slow", "3% slower (goal: every row)")):
         s = by[label]
+        if not s["rows"]:
+            continue  # no candidate labelled so in these runs
         for m in METHODS:
             half = f"±{s[m]['median_half'] * 100:.2f}%" if s[m]["median_half"] is not None else "-"
             lines.append(f"| {what} | {s['rows']} | {s['median_corr']:+.2f} | {m} | {half} | "

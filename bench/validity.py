@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -53,8 +52,9 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
 def against(args) -> int:
     """Old and new package, round after round (ABBA), and the two analyses side by side."""
     old = Path(args.against).resolve()
-    envs = {"old": {**os.environ, "PYTHONPATH": str(old / "src")},
-            "new": {**os.environ, "PYTHONPATH": str(REPO / "src")}}
+    mine = {k: v for k, v in os.environ.items() if k != "VMTAX_AGENT"}  # each package finds its own agent
+    envs = {"old": {**mine, "PYTHONPATH": str(old / "src")},
+            "new": {**mine, "PYTHONPATH": str(REPO / "src")}}
     rev = {k: subprocess.run(["git", "-C", str(d), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True).stdout.strip() for k, d in (("old", old), ("new", REPO))}
     t0 = time.time()
@@ -84,9 +84,9 @@ def against(args) -> int:
         halfs = [c["ratio_ci_high"] / c["ratio"] - 1 for d in docs[tag] for c in d["comparisons"]
                  if c.get("ratio") and c.get("ratio_ci_high")]
         summary[tag]["median_half_width"] = statistics.median(halfs) if halfs else None
+        median = f"±{statistics.median(halfs) * 100:.2f}%" if halfs else "none (no ratio has an interval)"
         parts += [f"## {tag}: {rev[tag]} ({'the older checkout' if tag == 'old' else 'this checkout'})", "",
-                  f"Median ratio 95% CI upper half-width: ±{statistics.median(halfs) * 100:.2f}% "
-                  f"({len(halfs)} ratios).", "", table, "",
+                  f"Median ratio 95% CI upper half-width: {median} ({len(halfs)} ratios).", "", table, "",
                   "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs[tag]) + ".", ""]
     env = docs["new"][0]["environment"]
     text = "\n".join([
@@ -160,6 +160,8 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=1, metavar="N",
                     help="with --against: run rounds N..--rounds only, and analyse 1..--rounds (more rounds later)")
     args = ap.parse_args()
+    if args.first != 1 and not args.against:
+        ap.error("--first goes with --against")
     OUT.mkdir(exist_ok=True)
     if args.against:
         return against(args)

@@ -86,12 +86,14 @@ def leftovers(marker: str, defunct: bool = False) -> list[str]:
             if "pgrep" not in line and (defunct or "defunct" not in line)]
 
 
-def left_behind(pid: int) -> list[str]:
+def left_behind(pid: int, files: bool = True) -> list[str]:
     """Everything the vmtax controller pid made on this machine that is
     still here: processes of its guests, UML kernels and containers (their
     work directory vmtax-KIND-PID-... on their command line or as their
-    cwd; zombies aside), its guests' image directories and the loop
-    devices over them, and its containers (podman names vmtax-PID-...)."""
+    cwd; zombies aside), its containers (podman names vmtax-PID-...), and
+    (files) its guests' image directories and the loop devices over them
+    (a controller killed with SIGKILL leaves its directories on purpose:
+    the next run sweeps them -- files=False asks for the rest)."""
     marks = [f"vmtax-{kind}-{pid}-" for kind in ("qemu", "uml", "container")]
     out = []
     for entry in os.listdir("/proc"):
@@ -105,9 +107,9 @@ def left_behind(pid: int) -> list[str]:
             continue
         if state != "Z" and any(m in cmd + " " + cwd for m in marks):
             out.append(f"{entry} {cmd[:100]}")
-    if os.path.isdir(devices.IMAGE_PARENT):
+    if files and os.path.isdir(devices.IMAGE_PARENT):
         out += [d for d in os.listdir(devices.IMAGE_PARENT) if any(d.startswith(m) for m in marks)]
-    for dev in os.listdir("/sys/block"):
+    for dev in os.listdir("/sys/block") if files else ():
         try:
             with open(f"/sys/block/{dev}/loop/backing_file") as f:
                 backing = f.read()
@@ -150,7 +152,8 @@ def new_run(store, targets: list, specs: list, kind: str = "compare", run_id: st
 def run_fake(db, targets: list, specs: list, clock=None, kind: str = "run", **cfg):
     """One Runner over (fake) targets into the SQLite file db, on a clock of
     steps unless given one: (status, the stored run)."""
-    from vmtax.runner import RunConfig, Runner
+    from vmtax.plan import RunConfig
+    from vmtax.runner import Runner
     from vmtax.store import Store
     store = Store(db)
     targets = new_run(store, targets, specs, kind)

@@ -23,7 +23,7 @@ A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 B = BenchSpec("segv", "kernel", "ns", "lower", "d")
 
 
-def Steps():
+def steps():
     """A clock of fixed steps: no real time decides anything."""
     return _Steps(0.001)
 
@@ -58,7 +58,7 @@ def test_a_fixed_seed_compare_stores_what_it_stored_before(db):
     store.add_benchmarks("r", [A, B])
     # precision reachable: blocks end on precision, never on a clock reading
     status = Runner(RunConfig(precision=0.02, max_time=1e6, min_processes=4, seed=7), [A, B], targets,
-                    store, "r", clock=Steps()).run()
+                    store, "r", clock=steps()).run()
     assert status == "complete"
     store.close()
     got = digest(db, "r")
@@ -106,7 +106,7 @@ def test_compare_and_scale_calibrate_through_one_implementation(db, monkeypatch)
     targets = [Recording("fake a", {}, seen_compare), Recording("fake b", {}, seen_compare)]
     store.new_run("r", "compare", "test", "0", {})
     Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r",
-           clock=Steps()).run()
+           clock=steps()).run()
     cfg = scale.ScaleConfig(instances=(1,), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
     scale.run_scale("fake", lambda i: Recording(f"fake #{i + 1}", {}, seen_scale), cfg,
                     select(None, ["getppid"]), store, "test", lambda text: None)
@@ -132,7 +132,7 @@ def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
     targets = [FakeTarget("fake a", {}), FakeTarget("fake b", {})]
     store.new_run("r", "compare", "test", "0", {})
     Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r",
-           clock=Steps()).run()
+           clock=steps()).run()
     cfg = scale.ScaleConfig(instances=(1,), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
     run_id, status, failure = scale.run_scale("fake", lambda i: FakeTarget(f"fake #{i + 1}", {}), cfg,
                                               select(None, ["getppid"]), store, "test", lambda text: None)

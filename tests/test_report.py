@@ -51,25 +51,30 @@ def test_every_writer_renders_the_one_view(fmt):
     check_golden(f"measurements.{fmt}", WRITERS[fmt](_one_view()[3]))
 
 
-def test_every_writer_lays_out_the_one_header(monkeypatch):
+def test_every_writer_lays_out_the_one_header():
     """A run's header is built once (view.header) and laid out by the
     terminal, Markdown (a run and a scoreboard) and HTML writers: golden."""
     import time
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
     data = run(names=("local", "qemu:accel=tcg"))
     data.host, data.user = "box <1>", "me"
     data.config.update(samples_per_process=3, warmup=1, cpu=1)
     ms, cs = analyse(data)
+    one = run(kind="run", names=("local",))
     section = html.run_section(data, ms, cs)
-    parts = [terminal.run_header(data),
-             "\n".join(markdown.document(run(kind="run", names=("local",)), *analyse(run(kind="run",
-                                                                                      names=("local",)))
-                                          ).splitlines()[:3]),
-             "\n".join(markdown.document(data, ms, cs).splitlines()[:3]),
-             section[:section.index("</p>") + 4]]
-    monkeypatch.delenv("TZ")
+    tz = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"  # the terminal's header is in local time
     time.tzset()
+    try:
+        parts = [terminal.run_header(data),
+                 "\n".join(markdown.document(one, *analyse(one)).splitlines()[:3]),
+                 "\n".join(markdown.document(data, ms, cs).splitlines()[:3]),
+                 section[:section.index("</p>") + 4]]
+    finally:
+        if tz is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = tz
+        time.tzset()
     check_golden("header.txt", "\n--\n".join(parts) + "\n")
 
 

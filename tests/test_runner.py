@@ -364,8 +364,15 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
     that share and was not begun)."""
     clock = Steps(0.0)
     runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
-    monkeypatch.setattr(plan, "time_to_goal", lambda spent, worst, goal: 0.1)  # nearly there
+    asked = []
+
+    def nearly_there(spent, worst, goal):
+        asked.append((spent, worst, goal))
+        return 0.1
+    monkeypatch.setattr(plan, "time_to_goal", nearly_there)
     runner.run()
+    # what the runner asks with: the row's time so far, its width now, the goal
+    assert asked and all(spent > 0 and worst > goal == 1e-6 for spent, worst, goal in asked), asked
     # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; pass 2 runs one
     assert sorted({s.block for s in store.load("r").samples if not s.counting}) == [0, 1, 2]
 

@@ -74,8 +74,8 @@ def agent_argv(target, spec: BenchSpec, *, warmup: int, samples: int | None = No
                min_time_ms: int | None = None, iters: int | None = None, duration_ms: int | None = None,
                count_settle_ms: int | None = None, parallel: int = 1, tracepoint: int | None = None,
                go: bool = False) -> list[str]:
-    """One agent process's arguments on `target`, for every kind of
-    process: `samples` timed samples after `warmup` (a counting process,
+    """One agent process's arguments on `target`, for every process of
+    compare and scale (doctor's short probes build their own): `samples` timed samples after `warmup` (a counting process,
     count_settle_ms given: no timed sample, one batch with counters on),
     batches of --min-time-ms at the agent's own count or of `iters` given
     (then no sample is cut short), tiled for duration_ms (scale's rounds),
@@ -104,7 +104,7 @@ def agent_argv(target, spec: BenchSpec, *, warmup: int, samples: int | None = No
 
 @dataclass
 class AgentRead:
-    """What one agent process said besides its samples."""
+    """What one agent process said, its samples aside (they go to the caller's take())."""
     iters: int | None = None     # the count it calibrated (instance 0's)
     skipped: str = ""            # its reason, where it skipped the benchmark
     finished: bool = False       # it said 'done'

@@ -74,7 +74,8 @@ class TargetState:
         return [s.value for s in self.samples_taken]
 
     def block_means(self) -> dict[int, float]:
-        """Block -> the mean of the process measured in it (analysis.block_means)."""
+        """Block -> the mean of the process measured in it (analysis.block_means:
+        one timed process per target and block, as the runner runs them)."""
         return next(iter(analysis.block_means(self.samples_taken).values()), {})
 
     def summary(self):
@@ -502,11 +503,13 @@ class Runner:
         try:
             lines = target.run_agent(self.agent_args(target, spec, st, counting),
                                      timeout=self._timeout(self.cfg.agent_timeout))
-            read_agent(target, lines, spec, take, target.host_probe if counting else None, into=got)
-            if got.skipped:
-                st.done, st.reason = "skipped", got.skipped
-            elif st.iters is None:
-                st.iters = got.iters
+            try:
+                read_agent(target, lines, spec, take, target.host_probe if counting else None, into=got)
+            finally:  # what the agent said holds even if the process is cut short after it (Ctrl-C, budget)
+                if got.skipped:
+                    st.done, st.reason = "skipped", got.skipped
+                elif st.iters is None:
+                    st.iters = got.iters
             if not got.finished and st.done is None:
                 raise AgentError("the agent stopped without finishing")
         except (AgentError, TargetError, ChildFailed) as e:
