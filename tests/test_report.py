@@ -78,6 +78,20 @@ def test_every_writer_lays_out_the_one_header():
     check_golden("header.txt", "\n--\n".join(parts) + "\n")
 
 
+def test_every_scoreboard_lays_out_the_one_pivot():
+    """The text, Markdown and HTML scoreboards of a compare lay out one
+    pivot of the view (view.pivot): golden, with a candidate's row that
+    failed and a reason to escape."""
+    from vmtax.report import scoreboard
+    data, ms, cs, t = _one_view()
+    lines = view.pivot(t)
+    assert [x.spec.name for x in lines] == [b.name for b in data.benchmarks]
+    assert all([s.target for s in x.sides] == ["qemu:accel=tcg", "uml"] for x in lines)
+    check_golden("scoreboard.txt", "\n=====\n".join([scoreboard.render_text(data, ms, cs),
+                                                     scoreboard.render_markdown(data, ms, cs),
+                                                     html.scoreboard_table(data, ms, cs)]) + "\n")
+
+
 def test_a_column_is_one_entry_in_the_view():
     """A column added to the view shows in the writers it names, and in no
     other, with no edit to any writer."""

@@ -27,19 +27,17 @@ def _ratio_text(c: Comparison) -> str:
 def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     base = data.targets[0].name
     cands = [t.name for t in data.targets[1:]]
-    mby = {(m.target, m.benchmark.name): m for m in ms}
-    cby = {(c.candidate, c.benchmark.name): c for c in cs}
     header = ["suite", "benchmark", "better"]
     for k in cands:
         header += [f"{k} / {base} (95% CI)", f"{k} vs {base}", ""]
     rows = []
-    for spec in data.benchmarks:
-        b = mby.get((base, spec.name))
+    for line in view.pivot(view.measurements(data, ms, cs)):
+        spec, b = line.spec, line.base
         if not b:
             continue
         cells = [td(spec.suite, cls="l"), td(spec.name, cls="l"), td(spec.direction, cls="l")]
-        for k in cands:
-            c, m = cby.get((k, spec.name)), mby.get((k, spec.name))
+        for side in line.sides:
+            c, m = side.c, side.m
             if c and m and m.summary and b.summary:
                 flag = ("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
                 cells += [td(_ratio_text(c), c.ratio),

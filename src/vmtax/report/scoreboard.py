@@ -78,19 +78,16 @@ def _pct(f: float) -> str:
 
 
 def _rows(data: RunData, ms: list[Measurement], cs: list[Comparison], notes: Notes):
-    """Yields (direction, suite, benchmark name, [cells per candidate])."""
-    base = data.targets[0].name
-    cands = [t.name for t in data.targets[1:]]
-    mby = {(m.target, m.benchmark.name): m for m in ms}
-    cby = {(c.candidate, c.benchmark.name): c for c in cs}
+    """Yields (direction, suite, benchmark name, [cells per candidate]):
+    the view's pivot (view.pivot), throughput rows first."""
+    lines = view.pivot(view.measurements(data, ms, cs))
     goal = data.config.get("precision")
     for direction in ("higher", "lower"):
-        for spec in [b for b in data.benchmarks if b.direction == direction]:
-            cells = [_cell(cby.get((k, spec.name)), mby.get((base, spec.name)), mby.get((k, spec.name)),
-                           goal, notes) for k in cands]
+        for line in [x for x in lines if x.spec.direction == direction]:
+            cells = [_cell(side.c, line.base, side.m, goal, notes) for side in line.sides]
             if all(c == ["-", "", ""] for c in cells):
                 continue
-            yield direction, spec.suite, spec.name, cells
+            yield direction, line.spec.suite, line.spec.name, cells
 
 
 def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str, str], float]:

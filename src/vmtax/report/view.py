@@ -17,14 +17,17 @@ nested object with units and intervals (jsondoc.metric_rows).
 
 A run's header (header(): when, where, the goal and budget, the pinning,
 the command, the baseline's machine) is built here once too; each writer
-lays it out in its own shape."""
+lays it out in its own shape.  So is the scoreboard's pivot of the same
+rows (pivot(): one line per benchmark, the baseline's measurement and each
+candidate's with its ratio), which the text, Markdown and HTML
+scoreboards lay out."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model import Comparison, Measurement, RunData
+from ..model import BenchSpec, Comparison, Measurement, RunData
 from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
 
 TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
@@ -179,7 +182,6 @@ def measurements(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> 
                       else "candidate") for m in ms])
 
 
-
 @dataclass(frozen=True)
 class Header:
     """What every writer says about a run before its rows, as text."""
@@ -220,3 +222,38 @@ def header(data: RunData) -> Header:
                   f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
                   "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")))
+
+
+@dataclass(frozen=True)
+class Side:
+    """One candidate's side of a scoreboard line."""
+    target: str
+    m: Measurement | None
+    c: Comparison | None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One benchmark of a compare run: the baseline's measurement and each
+    candidate's side, in the run's target order."""
+    spec: BenchSpec
+    base: Measurement | None
+    sides: list[Side]
+
+
+def pivot(t: Table) -> list[Line]:
+    """The view's rows, one line per benchmark of the run (in the run's
+    order), for the scoreboards."""
+    rows = t.rows
+    if not rows:
+        return []
+    run = rows[0].run
+    names = [x.name for x in run.targets]
+    by = {(r.m.target, r.m.benchmark.name): r for r in rows}
+    out = []
+    for spec in run.benchmarks:
+        base = by.get((names[0], spec.name))
+        sides = [Side(k, by[(k, spec.name)].m if (k, spec.name) in by else None,
+                      by[(k, spec.name)].c if (k, spec.name) in by else None) for k in names[1:]]
+        out.append(Line(spec, base.m if base else None, sides))
+    return out
