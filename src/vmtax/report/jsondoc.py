@@ -40,6 +40,7 @@ def comparison_row(c: Comparison) -> dict:
 
 
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:
+    t = view.measurements(data, ms, cs)
     doc = {
         "schema": SCHEMA, "run_id": data.id, "kind": data.kind, "status": data.status,
         "command": data.command, "vmtax_version": data.vmtax_version, "host": data.host, "user": data.user,
@@ -49,8 +50,8 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict
                      "idle_cpu_pct": t.idle_cpu_pct, "mem_overhead_mb": t.mem_overhead_mb,
                      "agent_hash": data.agent_hashes.get(t.name), "facts": t.facts}
                     for t in data.targets],
-        "results": result_rows(view.measurements(data, ms, cs)),
+        "results": result_rows(t),
     }
-    if data.kind == "compare" or cs:
-        doc["comparisons"] = [comparison_row(c) for c in cs]
+    if data.kind == "compare" or cs:  # each candidate's row of the view carries its comparison
+        doc["comparisons"] = [comparison_row(r.c) for r in t.rows if r.c is not None]
     return doc
