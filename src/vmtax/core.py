@@ -5,7 +5,8 @@ samples, with the target's host cost on a counted batch), a tool run's
 samples (tool_samples), how a target's iteration count is found
 (calibrate), how long a run may go past its budget (grace_s), and the run's
 record from its first row to its status on every exit path (recorded).
-The agent's protocol has one reader, agent.events."""
+The agent's protocol has one reader, agent.events, which read_agent
+wraps for compare, scale and doctor."""
 from __future__ import annotations
 
 import socket
@@ -75,8 +76,9 @@ def agent_argv(target, spec: BenchSpec, *, warmup: int, samples: int | None = No
                count_settle_ms: int | None = None, parallel: int = 1, tracepoint: int | None = None,
                go: bool = False) -> list[str]:
     """One agent process's arguments on `target`, for every process of
-    compare and scale (doctor's short probes build their own): `samples` timed samples after `warmup` (a counting process,
-    count_settle_ms given: no timed sample, one batch with counters on),
+    compare, scale and doctor: `samples` timed samples after `warmup` (a
+    counting process, count_settle_ms given: no timed sample, one batch
+    with counters on),
     batches of --min-time-ms at the agent's own count or of `iters` given
     (then no sample is cut short), tiled for duration_ms (scale's rounds),
     on the target's agent CPU, `parallel` instances, held at the barrier

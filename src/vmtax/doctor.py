@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from .agent import events
+from .core import agent_argv, read_agent
 from .errors import AgentError, TargetError
 from .model import BenchSpec
 from .proc import ChildFailed
@@ -141,23 +141,23 @@ def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
     wall time of one process, each process's mean reference time per step
     -- empty where the agent took none) over `processes` fresh agent
     processes."""
-    args = ["run", spec.name, "--samples", "3", "--warmup", "1", "--min-time-ms", "10"]
-    if target.agent_cpu() is not None:
-        args += ["--cpu", str(target.agent_cpu())]
+    args = agent_argv(target, spec, samples=3, warmup=1, min_time_ms=10)
     means, starts, took, refs = [], [], [], []
     for i in range(processes):
         began = time.monotonic()
         values, ref = [], []
+
+        def take(f: dict, _t: float) -> None:
+            if not f["warmup"] and not f["counting"]:
+                values.append(f["value"])
+                if f.get("ref_before") is not None:
+                    ref.append((f["ref_before"] + f["ref_after"]) / 2)
         try:
-            for ev in events(target.run_agent(args + target.agent_extra_args(), timeout=120), spec):
-                if ev.kind == "sample" and not ev.fields["warmup"] and not ev.fields["counting"]:
-                    values.append(ev.fields["value"])
-                    if ev.fields.get("ref_before") is not None:
-                        ref.append((ev.fields["ref_before"] + ev.fields["ref_after"]) / 2)
-                elif ev.kind == "skip":
-                    raise AgentError(ev.reason)
+            got = read_agent(target, target.run_agent(args, timeout=120), spec, take)
         except ChildFailed as e:
             raise TargetError(f"{target.name}: agent {e}") from None
+        if got.skipped:
+            raise AgentError(got.skipped)
         if not values:
             raise AgentError(f"{target.name}: the agent gave no sample of {spec.name}")
         starts.append(began)

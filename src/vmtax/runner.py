@@ -432,10 +432,9 @@ class Runner:
         # its time, are kept, and the host probe needs a batch long against
         # the settle pause and the idle rate it subtracts
         iters = st.own_iters if counting and st.own_iters else st.iters
-        trace = None
-        if counting and target.mirror_host:
-            trace, _ = syscall_tracepoint()  # the agent counts its own syscalls: the host's
         if counting:
+            # the bare machine's agent counts its own syscalls: the host's
+            trace = syscall_tracepoint()[0] if target.mirror_host else None
             return agent_argv(target, spec, warmup=max(c.warmup, 1), min_time_ms=c.min_time_ms, iters=iters,
                               count_settle_ms=target.count_settle_ms, parallel=c.parallel, tracepoint=trace)
         return agent_argv(target, spec, samples=st.samples if st.samples is not None else c.samples_per_process,
