@@ -89,7 +89,7 @@ def test_every_scoreboard_lays_out_the_one_pivot():
     assert all([s.target for s in x.sides] == ["qemu:accel=tcg", "uml"] for x in lines)
     check_golden("scoreboard.txt", "\n=====\n".join([scoreboard.render_text(data, ms, cs),
                                                      scoreboard.render_markdown(data, ms, cs),
-                                                     html.scoreboard_table(data, ms, cs)]) + "\n")
+                                                     html.scoreboard_table(data, t)]) + "\n")
 
 
 def test_a_column_is_one_entry_in_the_view():

@@ -24,14 +24,14 @@ def _ratio_text(c: Comparison) -> str:
     return f"{c.ratio:.3f} ({ci})"
 
 
-def scoreboard_table(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+def scoreboard_table(data: RunData, t: Table) -> str:
     base = data.targets[0].name
     cands = [t.name for t in data.targets[1:]]
     header = ["suite", "benchmark", "better"]
     for k in cands:
         header += [f"{k} / {base} (95% CI)", f"{k} vs {base}", ""]
     rows = []
-    for line in view.pivot(view.measurements(data, ms, cs)):
+    for line in view.pivot(t):
         spec, b = line.spec, line.base
         if not b:
             continue
@@ -132,6 +132,7 @@ def targets_table(data: RunData) -> str:
 def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     if data.kind == "scale":
         return html_section(data)
+    t = view.measurements(data, ms, cs)  # the one view its scoreboard and measurements lay out
     h = view.header(data)
     host = f" · on {escape(h.host)}" + (f" by {escape(h.user)}" if h.user else "") if h.host else ""
     parts = [f'<section id="run-{escape(h.id)}"><h2>Run {escape(h.id)} · {escape(h.kind)} · '
@@ -140,12 +141,12 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
              f"{escape(h.goal)} (95% CI) within {escape(h.budget)} · {escape(h.pinning)}<br>"
              f"command: <code>{escape(h.command)}</code></p>"]
     if data.kind == "compare" and len(data.targets) > 1:
-        parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, ms, cs),
+        parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, t),
                   "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):
         parts += ["<h3>Why: per-operation counts, in the target and on its host</h3>", explain.html(blocks)]
-    parts += ["<h3>Measurements</h3>", measurements_table(view.measurements(data, ms, cs)),
+    parts += ["<h3>Measurements</h3>", measurements_table(t),
               "<h3>Targets</h3>", targets_table(data),
               "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]
     return "".join(parts)
