@@ -4,9 +4,11 @@ call an injected slowdown a regression, and an A/A pair a pass, run after run?
 
 Each trial is one real comparison,
 
-    vmtax compare local local:label=aa local:inject=2,label=slow --bench ROWS --max-time T
+    vmtax compare local local:label=aa local:inject=2,label=slow --bench ROWS --max-time T --gate 1%
 
-gated twice, with Holm's correction over the rows of each candidate:
+(what a CI job would run: --gate sets the precision goal to a third of the
+threshold unless --precision is given), gated again from the stored run,
+per candidate, with Holm's correction over the rows of each candidate:
 `aa` (the machine against itself: a trial whose gate says `regressed` is a
 false alarm, counted per run) and `slow` (the agent adds 2% of each
 operation's own time to every operation: the gate should say `regressed`
@@ -14,11 +16,13 @@ for the injected rows).  On the same stored samples it also says what two
 other rules would have said: Firecracker's A/B rule (a permutation test
 of the two unpaired sets of process means, p < 0.01, and a change beyond
 20%) and pyperf compare_to's (Student's t-test over all values at 95%,
-"significant" then slower or faster).  Writes results/ab.md and
-results/ab.json.
+"significant" then slower or faster).  Writes results/NAME.md and
+results/NAME.json, the latter after every trial (--resume adds to the
+trials on record, so a series can span sessions; --reuse re-writes the
+report from them).
 
-Usage: .venv/bin/python bench/ab.py [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
-       [--bench NAME ...] [--reuse]
+Usage: .venv/bin/python bench/ab.py [--name ab] [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
+       [--precision P] [--bench NAME ...] [--resume | --reuse]
 """
 from __future__ import annotations
 
@@ -49,7 +53,9 @@ ROWS = ["getppid", "null_read", "stat", "sig_handle", "page_fault", "mmap", "pi"
 
 def trial_command(args, n: int) -> list[str]:
     return [VMTAX, "--db", str(DB), "compare", "local", "local:label=aa", f"local:inject={args.inject:g},label=slow",
-            "--bench", *args.bench, "--max-time", args.max_time, "--json", str(OUT / f"ab-{n}.json")]
+            "--bench", *args.bench, "--max-time", args.max_time, "--gate", args.threshold,
+            *(["--precision", args.precision] if args.precision else []),
+            "--json", str(OUT / f"{args.name}-{n}.json")]
 
 
 def process_means(data, target: str, bench: str) -> list[float]:
@@ -97,48 +103,74 @@ def gate_of(data, cs, cand: str, threshold: float):
                       [c for c in cs if c.candidate == cand], threshold)
 
 
+def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
+    data = store.load(run_id)
+    cs = analyse(data)[1]
+    aa, slow = "local:label=aa", f"local:inject={args.inject:g},label=slow"
+    g_aa, g_slow = gate_of(data, cs, aa, threshold), gate_of(data, cs, slow, threshold)
+    other = {}
+    for cand in (aa, slow):
+        rows = {}
+        for spec in data.benchmarks:
+            base = spec.name
+            rows[base] = {
+                "firecracker": firecracker(process_means(data, "local", base), process_means(data, cand, base), rng),
+                "pyperf": pyperf_says(values(data, "local", base), values(data, cand, base))}
+        other[cand] = rows
+    widths = {cand: [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in cs
+                     if c.candidate == cand and c.ratio_ci_low is not None and c.ratio]
+              for cand in (aa, slow)}
+    return {"run": run_id, "aa": watch_json(g_aa), "slow": watch_json(g_slow), "other": other,
+            "cpu": cpu_model(), "host": platform.node(),
+            "median_half_width": {k: float(np.median(v)) if v else None for k, v in widths.items()}}
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--trials", type=int, default=20, help="trials in all (with --resume: those on record count)")
     ap.add_argument("--max-time", default="10m")
+    ap.add_argument("--precision", default=None,
+                    help="passed to vmtax compare (its default with --gate T: T/3, at most 1%%)")
     ap.add_argument("--inject", type=float, default=2.0)
     ap.add_argument("--threshold", default="1%")
     ap.add_argument("--bench", nargs="+", default=ROWS)
-    ap.add_argument("--reuse", action="store_true", help="re-analyse the stored trials only")
+    ap.add_argument("--name", default="ab", help="results/NAME.md and results/NAME.json (default ab)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the trials already in results/NAME.json (from any session) and add to them")
+    ap.add_argument("--reuse", action="store_true", help="re-write the report from results/NAME.json only")
     args = ap.parse_args()
     threshold = float(args.threshold.rstrip("%")) / 100
     OUT.mkdir(exist_ok=True)
+    record = OUT / f"{args.name}.json"
+    trials = json.loads(record.read_text()) if (args.resume or args.reuse) and record.exists() else []
+    rng = np.random.default_rng(len(trials))
     t0 = time.time()
-    for n in range(1, args.trials + 1):
-        if args.reuse:
-            break
+    while not args.reuse and len(trials) < args.trials:
+        n = len(trials) + 1
         cmd = trial_command(args, n)
         print(f"[trial {n}/{args.trials}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+        started = time.time()
         p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if p.returncode not in (0, 1, 3):
             sys.exit(f"trial {n} failed ({p.returncode}): {p.stderr[-2000:]}")
-    ids = [json.loads((OUT / f"ab-{n}.json").read_text())["run_id"] for n in range(1, args.trials + 1)]
-    rng = np.random.default_rng(0)
-    trials = []
-    with Store(DB, readonly=True) as store:
-        for run_id in ids:
-            data = store.load(run_id)
-            cs = analyse(data)[1]
-            aa, slow = "local:label=aa", f"local:inject={args.inject:g},label=slow"
-            g_aa, g_slow = gate_of(data, cs, aa, threshold), gate_of(data, cs, slow, threshold)
-            other = {}
-            for cand in (aa, slow):
-                rows = {}
-                for spec in data.benchmarks:
-                    base = spec.name
-                    rows[base] = {
-                        "firecracker": firecracker(process_means(data, "local", base), process_means(data, cand, base), rng),
-                        "pyperf": pyperf_says(values(data, "local", base), values(data, cand, base))}
-                other[cand] = rows
-            trials.append({"run": run_id, "aa": watch_json(g_aa), "slow": watch_json(g_slow), "other": other})
+        run_id = json.loads((OUT / f"{args.name}-{n}.json").read_text())["run_id"]
+        with Store(DB, readonly=True) as store:
+            t = analyse_trial(store, run_id, args, threshold, rng)
+        t["seconds"] = round(time.time() - started, 1)
+        t["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+        trials.append(t)
+        record.write_text(json.dumps(trials, indent=1) + "\n")   # after every trial: nothing measured is lost
+        print(f"[trial {n}] aa {t['aa']['verdict']}, slow {t['slow']['verdict']}, {t['seconds']:.0f} s",
+              file=sys.stderr, flush=True)
     text = report(trials, args, threshold, time.time() - t0)
-    (OUT / "ab.md").write_text(text)
-    (OUT / "ab.json").write_text(json.dumps(trials, indent=1) + "\n")
+    (OUT / f"{args.name}.md").write_text(text)
     print(text)
     return 0
 
@@ -161,13 +193,23 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
     fc_aa = sum(any(r["firecracker"] for r in t["other"][aa_key].values()) for t in trials)
     pp_slow = sum(r["pyperf"] == "slower" for t in trials for r in t["other"][slow_key].values())
     pp_aa = sum(any(r["pyperf"] != "not significant" for r in t["other"][aa_key].values()) for t in trials)
+    prec = f" --precision {args.precision}" if args.precision else ""
+    cpus = sorted({t.get("cpu", "?") for t in trials})
+    secs = [t["seconds"] for t in trials if t.get("seconds")]
+    hw = sorted(t["median_half_width"][aa_key] for t in trials if (t.get("median_half_width") or {}).get(aa_key))
     lines = ["# A/B: the gate's error rates", "",
-             f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/ab.py --trials {n} "
-             f"--max-time {args.max_time} --inject {args.inject:g} --threshold {args.threshold}` "
-             f"({seconds / 60:.0f} min, {platform.node()}); each trial: `vmtax compare local local:label=aa "
-             f"local:inject={args.inject:g},label=slow --bench {' '.join(args.bench)} --max-time {args.max_time}`, "
-             f"pinned (`--cpu auto`), gated per candidate at {threshold:.0%} with Holm over its "
-             f"{len(rows)} rows (family-wise alpha 0.05).", "",
+             f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/ab.py --name {args.name} "
+             f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
+             + (f" ({seconds / 60:.0f} min this session)" if secs else "") + "; each trial: "
+             f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
+             f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), gated per candidate at "
+             f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).", ""]
+    if secs:
+        lines += [f"Trials ran on: {'; '.join(cpus)} (2 vCPUs); one trial took {min(secs) / 60:.1f}-"
+                  f"{max(secs) / 60:.1f} min (median {sorted(secs)[len(secs) // 2] / 60:.1f}); the A/A side's "
+                  f"median interval half-width per trial: "
+                  + (f"±{hw[0]:.2%} to ±{hw[-1]:.2%} (median ±{hw[len(hw) // 2]:.2%})" if hw else "-") + ".", ""]
+    lines += [
              f"- **A/A gate (false alarm per run): {aa_alarm} of {n} runs `regressed`** ({aa_pass} `pass`, "
              f"{n - aa_pass - aa_alarm} `inconclusive`).",
              f"- **{args.inject:g}% injected: {slow_hit} of {slow_rows} rows `regressed` "
@@ -183,8 +225,9 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         ratios = sorted(t["slow"]["rows"][b]["ratio"] for t in trials if t["slow"]["rows"].get(b, {}).get("ratio"))
         med = f"{ratios[len(ratios) // 2]:.4f}" if ratios else "-"
         lines.append(f"| {b} | {hit}/{n} | {alarm}/{n} | {med} |")
-    lines += ["", "Runs: " + ", ".join(f"`{t['run']}`" for t in trials) + f" (in `{DB.relative_to(REPO)}`, "
-              "not kept in git: the JSON beside this file holds what is reported)."]
+    lines += ["", "Runs: " + ", ".join(f"`{t['run']}`" + (f" ({t['when']})" if t.get("when") else "") for t in trials)
+              + f" (in `{DB.relative_to(REPO)}`, not kept in git: `results/{args.name}.json` holds what is reported, "
+              "trial by trial)."]
     return "\n".join(lines) + "\n"
 
 

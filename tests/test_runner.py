@@ -1,5 +1,8 @@
 """The runner against the fake target: stopping rules, interleaving, errors."""
+import math
 import time
+
+import pytest
 
 from helpers import Steps, new_run, run_fake
 from vmtax import plan
@@ -138,7 +141,6 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     shrinks as 1/sqrt(time)) orders pass 2; each row is funded with that
     plus a margin; a row of unknown need, or one that would need more than
     is left, with an even share of the rest."""
-    import math
     assert plan.time_to_goal(10.0, 0.02, 0.01) == 30.0  # twice the goal after 10 s: 30 s more
     assert plan.time_to_goal(10.0, 0.005, 0.01) == 0.0
     assert plan.time_to_goal(10.0, math.inf, 0.01) == math.inf
@@ -148,6 +150,13 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     # a row nearly there needs less than a block: it gets its next block, where that fits
     assert plan.pass2_share(0.5, 20.0, 4, block=2.0) == 2.0
     assert plan.pass2_share(0.5, 1.5, 4, block=2.0) == 1.5 / 4
+
+
+def test_a_gated_run_stops_at_a_third_of_its_threshold_unless_the_default_is_finer():
+    assert plan.precision_for(None) == plan.PRECISION == 0.01
+    assert plan.precision_for(0.01) == pytest.approx(0.01 / 3)
+    assert plan.precision_for(0.02) == pytest.approx(0.02 / 3)
+    assert plan.precision_for(0.05) == 0.01
 
 
 def test_sizing_shares_one_count_and_evens_out_each_process():

@@ -111,6 +111,21 @@ def test_an_a_a_gate_passes(capsys, db):
     assert "gate " in out and "PASS" in out
 
 
+def test_a_gated_run_without_a_precision_stops_where_an_unchanged_row_can_pass(tmp_path, capsys, db):
+    out = tmp_path / "g.json"
+    code = vmtax("compare", "fake:noise=0.005", "fake:noise=0.005,label=twin", "--bench", "getppid", "segv",
+                 "--max-time", "6s", "--cpu", "none", "--gate", "1%", "--json", str(out), db=db)
+    doc = json.loads(out.read_text())
+    assert doc["config"]["precision"] == pytest.approx(0.01 / 3)   # not the 1% at which a 1% gate cannot pass
+    assert code == 0 and doc["gate"]["verdict"] == "pass", capsys.readouterr().out
+    assert vmtax("compare", "fake", "fake:label=b", "--bench", "getppid", "--max-time", "2s", "--cpu", "none",
+                 "--gate", "6%", "--json", str(out), db=db) == 0
+    assert json.loads(out.read_text())["config"]["precision"] == 0.01    # a third of 6% is more than the default
+    assert vmtax("compare", "fake", "fake:label=b", "--bench", "getppid", "--max-time", "2s", "--cpu", "none",
+                 "--gate", "1%", "--precision", "2%", "--json", str(out), db=db) in (0, 3)
+    assert json.loads(out.read_text())["config"]["precision"] == 0.02    # what the user says wins
+
+
 @pytest.mark.parametrize("setup,args,needle", [
     (["run", "--target", "fake", "--bench", "getppid", "--max-time", "2s"], ["gate"], "a gate needs a compare run"),
     (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "nope"],

@@ -24,7 +24,7 @@ from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report import watch as watch_report
 from .report.units import parse_duration, parse_precision
-from .plan import RunConfig, budget_shortfall
+from .plan import RunConfig, budget_shortfall, precision_for
 from .runner import run_session
 from .store import Store, default_db_path, redact
 from .suite import workloads
@@ -96,7 +96,8 @@ def cmd_list(args) -> int:
 
 def _config(args) -> RunConfig:
     try:
-        precision = parse_precision(args.precision)
+        precision = (parse_precision(args.precision) if args.precision is not None
+                     else precision_for(getattr(args, "gate", None)))
         max_time = parse_duration(args.max_time)
     except ValueError as e:
         raise UserError(str(e)) from None
@@ -620,8 +621,9 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
                         "client in the target, its server on the host: qemu:nic=virtio), all")
     p.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
                    help="benchmark(s) to run, by name; a workload's name (redis) runs all its figures")
-    p.add_argument("--precision", default="1%",
-                   help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default 1%%)")
+    p.add_argument("--precision", default=None,
+                   help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default "
+                        "1%%; with compare --gate T: T/3 if that is less, so an unchanged row can pass)")
     p.add_argument("--max-time", default="6m", metavar="DURATION",
                    help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)")
     p.add_argument("--cpu", default="auto", metavar="N|auto|none",

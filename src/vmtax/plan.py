@@ -47,6 +47,17 @@ SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-
 FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
 MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
 SCALE_BEYOND = 2    # targets within this factor of one another (chained) run alike
+PRECISION = 0.01    # the goal when the user names none ...
+GATE_SHARE = 3      # ... or, for a gated run, its threshold over this
+
+
+def precision_for(gate: float | None) -> float:
+    """The precision a run stops at when the user names none: 1%, or for a
+    run gated at T (compare --gate T) at most T/3, so that an unchanged row's
+    interval (its point off by up to two half-widths, ~4 standard errors)
+    still ends inside the threshold and the row can pass; at ±1% a row
+    gated at 1% could only ever be inconclusive."""
+    return PRECISION if not gate else min(PRECISION, gate / GATE_SHARE)
 
 
 # -- what a budget must buy ------------------------------------------------------------
