@@ -41,7 +41,7 @@ from scipy import stats as sps
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 from vmtax import watch  # noqa: E402
-from vmtax.analysis import analyse  # noqa: E402
+from vmtax.analysis import analyse, reference_adjusted  # noqa: E402
 from vmtax.store import Store  # noqa: E402
 
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
@@ -108,6 +108,7 @@ def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
     cs = analyse(data)[1]
     aa, slow = "local:label=aa", f"local:inject={args.inject:g},label=slow"
     g_aa, g_slow = gate_of(data, cs, aa, threshold), gate_of(data, cs, slow, threshold)
+    ref, checks = reference_adjusted(data, cs)   # what `vmtax gate --reference` gates on
     other = {}
     for cand in (aa, slow):
         rows = {}
@@ -120,7 +121,13 @@ def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
     widths = {cand: [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in cs
                      if c.candidate == cand and c.ratio_ci_low is not None and c.ratio]
               for cand in (aa, slow)}
+    ref_widths = [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in ref if c.candidate == aa]
     return {"run": run_id, "aa": watch_json(g_aa), "slow": watch_json(g_slow), "other": other,
+            "reference": {"aa": watch_json(gate_of(data, ref, aa, threshold)),
+                          "slow": watch_json(gate_of(data, ref, slow, threshold)),
+                          "aa_median_half_width": float(np.median(ref_widths)) if ref_widths else None,
+                          "used": {c.candidate: c.used for c in checks},
+                          "why": {c.candidate: c.why for c in checks}},
             "cpu": cpu_model(), "host": platform.node(),
             "median_half_width": {k: float(np.median(v)) if v else None for k, v in widths.items()}}
 
@@ -145,6 +152,8 @@ def main() -> int:
     ap.add_argument("--resume", action="store_true",
                     help="keep the trials already in results/NAME.json (from any session) and add to them")
     ap.add_argument("--reuse", action="store_true", help="re-write the report from results/NAME.json only")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="with --reuse: analyse again the trials whose runs are still in results/ab.db")
     args = ap.parse_args()
     threshold = float(args.threshold.rstrip("%")) / 100
     OUT.mkdir(exist_ok=True)
@@ -152,6 +161,14 @@ def main() -> int:
     trials = json.loads(record.read_text()) if (args.resume or args.reuse) and record.exists() else []
     rng = np.random.default_rng(len(trials))
     t0 = time.time()
+    if args.reanalyse and DB.exists():
+        with Store(DB, readonly=True) as store:
+            known = {r["id"] for r in store.list_runs(limit=10000)}
+            for i, t in enumerate(trials):
+                if t["run"] in known:
+                    trials[i] = {**t, **analyse_trial(store, t["run"], args, threshold, np.random.default_rng(i)),
+                                 "seconds": t.get("seconds"), "when": t.get("when")}
+        record.write_text(json.dumps(trials, indent=1) + "\n")
     while not args.reuse and len(trials) < args.trials:
         n = len(trials) + 1
         cmd = trial_command(args, n)
@@ -217,7 +234,30 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
              f"- Firecracker's rule (permutation p < 0.01 and > 20%) on the same process means: "
              f"{fc_slow} of {slow_rows} injected rows flagged; A/A runs with any row flagged: {fc_aa} of {n}.",
              f"- pyperf compare_to (t-test at 95% over all values): {pp_slow} of {slow_rows} injected rows "
-             f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.", "",
+             f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.", ""]
+    ref = [t["reference"] for t in trials if t.get("reference")]
+    if ref:
+        r_alarm = sum(r["aa"]["verdict"] == "regressed" for r in ref)
+        r_pass = sum(r["aa"]["verdict"] == "pass" for r in ref)
+        r_rows = sum(len(r["slow"]["rows"]) for r in ref)
+        r_hit = sum(v["verdict"] == "regressed" for r in ref for v in r["slow"]["rows"].values())
+        r_runs = sum(r["slow"]["verdict"] == "regressed" for r in ref)
+        r_hw = sorted(r["aa_median_half_width"] for r in ref if r.get("aa_median_half_width"))
+        p_hw = sorted(t["median_half_width"][aa_key] for t in trials
+                      if t.get("reference") and (t.get("median_half_width") or {}).get(aa_key))
+        unused = sum(not u for r in ref for u in r.get("used", {}).values())
+        lines += [f"On the same samples of {len(ref)} of these trials, each row adjusted by the reference loop "
+                  "read around its samples (`vmtax gate --reference`: one beta per candidate, the "
+                  "reference ratio's expectation taken as 1, honest where both sides run the loop alike, as "
+                  "here): A/A gate `regressed` in "
+                  f"{r_alarm} of {len(ref)} runs ({r_pass} `pass`); injected rows `regressed` {r_hit} of {r_rows}; "
+                  f"the run's gate `regressed` in {r_runs} of {len(ref)}; the A/A side's median half-width per "
+                  "trial, median over trials: "
+                  + (f"±{r_hw[len(r_hw) // 2]:.2%} adjusted against ±{p_hw[len(p_hw) // 2]:.2%} plain"
+                     if r_hw and p_hw else "-")
+                  + f"; the adjustment refused (reference ratio off 1, so gated plain) for {unused} of "
+                  f"{2 * len(ref)} candidate sides.", ""]
+    lines += [
              "| row | injected: regressed | A/A: regressed | median injected ratio |", "|---|---:|---:|---:|"]
     for b in rows:
         hit = sum(t["slow"]["rows"].get(b, {}).get("verdict") == "regressed" for t in trials)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from vmtax import watch
+from vmtax.analysis import analyse, reference_adjusted, runs_reference_alike
 from vmtax.cli import main
-from vmtax.model import BenchSpec, Comparison, RunData, TargetInfo
+from vmtax.model import BenchSpec, Comparison, RunData, Sample, TargetInfo
 
 LAT = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 THR = BenchSpec("sysbench_cpu.events_per_s", "apps", "events/s", "higher", "d", kind="workload")
@@ -81,6 +82,71 @@ def test_ratio_of_ratios_adds_the_log_variances():
     assert watch.ratio_of_ratios(a, comp(LAT, 2.0, 0.0, math.inf, math.nan))[2] == math.inf
 
 
+# -- the reference loop as a control variate (gate --reference) --------------------------
+def test_which_pairs_run_the_reference_loop_alike():
+    def t(name, kind, accel=None, **facts):
+        return TargetInfo(name, kind, facts=facts, accel=accel)
+    assert runs_reference_alike(t("local", "local"), t("b", "local")) == ""
+    assert runs_reference_alike(t("a", "qemu", "kvm", qemu="7.2"), t("b", "qemu", "kvm", qemu="8.0")) == ""
+    assert runs_reference_alike(t("a", "qemu", "tcg", qemu="7.2", qemu_binary="/q"),
+                                t("b", "qemu", "tcg", qemu="7.2", qemu_binary="/q")) == ""
+    assert "translated" in runs_reference_alike(t("a", "qemu", "tcg", qemu="7.2", qemu_binary="/q"),
+                                                t("b", "qemu", "tcg", qemu="8.0", qemu_binary="/q8"))
+    assert "translated" in runs_reference_alike(t("a", "qemu", "kvm"), t("b", "qemu", "tcg"))
+    assert "container target" in runs_reference_alike(t("local", "local"), t("c", "container"))
+    assert "other machines" in runs_reference_alike(t("a", "ssh"), t("b", "ssh"))
+
+
+def synthetic(blocks=24, ref_shift=1.0, slow=1.0, refs=True, seed=3):
+    """A local A/A-or-slower run whose blocks fall in a fast or a slow host
+    state (+8%, bimodal, as on the noisy AMD host), which the reference
+    loop sees; the candidate's reference loop runs ref_shift times the
+    baseline's."""
+    import random
+    rng = random.Random(seed)
+    samples, proc = [], 0
+    for block in range(blocks):
+        for target, factor, rs in (("local", 1.0, 1.0), ("b", slow, ref_shift)):
+            state = 1.08 if rng.random() < 0.4 else 1.0
+            for seq in range(3):
+                ref = 50 * state * rs * math.exp(rng.gauss(0, 0.002))
+                samples.append(Sample("getppid", target, 100 * factor * state * math.exp(rng.gauss(0, 0.004)), "ns",
+                                      proc, seq, block=block, ref_before=ref if refs else None,
+                                      ref_after=ref if refs else None))
+            proc += 1
+    return RunData("r", "compare", 0.0, 1.0, "complete", "c", "0", {},
+                   targets=[TargetInfo("local", "local"), TargetInfo("b", "local")], benchmarks=[LAT],
+                   samples=samples, outcomes={("local", "getppid"): ("budget", ""), ("b", "getppid"): ("budget", "")})
+
+
+def test_the_reference_takes_the_host_state_out_of_a_ratio():
+    data = synthetic(slow=1.02, seed=1)
+    plain = analyse(data)[1]
+    adjusted, (check,) = reference_adjusted(data, plain)
+    assert check.used and check.rows == 1 and 0.8 < check.beta < 1.2 and check.ci_low <= 1 <= check.ci_high
+    (p,), (a,) = plain, adjusted
+    assert a.ratio == pytest.approx(1.02, abs=0.004)
+    assert (a.ratio_ci_high - a.ratio_ci_low) < (p.ratio_ci_high - p.ratio_ci_low) / 3   # the state's noise gone
+    # gated at 1%: the plain ratio cannot be told from an unchanged one, the adjusted one can
+    assert watch.gate(data, plain, 0.01).rows[0].verdict == "inconclusive"
+    assert watch.gate(data, adjusted, 0.01).rows[0].verdict == "regressed"
+
+
+def test_no_adjustment_where_the_reference_itself_moved_or_was_not_read():
+    data = synthetic(ref_shift=1.03)
+    plain = analyse(data)[1]
+    adjusted, (check,) = reference_adjusted(data, plain)
+    assert not check.used and "reference loop itself ran +3" in check.why
+    assert adjusted == plain
+    data = synthetic(refs=False)
+    adjusted, (check,) = reference_adjusted(data, analyse(data)[1])
+    assert not check.used and "no row with reference readings" in check.why
+    data = synthetic()
+    other = RunData(**{**data.__dict__, "targets": [TargetInfo("local", "local"), TargetInfo("b", "container")]})
+    adjusted, (check,) = reference_adjusted(other, analyse(other)[1])
+    assert not check.used and "container target" in check.why and adjusted == analyse(other)[1]
+
+
 # -- the commands, on real stored runs of fake targets -------------------------------------
 def compare(db, *targets, extra=()):
     return vmtax("compare", *targets, "--bench", "getppid", "segv", "--max-time", "6s", "--precision", "0.2%",
@@ -126,7 +192,28 @@ def test_a_gated_run_without_a_precision_stops_where_an_unchanged_row_can_pass(t
     assert json.loads(out.read_text())["config"]["precision"] == 0.02    # what the user says wins
 
 
+def test_a_gate_on_the_reference_says_what_it_adjusted(tmp_path, capsys, db):
+    out = tmp_path / "g.json"
+    busy = "fake:noise=0.005,host_noise=0.03,host_rho=0.5"
+    code = compare(db, busy, busy + ",label=b", "fake:noise=0.005,label=quiet",
+                   extra=("--gate", "1%", "--reference", "--json", str(out)))
+    text = capsys.readouterr().out
+    assert "reference loop on " + busy + ",label=b: ratio" in text and "adjusted: 2 row(s)" in text
+    assert "reference loop on fake:noise=0.005,label=quiet: not adjusted: no row with reference" in text
+    gate = json.loads(out.read_text())["gate"]
+    ref = {r["candidate"]: r for r in gate["reference"]}
+    assert ref[busy + ",label=b"]["used"] and not ref["fake:noise=0.005,label=quiet"]["used"]
+    assert code == 0 and gate["verdict"] == "pass"
+    adjusted = {r["benchmark"]: r for r in gate["rows"] if r["candidate"] == busy + ",label=b"}
+    assert vmtax("gate", "--threshold", "1%", "--json", str(out), db=db) == 0
+    plain = {r["benchmark"]: r for r in json.loads(out.read_text())["gate"]["rows"] if r["candidate"] == busy + ",label=b"}
+    assert "reference" not in json.loads(out.read_text())["gate"]
+    for bench in ("getppid", "segv"):    # the same samples, the host's state taken out
+        assert adjusted[bench]["ci_high"] - adjusted[bench]["ci_low"] < plain[bench]["ci_high"] - plain[bench]["ci_low"]
+
+
 @pytest.mark.parametrize("setup,args,needle", [
+    (None, ["compare", "fake", "fake:scale=2", "--reference"], "--reference goes with --gate"),
     (["run", "--target", "fake", "--bench", "getppid", "--max-time", "2s"], ["gate"], "a gate needs a compare run"),
     (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "nope"],
      "no run matching 'nope'"),

@@ -15,9 +15,10 @@ import shlex
 import signal
 import sys
 import textwrap
+from dataclasses import replace
 
 from . import __version__, proc, suite, watch
-from .analysis import analyse
+from .analysis import analyse, reference_adjusted
 from .errors import UserError, VmtaxError
 from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal, view
 from .report.progress import TerminalProgress
@@ -33,6 +34,11 @@ from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+REFERENCE_HELP = ("gate on ratios adjusted by the reference loop the agent times around every sample (a "
+                  "control variate: the host's state taken out), for a candidate that runs that loop as the "
+                  "baseline does (one kind of target; QEMU under KVM, or one QEMU build under TCG) and whose "
+                  "reference ratio is 1 within its interval; other candidates and rows without readings are "
+                  "gated as measured; the gate says which")
 
 
 class Parser(argparse.ArgumentParser):
@@ -195,7 +201,7 @@ def _report(store: Store, run_id: str, args) -> int:
     if data.kind == "scale":
         return _scale_report(data, args)
     ms, cs = analyse(data)
-    gate = _gate_of(data, cs, args.gate) if getattr(args, "gate", None) else None
+    gate = _gate_of(data, cs, args.gate, args.reference) if getattr(args, "gate", None) else None
     # with the JSON document on stdout, the tables go to stderr: `--json - | jq` works
     out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
     say(terminal.run_header(data) + "\n", out)
@@ -244,12 +250,16 @@ def _threshold(text: str) -> float:
         raise UserError(str(e).replace("precision", "threshold")) from None
 
 
-def _gate_of(data, cs, threshold: float) -> "watch.Gate":
-    """The gate of a stored compare run; UserError where there is nothing to gate."""
+def _gate_of(data, cs, threshold: float, reference: bool = False) -> "watch.Gate":
+    """The gate of a stored compare run (its rows adjusted by the reference
+    loop where asked and honest); UserError where there is nothing to gate."""
     if data.kind != "compare" or len(data.targets) < 2:
         raise UserError(f"run {data.id} is a {data.kind} run of {len(data.targets)} target(s): a gate needs a "
                         f"compare run (a baseline and a candidate: vmtax compare A B)")
-    g = watch.gate(data, cs, threshold)
+    checks: list = []
+    if reference:
+        cs, checks = reference_adjusted(data, cs)
+    g = replace(watch.gate(data, cs, threshold), reference=tuple(checks))
     if not g.rows:
         raise UserError(f"run {data.id} has no compared row to gate")
     return g
@@ -277,7 +287,7 @@ def cmd_gate(args) -> int:
     threshold = _threshold(args.threshold)
     with _store(args, readonly=True) as store:
         data = store.load(store.resolve(args.run))
-    g = _gate_of(data, analyse(data)[1], threshold)
+    g = _gate_of(data, analyse(data)[1], threshold, args.reference)
     out = sys.stderr if args.json == "-" else sys.stdout
     say(watch_report.gate_text(g, data.id), out)
     if args.json:
@@ -358,6 +368,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    for flag in ("junit", "reference"):
+        if getattr(args, flag) and args.gate is None:
+            raise UserError(f"--{flag} goes with --gate PCT (it says how the run is gated)")
     return _measure(args, "compare", [args.baseline, *args.candidates])
 
 
@@ -680,6 +693,7 @@ def build_parser() -> Parser:
                    help="then gate the run as `vmtax gate` does at this threshold (e.g. 2%%): exit 0 pass, "
                         "1 regressed, 3 inconclusive only; the JSON document carries it as `gate`")
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
+    s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 
@@ -762,6 +776,7 @@ def build_parser() -> Parser:
                    help="{run_id, gate: {threshold, verdict, rows: [...]}} to FILE (- for stdout)")
     s.add_argument("--junit", metavar="FILE", help="JUnit XML, one testcase per row (a regression fails)")
     s.add_argument("--markdown", metavar="FILE", help="the verdicts as Markdown")
+    s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
     s.set_defaults(func=cmd_gate)
 
     s = sub.add_parser("diff", help="the same target pair in two stored runs: each ratio's change, and the "

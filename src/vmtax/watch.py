@@ -71,6 +71,7 @@ class Gate:
     alpha: float
     verdict: str          # the run's: regressed if any row is, else inconclusive if any, else pass
     rows: tuple[GateRow, ...]
+    reference: tuple = ()  # analysis.ReferenceCheck per candidate, when gated --reference
 
     @property
     def exit_code(self) -> int:

@@ -46,19 +46,29 @@ def _gate_summary(g: Gate, run_id: str) -> str:
     count = {v: sum(1 for r in g.rows if r.verdict == v) for v in ("regressed", "inconclusive", "improved", "pass")}
     return (f"gate {run_id}: {g.verdict.upper()} at a threshold of {g.threshold:.2%} "
             f"(rows: {', '.join(f'{n} {v}' for v, n in count.items() if n)}; family-wise alpha {g.alpha:g}, "
-            f"Holm over {sum(1 for r in g.rows if r.p_adjusted is not None)} tested rows)")
+            f"Holm over {sum(1 for r in g.rows if r.p_adjusted is not None)} tested rows"
+            + ("; reference-adjusted where said below" if g.reference else "") + ")")
+
+
+def _reference_lines(g: Gate) -> list[str]:
+    """One line per candidate of a gate run --reference: adjusted or not, and why."""
+    return [f"reference loop on {c.candidate}: "
+            + (f"ratio {ratio(c.ratio)} {interval(c.ci_low, c.ci_high)}; " if c.ratio is not None else "")
+            + (c.why if c.used else f"not adjusted: {c.why}") for c in g.reference]
 
 
 def gate_text(g: Gate, run_id: str) -> str:
     header, rows = _gate_cells(g)
-    return inert(table.render(header, rows, align="llrlrrll") + "\n\n" + _gate_summary(g, run_id))
+    return inert(table.render(header, rows, align="llrlrrll") + "\n\n" + _gate_summary(g, run_id)
+                 + "".join("\n  " + line for line in _reference_lines(g)))
 
 
 def gate_markdown(g: Gate, run_id: str) -> str:
     header, rows = _gate_cells(g)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    return f"## {md_cell(_gate_summary(g, run_id))}\n\n" + "\n".join(lines) + "\n"
+    notes = "".join(f"- {md_cell(line)}\n" for line in _reference_lines(g))
+    return f"## {md_cell(_gate_summary(g, run_id))}\n\n" + (notes + "\n" if notes else "") + "\n".join(lines) + "\n"
 
 
 def gate_json(g: Gate) -> dict:
@@ -66,7 +76,11 @@ def gate_json(g: Gate) -> dict:
             "rows": [{"benchmark": r.benchmark, "candidate": r.candidate, "unit": r.unit, "direction": r.direction,
                       "ratio": json_number(r.ratio), "ci_low": json_number(r.ci_low), "ci_high": json_number(r.ci_high),
                       "p_value": json_number(r.p_value), "p_adjusted": json_number(r.p_adjusted), "verdict": r.verdict,
-                      "why": r.why} for r in g.rows]}
+                      "why": r.why} for r in g.rows],
+            **({"reference": [{"candidate": c.candidate, "used": c.used, "why": c.why, "beta": json_number(c.beta),
+                               "ratio": json_number(c.ratio), "ci_low": json_number(c.ci_low),
+                               "ci_high": json_number(c.ci_high), "rows": c.rows} for c in g.reference]}
+               if g.reference else {})}
 
 
 def gate_junit(g: Gate, run_id: str) -> str:

@@ -12,7 +12,8 @@ parser refuses), hostile=KIND (every timed process prints one well-formed
 JSON sample line no real agent could, after a timed sample: see HOSTILE), host_noise and
 host_rho (a slowdown shared by every fake target, as a busy host's is: a
 log-AR(1) process with innovation sd host_noise and coefficient host_rho,
-one step per agent process -- noise correlated in time across targets).
+one step per agent process -- noise correlated in time across targets; the
+samples' reference readings, ref_ns, follow it as a real agent's do).
 """
 from __future__ import annotations
 
@@ -117,8 +118,12 @@ class FakeTarget(Target):
         count = int(opts.get("--count", 0))
         base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
         mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
+        ref = {}
         if self.host_noise:
-            mean *= HOST.step(self.host_noise, self.host_rho)
+            state = HOST.step(self.host_noise, self.host_rho)
+            mean *= state
+            # the agent's reference loop sees the host's state too (and nothing of scale or the process)
+            ref = {"ref_ns": [REF_NS * state * math.exp(self.rng.gauss(0, self.noise / 4)) for _ in range(2)]}
         if self.options.get("skip") == bench:
             yield _line(type="skip", bench=bench, reason="fake target skips it")
             yield _line(type="done", bench=bench)
@@ -146,9 +151,11 @@ class FakeTarget(Target):
             extra = {"counting": True, "metrics": self._metrics(v)} if counting else {}
             yield _line(type="sample", bench=bench, unit="ns", instance=0, seq=s,
                         warmup=s < warmup, iters=1000, ops=1000, value=v,
-                        overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)), **extra)
+                        overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)), **extra, **ref)
         yield _line(type="done", bench=bench)
 
+
+REF_NS = 50.0   # the fake reference loop's step, ns (with host_noise: it follows the host's state)
 
 # what a compromised guest, container or ssh host can print in a sample line
 HOSTILE = {"huge_value": {"value": 1e308}, "huge_int": {"ops": 10 ** 400}, "huge_seq": {"seq": 2 ** 70},
