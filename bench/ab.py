@@ -217,7 +217,7 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
     lines = ["# A/B: the gate's error rates", "",
              f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/ab.py --name {args.name} "
              f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
-             + (f" ({seconds / 60:.0f} min this session)" if secs else "") + "; each trial: "
+             + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "") + "; each trial: "
              f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
              f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), gated per candidate at "
              f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).", ""]
