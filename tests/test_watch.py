@@ -140,7 +140,18 @@ def test_no_adjustment_where_the_reference_itself_moved_or_was_not_read():
     assert adjusted == plain
     data = synthetic(refs=False)
     adjusted, (check,) = reference_adjusted(data, analyse(data)[1])
-    assert not check.used and "no row with reference readings" in check.why
+    assert not check.used and "no row with 6 blocks of reference readings" in check.why
+    data = synthetic(blocks=5, ref_shift=1.03)     # too few blocks to check the loop by: not used
+    adjusted, (check,) = reference_adjusted(data, analyse(data)[1])
+    assert not check.used and adjusted == analyse(data)[1]
+    # a hostile or broken agent's readings (overflowing, not finite, not positive) are no readings
+    data = synthetic()
+    for bad in (1.7e308, float("nan"), -5.0, float("inf")):
+        broken = RunData(**{**data.__dict__, "samples": [
+            Sample(**{**s.__dict__, "ref_before": bad, "ref_after": bad}) if s.block == 0 else s
+            for s in data.samples]})
+        adjusted, (check,) = reference_adjusted(broken, analyse(broken)[1])   # no traceback
+        assert check.used and check.rows == 1
     data = synthetic()
     other = RunData(**{**data.__dict__, "targets": [TargetInfo("local", "local"), TargetInfo("b", "container")]})
     adjusted, (check,) = reference_adjusted(other, analyse(other)[1])
@@ -198,22 +209,30 @@ def test_a_gate_on_the_reference_says_what_it_adjusted(tmp_path, capsys, db):
     code = compare(db, busy, busy + ",label=b", "fake:noise=0.005,label=quiet",
                    extra=("--gate", "1%", "--reference", "--json", str(out)))
     text = capsys.readouterr().out
-    assert "reference loop on " + busy + ",label=b: ratio" in text and "adjusted: 2 row(s)" in text
-    assert "reference loop on fake:noise=0.005,label=quiet: not adjusted: no row with reference" in text
+    assert "reference loop on " + busy + ",label=b: ratio" in text
+    assert "reference loop on fake:noise=0.005,label=quiet: not adjusted: no row with 6 blocks of reference" in text
     gate = json.loads(out.read_text())["gate"]
     ref = {r["candidate"]: r for r in gate["reference"]}
-    assert ref[busy + ",label=b"]["used"] and not ref["fake:noise=0.005,label=quiet"]["used"]
-    assert code == 0 and gate["verdict"] == "pass"
+    assert not ref["fake:noise=0.005,label=quiet"]["used"] and code in (0, 3)
+    busy_ref = ref[busy + ",label=b"]
     adjusted = {r["benchmark"]: r for r in gate["rows"] if r["candidate"] == busy + ",label=b"}
-    assert vmtax("gate", "--threshold", "1%", "--json", str(out), db=db) == 0
+    assert vmtax("gate", "--threshold", "1%", "--json", str(out), db=db) in (0, 3)
     plain = {r["benchmark"]: r for r in json.loads(out.read_text())["gate"]["rows"] if r["candidate"] == busy + ",label=b"}
     assert "reference" not in json.loads(out.read_text())["gate"]
-    for bench in ("getppid", "segv"):    # the same samples, the host's state taken out
-        assert adjusted[bench]["ci_high"] - adjusted[bench]["ci_low"] < plain[bench]["ci_high"] - plain[bench]["ci_low"]
+    # its own reference ratio holds 1 in about 95% of such runs (the check's alpha, the block order being random):
+    # then both rows are adjusted, with the host's state taken out; else it says why, and gates as measured
+    if busy_ref["used"]:
+        assert busy_ref["rows"] == 2 and "adjusted: 2 row(s)" in text and gate["verdict"] == "pass"
+        for bench in ("getppid", "segv"):
+            assert (adjusted[bench]["ci_high"] - adjusted[bench]["ci_low"]
+                    < plain[bench]["ci_high"] - plain[bench]["ci_low"])
+    else:
+        assert "itself ran" in busy_ref["why"] and adjusted == plain
 
 
 @pytest.mark.parametrize("setup,args,needle", [
     (None, ["compare", "fake", "fake:scale=2", "--reference"], "--reference goes with --gate"),
+    (None, ["compare", "fake", "fake:scale=2", "--junit", "x.xml"], "--junit goes with --gate"),
     (["run", "--target", "fake", "--bench", "getppid", "--max-time", "2s"], ["gate"], "a gate needs a compare run"),
     (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "nope"],
      "no run matching 'nope'"),
