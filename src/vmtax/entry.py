@@ -1,14 +1,31 @@
 """The `vmtax` command.  Loading vmtax (numpy, scipy, matplotlib) takes a
 second or more: a Ctrl-C in that time ends it with the same one line and
-exit status as a Ctrl-C later, not a traceback from an import."""
+exit status as a Ctrl-C later, not a traceback from an import.  The
+Ctrl-C is held while the modules load (numpy turns a KeyboardInterrupt
+inside its C-extension import into an ImportError that quotes a
+traceback) and acted on as soon as they have."""
+import signal
 import sys
 
 INTERRUPTED = 130
 
 
 def main() -> int:
+    held = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: held.append(True))
+    except ValueError:  # not the main thread: load as it comes
+        previous = None
     try:
         from .cli import main as cli_main
+    except KeyboardInterrupt:
+        held.append(True)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    try:
+        if held:
+            raise KeyboardInterrupt
         return cli_main()
     except KeyboardInterrupt:
         print("vmtax: interrupted", file=sys.stderr)
