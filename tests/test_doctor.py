@@ -69,3 +69,27 @@ def test_doctor_refuses_a_workload_and_bad_counts(capsys):
     assert main(["doctor", "--processes", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not the workload" in err[0] and "--processes must be between 8" in err[1]
+
+
+def test_a_skewed_spread_is_one_mode_and_doctor_calls_modes_as_the_reports_do():
+    rng = random.Random(5)
+    means = [200 * math.exp(rng.gauss(0, 0.3)) for _ in range(60)]  # a long right tail
+    n = doctor.noise(means, [float(i) for i in range(60)])
+    assert not n.bimodal and n.modes is None
+    two = [(196 if i % 3 else 280) * (1 + rng.gauss(0, 0.01)) for i in range(40)]
+    n = doctor.noise(two, [float(i) for i in range(40)])
+    assert n.bimodal and n.modes is not None and (n.fast, n.slow) == (n.modes.fast, n.modes.slow)
+
+
+def test_doctor_on_a_fake_with_two_modes_says_them(tmp_path):
+    out = tmp_path / "d.json"
+    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake:slow_share=0.4,slow_by=1.4",
+                        "--processes", "40", "--cpu", "none", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["bimodal"] and doc["modes"]["slow"] / doc["modes"]["fast"] == pytest.approx(1.4, rel=0.05)
+    assert doc["modes"]["bic_gain"] > 10 and "two modes:" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake", "--processes", "40",
+                        "--cpu", "none"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "one mode (two modes need" in p.stdout

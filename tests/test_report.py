@@ -8,7 +8,7 @@ import pytest
 
 from reportdata import run
 from vmtax.analysis import analyse
-from vmtax.report import csvout, facts, html, jsondoc, markdown, terminal, view
+from vmtax.report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal, view
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -255,3 +255,61 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     assert "reached the precision asked (±0.0001%)" in scoreboard.precision_share(data, cs)
     from vmtax.report.units import fmt_goal
     assert [fmt_goal(g) for g in (0.05, 0.01, 0.001, 0.0005, None)] == ["5.0%", "1.0%", "0.1%", "0.05%", "-"]
+
+
+def _bimodal_run(kind="compare"):
+    """40 blocks of getppid: the baseline in one mode, the candidate 1.5x
+    slower and, in 30% of its processes, 1.3x slower again."""
+    import random as _random
+    from vmtax.model import Sample
+    data = run(kind=kind, names=("local", "qemu:accel=tcg") if kind == "compare" else ("qemu:accel=tcg",))
+    rng = _random.Random(7)
+    data.benchmarks = data.benchmarks[:1]
+    samples = []
+    for blk in range(40):
+        for name in [t.name for t in data.targets]:
+            mean = 100.0 if name == "local" else 150.0 * (1.3 if rng.random() < 0.3 else 1.0)
+            for seq in range(4):
+                samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
+                                      warmup=seq == 0, t=1767268800.0 + blk, block=blk))
+    data.samples = samples
+    return data
+
+
+def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_in_every_writer():
+    data = _bimodal_run()
+    ms, cs = analyse(data)
+    base, cand = (next(m for m in ms if m.target == t) for t in ("local", "qemu:accel=tcg"))
+    assert base.modes is None and cand.modes is not None
+    assert cand.modes.fast == pytest.approx(150, rel=0.01) and cand.modes.slow == pytest.approx(195, rel=0.01)
+    (c,) = cs
+    f = c.fast_mode
+    assert f.of_blocks == 40 and f.blocks == round(40 * (1 - cand.modes.slow_share))
+    assert f.ratio == pytest.approx(1.5, rel=0.005) and f.ci_low < 1.5 < f.ci_high and f.ci_high - f.ci_low < 0.01
+    assert c.ratio > 1.55 and c.ratio_ci_high - c.ratio_ci_low > 5 * (f.ci_high - f.ci_low)  # the mix is wider
+    text = scoreboard.render_text(data, ms, cs)
+    assert re.search(r"getppid +1\.\d\d\*  ~", text) or re.search(r"getppid +1\.\d\d\*\?~", text), text
+    assert "~ the processes of a side fell in two modes" in " ".join(text.split())
+    note = " ".join(text.split("~ getppid,")[1].split())
+    assert note.startswith("qemu:accel=tcg vs local: qemu:accel=tcg: two modes, 150 ns") and "local: one mode" in note
+    assert f"over the {f.blocks} of 40 blocks in which both ran in their fast mode it is 1.50" in note
+    md = markdown.document(data, ms, cs)
+    assert "\\~ getppid, qemu:accel=tcg vs local" in md and " ~" not in md.replace("\\~", "")
+    doc = jsondoc.document(data, ms, cs)
+    assert doc["comparisons"][0]["fast_mode"]["blocks"] == f.blocks
+    assert doc["comparisons"][0]["fast_mode"]["ratio"] == pytest.approx(f.ratio)
+    rows = {r["target"]: r for r in doc["results"]}
+    assert rows["local"]["modes"] is None and rows["qemu:accel=tcg"]["modes"]["processes"] == 40
+    json.dumps(doc, allow_nan=False)
+    page = html.document([(data, ms, cs)], "vmtax report")
+    assert "~ getppid, qemu:accel=tcg vs local" in page
+
+
+def test_a_single_target_run_with_two_modes_says_what_its_mean_is():
+    data = _bimodal_run(kind="run")
+    ms, cs = analyse(data)
+    t = view.measurements(data, ms, cs)
+    lines = " ".join(terminal.mode_lines(t).split())
+    assert lines.startswith("~ getppid on qemu:accel=tcg: two modes, 150 ns") and "over the modes as they fell" in lines
+    assert "\\~ getppid on qemu:accel=tcg" in markdown.document(data, ms, cs)
+    assert terminal.mode_lines(view.measurements(*(lambda d: (d, *analyse(d)))(run(kind="run", names=("local",))))) == ""

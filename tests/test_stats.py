@@ -285,3 +285,44 @@ def test_stop_halfwidth_is_blind_to_which_side_is_ahead():
 def test_geomean():
     assert stats.geomean([1.0, 4.0]) == pytest.approx(2.0)
     assert math.isnan(stats.geomean([]))
+
+
+# -- two modes among process means (stats.modes) --------------------------------------
+def _draw(seed, n, f):
+    rng = np.random.default_rng(seed)
+    return [float(f(rng)) for _ in range(n)]
+
+
+def test_two_modes_are_found_with_their_means_share_and_cut():
+    vals = _draw(1, 60, lambda r: r.normal(196, 4) if r.random() < 0.6 else r.normal(280, 15))
+    m = stats.modes(vals)
+    assert m is not None and m.units == 60
+    assert m.fast == pytest.approx(196, rel=0.03) and m.slow == pytest.approx(280, rel=0.05)
+    assert 0.25 < m.slow_share < 0.55 and m.bic_gain > stats.MODES_BIC_GAIN and m.separation > 2
+    assert 210 < m.cut < 260 and m.is_slow(270) and not m.is_slow(200)
+    assert m.slow_share == sum(m.is_slow(v) for v in vals) / 60
+
+
+@pytest.mark.parametrize("name,f", [
+    ("normal", lambda r: r.normal(100, 3)),
+    ("lognormal", lambda r: math.exp(r.normal(0, 0.5))),   # a right-skewed spread is one mode
+    ("normal with a few outlying processes", lambda r: r.normal(100, 3) if r.random() < 0.97 else 100 + abs(r.normal(0, 30))),
+])
+def test_one_mode_or_a_skew_is_not_called_two(name, f):
+    called = sum(stats.modes(_draw(seed, 60, f)) is not None for seed in range(40))
+    assert called <= 2, (name, called)  # bench/modes.py measures the rates over more draws
+
+
+def test_modes_need_units_and_a_share_each_and_skip_broken_values():
+    two = lambda r: r.normal(100, 2) if r.random() < 0.5 else r.normal(140, 2)  # noqa: E731
+    assert stats.modes(_draw(2, stats.MODES_MIN_UNITS - 1, two)) is None
+    assert stats.modes(_draw(2, 40, two) + [math.nan, math.inf, 0.0, -5.0]).units == 40
+    assert stats.modes([100.0] * 39 + [140.0]) is None            # one odd process is no mode
+    assert stats.modes([100.0] * 40) is None                       # no spread at all
+
+
+def test_for_a_throughput_the_fast_mode_is_the_higher_one():
+    vals = _draw(3, 50, lambda r: r.normal(1000, 10) if r.random() < 0.7 else r.normal(700, 10))
+    m = stats.modes(vals, higher_is_better=True)
+    assert m.fast == pytest.approx(1000, rel=0.02) and m.slow == pytest.approx(700, rel=0.02)
+    assert m.is_slow(710) and not m.is_slow(990) and 0.15 < m.slow_share < 0.45

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import metrics as metrics_registry
 from . import stats
-from .model import BenchSpec, Comparison, Measurement, RunData, Sample, Summary, TargetInfo
+from .model import BenchSpec, Comparison, FastMode, Measurement, Modes, RunData, Sample, Summary, TargetInfo
 
 ALPHA = 0.05
 
@@ -95,10 +95,32 @@ def measurement(spec: BenchSpec, target: str, samples: list[Sample],
                               groups=[s.process for s in real]) if values else None
     overhead = sum(s.overhead for s in real) / len(real) if real else None
     cpus = {s.cpu for s in real}
+    two = (stats.modes(stats.cluster_means(values, [s.process for s in real]),
+                       higher_is_better=spec.direction == "higher") if values else None)
     return Measurement(benchmark=spec, target=target, stopped_by=stopped_by, summary=summary,
                        reason=reason, processes=len({s.process for s in real}),
                        overhead=overhead, cpu=cpus.pop() if len(cpus) == 1 else -1,
-                       metrics=metric_summaries(samples))
+                       metrics=metric_summaries(samples), modes=two)
+
+
+def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+              cand_modes: Modes | None, alpha: float = ALPHA) -> FastMode | None:
+    """Where either side's process means fell in two modes: the ratio over
+    the blocks whose two processes both ran in their side's fast mode (a
+    side with one mode: every block), by the same paired sign-flip interval
+    as the ratio over all blocks.  The stratum is chosen by the values
+    themselves, so it is a description of the fast mode, not a test of the
+    mix: the all-blocks ratio stays the estimate of the tax as it fell."""
+    if base_modes is None and cand_modes is None:
+        return None
+    both = sorted(base.keys() & cand.keys())
+    fast = [k for k in both if not (base_modes and base_modes.is_slow(base[k]))
+            and not (cand_modes and cand_modes.is_slow(cand[k]))]
+    c, b = [cand[k] for k in fast], [base[k] for k in fast]
+    if len(c) < 2:
+        return FastMode(math.nan, -math.inf, math.inf, len(fast), len(both))
+    r, lo, hi, _ = stats.compare_paired(c, b, confidence=1 - alpha)
+    return FastMode(r, lo, hi, len(fast), len(both))
 
 
 def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, float],
@@ -131,14 +153,16 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
         if len(names) > 1:
             vals = block_means([s for n in names for s in by_key.get((n, spec.name), [])])
             base = vals.get((names[0], spec.name), {})
+            two = {m.target: m.modes for m in measurements if m.benchmark.name == spec.name}
             for cand_name in names[1:]:
                 stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
-                c = compare(spec, names[0], cand_name, base, vals.get((cand_name, spec.name), {}),
-                            stopped_by)
+                cand = vals.get((cand_name, spec.name), {})
+                c = compare(spec, names[0], cand_name, base, cand, stopped_by)
                 if c:
                     ratios = metric_ratios(by_key.get((cand_name, spec.name), []),
                                            by_key.get((names[0], spec.name), []))
-                    comparisons.append(replace(c, metrics=ratios))
+                    comparisons.append(replace(c, metrics=ratios, fast_mode=fast_mode(
+                        base, cand, two.get(names[0]), two.get(cand_name))))
     return measurements, comparisons
 
 

@@ -17,7 +17,7 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from . import __version__, proc, suite, watch
+from . import __version__, proc, stats, suite, watch
 from .analysis import analyse, reference_adjusted
 from .errors import UserError, VmtaxError
 from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal, view
@@ -216,7 +216,10 @@ def _report(store: Store, run_id: str, args) -> int:
             say("\nWhy, per operation (vmtax explain " + data.id + "):\n", out)
             say(explain.text(explain.view(data, ms, cs)), out)
     else:
-        say(terminal.measurements_table(view.measurements(data, ms, cs)) + "\n", out)
+        t = view.measurements(data, ms, cs)
+        say(terminal.measurements_table(t) + "\n", out)
+        if terminal.mode_lines(t):
+            say(terminal.mode_lines(t) + "\n", out)
         say(terminal.stop_tally(ms), out)
     if gate is not None:
         say("\n" + watch_report.gate_text(gate, data.id), out)
@@ -486,8 +489,9 @@ def cmd_doctor(args) -> int:
     blocks, half = doctor.buyable(n.cv, process_s, budget * 0.9, args.rows, args.targets)
     doc = {"target": target.name, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
            "pinned_cpu": cpu, "mean": n.mean, "cv": n.cv, "bimodality": n.bimodality, "bimodal": n.bimodal,
-           "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s}
-                     if n.bimodal else None),
+           "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s,
+                      "bic_gain": n.modes.bic_gain, "separation": n.modes.separation}
+                     if n.modes else None),
            "process_seconds": process_s,
            "reference": ({"mean_ns_per_step": seen.ref_mean, "cv": seen.ref_cv, "correlation": seen.corr,
                           "fast_mode": seen.ref_fast, "slow_mode": seen.ref_slow, "separates_modes": seen.separates}
@@ -500,9 +504,13 @@ def cmd_doctor(args) -> int:
              f"  mean {fmt_value(n.mean, spec.unit)} per operation; between-process SD {n.cv:.1%} of the mean",
              (f"  two modes: {fmt_value(n.fast, spec.unit)} ({1 - n.slow_share:.0%} of processes) and "
               f"{fmt_value(n.slow, spec.unit)} ({n.slow_share:.0%}); a mode lasts {n.run_s:.1f} s on average "
-              f"(Sarle's coefficient {n.bimodality:.2f})" if n.bimodal else
-              f"  one mode (Sarle's coefficient {n.bimodality:.2f}; two modes need it above "
-              f"{doctor.BIMODAL_BC:.2f} and the modes more than {doctor.MODE_GAP:g} SDs apart)"),
+              f"(two normals fit the logs better than one by {n.modes.bic_gain:.0f} in BIC, "
+              f"{n.modes.separation:.1f} SDs apart)" if n.bimodal else
+              f"  one mode (too few processes to call two: {stats.MODES_MIN_UNITS} needed)"
+              if n.processes < stats.MODES_MIN_UNITS else
+              f"  one mode (two modes need two normals on the logs to fit better than one by "
+              f"{stats.MODES_BIC_GAIN:g} in BIC, {stats.MODES_SEPARATION:g} SDs apart, "
+              f"{stats.MODES_MIN_SHARE:.0%} of processes each)"),
              f"  a process costs {process_s:.2f} s: a compare of {args.rows} rows on {args.targets} targets in "
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
              + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")

@@ -20,11 +20,11 @@ from scipy import stats as sps
 
 from .core import agent_argv, read_agent
 from .errors import AgentError, TargetError
-from .model import BenchSpec
+from . import stats
+from .model import BenchSpec, Modes
 from .proc import ChildFailed
 
-BIMODAL_BC = 5 / 9     # Sarle's bimodality coefficient above this: more than one mode
-MODE_GAP = 2.0         # and the two modes' means this many within-mode SDs apart
+REF_GAP = 2.0  # the reference separates the modes: its means in them this many within-mode SDs apart
 
 
 @dataclass(frozen=True)
@@ -32,35 +32,32 @@ class Noise:
     processes: int
     mean: float
     cv: float                 # between-process SD over the mean
-    bimodality: float         # Sarle's coefficient (a uniform distribution: 5/9)
-    bimodal: bool
+    bimodality: float         # Sarle's coefficient (a uniform distribution: 5/9): a shape figure only
+    bimodal: bool             # two modes, as the run's reports call them (stats.modes)
     fast: float | None        # the two modes' means, where bimodal
     slow: float | None
     slow_share: float | None  # the share of processes in the slow mode
     run_s: float | None       # how long a mode lasts: the mean length of a run of one mode, in seconds
     cut: float | None = None  # a process mean above this is in the slow mode (where bimodal)
+    modes: Modes | None = None
 
 
 def noise(means: list[float], starts: list[float]) -> Noise:
-    """The spread of process means taken in this order at these times."""
+    """The spread of process means taken in this order at these times; two
+    modes as a run's report calls them (stats.modes: a mixture of two
+    normals on the logs, clearly better than one)."""
     n = len(means)
     mu = statistics.fmean(means)
     sd = statistics.stdev(means) if n > 1 else 0.0
-    bc = _bimodality(means)
-    split = _two_modes(means)
-    bimodal = False
+    two = stats.modes(means)
     fast = slow = share = run_s = slow_above = None
-    if split is not None and bc > BIMODAL_BC:
-        lo, hi, cut = split
-        within = math.sqrt((_var([m for m in means if m <= cut]) + _var([m for m in means if m > cut])) / 2)
-        bimodal = within == 0 or (hi - lo) / within > MODE_GAP
-        if bimodal:
-            fast, slow, slow_above = lo, hi, cut
-            modes = [m > cut for m in means]
-            share = sum(modes) / n
-            runs = 1 + sum(a != b for a, b in zip(modes, modes[1:]))
-            run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
-    return Noise(n, mu, sd / mu if mu else math.inf, bc, bimodal, fast, slow, share, run_s, slow_above)
+    if two is not None:
+        fast, slow, share, slow_above = two.fast, two.slow, two.slow_share, two.cut
+        modes = [two.is_slow(m) for m in means]
+        runs = 1 + sum(a != b for a, b in zip(modes, modes[1:]))
+        run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
+    return Noise(n, mu, sd / mu if mu else math.inf, _bimodality(means), two is not None, fast, slow, share,
+                 run_s, slow_above, two)
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class StateSeen:
     corr: float | None        # Pearson's r of log(benchmark) and log(reference) across processes
     ref_fast: float | None    # its mean over the processes of each of the benchmark's modes
     ref_slow: float | None
-    separates: bool | None    # its means in the two modes MODE_GAP within-mode SDs apart, slow slower
+    separates: bool | None    # its means in the two modes REF_GAP within-mode SDs apart, slow slower
 
 
 def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | None:
@@ -92,7 +89,7 @@ def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | N
         if a and b:
             fast, slow = statistics.fmean(a), statistics.fmean(b)
             within = math.sqrt((_var(a) + _var(b)) / 2)
-            sep = slow > fast and (within == 0 or (slow - fast) / within > MODE_GAP)
+            sep = slow > fast and (within == 0 or (slow - fast) / within > REF_GAP)
     return StateSeen(mu, sd / mu if mu else math.inf, corr, fast, slow, sep)
 
 
@@ -109,19 +106,6 @@ def _bimodality(xs: list[float]) -> float:
     g = sps.skew(xs, bias=False)
     k = sps.kurtosis(xs, bias=False)
     return float((g * g + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
-
-
-def _two_modes(xs: list[float]) -> tuple[float, float, float] | None:
-    """The best split of the values in two groups (least within-group sum
-    of squares): (low mean, high mean, the cut), each group 2 values or more."""
-    s = sorted(xs)
-    best = None
-    for i in range(2, len(s) - 1):
-        a, b = s[:i], s[i:]
-        ss = sum((x - statistics.fmean(a)) ** 2 for x in a) + sum((x - statistics.fmean(b)) ** 2 for x in b)
-        if best is None or ss < best[0]:
-            best = (ss, statistics.fmean(a), statistics.fmean(b), a[-1])
-    return best[1:] if best else None
 
 
 def buyable(cv: float, process_s: float, budget_s: float, rows: int, targets: int) -> tuple[int, float]:

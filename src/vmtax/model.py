@@ -76,6 +76,25 @@ class Summary:
         return self.stdev / self.mean if self.mean else float("inf")
 
 
+@dataclass(frozen=True)
+class Modes:
+    """Process means that fell in two modes: each mode's mean (in the
+    values' unit), the share of units in the slow one, and where a value
+    counts as slow.  `fast` is the better mode (lower for a time, higher for
+    a throughput)."""
+    fast: float
+    slow: float
+    slow_share: float
+    units: int
+    cut: float             # values beyond this (above for a time, below for a throughput) are slow
+    bic_gain: float        # BIC of one normal less that of two, on the logs
+    separation: float      # Ashman's D of the two fitted normals
+    higher_is_better: bool = False
+
+    def is_slow(self, value: float) -> bool:
+        return value < self.cut if self.higher_is_better else value > self.cut
+
+
 STOPPED = ("precision", "budget", "error", "skipped", "interrupted")
 
 
@@ -91,6 +110,19 @@ class Measurement:
     cpu: int = -1
     # per operation, from the counted batches (metrics.py): name -> summary over processes
     metrics: dict = field(default_factory=dict, compare=False)
+    modes: Modes | None = field(default=None, compare=False)  # its process means fell in two modes
+
+
+@dataclass(frozen=True)
+class FastMode:
+    """The ratio over the blocks in which both sides' processes ran in
+    their fast mode (a side with one mode: all its processes), where either
+    side's process means fell in two modes: the uncontended stratum."""
+    ratio: float
+    ci_low: float
+    ci_high: float
+    blocks: int      # the blocks both in the fast mode
+    of_blocks: int   # the blocks paired
 
 
 @dataclass(frozen=True)
@@ -106,6 +138,7 @@ class Comparison:
     stopped_by: str
     # name -> (ratio, CI low, CI high) of a metric's means, where both sides counted it
     metrics: dict = field(default_factory=dict, compare=False)
+    fast_mode: FastMode | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ def _ratio_text(c: Comparison) -> str:
     return f"{c.ratio:.3f} ({ci})"
 
 
+def mode_paragraphs(t: Table) -> str:
+    return "".join(f'<p class="meta">{escape(view.MODES_MARK)} {escape(text)}</p>' for _, _, text in view.mode_notes(t))
+
+
 def scoreboard_table(data: RunData, t: Table) -> str:
     base = data.targets[0].name
     cands = [t.name for t in data.targets[1:]]
@@ -39,7 +43,8 @@ def scoreboard_table(data: RunData, t: Table) -> str:
         for side in line.sides:
             c, m = side.c, side.m
             if c and m and m.summary and b.summary:
-                flag = ("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
+                flag = (("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
+                        + (view.MODES_MARK if c.fast_mode is not None else ""))
                 cells += [td(_ratio_text(c), c.ratio),
                           td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
                               m.summary.mean),
@@ -53,7 +58,7 @@ def scoreboard_table(data: RunData, t: Table) -> str:
               "budget · the interval in brackets is the ratio's 95% CI: the ratios a sign-flip test "
               "does not reject, over process means paired block by block (each block in random "
               "order), so host drift cancels and the error rate holds on a noisy host</p>")
-    return legend + table(header, rows, left=3)
+    return legend + table(header, rows, left=3) + mode_paragraphs(t)
 
 
 def measurements_table(t: Table) -> str:
@@ -146,7 +151,8 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):
         parts += ["<h3>Why: per-operation counts, in the target and on its host</h3>", explain.html(blocks)]
-    parts += ["<h3>Measurements</h3>", measurements_table(t),
+    modes = "" if data.kind == "compare" and len(data.targets) > 1 else mode_paragraphs(t)  # or under the scoreboard
+    parts += ["<h3>Measurements</h3>", measurements_table(t) + modes,
               "<h3>Targets</h3>", targets_table(data),
               "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]
     return "".join(parts)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 from ..metrics import unit_of
-from ..model import Comparison, Measurement, RunData
+from ..model import Comparison, Measurement, Modes, RunData
 from ..suite.workloads import of_spec
 from . import view
 from .units import json_number
@@ -13,8 +13,19 @@ SCHEMA = 1
 
 
 def result_rows(t: Table) -> list[dict]:
-    return [{**{k: json_number(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name)}
+    return [{**{k: json_number(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name),
+             "modes": modes_row(r.m.modes)}
             for r, values in zip(t.rows, t.values(JSON))]
+
+
+def modes_row(m: Modes | None) -> dict | None:
+    """Where a row's process means fell in two modes (stats.modes): each
+    mode's mean, the slow one's share, and how clearly two."""
+    if m is None:
+        return None
+    return {"fast": json_number(m.fast), "slow": json_number(m.slow), "slow_share": json_number(m.slow_share),
+            "processes": m.units, "cut": json_number(m.cut), "bic_gain": json_number(m.bic_gain),
+            "separation": json_number(m.separation)}
 
 
 def metric_rows(metrics: dict, benchmark: str = "") -> dict:
@@ -36,6 +47,10 @@ def comparison_row(c: Comparison) -> dict:
         "p_value": json_number(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,
         "metrics": {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
                     for name, (r, lo, hi) in c.metrics.items()},
+        "fast_mode": None if c.fast_mode is None else {
+            "ratio": json_number(c.fast_mode.ratio), "ci_low": json_number(c.fast_mode.ci_low),
+            "ci_high": json_number(c.fast_mode.ci_high), "blocks": c.fast_mode.blocks,
+            "of_blocks": c.fast_mode.of_blocks},
     }
 
 

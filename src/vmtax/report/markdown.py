@@ -24,8 +24,11 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
         from . import scale
         return scale.markdown(data, scale.view(data))
     h = view.header(data)
+    t = view.measurements(data, ms, cs)
     out = [f"### vmtax run `{h.id}` ({h.status})", "",
            f"{h.when(utc=True)} · target `{md_cell(', '.join(h.targets))}` on {md_cell(h.machine)}; "
            f"command `{md_cell(h.command)}`.", "",
-           *md_table(view.measurements(data, ms, cs))]
+           *md_table(t)]
+    notes = view.mode_notes(t)
+    out += [""] + [f"- {scoreboard.md_mark(view.MODES_MARK)} {md_cell(text)}" for _, _, text in notes] if notes else []
     return "\n".join(out) + "\n"

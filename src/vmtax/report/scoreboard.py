@@ -50,7 +50,8 @@ def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | No
             return [notes.ref(m.target, m), "", ""]
     if c is None or base is None or cand is None or not base.summary or not cand.summary:
         return ["-", "", ""]
-    flag = ("*" if c.significant else " ") + (" " if precise(c, goal) else "?")
+    flag = (("*" if c.significant else " ") + (" " if precise(c, goal) else "?")
+            + (view.MODES_MARK if c.fast_mode is not None else ""))
     unit = c.benchmark.unit
     cis = f"±{_pct(cand.summary.ci_rel)}/{_pct(base.summary.ci_rel)}"
     return [f"{_ratio(c.ratio)}{flag}", fmt_pair(cand.summary.mean, base.summary.mean, unit), cis]
@@ -129,9 +130,12 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         out.append(f"{_title(direction)} (ratios to {base})")
         out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
         out.append("")
-    out.append(textwrap.fill(LEGEND, WIDTH))
+    modes = view.mode_notes(view.measurements(data, ms, cs))
+    out.append(textwrap.fill(LEGEND + (" · " + view.MODES_LEGEND if modes else ""), WIDTH))
     for line in notes.lines():
         out.append(textwrap.fill(line, WIDTH, subsequent_indent="    "))
+    for _, _, text in modes:
+        out.append(textwrap.fill(f"{view.MODES_MARK} {text}", WIDTH, subsequent_indent="    "))
     return "\n".join(out)
 
 
@@ -164,13 +168,21 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
                     out.append(_md_geo(suite, direction, cands, gm))
                 suite = s
                 out.append(f"| **{s}** |" + " |" * (2 * len(cands)))
-            out.append(f"| {name} | " + " | ".join(f"{c[0].strip()} {c[1]} | {c[2]}" for c in cells) + " |")
+            out.append(f"| {name} | " + " | ".join(f"{md_mark(c[0].strip())} {c[1]} | {c[2]}" for c in cells)
+                       + " |")
         out.append(_md_geo(suite, direction, cands, gm))
         out.append("")
-    out += [LEGEND.replace("*", "\\*"), ""]
+    modes = view.mode_notes(view.measurements(data, ms, cs))
+    out += [md_mark((LEGEND + (" · " + view.MODES_LEGEND if modes else "")).replace("*", "\\*")), ""]
     out += [md_cell(line) + "  " for line in notes.lines()] + ([""] if notes.items else [])
+    out += [f"- {md_mark(view.MODES_MARK)} {md_cell(text)}" for _, _, text in modes] + ([""] if modes else [])
     out += [targets_markdown(data)]
     return "\n".join(out)
+
+
+def md_mark(text: str) -> str:
+    """GitHub's Markdown strikes text between single tildes: escape the mark."""
+    return text.replace(view.MODES_MARK, "\\" + view.MODES_MARK)
 
 
 def _md_geo(suite: str, direction: str, cands: list[str], gm: dict) -> str:

@@ -1,6 +1,7 @@
 """The terminal report of a run: one row per benchmark and target."""
 from __future__ import annotations
 
+import textwrap
 import time
 
 from ..model import Measurement, RunData
@@ -21,6 +22,12 @@ def measurements_table(view: Table) -> str:
     cols = view.shown(TEXT)
     return table.render([c.title_in(TEXT) for c in cols], view.texts(TEXT),
                         align="".join(c.align for c in cols), groups=view.groups())
+
+
+def mode_lines(t: Table) -> str:
+    """The rows whose processes fell in two modes, a sentence each ('' if none)."""
+    return "\n".join(textwrap.fill(f"{view.MODES_MARK} {text}", 100, subsequent_indent="    ")
+                     for _, _, text in view.mode_notes(t))
 
 
 def stop_tally(ms: list[Measurement]) -> str:

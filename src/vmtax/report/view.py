@@ -23,6 +23,7 @@ candidate's with its ratio), which the text, Markdown and HTML
 scoreboards lay out."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -256,4 +257,49 @@ def pivot(t: Table) -> list[Line]:
         sides = [Side(k, by[(k, spec.name)].m if (k, spec.name) in by else None,
                       by[(k, spec.name)].c if (k, spec.name) in by else None) for k in names[1:]]
         out.append(Line(spec, base.m if base else None, sides))
+    return out
+
+
+# -- rows whose processes fell in two modes ------------------------------------------
+MODES_MARK = "~"
+MODES_LEGEND = (f"{MODES_MARK} the processes of a side fell in two modes (a note below says which, and "
+                "the ratio in the fast mode)")
+
+
+def _modes_of(target: str, m: Measurement | None) -> str:
+    if m is None or m.modes is None:
+        return f"{target}: one mode"
+    md, unit = m.modes, m.benchmark.unit
+    return (f"{target}: two modes, {fmt_value(md.fast, unit)} ({1 - md.slow_share:.0%}) and "
+            f"{fmt_value(md.slow, unit)} ({md.slow_share:.0%} of {md.units} processes)")
+
+
+def _interval(r: float, lo: float, hi: float) -> str:
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{r:.3f}, no interval" if math.isfinite(r) else "no interval"
+    return f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def mode_notes(t: Table) -> list[tuple[str, str, str]]:
+    """(benchmark, target, sentence) for every row with two modes among its
+    process means, in the view's order: on a compare's candidate row, both
+    sides and the ratio over the blocks both ran in their fast mode (the
+    uncontended stratum); a baseline's own row only where the run has no
+    candidate to say it with."""
+    out = []
+    by = {(r.m.target, r.m.benchmark.name): r for r in t.rows}
+    for r in t.rows:
+        name, target = r.m.benchmark.name, r.m.target
+        if r.c is not None and r.c.fast_mode is not None:
+            f, base = r.c.fast_mode, by.get((r.c.baseline, name))
+            out.append((name, target,
+                        f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
+                        f"{_modes_of(r.c.baseline, base.m if base else None)}. The ratio "
+                        f"{_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means over "
+                        f"the modes as they fell; over the {f.blocks} of {f.of_blocks} blocks in which both "
+                        f"ran in their fast mode it is {_interval(f.ratio, f.ci_low, f.ci_high)}."))
+        elif r.c is None and r.m.modes is not None and not any(
+                x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
+            out.append((name, target, f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as "
+                                      "they fell."))
     return out

@@ -13,7 +13,10 @@ JSON sample line no real agent could, after a timed sample: see HOSTILE), host_n
 host_rho (a slowdown shared by every fake target, as a busy host's is: a
 log-AR(1) process with innovation sd host_noise and coefficient host_rho,
 one step per agent process -- noise correlated in time across targets; the
-samples' reference readings, ref_ns, follow it as a real agent's do).
+samples' reference readings, ref_ns, follow it as a real agent's do),
+slow_share and slow_by (each process, with probability slow_share, runs
+slow_by times slower: process means in two modes, as tlb_4k's fell on a
+cloud host; the reference does not see it).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ class FakeTarget(Target):
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
     allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",
-                                 "garbage", "hostile", "host_noise", "host_rho"})
+                                 "garbage", "hostile", "host_noise", "host_rho", "slow_share", "slow_by"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -49,6 +52,8 @@ class FakeTarget(Target):
         self.delay = num("delay", 0.0, lo=0.0, hi=60.0)
         self.host_noise = num("host_noise", 0.0, lo=0.0, hi=10.0)
         self.host_rho = num("host_rho", 0.0, lo=0.0, hi=0.999)
+        self.slow_share = num("slow_share", 0.0, lo=0.0, hi=1.0)
+        self.slow_by = num("slow_by", 1.0, lo=1.0, hi=100.0)
         # independent draws per target unless a seed is given: two fakes with one
         # seed would produce perfectly correlated "noise" and a zero-width ratio
         seed = num("seed", None, lo=0, hi=2 ** 63, integer=True)
@@ -118,6 +123,8 @@ class FakeTarget(Target):
         count = int(opts.get("--count", 0))
         base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
         mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
+        if self.slow_share and self.rng.random() < self.slow_share:
+            mean *= self.slow_by
         ref = {}
         if self.host_noise:
             state = HOST.step(self.host_noise, self.host_rho)
