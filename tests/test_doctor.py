@@ -90,6 +90,18 @@ def test_doctor_on_a_fake_with_two_modes_says_them(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["bimodal"] and doc["modes"]["slow"] / doc["modes"]["fast"] == pytest.approx(1.4, rel=0.05)
     assert doc["modes"]["bic_gain"] > 10 and "two modes:" in p.stdout
+    assert "with compare --fast-mode" in p.stdout and doc["budget"]["fast_mode"]["ratio_ci_halfwidth"] > 0
     p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake", "--processes", "40",
                         "--cpu", "none"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "one mode (two modes need" in p.stdout
+
+
+def test_what_the_fast_mode_buys_where_there_are_two():
+    rng = random.Random(4)
+    means = [(280 if i % 2 else 196) * (1 + rng.gauss(0, 0.01)) for i in range(40)]
+    n = doctor.noise(means, [float(i) for i in range(40)])
+    both, half = doctor.buyable_fast(means, n, 100)
+    assert both == 25  # half the processes slow: a quarter of the blocks both fast
+    assert half == pytest.approx(0.01 * math.sqrt(2) * 2.064 / 5, rel=0.3)  # the fast mode's 1% spread
+    one = doctor.noise([200 * (1 + rng.gauss(0, 0.01)) for _ in range(40)], [float(i) for i in range(40)])
+    assert doctor.buyable_fast(means, one, 100) == (100, math.inf)

@@ -313,3 +313,25 @@ def test_a_single_target_run_with_two_modes_says_what_its_mean_is():
     assert lines.startswith("~ getppid on qemu:accel=tcg: two modes, 150 ns") and "over the modes as they fell" in lines
     assert "\\~ getppid on qemu:accel=tcg" in markdown.document(data, ms, cs)
     assert terminal.mode_lines(view.measurements(*(lambda d: (d, *analyse(d)))(run(kind="run", names=("local",))))) == ""
+
+
+def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
+    data = _bimodal_run()
+    data.config["fast_mode"] = True
+    ms, cs = analyse(data)
+    (c,) = cs
+    assert c.ratio == c.fast_mode.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio > 1.55
+    assert c.p_value == c.fast_mode.p_value and c.significant
+    text = terminal.run_header(data) + scoreboard.render_text(data, ms, cs)
+    flat = " ".join(text.split())
+    assert "a row with two modes (~): its ratio in the fast mode (--fast-mode)" in flat
+    assert "(--fast-mode); over the modes as they fell it is 1.6" in flat
+    doc = jsondoc.document(data, ms, cs)
+    (row,) = doc["comparisons"]
+    assert row["estimand"] == "fast mode" and row["ratio"] == pytest.approx(c.fast_mode.ratio)
+    assert row["all_modes"]["ratio"] == pytest.approx(c.all_modes.ratio)
+    assert "Ratios: a row with two modes (\\~)" in markdown.document(data, ms, cs)
+    plain = run()  # rows with one mode: as without it
+    plain.config["fast_mode"] = True
+    assert [x.ratio for x in analyse(plain)[1]] == [x.ratio for x in analyse(run())[1]]
+    assert all(r["estimand"] == "all blocks" for r in jsondoc.document(plain, *analyse(plain))["comparisons"])

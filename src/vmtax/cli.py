@@ -115,7 +115,7 @@ def _config(args) -> RunConfig:
     return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
                      warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
                      parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
-                     seed=random.SystemRandom().randrange(2 ** 32))
+                     seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False))
 
 
 def LIMITS(args) -> list[tuple[str, int, int, int]]:
@@ -515,6 +515,13 @@ def cmd_doctor(args) -> int:
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
              + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
              + " at this spread (agent rows like this one; slower targets take longer)"]
+    if n.modes is not None:
+        both, fast_half = doctor.buyable_fast(means, n, blocks)
+        doc["budget"]["fast_mode"] = {"blocks": both, "ratio_ci_halfwidth": fast_half if math.isfinite(fast_half)
+                                      else None}
+        lines.append(f"  with compare --fast-mode: about {both} of those blocks both in the fast mode (were each "
+                     "side's mode drawn alone), a fast-mode ratio's 95% CI about "
+                     + (f"±{fast_half:.1%}" if math.isfinite(fast_half) else "unbounded"))
     if seen:
         r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"
         lines.append(f"  the reference loop around each sample (the host's state): {seen.ref_mean:.3g} ns a step, "
@@ -702,6 +709,11 @@ def build_parser() -> Parser:
                         "1 regressed, 3 inconclusive only; the JSON document carries it as `gate`")
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
+    s.add_argument("--fast-mode", action="store_true",
+                   help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "
+                        "stop on and report the ratio over the blocks both sides ran in their fast mode: the "
+                        "uncontended stratum (the header says so; the ratio over the modes as they fell stays "
+                        "in the row's note); rows with one mode are as without it")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 

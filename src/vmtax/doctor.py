@@ -119,6 +119,22 @@ def buyable(cv: float, process_s: float, budget_s: float, rows: int, targets: in
     return blocks, float(sps.t.ppf(0.975, blocks - 1)) * math.sqrt(2) * cv / math.sqrt(blocks)
 
 
+def buyable_fast(means: list[float], n: Noise, blocks: int) -> tuple[int, float]:
+    """With compare --fast-mode, where the means fell in two modes: (the
+    blocks of `blocks` whose two processes both ran in the fast mode were
+    each side's mode drawn independently -- a host state shared within a
+    block gives more -- the 95% CI half-width of the fast-mode ratio then,
+    at the fast mode's own spread)."""
+    if n.modes is None:
+        return blocks, math.inf
+    fast = [m for m in means if not n.modes.is_slow(m)]
+    both = int(blocks * (1 - n.modes.slow_share) ** 2)
+    if both < 2 or len(fast) < 2:
+        return both, math.inf
+    cv = statistics.stdev(fast) / statistics.fmean(fast)
+    return both, float(sps.t.ppf(0.975, both - 1)) * math.sqrt(2) * cv / math.sqrt(both)
+
+
 def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
             progress=None) -> tuple[list[float], list[float], float, list[float]]:
     """(each process's mean time per operation, when each began, the mean

@@ -114,15 +114,17 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class FastMode:
-    """The ratio over the blocks in which both sides' processes ran in
-    their fast mode (a side with one mode: all its processes), where either
-    side's process means fell in two modes: the uncontended stratum."""
+class Stratum:
+    """A ratio over some of a row's paired blocks: those in which both
+    sides' processes ran in their fast mode (a side with one mode: all its
+    processes), where either side's process means fell in two modes -- the
+    uncontended stratum; or, beside a fast-mode headline, all of them."""
     ratio: float
     ci_low: float
     ci_high: float
-    blocks: int      # the blocks both in the fast mode
+    blocks: int      # the blocks in the stratum
     of_blocks: int   # the blocks paired
+    p_value: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,9 @@ class Comparison:
     stopped_by: str
     # name -> (ratio, CI low, CI high) of a metric's means, where both sides counted it
     metrics: dict = field(default_factory=dict, compare=False)
-    fast_mode: FastMode | None = field(default=None, compare=False)
+    fast_mode: Stratum | None = field(default=None, compare=False)
+    # with --fast-mode, on a row with two modes, the ratio above is fast_mode's and this the all-blocks one
+    all_modes: Stratum | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

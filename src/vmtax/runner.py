@@ -64,6 +64,7 @@ class TargetState:
     own_iters: int | None = None     # this target's own calibration: its counted batches use it
     samples: int | None = None       # timed samples per process at the shared count (None: --samples)
     warmup: int | None = None        # and warmup samples (None: --warmup)
+    higher_is_better: bool = False   # the row's direction (which of two modes is the fast one)
 
     def take(self, s: Sample) -> None:
         if not s.warmup and not s.counting:
@@ -189,7 +190,8 @@ class Runner:
         # the hard stop, on this clock (what is begun) and on the real one (process timeouts)
         self._hard_end = t0 + self.cfg.max_time + grace_s(self.cfg.max_time)
         self._hard_end_real = time.monotonic() + self.cfg.max_time + grace_s(self.cfg.max_time)
-        by_spec = {spec.name: {t.name: TargetState() for t in self.targets} for spec in self.specs}
+        by_spec = {spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher")
+                               for t in self.targets} for spec in self.specs}
         states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
         for job, sts in zip(self.jobs, states):
             why = job.workload.missing() if job.workload else ""
@@ -410,11 +412,27 @@ class Runner:
             for n in active:
                 if n == base:
                     continue
-                a, b = stats.paired(states[n].block_means(), states[base].block_means())
+                cb, bb = states[n].block_means(), states[base].block_means()
+                if self.cfg.fast_mode:  # judged in the fast mode where a side has two (as reported)
+                    keep = self._fast_blocks(bb, cb, states[n].higher_is_better)
+                    if keep is not None and len(keep) < self.cfg.min_processes:
+                        out[n] = float("inf")  # the stratum needs --min-processes blocks, as a row does
+                        continue
+                    if keep is not None:
+                        cb, bb = {k: cb[k] for k in keep}, {k: bb[k] for k in keep}
+                a, b = stats.paired(cb, bb)
                 out[n] = stats.stop_halfwidth(a, b)
             return out
         return {n: states[n].summary().ci_rel if len(states[n].values) >= 2 else float("inf")
                 for n in active}
+
+    @staticmethod
+    def _fast_blocks(base: dict[int, float], cand: dict[int, float], higher: bool) -> list[int] | None:
+        """The blocks both sides ran in their fast mode, where either side's
+        process means have two modes so far (None: neither has)."""
+        mb = stats.modes(list(base.values()), higher_is_better=higher)
+        mc = stats.modes(list(cand.values()), higher_is_better=higher)
+        return None if mb is None and mc is None else analysis.fast_blocks(base, cand, mb, mc)
 
     def worst_precision(self, states: dict[str, TargetState]) -> float:
         """The widest of precision_by_target: the figure that decides stopping."""

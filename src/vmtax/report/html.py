@@ -143,7 +143,8 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     parts = [f'<section id="run-{escape(h.id)}"><h2>Run {escape(h.id)} · {escape(h.kind)} · '
              f"{escape(h.status)}</h2>",
              f'<p class="meta">{escape(h.when(utc=True))}{host} · vmtax {escape(h.vmtax_version)} · goal ±'
-             f"{escape(h.goal)} (95% CI) within {escape(h.budget)} · {escape(h.pinning)}<br>"
+             f"{escape(h.goal)} (95% CI) within {escape(h.budget)} · {escape(h.pinning)}"
+             + (f" · {escape(h.estimand)}" if h.estimand else "") + "<br>"
              f"command: <code>{escape(h.command)}</code></p>"]
     if data.kind == "compare" and len(data.targets) > 1:
         parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, t),

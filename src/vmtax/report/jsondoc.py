@@ -51,6 +51,11 @@ def comparison_row(c: Comparison) -> dict:
             "ratio": json_number(c.fast_mode.ratio), "ci_low": json_number(c.fast_mode.ci_low),
             "ci_high": json_number(c.fast_mode.ci_high), "blocks": c.fast_mode.blocks,
             "of_blocks": c.fast_mode.of_blocks},
+        # compare --fast-mode on a row with two modes: ratio/ratio_ci_* are fast_mode's, and these every block's
+        "estimand": "fast mode" if c.all_modes is not None else "all blocks",
+        "all_modes": None if c.all_modes is None else {
+            "ratio": json_number(c.all_modes.ratio), "ci_low": json_number(c.all_modes.ci_low),
+            "ci_high": json_number(c.all_modes.ci_high), "p_value": json_number(c.all_modes.p_value)},
     }
 
 

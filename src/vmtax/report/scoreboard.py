@@ -151,7 +151,8 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
     gm = geomeans(data, cs)
     h = view.header(data)
     out = [f"### vmtax scoreboard — run `{h.id}`", "",
-           f"Baseline `{md_cell(base)}` on {md_cell(h.machine)}; command `{md_cell(h.command)}`.", ""]
+           f"Baseline `{md_cell(base)}` on {md_cell(h.machine)}; command `{md_cell(h.command)}`."
+           + (f" Ratios: {md_mark(md_cell(h.estimand))}." if h.estimand else ""), ""]
     notes = Notes()
     rows = list(_rows(data, ms, cs, notes))
     for direction in ("higher", "lower"):

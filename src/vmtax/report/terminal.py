@@ -14,7 +14,7 @@ def run_header(data: RunData) -> str:
     host = f" · on {h.host}" if h.host else ""
     return (f"run {h.id} ({h.status}) · {h.when()}{host} · targets: {', '.join(h.targets)}\n"
             f"goal: 95% CI within ±{h.goal} of the mean, budget {h.budget} · {h.pinning}"
-            + (f" · {h.per_process}" if h.per_process else "") + "\n"
+            + (f" · {h.per_process}" if h.per_process else "") + (f" · {h.estimand}" if h.estimand else "") + "\n"
             f"command: {h.command}")
 
 

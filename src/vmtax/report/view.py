@@ -202,6 +202,7 @@ class Header:
     cpu_model: str       # the baseline's machine
     cpus: str
     kernel: str
+    estimand: str = ""   # where it is not the ratio over every block: what the ratios are
 
     def when(self, utc: bool = False) -> str:
         if utc:
@@ -222,7 +223,9 @@ def header(data: RunData) -> Header:
                   f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
                   f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
                   "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
-                  str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")))
+                  str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
+                  f"a row with two modes ({MODES_MARK}): its ratio in the fast mode (--fast-mode)"
+                  if cfg.get("fast_mode") else "")
 
 
 @dataclass(frozen=True)
@@ -291,13 +294,18 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
     for r in t.rows:
         name, target = r.m.benchmark.name, r.m.target
         if r.c is not None and r.c.fast_mode is not None:
-            f, base = r.c.fast_mode, by.get((r.c.baseline, name))
-            out.append((name, target,
-                        f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
-                        f"{_modes_of(r.c.baseline, base.m if base else None)}. The ratio "
-                        f"{_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means over "
-                        f"the modes as they fell; over the {f.blocks} of {f.of_blocks} blocks in which both "
-                        f"ran in their fast mode it is {_interval(f.ratio, f.ci_low, f.ci_high)}."))
+            f, base, every = r.c.fast_mode, by.get((r.c.baseline, name)), r.c.all_modes
+            sides = f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; " \
+                    f"{_modes_of(r.c.baseline, base.m if base else None)}."
+            fast = f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
+            if every is not None:  # --fast-mode: the headline is the fast mode's
+                said = (f"The ratio {_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is over {fast} "
+                        f"(--fast-mode); over the modes as they fell it is "
+                        f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
+            else:
+                said = (f"The ratio {_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means "
+                        f"over the modes as they fell; over {fast} it is {_interval(f.ratio, f.ci_low, f.ci_high)}.")
+            out.append((name, target, f"{sides} {said}"))
         elif r.c is None and r.m.modes is not None and not any(
                 x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
             out.append((name, target, f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as "
