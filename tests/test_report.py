@@ -257,9 +257,10 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     assert [fmt_goal(g) for g in (0.05, 0.01, 0.001, 0.0005, None)] == ["5.0%", "1.0%", "0.1%", "0.05%", "-"]
 
 
-def _bimodal_run(kind="compare"):
-    """40 blocks of getppid: the baseline in one mode, the candidate 1.5x
-    slower and, in 30% of its processes, 1.3x slower again."""
+def _bimodal_run(kind="compare", base_slow=0.2):
+    """40 blocks of getppid: the baseline 1.3x slower in base_slow of its
+    processes, the candidate 1.5x slower than it and 1.3x slower again in
+    half of its processes."""
     import random as _random
     from vmtax.model import Sample
     data = run(kind=kind, names=("local", "qemu:accel=tcg") if kind == "compare" else ("qemu:accel=tcg",))
@@ -268,7 +269,8 @@ def _bimodal_run(kind="compare"):
     samples = []
     for blk in range(40):
         for name in [t.name for t in data.targets]:
-            mean = 100.0 if name == "local" else 150.0 * (1.3 if rng.random() < 0.3 else 1.0)
+            mean = (100.0 * (1.3 if rng.random() < base_slow else 1.0) if name == "local"
+                    else 150.0 * (1.3 if rng.random() < 0.5 else 1.0))
             for seq in range(4):
                 samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
                                       warmup=seq == 0, t=1767268800.0 + blk, block=blk))
@@ -280,29 +282,47 @@ def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_
     data = _bimodal_run()
     ms, cs = analyse(data)
     base, cand = (next(m for m in ms if m.target == t) for t in ("local", "qemu:accel=tcg"))
-    assert base.modes is None and cand.modes is not None
+    assert base.modes is not None and cand.modes is not None
     assert cand.modes.fast == pytest.approx(150, rel=0.01) and cand.modes.slow == pytest.approx(195, rel=0.01)
+    assert base.modes.fast == pytest.approx(100, rel=0.01) and base.modes.slow == pytest.approx(130, rel=0.01)
     (c,) = cs
     f = c.fast_mode
-    assert f.of_blocks == 40 and f.blocks == round(40 * (1 - cand.modes.slow_share))
-    assert f.ratio == pytest.approx(1.5, rel=0.005) and f.ci_low < 1.5 < f.ci_high and f.ci_high - f.ci_low < 0.01
+    means = {t: {s.block: s.value for s in data.samples if s.target == t and s.seq == 1}
+             for t in ("local", "qemu:accel=tcg")}  # a process's samples lie within 1.5% of its mean
+    both = sum(not base.modes.is_slow(means["local"][k]) and not cand.modes.is_slow(means["qemu:accel=tcg"][k])
+               for k in range(40))
+    assert f.of_blocks == 40 and f.blocks == both and 6 <= both <= 28
+    assert f.ratio == pytest.approx(1.5, rel=0.005) and f.ci_low < 1.5 < f.ci_high and f.ci_high - f.ci_low < 0.02
     assert c.ratio > 1.55 and c.ratio_ci_high - c.ratio_ci_low > 5 * (f.ci_high - f.ci_low)  # the mix is wider
     text = scoreboard.render_text(data, ms, cs)
     assert re.search(r"getppid +1\.\d\d\*  ~", text) or re.search(r"getppid +1\.\d\d\*\?~", text), text
     assert "~ the processes of a side fell in two modes" in " ".join(text.split())
     note = " ".join(text.split("~ getppid,")[1].split())
-    assert note.startswith("qemu:accel=tcg vs local: qemu:accel=tcg: two modes, 150 ns") and "local: one mode" in note
-    assert f"over the {f.blocks} of 40 blocks in which both ran in their fast mode it is 1.50" in note
+    assert note.startswith("qemu:accel=tcg vs local: qemu:accel=tcg: two modes, 150 ns") and "local: two modes, 100 ns" in note
+    assert f"over the {f.blocks} of 40 blocks in which both ran in their fast mode it is {f.ratio:.3f} [" in note
     md = markdown.document(data, ms, cs)
     assert "\\~ getppid, qemu:accel=tcg vs local" in md and " ~" not in md.replace("\\~", "")
     doc = jsondoc.document(data, ms, cs)
     assert doc["comparisons"][0]["fast_mode"]["blocks"] == f.blocks
     assert doc["comparisons"][0]["fast_mode"]["ratio"] == pytest.approx(f.ratio)
     rows = {r["target"]: r for r in doc["results"]}
-    assert rows["local"]["modes"] is None and rows["qemu:accel=tcg"]["modes"]["processes"] == 40
+    assert rows["local"]["modes"]["processes"] == 40 and rows["qemu:accel=tcg"]["modes"]["slow_share"] > 0.3
     json.dumps(doc, allow_nan=False)
     page = html.document([(data, ms, cs)], "vmtax report")
     assert "~ getppid, qemu:accel=tcg vs local" in page
+
+
+def test_with_two_modes_on_one_side_only_there_is_no_fast_mode_ratio_and_the_note_says_why():
+    data = _bimodal_run(base_slow=0.0)
+    data.config["fast_mode"] = True  # nor a fast-mode headline
+    ms, cs = analyse(data)
+    (c,) = cs
+    assert c.fast_mode is None and c.all_modes is None and c.ratio > 1.55
+    text = scoreboard.render_text(data, ms, cs)
+    assert re.search(r"getppid +1\.\d\d\*.~", text), text
+    flat = " ".join(text.split())
+    assert "local: one mode" in flat and "no fast-mode ratio: one side's fast mode set against" in flat
+    assert jsondoc.document(data, ms, cs)["comparisons"][0]["fast_mode"] is None
 
 
 def test_a_single_target_run_with_two_modes_says_what_its_mean_is():
@@ -321,6 +341,7 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     ms, cs = analyse(data)
     (c,) = cs
     assert c.ratio == c.fast_mode.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio > 1.55
+    assert c.all_modes.blocks == c.all_modes.of_blocks == 40 and c.fast_mode.blocks < 40
     assert c.p_value == c.fast_mode.p_value and c.significant
     text = terminal.run_header(data) + scoreboard.render_text(data, ms, cs)
     flat = " ".join(text.split())

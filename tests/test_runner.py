@@ -449,11 +449,12 @@ def test_a_stop_signal_while_the_run_is_recorded_leaves_it_interrupted_not_half_
 
 
 def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
-    """30% of the candidate's processes run 1.3x slower: over all blocks the
+    """20% of the baseline's and 30% of the candidate's processes run 1.3x slower: over all blocks the
     ratio needs hundreds of blocks for +-1%; in the fast mode a few dozen."""
     two = "fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3"
-    _, plain = _run(["fake", two], [A], tmp_path / "p.db", kind="compare", precision=0.01, max_time=300)
-    status, fast = _run(["fake", two], [A], tmp_path / "f.db", kind="compare", precision=0.01, max_time=300,
+    one = "fake:slow_share=0.2,slow_by=1.3"
+    _, plain = _run([one, two], [A], tmp_path / "p.db", kind="compare", precision=0.01, max_time=300)
+    status, fast = _run([one, two], [A], tmp_path / "f.db", kind="compare", precision=0.01, max_time=300,
                         fast_mode=True)
     assert status == "complete" and fast.outcomes[(two, "getppid")][0] == "precision"
     blocks = lambda d: len({s.block for s in d.samples if s.target == two and not s.warmup})  # noqa: E731
@@ -463,4 +464,4 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     assert c.all_modes is not None and c.fast_mode.blocks >= 10 and c.ratio == c.fast_mode.ratio
     assert c.ratio == pytest.approx(1.05, rel=0.005) and c.ratio_ci_high - c.ratio_ci_low < 0.03
     (c,) = analyse(plain)[1]  # without it the headline is over every block, its fast mode in the note
-    assert c.all_modes is None and c.fast_mode is not None and c.ratio > 1.1
+    assert c.all_modes is None and c.fast_mode is not None and c.ratio > 1.06  # the mixes: 1.05 x 1.09 / 1.06

@@ -218,8 +218,9 @@ def _report(store: Store, run_id: str, args) -> int:
     else:
         t = view.measurements(data, ms, cs)
         say(terminal.measurements_table(t) + "\n", out)
-        if terminal.mode_lines(t):
-            say(terminal.mode_lines(t) + "\n", out)
+        modes = terminal.mode_lines(t)
+        if modes:
+            say(modes + "\n", out)
         say(terminal.stop_tally(ms), out)
     if gate is not None:
         say("\n" + watch_report.gate_text(gate, data.id), out)
@@ -515,6 +516,7 @@ def cmd_doctor(args) -> int:
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
              + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
              + " at this spread (agent rows like this one; slower targets take longer)"]
+    doc["budget"]["fast_mode"] = None  # what compare --fast-mode buys, where there are two modes
     if n.modes is not None:
         both, fast_half = doctor.buyable_fast(means, n, blocks)
         doc["budget"]["fast_mode"] = {"blocks": both, "ratio_ci_halfwidth": fast_half if math.isfinite(fast_half)

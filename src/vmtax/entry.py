@@ -3,7 +3,8 @@ second or more: a Ctrl-C in that time ends it with the same one line and
 exit status as a Ctrl-C later, not a traceback from an import.  The
 Ctrl-C is held while the modules load (numpy turns a KeyboardInterrupt
 inside its C-extension import into an ImportError that quotes a
-traceback) and acted on as soon as they have."""
+traceback) and acted on as soon as they have.  A process started with
+SIGINT ignored keeps ignoring it."""
 import signal
 import sys
 
@@ -12,17 +13,20 @@ INTERRUPTED = 130
 
 def main() -> int:
     held = []
+    installed, previous = False, None
     try:
-        previous = signal.signal(signal.SIGINT, lambda *_: held.append(True))
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            previous = signal.signal(signal.SIGINT, lambda *_: held.append(True))
+            installed = True
     except ValueError:  # not the main thread: load as it comes
-        previous = None
+        pass
     try:
         from .cli import main as cli_main
     except KeyboardInterrupt:
         held.append(True)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if installed:  # a handler set outside Python reads as None: Python's own then
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     try:
         if held:
             raise KeyboardInterrupt

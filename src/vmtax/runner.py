@@ -65,6 +65,7 @@ class TargetState:
     samples: int | None = None       # timed samples per process at the shared count (None: --samples)
     warmup: int | None = None        # and warmup samples (None: --warmup)
     higher_is_better: bool = False   # the row's direction (which of two modes is the fast one)
+    _modes: tuple | None = None      # (block count, its stats.modes): modes() fits once per block
 
     def take(self, s: Sample) -> None:
         if not s.warmup and not s.counting:
@@ -81,6 +82,14 @@ class TargetState:
 
     def summary(self):
         return stats.summarize(self.values, groups=[s.process for s in self.samples_taken])
+
+    def modes(self):
+        """Two modes among its block means so far (stats.modes, as the
+        report fits them), fitted again only when a block has been added."""
+        means = self.block_means()
+        if self._modes is None or self._modes[0] != len(means):
+            self._modes = (len(means), stats.modes(list(means.values()), higher_is_better=self.higher_is_better))
+        return self._modes[1]
 
 
 class Progress(Protocol):
@@ -414,7 +423,7 @@ class Runner:
                     continue
                 cb, bb = states[n].block_means(), states[base].block_means()
                 if self.cfg.fast_mode:  # judged in the fast mode where a side has two (as reported)
-                    keep = self._fast_blocks(bb, cb, states[n].higher_is_better)
+                    keep = analysis.fast_blocks(bb, cb, states[base].modes(), states[n].modes())
                     if keep is not None and len(keep) < self.cfg.min_processes:
                         out[n] = float("inf")  # the stratum needs --min-processes blocks, as a row does
                         continue
@@ -425,14 +434,6 @@ class Runner:
             return out
         return {n: states[n].summary().ci_rel if len(states[n].values) >= 2 else float("inf")
                 for n in active}
-
-    @staticmethod
-    def _fast_blocks(base: dict[int, float], cand: dict[int, float], higher: bool) -> list[int] | None:
-        """The blocks both sides ran in their fast mode, where either side's
-        process means have two modes so far (None: neither has)."""
-        mb = stats.modes(list(base.values()), higher_is_better=higher)
-        mc = stats.modes(list(cand.values()), higher_is_better=higher)
-        return None if mb is None and mc is None else analysis.fast_blocks(base, cand, mb, mc)
 
     def worst_precision(self, states: dict[str, TargetState]) -> float:
         """The widest of precision_by_target: the figure that decides stopping."""

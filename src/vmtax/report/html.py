@@ -25,7 +25,7 @@ def _ratio_text(c: Comparison) -> str:
 
 
 def mode_paragraphs(t: Table) -> str:
-    return "".join(f'<p class="meta">{escape(view.MODES_MARK)} {escape(text)}</p>' for _, _, text in view.mode_notes(t))
+    return "".join(f'<p class="meta">{escape(text)}</p>' for text in view.mode_texts(t))
 
 
 def scoreboard_table(data: RunData, t: Table) -> str:
@@ -44,7 +44,7 @@ def scoreboard_table(data: RunData, t: Table) -> str:
             c, m = side.c, side.m
             if c and m and m.summary and b.summary:
                 flag = (("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
-                        + (view.MODES_MARK if c.fast_mode is not None else ""))
+                        + (view.MODES_MARK if view.bimodal(c, m, b) else ""))
                 cells += [td(_ratio_text(c), c.ratio),
                           td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
                               m.summary.mean),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 from ..metrics import unit_of
-from ..model import Comparison, Measurement, Modes, RunData
+from ..model import Comparison, Measurement, Modes, RunData, Stratum
 from ..suite.workloads import of_spec
 from . import view
 from .units import json_number
@@ -47,16 +47,20 @@ def comparison_row(c: Comparison) -> dict:
         "p_value": json_number(c.p_value), "significant": c.significant, "stopped_by": c.stopped_by,
         "metrics": {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
                     for name, (r, lo, hi) in c.metrics.items()},
-        "fast_mode": None if c.fast_mode is None else {
-            "ratio": json_number(c.fast_mode.ratio), "ci_low": json_number(c.fast_mode.ci_low),
-            "ci_high": json_number(c.fast_mode.ci_high), "blocks": c.fast_mode.blocks,
-            "of_blocks": c.fast_mode.of_blocks},
+        "fast_mode": _stratum(c.fast_mode),
         # compare --fast-mode on a row with two modes: ratio/ratio_ci_* are fast_mode's, and these every block's
         "estimand": "fast mode" if c.all_modes is not None else "all blocks",
-        "all_modes": None if c.all_modes is None else {
-            "ratio": json_number(c.all_modes.ratio), "ci_low": json_number(c.all_modes.ci_low),
-            "ci_high": json_number(c.all_modes.ci_high), "p_value": json_number(c.all_modes.p_value)},
+        "all_modes": _stratum(c.all_modes),
     }
+
+
+def _stratum(s: Stratum | None) -> dict | None:
+    """A ratio over some of a row's blocks (model.Stratum): its figures are
+    null where the stratum had too few blocks for an interval."""
+    if s is None:
+        return None
+    return {"ratio": json_number(s.ratio), "ci_low": json_number(s.ci_low), "ci_high": json_number(s.ci_high),
+            "p_value": json_number(s.p_value), "blocks": s.blocks, "of_blocks": s.of_blocks}
 
 
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:

@@ -29,6 +29,6 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
            f"{h.when(utc=True)} · target `{md_cell(', '.join(h.targets))}` on {md_cell(h.machine)}; "
            f"command `{md_cell(h.command)}`.", "",
            *md_table(t)]
-    notes = view.mode_notes(t)
-    out += [""] + [f"- {scoreboard.md_mark(view.MODES_MARK)} {md_cell(text)}" for _, _, text in notes] if notes else []
+    items = scoreboard.mode_items(t)
+    out += [""] + items[:-1] if items else []  # (the document ends in a newline of its own)
     return "\n".join(out) + "\n"

@@ -51,7 +51,7 @@ def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | No
     if c is None or base is None or cand is None or not base.summary or not cand.summary:
         return ["-", "", ""]
     flag = (("*" if c.significant else " ") + (" " if precise(c, goal) else "?")
-            + (view.MODES_MARK if c.fast_mode is not None else ""))
+            + (view.MODES_MARK if view.bimodal(c, cand, base) else ""))
     unit = c.benchmark.unit
     cis = f"±{_pct(cand.summary.ci_rel)}/{_pct(base.summary.ci_rel)}"
     return [f"{_ratio(c.ratio)}{flag}", fmt_pair(cand.summary.mean, base.summary.mean, unit), cis]
@@ -130,12 +130,12 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         out.append(f"{_title(direction)} (ratios to {base})")
         out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
         out.append("")
-    modes = view.mode_notes(view.measurements(data, ms, cs))
+    t = view.measurements(data, ms, cs)
+    modes = view.mode_notes(t)
     out.append(textwrap.fill(LEGEND + (" · " + view.MODES_LEGEND if modes else ""), WIDTH))
     for line in notes.lines():
         out.append(textwrap.fill(line, WIDTH, subsequent_indent="    "))
-    for _, _, text in modes:
-        out.append(textwrap.fill(f"{view.MODES_MARK} {text}", WIDTH, subsequent_indent="    "))
+    out += [textwrap.fill(text, WIDTH, subsequent_indent="    ") for text in view.mode_texts(t)]
     return "\n".join(out)
 
 
@@ -173,12 +173,19 @@ def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) 
                        + " |")
         out.append(_md_geo(suite, direction, cands, gm))
         out.append("")
-    modes = view.mode_notes(view.measurements(data, ms, cs))
+    t = view.measurements(data, ms, cs)
+    modes = view.mode_notes(t)
     out += [md_mark((LEGEND + (" · " + view.MODES_LEGEND if modes else "")).replace("*", "\\*")), ""]
     out += [md_cell(line) + "  " for line in notes.lines()] + ([""] if notes.items else [])
-    out += [f"- {md_mark(view.MODES_MARK)} {md_cell(text)}" for _, _, text in modes] + ([""] if modes else [])
+    out += mode_items(t)
     out += [targets_markdown(data)]
     return "\n".join(out)
+
+
+def mode_items(t: view.Table) -> list[str]:
+    """The two-mode notes as a Markdown list (and a blank line after), or nothing."""
+    items = [f"- {md_cell(md_mark(text))}" for text in view.mode_texts(t)]
+    return items + [""] if items else []
 
 
 def md_mark(text: str) -> str:

@@ -283,6 +283,16 @@ def _interval(r: float, lo: float, hi: float) -> str:
     return f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> bool:
+    """Whether a ratio's row is marked: either side's process means fell in two modes."""
+    return c is not None and (c.fast_mode is not None or bool(cand and cand.modes) or bool(base and base.modes))
+
+
+def mode_texts(t: Table) -> list[str]:
+    """The notes of mode_notes, each after its mark, for a writer to wrap or escape."""
+    return [f"{MODES_MARK} {text}" for _, _, text in mode_notes(t)]
+
+
 def mode_notes(t: Table) -> list[tuple[str, str, str]]:
     """(benchmark, target, sentence) for every row with two modes among its
     process means, in the view's order: on a compare's candidate row, both
@@ -306,6 +316,14 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
                 said = (f"The ratio {_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means "
                         f"over the modes as they fell; over {fast} it is {_interval(f.ratio, f.ci_low, f.ci_high)}.")
             out.append((name, target, f"{sides} {said}"))
+        elif r.c is not None and bimodal(r.c, r.m, by.get((r.c.baseline, name)) and by[(r.c.baseline, name)].m):
+            base = by.get((r.c.baseline, name))
+            out.append((name, target,
+                        f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
+                        f"{_modes_of(r.c.baseline, base.m if base else None)}. The ratio "
+                        f"{_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means over the "
+                        "modes as they fell; no fast-mode ratio: one side's fast mode set against the other "
+                        "side's mix would be biased wherever that side's modes went undetected."))
         elif r.c is None and r.m.modes is not None and not any(
                 x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
             out.append((name, target, f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as "
