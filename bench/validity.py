@@ -16,6 +16,7 @@ JSON documents beside it.
 
 Usage: .venv/bin/python bench/validity.py [--rounds 6] [--max-time 6m] [--inject 3]
        [--bench NAME ...] [--reuse]   (--reuse: re-analyse the stored rounds only)
+       [--fast-mode]   (rounds with compare --fast-mode: results/validity-fast*.{json,md})
        [--against OLD_CHECKOUT]
 
 --against runs every round twice, once with the package (and agent) of an
@@ -41,12 +42,17 @@ OUT = REPO / "results"
 
 
 def round_command(args, n: int, tag: str = "") -> list[str]:
-    name = f"validity-{tag + '-' if tag else ''}{n}"
+    name = f"{stem(args)}-{tag + '-' if tag else ''}{n}"
     vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag else [VMTAX]
     cmd = [*vmtax, "--db", str(OUT / f"{name.rsplit('-', 1)[0]}.db"), "compare", "local", "local:label=aa",
            f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time,
            "--json", str(OUT / f"{name}.json")]
-    return cmd + (["--bench", *args.bench] if args.bench else [])
+    return cmd + (["--bench", *args.bench] if args.bench else []) + (["--fast-mode"] if args.fast_mode else [])
+
+
+def stem(args) -> str:
+    """The rounds' files: validity-N.json, or validity-fast-N.json with --fast-mode (and its .md)."""
+    return "validity-fast" if getattr(args, "fast_mode", False) else "validity"
 
 
 def against(args) -> int:
@@ -156,6 +162,8 @@ def main() -> int:
     ap.add_argument("--inject", type=float, default=3.0)
     ap.add_argument("--bench", nargs="+")
     ap.add_argument("--reuse", action="store_true", help="re-analyse the stored rounds only")
+    ap.add_argument("--fast-mode", action="store_true",
+                    help="rounds with compare --fast-mode, into results/validity-fast-N.json and validity-fast.md")
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
     ap.add_argument("--first", type=int, default=1, metavar="N",
                     help="with --against: run rounds N..--rounds only, and analyse 1..--rounds (more rounds later)")
@@ -176,7 +184,7 @@ def main() -> int:
         p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if p.returncode not in (0, 3):
             sys.exit(f"round {n} failed ({p.returncode}): {p.stderr[-2000:]}")
-    docs = [json.loads((OUT / f"validity-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
+    docs = [json.loads((OUT / f"{stem(args)}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
     table, summary = analyse(docs, args.inject)
     env = docs[0]["environment"]
     text = "\n".join([
@@ -185,12 +193,12 @@ def main() -> int:
         f"({args.rounds} rounds, {(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, "
         f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). "
         "Pinning: as each run's header says (the default, `--cpu auto`).", "",
-        "Each round: " + f"`{commands[0].replace(' --json ' + str(OUT / 'validity-1.json'), '')}`"
-        + " (with `--json results/validity-N.json`). `aa` is the machine against itself; `slow` "
+        "Each round: " + f"`{commands[0].replace(' --json ' + str(OUT / f'{stem(args)}-1.json'), '')}`"
+        + f" (with `--json results/{stem(args)}-N.json`). `aa` is the machine against itself; `slow` "
         f"adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).", "",
         table, "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs) + ".", ""])
-    (OUT / "validity.md").write_text(text)
-    (OUT / "validity-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (OUT / f"{stem(args)}.md").write_text(text)
+    (OUT / f"{stem(args)}-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(text)
     return 0
 
