@@ -25,6 +25,7 @@ Usage: .venv/bin/python bench/twostate.py [--rounds 4] [--max-time 2m] [--bench 
        [--first N] (number the new runs from N: a series continued; the
                    summary is over every results/twostate-*.json)
        [--reuse]   (re-analyse the stored rounds only)
+       [--since N] (summarise runs N and on only)
 """
 from __future__ import annotations
 
@@ -107,6 +108,8 @@ def main() -> int:
     ap.add_argument("--bench", nargs="+", default=ROWS)
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--first", type=int, default=0, metavar="N")
+    ap.add_argument("--since", type=int, default=0, metavar="N",
+                    help="summarise only the runs numbered N and on (a series after a change of code)")
     ap.add_argument("--reanalyse", action="store_true",
                     help="with --reuse: each stored run's JSON again from `vmtax show` (this code's analysis; "
                          "its stops were the code's of the day)")
@@ -114,7 +117,7 @@ def main() -> int:
     if not a.reuse:
         for i in range(a.first, a.first + 2 * a.rounds):
             one(i, (i % 4) in (1, 2), a.bench, a.max_time)  # ABBA
-    paths = sorted(OUT.glob("twostate-*.json"))
+    paths = [p for p in sorted(OUT.glob("twostate-*.json")) if int(p.name.split("-")[1]) >= a.since]
     if a.reuse and a.reanalyse:
         for p in paths:
             run = json.loads(p.read_text())["run_id"]
@@ -127,10 +130,10 @@ def main() -> int:
     text = "\n".join([
         f"`bench/twostate.py --max-time {a.max_time} --bench {' '.join(a.bench)}`, {len(paths)} runs "
         f"({span}, {cpu}, {os.cpu_count()} CPUs; "
-        f"every target pinned to CPU 1 by --cpu auto, the hog on it in stretches of 0.5-2 s)", "",
+        f"every target pinned to the last CPU (--cpu auto, named as --cpu N since run 16), the hog on it in stretches of 0.5-2 s)", "",
         *summary(paths), "", "Runs: " + ", ".join(runs), ""])
     print(text)
-    (OUT / "twostate.md").write_text(text)
+    (OUT / ("twostate.md" if not a.since else f"twostate-since-{a.since}.md")).write_text(text)
     return 0
 
 
