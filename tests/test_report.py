@@ -1,4 +1,6 @@
 """Exports of stored runs: golden Markdown and CSV, escaping, warnings."""
+import csv
+import io
 import json
 import os
 import re
@@ -352,6 +354,12 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert row["estimand"] == "fast mode" and row["ratio"] == pytest.approx(c.fast_mode.ratio)
     assert row["all_modes"]["ratio"] == pytest.approx(c.all_modes.ratio)
     assert "Ratios: a row with two modes (\\~)" in markdown.document(data, ms, cs)
+    from vmtax import watch as w
+    from vmtax.report import watch as wr
+    (g,) = wr.gate_json(w.gate(data, cs, 0.02))["rows"]
+    assert g["estimand"] == "fast mode" and g["why"].endswith("; in the fast mode (--fast-mode)")
+    rows = list(csv.DictReader(io.StringIO(csvout.document([(data, ms, cs)]))))
+    assert [r["estimand"] for r in rows] == ["", "fast mode"]
     plain = run()  # rows with one mode: as without it
     plain.config["fast_mode"] = True
     assert [x.ratio for x in analyse(plain)[1]] == [x.ratio for x in analyse(run())[1]]

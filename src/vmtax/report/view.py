@@ -132,6 +132,8 @@ COLUMNS: list[Column] = [
     Column("ratio_ci_high", "ratio CI high", _ratio("ratio_ci_high"), show=frozenset({CSV})),
     Column("p_value", "p", _ratio("p_value"), show=frozenset({CSV})),
     Column("significant", "significant", lambda r: r.c.significant if r.c else None, show=frozenset({CSV})),
+    Column("estimand", "estimand", lambda r: (("fast mode" if r.c.all_modes is not None else "all blocks")
+                                              if r.c else None), show=frozenset({CSV})),
 ]
 
 

@@ -76,7 +76,7 @@ def gate_json(g: Gate) -> dict:
             "rows": [{"benchmark": r.benchmark, "candidate": r.candidate, "unit": r.unit, "direction": r.direction,
                       "ratio": json_number(r.ratio), "ci_low": json_number(r.ci_low), "ci_high": json_number(r.ci_high),
                       "p_value": json_number(r.p_value), "p_adjusted": json_number(r.p_adjusted), "verdict": r.verdict,
-                      "why": r.why} for r in g.rows],
+                      "why": r.why, "estimand": r.estimand} for r in g.rows],
             **({"reference": [{"candidate": c.candidate, "used": c.used, "why": c.why, "beta": json_number(c.beta),
                                "ratio": json_number(c.ratio), "ci_low": json_number(c.ci_low),
                                "ci_high": json_number(c.ci_high), "rows": c.rows} for c in g.reference]}
