@@ -116,9 +116,9 @@ class Measurement:
 @dataclass(frozen=True)
 class Stratum:
     """A ratio over some of a row's paired blocks: those in which both
-    sides' processes ran in their fast mode (a side with one mode: all its
-    processes), where either side's process means fell in two modes -- the
-    uncontended stratum; or, beside a fast-mode headline, all of them."""
+    sides' processes ran in their fast mode, where both sides' process
+    means fell in two modes -- the uncontended stratum; or, beside a
+    fast-mode headline, all of them."""
     ratio: float
     ci_low: float
     ci_high: float
@@ -143,6 +143,11 @@ class Comparison:
     fast_mode: Stratum | None = field(default=None, compare=False)
     # with --fast-mode, on a row with two modes, the ratio above is fast_mode's and this the all-blocks one
     all_modes: Stratum | None = field(default=None, compare=False)
+
+    @property
+    def estimand(self) -> str:
+        """Which blocks the ratio above is over, as the reports name it."""
+        return "fast mode" if self.all_modes is not None else "all blocks"
 
 
 @dataclass(frozen=True)

@@ -83,10 +83,10 @@ class TargetState:
     def summary(self):
         return stats.summarize(self.values, groups=[s.process for s in self.samples_taken])
 
-    def modes(self):
-        """Two modes among its block means so far (stats.modes, as the
-        report fits them), fitted again only when a block has been added."""
-        means = self.block_means()
+    def modes(self, means: dict[int, float]):
+        """Two modes among its block means so far (`means`, as block_means
+        gave them; stats.modes, as the report fits them), fitted again only
+        when a block has been added."""
         if self._modes is None or self._modes[0] != len(means):
             self._modes = (len(means), stats.modes(list(means.values()), higher_is_better=self.higher_is_better))
         return self._modes[1]
@@ -423,7 +423,7 @@ class Runner:
                     continue
                 cb, bb = states[n].block_means(), states[base].block_means()
                 if self.cfg.fast_mode:  # judged in the fast mode where a side has two (as reported)
-                    keep = analysis.fast_blocks(bb, cb, states[base].modes(), states[n].modes())
+                    keep = analysis.fast_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))
                     if keep is not None and len(keep) < self.cfg.min_processes:
                         out[n] = float("inf")  # the stratum needs --min-processes blocks, as a row does
                         continue

@@ -107,11 +107,10 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
                    + (f"; adjusted p {p_adj:.3g}" if p_adj is not None else ""))
         else:
             verdict, why = "pass", f"within {threshold:.2%}"
-        fast = c.all_modes is not None
         rows.append(GateRow(c.benchmark.name, c.candidate, c.benchmark.unit, c.benchmark.direction, c.ratio,
                             c.ratio_ci_low, c.ratio_ci_high, c.p_value, p_adj, verdict,
-                            why + ("; in the fast mode (--fast-mode)" if fast else ""),
-                            "fast mode" if fast else "all blocks"))
+                            why + ("; in the fast mode (--fast-mode)" if c.all_modes is not None else ""),
+                            c.estimand))
     compared = {(c.benchmark.name, c.candidate) for c in comparisons}
     names = [t.name for t in data.targets]
     for spec in data.benchmarks:

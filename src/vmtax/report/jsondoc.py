@@ -49,7 +49,7 @@ def comparison_row(c: Comparison) -> dict:
                     for name, (r, lo, hi) in c.metrics.items()},
         "fast_mode": _stratum(c.fast_mode),
         # compare --fast-mode on a row with two modes: ratio/ratio_ci_* are fast_mode's, and these every block's
-        "estimand": "fast mode" if c.all_modes is not None else "all blocks",
+        "estimand": c.estimand,
         "all_modes": _stratum(c.all_modes),
     }
 

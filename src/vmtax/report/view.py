@@ -132,8 +132,7 @@ COLUMNS: list[Column] = [
     Column("ratio_ci_high", "ratio CI high", _ratio("ratio_ci_high"), show=frozenset({CSV})),
     Column("p_value", "p", _ratio("p_value"), show=frozenset({CSV})),
     Column("significant", "significant", lambda r: r.c.significant if r.c else None, show=frozenset({CSV})),
-    Column("estimand", "estimand", lambda r: (("fast mode" if r.c.all_modes is not None else "all blocks")
-                                              if r.c else None), show=frozenset({CSV})),
+    Column("estimand", "estimand", lambda r: r.c.estimand if r.c else None, show=frozenset({CSV})),
 ]
 
 
@@ -286,8 +285,9 @@ def _interval(r: float, lo: float, hi: float) -> str:
 
 
 def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> bool:
-    """Whether a ratio's row is marked: either side's process means fell in two modes."""
-    return c is not None and (c.fast_mode is not None or bool(cand and cand.modes) or bool(base and base.modes))
+    """Whether a ratio's row is marked: either side's process means fell in
+    two modes (a fast-mode ratio needs both)."""
+    return c is not None and bool((cand and cand.modes) or (base and base.modes))
 
 
 def mode_texts(t: Table) -> list[str]:
@@ -305,27 +305,23 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
     by = {(r.m.target, r.m.benchmark.name): r for r in t.rows}
     for r in t.rows:
         name, target = r.m.benchmark.name, r.m.target
-        if r.c is not None and r.c.fast_mode is not None:
-            f, base, every = r.c.fast_mode, by.get((r.c.baseline, name)), r.c.all_modes
-            sides = f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; " \
-                    f"{_modes_of(r.c.baseline, base.m if base else None)}."
-            fast = f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
-            if every is not None:  # --fast-mode: the headline is the fast mode's
-                said = (f"The ratio {_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is over {fast} "
-                        f"(--fast-mode); over the modes as they fell it is "
+        base = by[(r.c.baseline, name)].m if r.c is not None and (r.c.baseline, name) in by else None
+        if bimodal(r.c, r.m, base):
+            f, every = r.c.fast_mode, r.c.all_modes
+            ratio = _interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)
+            fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
+            if f is None:
+                said = (f"The ratio {ratio} is of the means over the modes as they fell; no fast-mode ratio: one "
+                        "side's fast mode set against the other side's mix would be biased wherever that side's "
+                        "modes went undetected.")
+            elif every is not None:  # --fast-mode: the headline is the fast mode's
+                said = (f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
                         f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
             else:
-                said = (f"The ratio {_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means "
-                        f"over the modes as they fell; over {fast} it is {_interval(f.ratio, f.ci_low, f.ci_high)}.")
-            out.append((name, target, f"{sides} {said}"))
-        elif r.c is not None and bimodal(r.c, r.m, by.get((r.c.baseline, name)) and by[(r.c.baseline, name)].m):
-            base = by.get((r.c.baseline, name))
-            out.append((name, target,
-                        f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
-                        f"{_modes_of(r.c.baseline, base.m if base else None)}. The ratio "
-                        f"{_interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)} is of the means over the "
-                        "modes as they fell; no fast-mode ratio: one side's fast mode set against the other "
-                        "side's mix would be biased wherever that side's modes went undetected."))
+                said = (f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
+                        f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
+            out.append((name, target, f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
+                                      f"{_modes_of(r.c.baseline, base)}. {said}"))
         elif r.c is None and r.m.modes is not None and not any(
                 x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
             out.append((name, target, f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as "
