@@ -299,3 +299,42 @@ def test_history_finds_the_run_where_the_ratio_changed_and_the_option_that_did(t
     assert {"fact": "cand.options.scale", "before": "absent", "after": "1.03"} in cp["facts"]
     assert cp["after"] / cp["before"] == pytest.approx(1.03, abs=0.01)
     assert "<svg" in page.read_text() and "change point" in page.read_text()
+
+
+def test_a_history_says_which_points_are_fast_mode_ratios_and_a_change_of_estimand_is_a_fact():
+    """Four runs over all blocks, then four with --fast-mode on a row with two modes: the series
+    marks the last four, and the change point there names the estimand first among its facts."""
+    from vmtax.report import watch as w
+    ratios = [1.080, 1.081, 1.079, 1.080, 1.050, 1.051, 1.049, 1.050]
+    pts = [watch.Point(f"r{i}", float(i), r, r * 0.995, r * 1.005, "fast mode" if i >= 4 else "all blocks")
+           for i, r in enumerate(ratios)]
+    s = watch.Series("getppid", "a", "b", "ns", "lower", pts)
+    s.changes = watch.change_points(s, {p.run: {"option.fast_mode": str(p.estimand == "fast mode")} for p in pts})
+    (cp,) = s.changes
+    assert cp.index == 4 and cp.facts[0] == ("estimand", "all blocks", "fast mode")
+    assert ("option.fast_mode", "False", "True") in cp.facts
+    text = w.history_text([s])
+    assert "1.05~" in text and "1.08~" not in text and w.FAST_LEGEND in text
+    assert "estimand: all blocks -> fast mode" in text
+    (doc,) = w.history_json([s])
+    assert [p["estimand"] for p in doc["points"]] == ["all blocks"] * 4 + ["fast mode"] * 4
+    assert "1.05\\~" in w.history_markdown([s])  # GitHub would strike text between tildes
+    plain = watch.Series("getppid", "a", "b", "ns", "lower", pts[:4])
+    assert "~" not in w.history_text([plain]) and "~" not in w.history_markdown([plain])
+
+
+def test_a_diff_between_a_run_with_and_one_without_fast_mode_says_the_ratios_are_not_alike(tmp_path, capsys, db):
+    two = ("fake:slow_share=0.2,slow_by=1.3", "fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3")
+    for extra in ((), ("--fast-mode",)):
+        assert vmtax("compare", *two, "--bench", "getppid", "--max-time", "5s", "--cpu", "none", *extra, db=db) == 0
+    a, b = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
+    capsys.readouterr()
+    assert vmtax("diff", a, b, "--json", str(tmp_path / "d.json"), db=db) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    (c,) = json.loads((tmp_path / "d.json").read_text())["changes"]
+    assert (c["estimand_a"], c["estimand_b"]) == ("all blocks", "fast mode")
+    assert c["ratio_a"] > 1.06 and c["ratio_b"] == pytest.approx(1.05, rel=0.01)
+    assert "B / A sets a fast-mode ratio against an all-blocks one (not the same estimand): getppid (b / " in text
+    assert f"{c['ratio_b']:.4g}~" in text and f"{c['ratio_a']:.4g}~" not in text
+    assert vmtax("diff", a, a, db=db) == 0
+    assert "~" not in capsys.readouterr().out

@@ -179,6 +179,8 @@ class Change:
     change: float
     ci_low: float
     ci_high: float
+    estimand_a: str = "all blocks"   # which blocks each run's ratio is over (Comparison.estimand)
+    estimand_b: str = "all blocks"
 
 
 def _log_se(c: Comparison) -> float:
@@ -222,7 +224,7 @@ def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison])
             continue
         change, lo, hi = ratio_of_ratios(ca, cb)
         changes.append(Change(ca.benchmark.name, as_a[ca.baseline], as_a[ca.candidate], ca.benchmark.unit,
-                              ca.benchmark.direction, ca.ratio, cb.ratio, change, lo, hi))
+                              ca.benchmark.direction, ca.ratio, cb.ratio, change, lo, hi, ca.estimand, cb.estimand))
     if not changes:
         common = sorted(set(names_a) & set(names_b))
         raise ValueError(f"runs {a.id} and {b.id} have no compared row in common (targets: "
@@ -240,6 +242,7 @@ class Point:
     ratio: float
     ci_low: float
     ci_high: float
+    estimand: str = "all blocks"  # which blocks the ratio is over (Comparison.estimand)
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,7 @@ def series(runs: list[tuple[RunData, list[Comparison]]]) -> list[Series]:
             key = (names[c.baseline], names[c.candidate], c.benchmark.name)
             s = out.setdefault(key, Series(c.benchmark.name, *key[:2], c.benchmark.unit,
                                            c.benchmark.direction, []))
-            s.points.append(Point(data.id, data.started, c.ratio, c.ratio_ci_low, c.ratio_ci_high))
+            s.points.append(Point(data.id, data.started, c.ratio, c.ratio_ci_low, c.ratio_ci_high, c.estimand))
     return list(out.values())
 
 
@@ -281,7 +284,9 @@ def change_points(s: Series, facts: dict[str, dict[str, str]], max_pvalue: float
                   window: int = 50) -> list[ChangePoint]:
     """Where the series' level changed (Otava's E-divisive means with a
     t-test, at max_pvalue), each with the facts that differ between the run
-    before it and the run at it (facts: run id -> flat_facts)."""
+    before it and the run at it (facts: run id -> flat_facts), the row's
+    estimand first where it changed there (a fast-mode ratio after an
+    all-blocks one, compare --fast-mode)."""
     if len(s.points) < 4:
         return []
     from otava.analysis import compute_change_points  # numpy and scipy: loaded only for history
@@ -294,7 +299,8 @@ def change_points(s: Series, facts: dict[str, dict[str, str]], max_pvalue: float
             continue
         before = math.exp(sum(values[:i]) / i)
         after = math.exp(sum(values[i:]) / (len(values) - i))
-        run_before, run_at = s.points[i - 1].run, s.points[i].run
-        out.append(ChangePoint(i, run_at, before, after, float(cp.stats.pvalue),
-                               tuple(facts_that_differ(facts.get(run_before, {}), facts.get(run_at, {})))))
+        at, prev = s.points[i], s.points[i - 1]
+        moved = [("estimand", prev.estimand, at.estimand)] if prev.estimand != at.estimand else []
+        out.append(ChangePoint(i, at.run, before, after, float(cp.stats.pvalue),
+                               tuple(moved + facts_that_differ(facts.get(prev.run, {}), facts.get(at.run, {})))))
     return out

@@ -13,8 +13,9 @@ from . import plots, table
 from .htmlkit import page, td
 from .htmlkit import table as html_table
 from .safe import inert
-from .scoreboard import md_cell
+from .scoreboard import md_cell, md_mark
 from .units import json_number
+from .view import MODES_MARK
 
 
 def ratio(x: float | None) -> str:
@@ -29,6 +30,21 @@ def interval(lo: float | None, hi: float | None) -> str:
 
 def pvalue(p: float | None) -> str:
     return "-" if p is None or not math.isfinite(p) else f"{p:.3g}"
+
+
+FAST = "fast mode"  # Comparison.estimand of a --fast-mode headline
+FAST_LEGEND = (f"{MODES_MARK} the ratio over the blocks in which both sides ran in their fast mode "
+               f"(compare --fast-mode on a row whose processes fell in two modes); unmarked: over all blocks")
+
+
+def ratio_of(x: float | None, estimand: str) -> str:
+    """A ratio, marked where it is the fast mode's rather than every block's."""
+    return ratio(x) + (MODES_MARK if estimand == FAST and x is not None and math.isfinite(x) else "")
+
+
+def _mixed(d: Diff) -> list[str]:
+    """The diff's rows whose two ratios are over different blocks (one run with --fast-mode)."""
+    return [f"{c.benchmark} ({c.candidate} / {c.baseline})" for c in d.changes if c.estimand_a != c.estimand_b]
 
 
 
@@ -108,8 +124,18 @@ def gate_junit(g: Gate, run_id: str) -> str:
 def _diff_cells(d: Diff) -> tuple[list[str], list[list[str]]]:
     header = ["benchmark", "candidate / baseline", f"ratio in {d.run_a}", f"ratio in {d.run_b}", "B / A",
               "95% CI"]
-    return header, [[c.benchmark, f"{c.candidate} / {c.baseline}", ratio(c.ratio_a), ratio(c.ratio_b),
-                     ratio(c.change), interval(c.ci_low, c.ci_high)] for c in d.changes]
+    return header, [[c.benchmark, f"{c.candidate} / {c.baseline}", ratio_of(c.ratio_a, c.estimand_a),
+                     ratio_of(c.ratio_b, c.estimand_b), ratio(c.change), interval(c.ci_low, c.ci_high)]
+                    for c in d.changes]
+
+
+def _diff_notes(d: Diff) -> list[str]:
+    """What a marked ratio is, and the rows whose B / A sets a fast-mode ratio against an all-blocks one."""
+    if not any(FAST in (c.estimand_a, c.estimand_b) for c in d.changes):
+        return []
+    mixed = _mixed(d)
+    return [FAST_LEGEND] + ([f"B / A sets a fast-mode ratio against an all-blocks one (not the same estimand): "
+                             f"{', '.join(mixed)}"] if mixed else [])
 
 
 def _facts_lines(facts) -> list[str]:
@@ -122,6 +148,7 @@ def diff_text(d: Diff) -> str:
            f"facts that differ between {d.run_a} (A) and {d.run_b} (B):", *_facts_lines(d.facts)]
     if d.only_a or d.only_b:
         out.append(f"targets in one run only: A {', '.join(d.only_a) or '-'}; B {', '.join(d.only_b) or '-'}")
+    out += _diff_notes(d)
     out.append("B / A: the change of each ratio; its interval adds the two runs' log-ratio variances "
                "(independent runs)")
     return inert("\n".join(out))
@@ -130,7 +157,8 @@ def diff_text(d: Diff) -> str:
 def diff_markdown(d: Diff) -> str:
     header, rows = _diff_cells(d)
     lines = [f"## vmtax diff {d.run_a} {d.run_b}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_mark(md_cell(c)) for c in row) + " |" for row in rows]
+    lines += [""] + [md_mark(md_cell(n)) for n in _diff_notes(d)]
     lines += ["", "Facts that differ:", ""] + [f"- `{md_cell(k)}`: {md_cell(a)} → {md_cell(b)}" for k, a, b in d.facts]
     return "\n".join(lines) + "\n"
 
@@ -140,7 +168,8 @@ def diff_json(d: Diff) -> dict:
             "changes": [{"benchmark": c.benchmark, "baseline": c.baseline, "candidate": c.candidate,
                          "unit": c.unit, "direction": c.direction, "ratio_a": json_number(c.ratio_a),
                          "ratio_b": json_number(c.ratio_b), "change": json_number(c.change), "ci_low": json_number(c.ci_low),
-                         "ci_high": json_number(c.ci_high)} for c in d.changes],
+                         "ci_high": json_number(c.ci_high), "estimand_a": c.estimand_a, "estimand_b": c.estimand_b}
+                        for c in d.changes],
             "facts": [{"fact": k, "a": a, "b": b} for k, a, b in d.facts]}
 
 
@@ -153,10 +182,12 @@ def history_text(all_series: list[Series]) -> str:
     out = []
     for s in all_series:
         out.append(f"{_title(s)} ({len(s.points)} runs, oldest first)")
-        rows = [[p.run, time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.started)), ratio(p.ratio),
+        rows = [[p.run, time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.started)), ratio_of(p.ratio, p.estimand),
                  interval(p.ci_low, p.ci_high), "<- change" if any(c.index == i for c in s.changes) else ""]
                 for i, p in enumerate(s.points)]
         out.append(table.render(["run", "started (UTC)", "ratio", "95% CI", ""], rows, align="llrll"))
+        if any(p.estimand == FAST for p in s.points):
+            out.append(FAST_LEGEND)
         for c in s.changes:
             out.append(f"  change point at run {c.run}: {ratio(c.before)} -> {ratio(c.after)} "
                        f"({c.after / c.before - 1:+.2%}, p {pvalue(c.p_value)}); facts that changed there:")
@@ -169,8 +200,10 @@ def history_markdown(all_series: list[Series]) -> str:
     out = []
     for s in all_series:
         out += [f"### {md_cell(_title(s))}", "", "| run | ratio | 95% CI | change |", "|---|---|---|---|"]
-        out += [f"| {p.run} | {ratio(p.ratio)} | {interval(p.ci_low, p.ci_high)} | "
+        out += [f"| {p.run} | {md_mark(ratio_of(p.ratio, p.estimand))} | {interval(p.ci_low, p.ci_high)} | "
                 f"{'change point' if any(c.index == i for c in s.changes) else ''} |" for i, p in enumerate(s.points)]
+        if any(p.estimand == FAST for p in s.points):
+            out += ["", md_mark(FAST_LEGEND)]
         for c in s.changes:
             out += ["", f"Change point at run {c.run}: {ratio(c.before)} → {ratio(c.after)} "
                         f"({c.after / c.before - 1:+.2%}, p {pvalue(c.p_value)}); facts that changed there:", ""]
@@ -183,7 +216,7 @@ def history_json(all_series: list[Series]) -> list[dict]:
     return [{"benchmark": s.benchmark, "baseline": s.baseline, "candidate": s.candidate, "unit": s.unit,
              "direction": s.direction,
              "points": [{"run": p.run, "started": p.started, "ratio": json_number(p.ratio), "ci_low": json_number(p.ci_low),
-                         "ci_high": json_number(p.ci_high)} for p in s.points],
+                         "ci_high": json_number(p.ci_high), "estimand": p.estimand} for p in s.points],
              "change_points": [{"index": c.index, "run": c.run, "before": c.before, "after": c.after,
                                 "p_value": c.p_value, "facts": [{"fact": k, "before": a, "after": b}
                                                                 for k, a, b in c.facts]}
@@ -194,14 +227,17 @@ def history_html(all_series: list[Series], command: str) -> str:
     parts = []
     for s in all_series:
         chart = plots.history(_title(s), s.direction, [(p.ratio, p.ci_low, p.ci_high) for p in s.points],
-                              [p.run for p in s.points], [c.index for c in s.changes])
+                              [p.run + (MODES_MARK if p.estimand == FAST else "") for p in s.points],
+                              [c.index for c in s.changes])
         rows = ["<tr>" + td(c.run, cls="l") + td(ratio(c.before), c.before) + td(ratio(c.after), c.after)
                 + td(f"{c.after / c.before - 1:+.2%}", c.after / c.before) + td(pvalue(c.p_value), c.p_value)
                 + td("; ".join(f"{k}: {a} → {b}" for k, a, b in c.facts) or "(none)", cls="wrap") + "</tr>"
                 for c in s.changes]
         parts += [f"<h2>{escape(_title(s))}</h2>", f'<figure class="history">{chart}<figcaption>'
                   f"{len(s.points)} runs, oldest first; band: 95% CI of each run's ratio; dashed: a change "
-                  f"point (Apache Otava, E-divisive means)</figcaption></figure>"]
+                  f"point (Apache Otava, E-divisive means)"
+                  + (f"; {escape(FAST_LEGEND)}" if any(p.estimand == FAST for p in s.points) else "")
+                  + "</figcaption></figure>"]
         if rows:
             parts.append(html_table(["change point at run", "before", "after", "change", "p",
                                      "facts that changed there"], rows))
