@@ -301,23 +301,6 @@ def test_two_modes_are_found_with_their_means_share_and_cut():
     assert 0.25 < m.slow_share < 0.55 and m.bic_gain > stats.MODES_BIC_GAIN and m.separation > 2
     assert 210 < m.cut < 260 and m.is_slow(270) and not m.is_slow(200)
     assert m.slow_share == sum(m.is_slow(v) for v in vals) / 60
-    # the fast-mode ratio counts only processes surely fast: none of the slow ones, nearly every fast one
-    assert m.fast < m.fast_cut < m.cut and not m.is_fast(m.cut) and m.is_fast(m.fast)
-    assert not any(m.is_fast(v) and m.is_slow(v) for v in vals)
-    assert sum(m.is_fast(v) for v in vals) >= 0.9 * sum(not m.is_slow(v) for v in vals)
-
-
-def test_a_process_between_the_modes_is_in_neither_ratio():
-    """Modes 5 SDs apart: the fit's 99:1 point lies well inside the fast side of the cut, so a slow
-    process that strayed below the cut (whose gap would move a fast-mode ratio by 5%) is left out."""
-    vals = _draw(4, 200, lambda r: r.normal(100, 1) if r.random() < 0.7 else r.normal(105, 1))
-    m = stats.modes(vals)
-    assert m is not None and 102 < m.cut < 103.5 and 101 < m.fast_cut < m.cut - 0.5
-    stray = (m.fast_cut + m.cut) / 2
-    assert not m.is_slow(stray) and not m.is_fast(stray)
-    throughput = stats.modes([1e4 / v for v in vals], higher_is_better=True)
-    assert throughput.cut < throughput.fast_cut < throughput.fast
-    assert throughput.is_fast(1e4 / 100) and not throughput.is_fast(1e4 / stray)
 
 
 @pytest.mark.parametrize("name,f", [
@@ -343,4 +326,3 @@ def test_for_a_throughput_the_fast_mode_is_the_higher_one():
     m = stats.modes(vals, higher_is_better=True)
     assert m.fast == pytest.approx(1000, rel=0.02) and m.slow == pytest.approx(700, rel=0.02)
     assert m.is_slow(710) and not m.is_slow(990) and 0.15 < m.slow_share < 0.45
-    assert m.is_fast(990) and not m.is_fast(710) and m.cut < m.fast_cut < m.fast

@@ -114,7 +114,7 @@ def fast_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Mode
     if base_modes is None or cand_modes is None:
         return None
     return [k for k in sorted(base.keys() & cand.keys())
-            if base_modes.is_fast(base[k]) and cand_modes.is_fast(cand[k])]
+            if not base_modes.is_slow(base[k]) and not cand_modes.is_slow(cand[k])]
 
 
 def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,

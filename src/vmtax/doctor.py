@@ -123,13 +123,12 @@ def buyable_fast(means: list[float], n: Noise, blocks: int) -> tuple[int, float]
     """With compare --fast-mode, where the means fell in two modes: (the
     blocks of `blocks` whose two processes both ran in the fast mode were
     each side's mode drawn independently -- a host state shared within a
-    block gives more; a process counts where it is surely fast, Modes.is_fast --
-    the 95% CI half-width of the fast-mode ratio then,
+    block gives more -- the 95% CI half-width of the fast-mode ratio then,
     at the fast mode's own spread)."""
     if n.modes is None:
         return blocks, math.inf
-    fast = [m for m in means if n.modes.is_fast(m)]  # as the fast-mode ratio counts them
-    both = int(blocks * (len(fast) / len(means)) ** 2)
+    fast = [m for m in means if not n.modes.is_slow(m)]
+    both = int(blocks * (1 - n.modes.slow_share) ** 2)
     if both < 2 or len(fast) < 2:
         return both, math.inf
     cv = statistics.stdev(fast) / statistics.fmean(fast)

@@ -90,18 +90,9 @@ class Modes:
     bic_gain: float        # BIC of one normal less that of two, on the logs
     separation: float      # Ashman's D of the two fitted normals
     higher_is_better: bool = False
-    fast_cut: float = math.nan  # values on the fast side of this are in the fast mode at odds of 99:1 (nan: cut)
 
     def is_slow(self, value: float) -> bool:
         return value < self.cut if self.higher_is_better else value > self.cut
-
-    def is_fast(self, value: float) -> bool:
-        """In the fast mode beyond doubt (stats.MODES_SURE_ODDS): the units a
-        fast-mode ratio is over.  Those between fast_cut and cut are in
-        neither's ratio: a slow process taken for a fast one would move it
-        by the modes' whole gap."""
-        cut = self.cut if math.isnan(self.fast_cut) else self.fast_cut
-        return value >= cut if self.higher_is_better else value <= cut
 
 
 STOPPED = ("precision", "budget", "error", "skipped", "interrupted")

@@ -306,7 +306,6 @@ MODES_SEPARATION = 2.0  # and be this far apart (Ashman's D: two humps, not a sh
 MODES_MIN_SHARE = 0.1   # and each hold this share of the units (and 3 of them)
 MODES_MIN_GAP = 1.02    # and the slow mode's mean be at least this many times the fast one's
 MODES_LOG_FLOOR = 1e-4  # a mode's SD on the logs is at least this (a coarse timer's ties are one mode)
-MODES_SURE_ODDS = 99.0  # a unit counts in the fast mode's ratio where the fit puts it there at these odds
 
 
 def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | None:
@@ -356,31 +355,26 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     d = math.sqrt(2) * abs(mu[1] - mu[0]) / math.sqrt(sd[0] ** 2 + sd[1] ** 2)
     a, b = int(np.argmin(mu)), int(np.argmax(mu))
     cut = _crossing(w[[a, b]], mu[[a, b]], sd[[a, b]])
-    sure = _crossing(w[[a, b]], mu[[a, b]], sd[[a, b]],
-                     -math.log(MODES_SURE_ODDS) if higher_is_better else math.log(MODES_SURE_ODDS))
     low, high = x[y <= cut], x[y > cut]
     if (gain <= MODES_BIC_GAIN or d <= MODES_SEPARATION or abs(mu[1] - mu[0]) < math.log(MODES_MIN_GAP)
             or min(low.size, high.size) < max(3, MODES_MIN_SHARE * n)):
         return None
     fast, slow = (high, low) if higher_is_better else (low, high)
     return Modes(float(fast.mean()), float(slow.mean()), slow.size / n, int(n), math.exp(cut), float(gain),
-                 float(d), higher_is_better, math.exp(sure))
+                 float(d), higher_is_better)
 
 
-def _crossing(w, mu, sd, level: float = 0.0) -> float:
+def _crossing(w, mu, sd) -> float:
     """Where between the two means (logs, low first) the weighted densities
     of the two normals meet (compared as log densities: in a wide gap both
-    round to 0): a unit below is likelier in the low mode.  With a level,
-    where the log odds of the low mode over the high one are that level (a
-    unit below ln 99 is in the low mode at odds of 99 to 1); where even a
-    mode's own mean is not at those odds, that mean."""
+    round to 0): a unit below is likelier in the low mode."""
     def diff(t: float) -> float:
         return float((math.log(w[0] / sd[0]) - 0.5 * ((t - mu[0]) / sd[0]) ** 2)
                      - (math.log(w[1] / sd[1]) - 0.5 * ((t - mu[1]) / sd[1]) ** 2))
     lo, hi = float(mu[0]), float(mu[1])
-    if not diff(lo) > level > diff(hi):
-        return (lo + hi) / 2 if level == 0 else (lo if diff(lo) <= level else hi)
+    if not diff(lo) > 0 > diff(hi):
+        return (lo + hi) / 2
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if diff(mid) > level else (lo, mid)
+        lo, hi = (mid, hi) if diff(mid) > 0 else (lo, mid)
     return (lo + hi) / 2

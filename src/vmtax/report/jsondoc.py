@@ -20,13 +20,11 @@ def result_rows(t: Table) -> list[dict]:
 
 def modes_row(m: Modes | None) -> dict | None:
     """Where a row's process means fell in two modes (stats.modes): each
-    mode's mean, the slow one's share, and how clearly two; a process mean
-    beyond cut is slow, one on the fast side of fast_cut counts in the
-    fast-mode ratio (between the two: in neither's)."""
+    mode's mean, the slow one's share, and how clearly two."""
     if m is None:
         return None
     return {"fast": json_number(m.fast), "slow": json_number(m.slow), "slow_share": json_number(m.slow_share),
-            "processes": m.units, "cut": json_number(m.cut), "fast_cut": json_number(m.fast_cut), "bic_gain": json_number(m.bic_gain),
+            "processes": m.units, "cut": json_number(m.cut), "bic_gain": json_number(m.bic_gain),
             "separation": json_number(m.separation)}
 
 
