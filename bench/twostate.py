@@ -45,15 +45,27 @@ OUT = REPO / "results"
 ROWS = ["getppid", "null_read", "stat", "page_fault"]
 
 
-def hog(cpu: int, seconds: float, seed: int) -> subprocess.Popen:
+def hog(cpu: int, seconds: float, seed: int, rt: bool = False) -> subprocess.Popen:
     """A child that keeps CPU `cpu` busy in stretches, idle in between, for
-    at most `seconds` (killed with its process group on our exit)."""
-    code = ("import os,random,time,sys\n"
+    at most `seconds`, and ends when its parent does (killed with its process
+    group on our exit).  Plain: a busy loop under the ordinary scheduler,
+    which shares the CPU with each cgroup by the cgroups' weights (a
+    container's processes, in their own cgroup, got more of it than the bare
+    machine's in the hog's). rt=True: SCHED_FIFO, 0.5 ms busy and 1 ms
+    asleep through each stretch, so that every process on the CPU, whatever
+    its cgroup, runs at about two thirds of its speed there (about 1.5x
+    slower, as a busy sibling made the cloud host's vCPU)."""
+    code = ("import os,random,time\n"
             f"os.sched_setaffinity(0,{{{cpu}}}); r=random.Random({seed}); end=time.monotonic()+{seconds}\n"
-            "while time.monotonic()<end:\n"
+            "parent=os.getppid()\n"
+            + ("os.sched_setscheduler(0,os.SCHED_FIFO,os.sched_param(1))\n" if rt else "")
+            + "while time.monotonic()<end and os.getppid()==parent:\n"
             "  t=time.monotonic()+r.uniform(0.5,2.0)\n"
-            "  while time.monotonic()<t: pass\n"
-            "  time.sleep(r.uniform(0.5,2.0))\n")
+            "  while time.monotonic()<t:\n"
+            + ("    s=time.monotonic()+0.0005\n"
+               "    while time.monotonic()<s: pass\n"
+               "    time.sleep(0.001)\n" if rt else "    pass\n")
+            + "  time.sleep(r.uniform(0.5,2.0))\n")
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 

@@ -319,6 +319,8 @@ def test_a_history_says_which_points_are_fast_mode_ratios_and_a_change_of_estima
     (doc,) = w.history_json([s])
     assert [p["estimand"] for p in doc["points"]] == ["all blocks"] * 4 + ["fast mode"] * 4
     assert "1.05\\~" in w.history_markdown([s])  # GitHub would strike text between tildes
+    page = w.history_html([s], "vmtax history")
+    assert "r4~" in page and "r3~" not in page and "~ after a run: its ratio is over the blocks" in page
     plain = watch.Series("getppid", "a", "b", "ns", "lower", pts[:4])
     assert "~" not in w.history_text([plain]) and "~" not in w.history_markdown([plain])
 
@@ -329,12 +331,15 @@ def test_a_diff_between_a_run_with_and_one_without_fast_mode_says_the_ratios_are
         assert vmtax("compare", *two, "--bench", "getppid", "--max-time", "5s", "--cpu", "none", *extra, db=db) == 0
     a, b = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
     capsys.readouterr()
-    assert vmtax("diff", a, b, "--json", str(tmp_path / "d.json"), db=db) == 0
+    assert vmtax("diff", a, b, "--json", str(tmp_path / "d.json"), "--markdown", str(tmp_path / "d.md"), db=db) == 0
     text = " ".join(capsys.readouterr().out.split())
     (c,) = json.loads((tmp_path / "d.json").read_text())["changes"]
     assert (c["estimand_a"], c["estimand_b"]) == ("all blocks", "fast mode")
     assert c["ratio_a"] > 1.06 and c["ratio_b"] == pytest.approx(1.05, rel=0.01)
     assert "B / A sets a fast-mode ratio against an all-blocks one (not the same estimand): getppid (b / " in text
     assert f"{c['ratio_b']:.4g}~" in text and f"{c['ratio_a']:.4g}~" not in text
+    page = (tmp_path / "d.md").read_text()
+    assert f"{c['ratio_b']:.4g}\\~" in page and "\n\n\\~ after a ratio: over the blocks" in page
+    assert "over all blocks\n\nB / A sets a fast-mode ratio" in page  # two paragraphs, not one
     assert vmtax("diff", a, a, db=db) == 0
     assert "~" not in capsys.readouterr().out

@@ -95,6 +95,8 @@ class Modes:
         return value < self.cut if self.higher_is_better else value > self.cut
 
 
+FAST_MODE, ALL_BLOCKS = "fast mode", "all blocks"  # Comparison.estimand: a JSON contract
+
 STOPPED = ("precision", "budget", "error", "skipped", "interrupted")
 
 
@@ -147,7 +149,7 @@ class Comparison:
     @property
     def estimand(self) -> str:
         """Which blocks the ratio above is over, as the reports name it."""
-        return "fast mode" if self.all_modes is not None else "all blocks"
+        return FAST_MODE if self.all_modes is not None else ALL_BLOCKS
 
 
 @dataclass(frozen=True)

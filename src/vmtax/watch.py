@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .model import Comparison, RunData
+from .model import ALL_BLOCKS, Comparison, RunData
 
 ALPHA = 0.05            # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
@@ -179,8 +179,8 @@ class Change:
     change: float
     ci_low: float
     ci_high: float
-    estimand_a: str = "all blocks"   # which blocks each run's ratio is over (Comparison.estimand)
-    estimand_b: str = "all blocks"
+    estimand_a: str = ALL_BLOCKS   # which blocks each run's ratio is over (Comparison.estimand)
+    estimand_b: str = ALL_BLOCKS
 
 
 def _log_se(c: Comparison) -> float:
@@ -242,7 +242,7 @@ class Point:
     ratio: float
     ci_low: float
     ci_high: float
-    estimand: str = "all blocks"  # which blocks the ratio is over (Comparison.estimand)
+    estimand: str = ALL_BLOCKS  # which blocks the ratio is over (Comparison.estimand)
 
 
 @dataclass(frozen=True)

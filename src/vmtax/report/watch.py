@@ -8,6 +8,7 @@ from html import escape
 from xml.sax.saxutils import quoteattr
 from xml.sax.saxutils import escape as xml_escape
 
+from ..model import FAST_MODE as FAST
 from ..watch import Diff, Gate, Series
 from . import plots, table
 from .htmlkit import page, td
@@ -32,9 +33,15 @@ def pvalue(p: float | None) -> str:
     return "-" if p is None or not math.isfinite(p) else f"{p:.3g}"
 
 
-FAST = "fast mode"  # Comparison.estimand of a --fast-mode headline
-FAST_LEGEND = (f"{MODES_MARK} the ratio over the blocks in which both sides ran in their fast mode "
+FAST_LEGEND = (f"{MODES_MARK} after a ratio: over the blocks in which both sides ran in their fast mode "
                f"(compare --fast-mode on a row whose processes fell in two modes); unmarked: over all blocks")
+HTML_LEGEND = (f"{MODES_MARK} after a run: its ratio is over the blocks in which both sides ran in their fast "
+               f"mode (compare --fast-mode on a row whose processes fell in two modes); unmarked: over all blocks")
+
+
+def md(text: str) -> str:
+    """A Markdown cell or line outside a code span: pipes and tildes escaped."""
+    return md_mark(md_cell(text))
 
 
 def ratio_of(x: float | None, estimand: str) -> str:
@@ -82,9 +89,9 @@ def gate_text(g: Gate, run_id: str) -> str:
 def gate_markdown(g: Gate, run_id: str) -> str:
     header, rows = _gate_cells(g)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    notes = "".join(f"- {md_cell(line)}\n" for line in _reference_lines(g))
-    return f"## {md_cell(_gate_summary(g, run_id))}\n\n" + (notes + "\n" if notes else "") + "\n".join(lines) + "\n"
+    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
+    notes = "".join(f"- {md(line)}\n" for line in _reference_lines(g))
+    return f"## {md(_gate_summary(g, run_id))}\n\n" + (notes + "\n" if notes else "") + "\n".join(lines) + "\n"
 
 
 def gate_json(g: Gate) -> dict:
@@ -157,9 +164,9 @@ def diff_text(d: Diff) -> str:
 def diff_markdown(d: Diff) -> str:
     header, rows = _diff_cells(d)
     lines = [f"## vmtax diff {d.run_a} {d.run_b}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(md_mark(md_cell(c)) for c in row) + " |" for row in rows]
-    lines += [""] + [md_mark(md_cell(n)) for n in _diff_notes(d)]
-    lines += ["", "Facts that differ:", ""] + [f"- `{md_cell(k)}`: {md_cell(a)} → {md_cell(b)}" for k, a, b in d.facts]
+    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
+    lines += [x for n in _diff_notes(d) for x in ("", md(n))]
+    lines += ["", "Facts that differ:", ""] + [f"- `{md_cell(k)}`: {md(a)} → {md(b)}" for k, a, b in d.facts]
     return "\n".join(lines) + "\n"
 
 
@@ -199,15 +206,15 @@ def history_text(all_series: list[Series]) -> str:
 def history_markdown(all_series: list[Series]) -> str:
     out = []
     for s in all_series:
-        out += [f"### {md_cell(_title(s))}", "", "| run | ratio | 95% CI | change |", "|---|---|---|---|"]
-        out += [f"| {p.run} | {md_mark(ratio_of(p.ratio, p.estimand))} | {interval(p.ci_low, p.ci_high)} | "
+        out += [f"### {md(_title(s))}", "", "| run | ratio | 95% CI | change |", "|---|---|---|---|"]
+        out += [f"| {md(p.run)} | {md(ratio_of(p.ratio, p.estimand))} | {interval(p.ci_low, p.ci_high)} | "
                 f"{'change point' if any(c.index == i for c in s.changes) else ''} |" for i, p in enumerate(s.points)]
         if any(p.estimand == FAST for p in s.points):
-            out += ["", md_mark(FAST_LEGEND)]
+            out += ["", md(FAST_LEGEND)]
         for c in s.changes:
             out += ["", f"Change point at run {c.run}: {ratio(c.before)} → {ratio(c.after)} "
                         f"({c.after / c.before - 1:+.2%}, p {pvalue(c.p_value)}); facts that changed there:", ""]
-            out += [f"- `{md_cell(k)}`: {md_cell(a)} → {md_cell(b)}" for k, a, b in c.facts]
+            out += [f"- `{md_cell(k)}`: {md(a)} → {md(b)}" for k, a, b in c.facts]
         out.append("")
     return "\n".join(out)
 
@@ -236,7 +243,7 @@ def history_html(all_series: list[Series], command: str) -> str:
         parts += [f"<h2>{escape(_title(s))}</h2>", f'<figure class="history">{chart}<figcaption>'
                   f"{len(s.points)} runs, oldest first; band: 95% CI of each run's ratio; dashed: a change "
                   f"point (Apache Otava, E-divisive means)"
-                  + (f"; {escape(FAST_LEGEND)}" if any(p.estimand == FAST for p in s.points) else "")
+                  + (f"; {escape(HTML_LEGEND)}" if any(p.estimand == FAST for p in s.points) else "")
                   + "</figcaption></figure>"]
         if rows:
             parts.append(html_table(["change point at run", "before", "after", "change", "p",
