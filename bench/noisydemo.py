@@ -99,7 +99,7 @@ def main() -> int:
     if not a.reuse:
         for i in range(a.first, a.first + 2 * a.rounds):
             one(i, (i % 4) in (1, 2))  # ABBA
-    paths = sorted(OUT.glob("noisydemo-*.json"))
+    paths = sorted(OUT.glob("noisydemo-[0-9]*.json"))
     docs = [json.loads(p.read_text()) for p in paths]
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     span = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(min(d['started'] for d in docs)))}-"

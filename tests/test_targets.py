@@ -27,6 +27,7 @@ def test_parse_target(text, kind, opts):
 @pytest.mark.parametrize("text,needle", [
     ("qemu:accel=warp", "accel must be"),
     ("qemu:machine=vax", "machine must be"),
+    ("qemu:emulator=elsewhere", "emulator must be apart or together, got 'elsewhere'"),
     ("qemu:mem=lots", "malformed memory size"),
     ("qemu:colour=blue", "unknown option(s) colour"),
     ("local:smp=2", "unknown option(s) smp"),
@@ -35,6 +36,24 @@ def test_parse_target(text, kind, opts):
 def test_bad_target_options(text, needle):
     with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         parse_target(text)
+
+
+def test_qemu_threads_not_named_as_vcpus_stay_where_they_are():
+    """Without a thread named "CPU n/..." (QEMU names them only with debug-threads=on), moving
+    the 'emulator' threads would move the guest itself off the CPU the run says: nothing moves."""
+    import os
+    import subprocess
+    import sys
+    from vmtax.targets.qemu import pin_emulator_apart, threads_cpus
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        before = os.sched_getaffinity(p.pid)
+        assert pin_emulator_apart(p.pid, max(before)) == []
+        assert os.sched_getaffinity(p.pid) == before
+        assert threads_cpus(p.pid, [p.pid]) == sorted(before) and threads_cpus(p.pid, []) == []
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_sizes():

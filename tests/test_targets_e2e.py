@@ -35,6 +35,8 @@ def test_tcg_guest_boots_runs_and_goes_away(spec):
         facts = t.facts()
         assert facts["accel"] == "tcg" and facts["hypervisor_vendor"] == "TCGTCGTCGTCG"
         assert facts["cpus_online"] == int(t.options.get("smp", 1))
+        # the vCPU threads are found by their names (debug-threads=on): unpinned, they may run anywhere
+        assert facts["vcpu_threads_on"] == sorted(os.sched_getaffinity(0))
         s = samples(t.run_agent(["run", "getppid", "--samples", "2", "--warmup", "0"], 60))
         assert len(s) == 2 and all(x["value"] > 0 for x in s)
         info = t.info()
@@ -93,6 +95,10 @@ def test_short_compare_local_qemu_container(tmp_path):
     assert names[:2] == ["local", "qemu:accel=tcg"]
     q = doc["targets"][1]
     assert q["accel"] == "tcg" and q["boot_s"] > 0 and q["mem_overhead_mb"] > 0
+    cpu = q["facts"]["host_cpu"]  # --cpu auto: the last CPU where there are two or more
+    if cpu is not None:  # the guest runs where the run says, its emulator threads on the other CPUs
+        assert q["facts"]["vcpu_threads_on"] == [cpu]
+        assert q["facts"]["emulator_threads_on"] == sorted(set(os.sched_getaffinity(0)) - {cpu})
     cands = {c["candidate"] for c in doc["comparisons"]}
     assert "qemu:accel=tcg" in cands
     for c in doc["comparisons"]:

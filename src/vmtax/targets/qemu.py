@@ -162,7 +162,8 @@ class QemuTarget(ChannelTarget):
     kind = "qemu"
     summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
     allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
-                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary"})
+                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary",
+                                 "emulator"})
 
     @classmethod
     def prepare(cls, targets: list["QemuTarget"]) -> str | None:
@@ -186,10 +187,14 @@ class QemuTarget(ChannelTarget):
             raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, "
                             f"got '{options['mem']}'")
         self.smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
+        self.emulator = options.get("emulator", "apart")
+        if self.emulator not in ("apart", "together"):
+            raise UserError(f"target '{name}': emulator must be apart or together, got '{self.emulator}'")
         self._devices_from(name, options)
         self.accel: str | None = None
         self.accel_note = ""
         self.emulator_cpus: list[int] = []
+        self.vcpu_cpus: list[int] = []
 
     def _devices_from(self, name: str, options: dict[str, str]) -> None:
         """The disk options, checked before anything boots (UserError: exit 2)."""
@@ -327,7 +332,8 @@ class QemuTarget(ChannelTarget):
         channel = (["-chardev", "stdio,id=vmtaxchan", "-device",
                     "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
                    if self.machine == "microvm" else ["-serial", "stdio"])
-        return [self.binary, "-name", "vmtax", "-nodefaults", "-no-user-config", "-display", "none",
+        # debug-threads=on names the vCPU threads "CPU n/TCG" (or /KVM): the pinning and the exit probe find them by it
+        return [self.binary, "-name", "vmtax,debug-threads=on", "-nodefaults", "-no-user-config", "-display", "none",
                 "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
                 "-m", f"{self.mem_mb}M", "-kernel", str(kernel),
                 "-initrd", str(guest.initramfs(self.files + devices.module_files(kernel, self.modules))),
@@ -412,7 +418,9 @@ class QemuTarget(ChannelTarget):
             self.loop.release()  # QEMU holds it: it detaches when QEMU goes
         if self.disk != "none":
             devices.check_mounted(self, devices.DISKS[self.disk].node)
-        self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
+        if self.emulator == "apart":
+            self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
+        self.vcpu_cpus = threads_cpus(self.p.pid, vcpu_threads(self.p.pid))
         qmp, vcpus = None, None
         if self.accel == "kvm":  # TCG has no VM exits to count
             try:
@@ -434,7 +442,8 @@ class QemuTarget(ChannelTarget):
                                        "disk_mb": self.disk_mb, "disk_device": devices.DISKS[self.disk].note,
                                        "loop_direct_io": self.loop.direct_io if self.loop else None}
                                       if self.disk != "none" else {}),
-                "emulator_threads_on": self.emulator_cpus or None, **self.probe_facts(),
+                "emulator": self.emulator, "emulator_threads_on": self.emulator_cpus or None,
+                "vcpu_threads_on": self.vcpu_cpus or None, **self.probe_facts(),
                 "qemu": _qemu_version(self.binary), "qemu_binary": shutil.which(self.binary) or self.binary}
 
     def info(self):
@@ -459,11 +468,14 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     """Pinned, the vCPU threads keep the host CPU the guest was given and
     QEMU's other threads (the main loop, RCU, I/O) move to the other CPUs,
     as libvirt's emulatorpin does: they no longer preempt the vCPU.  Returns
-    the CPUs the emulator threads got (empty: left with the vCPUs)."""
+    the CPUs the emulator threads got (empty: left with the vCPUs, as where
+    no thread is named as a vCPU: moving every thread would take the guest
+    off the CPU the run says it is on)."""
     if cpu is None:
         return []
     others = sorted(set(os.sched_getaffinity(0)) - {cpu})
-    if not others:
+    vcpus = set(vcpu_threads(pid))
+    if not others or not vcpus:
         return []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -471,12 +483,22 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
         return []
     for tid in tasks:
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                vcpu = f.read().startswith("CPU ")
-            os.sched_setaffinity(int(tid), {cpu} if vcpu else set(others))
+            os.sched_setaffinity(int(tid), {cpu} if int(tid) in vcpus else set(others))
         except OSError:
             continue
     return others
+
+
+def threads_cpus(pid: int, tids: list[int]) -> list[int]:
+    """The host CPUs these threads may run on, as the kernel has them (the
+    facts say where the guest ran, not where it was meant to)."""
+    out: set[int] = set()
+    for tid in tids:
+        try:
+            out |= os.sched_getaffinity(tid)
+        except OSError:
+            continue
+    return sorted(out)
 
 
 def _qemu_version(binary: str = QEMU) -> str:
