@@ -57,7 +57,7 @@ def hog(cpu: int, seconds: float, seed: int, rt: bool = False) -> subprocess.Pop
     slower, as a busy sibling made the cloud host's vCPU)."""
     code = ("import os,random,time\n"
             f"os.sched_setaffinity(0,{{{cpu}}}); r=random.Random({seed}); end=time.monotonic()+{seconds}\n"
-            "parent=os.getppid()\n"
+            f"parent={os.getpid()}\n"
             + ("os.sched_setscheduler(0,os.SCHED_FIFO,os.sched_param(1))\n" if rt else "")
             + "while time.monotonic()<end and os.getppid()==parent:\n"
             "  t=time.monotonic()+r.uniform(0.5,2.0)\n"
@@ -66,7 +66,11 @@ def hog(cpu: int, seconds: float, seed: int, rt: bool = False) -> subprocess.Pop
                "    while time.monotonic()<s: pass\n"
                "    time.sleep(0.001)\n" if rt else "    pass\n")
             + "  time.sleep(r.uniform(0.5,2.0))\n")
-    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    h = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    time.sleep(0.3)
+    if h.poll() is not None:  # e.g. SCHED_FIFO refused without root: a quiet machine is no hogged one
+        raise SystemExit(f"the hog on CPU {cpu} ended at once (exit {h.returncode}): nothing measured")
+    return h
 
 
 def stop(p: subprocess.Popen) -> None:

@@ -56,6 +56,37 @@ def test_qemu_threads_not_named_as_vcpus_stay_where_they_are():
         p.wait()
 
 
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two CPUs to move threads apart")
+def test_qemu_vcpu_threads_stay_on_the_cpu_and_the_others_move_apart():
+    """A process with a thread named as QEMU names a vCPU's (debug-threads=on): that thread keeps
+    the run's CPU, the others go to the remaining CPUs, and both read back so."""
+    import os
+    import subprocess
+    import sys
+    from vmtax.targets.qemu import pin_emulator_apart, threads_cpus, vcpu_threads
+    code = ("import threading, time, ctypes\n"
+            "def vcpu():\n"
+            "    open(f'/proc/self/task/{threading.get_native_id()}/comm', 'w').write('CPU 0/TCG')\n"
+            "    time.sleep(30)\n"
+            "threading.Thread(target=vcpu, daemon=True).start(); print('ready', flush=True); time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        for _ in range(100):
+            if vcpu_threads(p.pid):
+                break
+            __import__("time").sleep(0.02)
+        (tid,) = vcpu_threads(p.pid)
+        cpu = max(os.sched_getaffinity(0))
+        others = sorted(os.sched_getaffinity(0) - {cpu})
+        assert pin_emulator_apart(p.pid, cpu) == others
+        assert threads_cpus(p.pid, [tid]) == [cpu]
+        assert threads_cpus(p.pid, [p.pid]) == others   # the main thread, as QEMU's main loop
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_sizes():
     assert parse_size_mb("512M") == 512 and parse_size_mb("2G") == 2048 and parse_size_mb("64") == 64
 

@@ -657,8 +657,8 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", default="6m", metavar="DURATION",
                    help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)")
     p.add_argument("--cpu", default="auto", metavar="N|auto|none",
-                   help="run every target on host CPU N (a guest: its whole hypervisor; the agent on "
-                        "its vCPU 0); auto (default): the last CPU when there are several; none: unpinned")
+                   help="run every target on host CPU N (a QEMU guest: its vCPU threads, its emulator "
+                        "threads on the other CPUs unless emulator=together; the agent on its vCPU 0); auto (default): the last CPU when there are several; none: unpinned")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="run N concurrent instances of each benchmark (default 1)")
     p.add_argument("--samples", type=int, default=3, metavar="N",
@@ -736,7 +736,7 @@ def build_parser() -> Parser:
                    help="time budget for the whole run; every stage still runs --rounds rounds (default 10m)")
     s.add_argument("--pin", choices=("none", "spread"), default="none",
                    help="none (default): the host's scheduler places the instances; spread: instance i on "
-                        "host CPU i mod CPUs (a guest's whole hypervisor)")
+                        "host CPU i mod CPUs (a QEMU guest's vCPU threads; its emulator threads on the other CPUs)")
     s.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
                    help="calibrate (on one instance alone) so one sample lasts at least MS ms (default 10)")
     s.add_argument("--warmup", type=int, default=1, metavar="N",

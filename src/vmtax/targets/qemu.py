@@ -419,8 +419,10 @@ class QemuTarget(ChannelTarget):
         if self.disk != "none":
             devices.check_mounted(self, devices.DISKS[self.disk].node)
         if self.emulator == "apart":
-            self.emulator_cpus = pin_emulator_apart(self.p.pid, self.host_cpu)
-        self.vcpu_cpus = threads_cpus(self.p.pid, vcpu_threads(self.p.pid))
+            pin_emulator_apart(self.p.pid, self.host_cpu)
+        vcpus = set(vcpu_threads(self.p.pid))  # where each kind of thread may run, read back from the kernel
+        self.vcpu_cpus = threads_cpus(self.p.pid, sorted(vcpus))
+        self.emulator_cpus = threads_cpus(self.p.pid, [t for t in _threads(self.p.pid) if t not in vcpus])
         qmp, vcpus = None, None
         if self.accel == "kvm":  # TCG has no VM exits to count
             try:
@@ -442,7 +444,8 @@ class QemuTarget(ChannelTarget):
                                        "disk_mb": self.disk_mb, "disk_device": devices.DISKS[self.disk].note,
                                        "loop_direct_io": self.loop.direct_io if self.loop else None}
                                       if self.disk != "none" else {}),
-                "emulator": self.emulator, "emulator_threads_on": self.emulator_cpus or None,
+                "emulator": self.emulator if self.host_cpu is not None else None,
+                "emulator_threads_on": self.emulator_cpus or None,
                 "vcpu_threads_on": self.vcpu_cpus or None, **self.probe_facts(),
                 "qemu": _qemu_version(self.binary), "qemu_binary": shutil.which(self.binary) or self.binary}
 
@@ -451,16 +454,23 @@ class QemuTarget(ChannelTarget):
                        mem_overhead_mb=self.mem_overhead)
 
 
-def vcpu_threads(pid: int) -> list[int]:
-    """QEMU's vCPU threads (named "CPU n/KVM" or "CPU n/TCG")."""
-    out = []
+def _threads(pid: int) -> list[int]:
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def vcpu_threads(pid: int) -> list[int]:
+    """QEMU's vCPU threads (named "CPU n/KVM" or "CPU n/TCG": -name ...,debug-threads=on)."""
+    out = []
+    for tid in _threads(pid):
+        try:  # a worker thread may end between the listing and the read
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 if f.read().startswith("CPU "):
-                    out.append(int(tid))
-    except OSError:
-        pass
+                    out.append(tid)
+        except OSError:
+            continue
     return out
 
 
@@ -477,13 +487,9 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     vcpus = set(vcpu_threads(pid))
     if not others or not vcpus:
         return []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    for tid in tasks:
+    for tid in _threads(pid):
         try:
-            os.sched_setaffinity(int(tid), {cpu} if int(tid) in vcpus else set(others))
+            os.sched_setaffinity(tid, {cpu} if tid in vcpus else set(others))
         except OSError:
             continue
     return others
