@@ -285,3 +285,20 @@ def test_qemu_binary_runs_that_build_and_says_its_version(tmp_path):
     from vmtax.targets.qemu import _qemu_version
     assert _qemu_version(str(wrapper)).startswith("QEMU emulator version")
     assert parse_target("qemu:accel=tcg").binary == "qemu-system-x86_64"
+
+
+def test_a_vcpu_thread_that_cannot_be_counted_leaves_no_counter_open():
+    """exits_userspace counts every vCPU thread or none: where one cannot be opened (a thread
+    gone), those already opened are closed, and the facts say why."""
+    import os
+    from vmtax.hostprobe import HostProbe, syscall_tracepoint
+    if syscall_tracepoint()[0] is None:
+        pytest.skip("no syscall tracepoint here: exits_userspace is not counted at all")
+    before = set(os.listdir("/proc/self/fd"))
+    p = HostProbe(lambda: [os.getpid()], vcpu_tids=[os.getpid(), 2 ** 22 + 12345])  # the second: no such thread
+    try:
+        assert p.fds["exits_userspace"] == [] and "exits_userspace" in p.missing
+        assert "exits_userspace" in p.facts()["host_probe_missing"]
+    finally:
+        p.close()
+    assert set(os.listdir("/proc/self/fd")) == before

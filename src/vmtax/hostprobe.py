@@ -203,7 +203,7 @@ class HostProbe:
         user space, counted as exits_userspace."""
         self.roots, self.qmp = roots, qmp
         self.fds: dict[str, list[int]] = {"host_cpu_ns": [], "host_context_switches": [],
-                                          "host_syscalls": []}
+                                          "host_syscalls": [], "exits_userspace": []}
         self.missing: dict[str, str] = {}
         self.idle: dict[str, float] = {}
         self.refresh()
@@ -225,10 +225,13 @@ class HostProbe:
             if name in self.missing:
                 self._close(name)
         if vcpu_tids and trace is not None:
-            try:
-                self.fds["exits_userspace"] = [_perf_open(t, _TYPE_TRACEPOINT, trace) for t in vcpu_tids]
-            except OSError as e:
-                self.missing["exits_userspace"] = f"perf_event_open: {e.strerror or e}"
+            for t in vcpu_tids:
+                try:
+                    self.fds["exits_userspace"].append(_perf_open(t, _TYPE_TRACEPOINT, trace))
+                except OSError as e:  # the ones already open are closed: none is read
+                    self.missing["exits_userspace"] = f"perf_event_open: {e.strerror or e}"
+                    self._close("exits_userspace")
+                    break
 
     def refresh(self) -> None:
         """Find the target's host processes again (a short-lived one missed
