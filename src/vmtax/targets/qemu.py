@@ -420,17 +420,16 @@ class QemuTarget(ChannelTarget):
             devices.check_mounted(self, devices.DISKS[self.disk].node)
         if self.emulator == "apart":
             pin_emulator_apart(self.p.pid, self.host_cpu)
-        vcpus = set(vcpu_threads(self.p.pid))  # where each kind of thread may run, read back from the kernel
-        self.vcpu_cpus = threads_cpus(self.p.pid, sorted(vcpus))
+        vcpus = vcpu_threads(self.p.pid)  # where each kind of thread may run, read back from the kernel
+        self.vcpu_cpus = threads_cpus(self.p.pid, vcpus)
         self.emulator_cpus = threads_cpus(self.p.pid, [t for t in _threads(self.p.pid) if t not in vcpus])
-        qmp, vcpus = None, None
+        qmp = None
         if self.accel == "kvm":  # TCG has no VM exits to count
             try:
                 qmp = Qmp(str(self.workdir / "qmp.sock"))
             except (OSError, ValueError) as e:
                 self.probe_note = f"no QMP for exit counts: {e}"
-            vcpus = vcpu_threads(self.p.pid)
-        self.start_probe(lambda: [self.p.pid], qmp=qmp, vcpu_tids=vcpus)
+        self.start_probe(lambda: [self.p.pid], qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
         self.mem_overhead = rss_beyond_mapping(self.p.pid, self.mem_mb)
 
     def own_facts(self) -> dict:
