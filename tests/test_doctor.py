@@ -44,10 +44,37 @@ def test_one_mode_is_not_called_two():
 
 
 def test_what_a_budget_buys():
-    blocks, half = doctor.buyable(0.10, 0.5, 420, 14, 4)
+    rng = random.Random(7)
+    means = [200 * math.exp(rng.gauss(0, 0.10)) for _ in range(4000)]  # independent processes, 10% apart
+    blocks, half = doctor.buyable(means, 0.5, 420, 14, 4)
     assert blocks == 15
-    assert half == pytest.approx(2.1447866879169273 * math.sqrt(2) * 0.10 / math.sqrt(15))
-    assert doctor.buyable(0.10, 100, 60, 14, 4) == (0, math.inf)
+    assert half == pytest.approx(2.1447866879169273 * math.sqrt(2) * 0.10 / math.sqrt(15), rel=0.05)
+    assert doctor.buyable(means, 100, 60, 14, 4) == (0, math.inf)
+
+
+def test_a_block_pairs_targets_as_far_apart_as_their_slots_fall():
+    assert doctor.slot_lags(2) == {1: 1.0}
+    assert doctor.slot_lags(3) == pytest.approx({1: 2 / 3, 2: 1 / 3})
+    assert sum(doctor.slot_lags(4).values()) == pytest.approx(1.0)
+
+
+def test_a_state_that_lasts_is_shared_by_a_block_and_buys_precision():
+    """Modes in stretches of 20 processes: a block's two sides mostly share
+    one, so its ratio is far steadier than two independent draws would
+    make it (the old doctor's figure), and most blocks fall both fast."""
+    rng = random.Random(8)
+    means = [(280 if (i // 20) % 2 else 196) * (1 + rng.gauss(0, 0.01)) for i in range(200)]
+    n = doctor.noise(means, [float(i) for i in range(200)])
+    blocks, half = doctor.buyable(means, 0.1, 420, 14, 3)
+    independent = 1.98 * math.sqrt(2) * n.cv / math.sqrt(blocks)
+    assert half < independent / 2
+    both, fast_half = doctor.buyable_fast(means, n, blocks, 3)
+    assert both > blocks * 0.4  # half the processes slow, in stretches: ~45% of blocks both fast, not 25%
+    assert fast_half < 0.01
+    shuffled = means[:]
+    rng.shuffle(shuffled)  # the same spread with no lasting state: nothing shared
+    _, mixed = doctor.buyable(shuffled, 0.1, 420, 14, 3)
+    assert mixed == pytest.approx(independent, rel=0.25)
 
 
 @pytest.mark.e2e
@@ -100,8 +127,10 @@ def test_what_the_fast_mode_buys_where_there_are_two():
     rng = random.Random(4)
     means = [(280 if i % 2 else 196) * (1 + rng.gauss(0, 0.01)) for i in range(40)]
     n = doctor.noise(means, [float(i) for i in range(40)])
-    both, half = doctor.buyable_fast(means, n, 100)
-    assert both == 25  # half the processes slow: a quarter of the blocks both fast
-    assert half == pytest.approx(0.01 * math.sqrt(2) * 2.064 / 5, rel=0.3)  # the fast mode's 1% spread
+    both, half = doctor.buyable_fast(means, n, 100, 2)
+    assert both == 0  # alternating fast and slow: no two processes in a row both fast
+    both, half = doctor.buyable_fast(means, n, 100, 3)
+    assert both == 16  # a third of a three-target block's pairs are two slots apart, half of those both fast
+    assert half == pytest.approx(0.01 * math.sqrt(2) * 2.131 / 4, rel=0.3)  # the fast mode's 1% spread
     one = doctor.noise([200 * (1 + rng.gauss(0, 0.01)) for _ in range(40)], [float(i) for i in range(40)])
-    assert doctor.buyable_fast(means, one, 100) == (100, math.inf)
+    assert doctor.buyable_fast(means, one, 100, 3) == (100, math.inf)

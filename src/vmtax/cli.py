@@ -487,7 +487,7 @@ def cmd_doctor(args) -> int:
         means, starts, process_s, refs = doctor.measure(target, spec, args.processes, cpu)
     n = doctor.noise(means, starts)
     seen = doctor.state_seen(means, refs, n)
-    blocks, half = doctor.buyable(n.cv, process_s, budget * 0.9, args.rows, args.targets)
+    blocks, half = doctor.buyable(means, process_s, budget * 0.9, args.rows, args.targets)
     doc = {"target": target.name, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
            "pinned_cpu": cpu, "mean": n.mean, "cv": n.cv, "bimodality": n.bimodality, "bimodal": n.bimodal,
            "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s,
@@ -515,14 +515,15 @@ def cmd_doctor(args) -> int:
              f"  a process costs {process_s:.2f} s: a compare of {args.rows} rows on {args.targets} targets in "
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
              + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
-             + " at this spread (agent rows like this one; slower targets take longer)"]
+             + " at the spread between processes run as a block's are (agent rows like this one; slower targets "
+             "take longer)"]
     doc["budget"]["fast_mode"] = None  # what compare --fast-mode buys, where there are two modes
     if n.modes is not None:
-        both, fast_half = doctor.buyable_fast(means, n, blocks)
+        both, fast_half = doctor.buyable_fast(means, n, blocks, args.targets)
         doc["budget"]["fast_mode"] = {"blocks": both, "ratio_ci_halfwidth": fast_half if math.isfinite(fast_half)
                                       else None}
-        lines.append(f"  with compare --fast-mode: about {both} of those blocks both in the fast mode (were each "
-                     "side's mode drawn alone), a fast-mode ratio's 95% CI about "
+        lines.append(f"  with compare --fast-mode: about {both} of those blocks both in the fast mode (as these "
+                     "processes fell), a fast-mode ratio's 95% CI about "
                      + (f"±{fast_half:.1%}" if math.isfinite(fast_half) else "unbounded"))
     if seen:
         r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"

@@ -108,31 +108,59 @@ def _bimodality(xs: list[float]) -> float:
     return float((g * g + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
 
 
-def buyable(cv: float, process_s: float, budget_s: float, rows: int, targets: int) -> tuple[int, float]:
+def slot_lags(targets: int) -> dict[int, float]:
+    """How far apart a block's baseline and candidate processes run: a
+    block runs one process per target back to back in a random order, so
+    two given targets sit k slots apart with chance 2(T-k)/(T(T-1))."""
+    t = max(2, targets)
+    return {k: 2 * (t - k) / (t * (t - 1)) for k in range(1, t)}
+
+
+def _lagged(means: list[float], targets: int, keep=lambda a, b: True) -> tuple[float, float]:
+    """(the share of process pairs k apart that `keep` holds, the RMS of
+    their log ratios), each lag weighted as a block's pairs fall
+    (slot_lags); (0, inf) where none is kept."""
+    share = msq = 0.0
+    for k, w in slot_lags(targets).items():
+        pairs = list(zip(means, means[k:]))
+        kept = [math.log(b / a) ** 2 for a, b in pairs if keep(a, b)]
+        if not pairs:
+            continue
+        share += w * len(kept) / len(pairs)
+        msq += w * len(kept) / len(pairs) * (statistics.fmean(kept) if kept else 0.0)
+    return (share, math.sqrt(msq / share)) if share > 0 else (0.0, math.inf)
+
+
+def buyable(means: list[float], process_s: float, budget_s: float, rows: int,
+            targets: int) -> tuple[int, float]:
     """(blocks a row gets, the 95% CI half-width of a ratio then) for a
     compare of rows x targets in budget_s, each process costing process_s:
-    two independent processes per block at this spread, a Student interval
-    over the blocks (the pairing within a block can only narrow it)."""
+    a Student interval over the blocks at the spread of log(later/earlier)
+    between these processes as far apart as a block's two sides run
+    (slot_lags).  Processes run back to back share whatever state lasts
+    longer than one, and that cancels in a block's ratio as it does in the
+    run; with no such state the spread is sqrt(2) times the between-process
+    one."""
     blocks = int(budget_s / (rows * targets * process_s)) if process_s > 0 else 0
-    if blocks < 2:
+    if blocks < 2 or len(means) < targets:
         return blocks, math.inf
-    return blocks, float(sps.t.ppf(0.975, blocks - 1)) * math.sqrt(2) * cv / math.sqrt(blocks)
+    _, rms = _lagged(means, targets)
+    return blocks, float(sps.t.ppf(0.975, blocks - 1)) * rms / math.sqrt(blocks)
 
 
-def buyable_fast(means: list[float], n: Noise, blocks: int) -> tuple[int, float]:
+def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tuple[int, float]:
     """With compare --fast-mode, where the means fell in two modes: (the
-    blocks of `blocks` whose two processes both ran in the fast mode were
-    each side's mode drawn independently -- a host state shared within a
-    block gives more -- the 95% CI half-width of the fast-mode ratio then,
-    at the fast mode's own spread)."""
+    blocks of `blocks` whose two processes both ran in the fast mode, by
+    the share of these processes, as far apart as a block's two sides, that
+    both did -- a state that lasts shares a block -- the 95% CI half-width
+    of the fast-mode ratio then, at those pairs' spread)."""
     if n.modes is None:
         return blocks, math.inf
-    fast = [m for m in means if not n.modes.is_slow(m)]
-    both = int(blocks * (1 - n.modes.slow_share) ** 2)
-    if both < 2 or len(fast) < 2:
+    share, rms = _lagged(means, targets, lambda a, b: not n.modes.is_slow(a) and not n.modes.is_slow(b))
+    both = int(blocks * share)
+    if both < 2 or not math.isfinite(rms):
         return both, math.inf
-    cv = statistics.stdev(fast) / statistics.fmean(fast)
-    return both, float(sps.t.ppf(0.975, both - 1)) * math.sqrt(2) * cv / math.sqrt(both)
+    return both, float(sps.t.ppf(0.975, both - 1)) * rms / math.sqrt(both)
 
 
 def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
