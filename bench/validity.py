@@ -18,6 +18,16 @@ Usage: .venv/bin/python bench/validity.py [--rounds 6] [--max-time 6m] [--inject
        [--bench NAME ...] [--reuse]   (--reuse: re-analyse the stored rounds only)
        [--fast-mode]   (rounds with compare --fast-mode: results/validity-fast*.{json,md})
        [--against OLD_CHECKOUT]
+       [--hog]   (each round as before and with --fast-mode, under the RT hog: results/validity-hog*)
+       [--first N]   (with --against or --hog: run rounds N..--rounds only, analyse 1..--rounds)
+
+--hog runs every round twice under a host made noisy on purpose (the RT hog
+of bench/twostate.py, a third of the measured CPU in stretches of 0.5-2 s,
+the stand-in for a noisy night this quiet machine can make): once as before
+and once with --fast-mode, in ABBA order over rounds, every target pinned to
+the hog's CPU; results/validity-hog.md gives both ways side by side, with
+`vmtax doctor` run under the hog first (its SD, the noise measured in the
+same hour).
 
 --against runs every round twice, once with the package (and agent) of an
 older checkout and once with this one, in ABBA order so that the host's drift
@@ -43,7 +53,12 @@ OUT = REPO / "results"
 
 def round_command(args, n: int, tag: str = "") -> list[str]:
     name = f"{stem(args)}-{tag + '-' if tag else ''}{n}"
-    vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag else [VMTAX]
+    vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag in ("old", "new") else [VMTAX]
+    if args.hog:  # the hog's CPU named, so that the targets run where it does; fast-mode by the way's tag
+        return [VMTAX, "--db", str(OUT / "validity-hog.db"), "compare", "local", "local:label=aa",
+                f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time, "--cpu", str(hog_cpu()),
+                "--json", str(OUT / f"{name}.json")] + (["--bench", *args.bench] if args.bench else []) \
+            + (["--fast-mode"] if tag == "fast" else [])
     cmd = [*vmtax, "--db", str(OUT / f"{name.rsplit('-', 1)[0]}.db"), "compare", "local", "local:label=aa",
            f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time,
            "--json", str(OUT / f"{name}.json")]
@@ -51,8 +66,124 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
 
 
 def stem(args) -> str:
-    """The rounds' files: validity-N.json, or validity-fast-N.json with --fast-mode (and its .md)."""
+    """The rounds' files: validity-N.json, or validity-fast-N.json with --fast-mode (and its .md),
+    validity-hog-{plain,fast}-N.json with --hog."""
+    if getattr(args, "hog", False):
+        return "validity-hog"
     return "validity-fast" if getattr(args, "fast_mode", False) else "validity"
+
+
+def hog_cpu() -> int:
+    return max(0, (os.cpu_count() or 1) - 1)  # the CPU --cpu auto picks
+
+
+def headline_fast_counts(docs: list[dict]) -> tuple[int, int, int, int]:
+    """(A/A flagged, A/A rows, slowed rows flagged above 1, slowed rows) taking each row's fast-mode
+    ratio where it has a bounded one (as --fast-mode headlines it), else its all-blocks one."""
+    aa = aa_n = sl = sl_n = 0
+    for d in docs:
+        for c in d["comparisons"]:
+            f = c.get("fast_mode")
+            if f and f.get("ci_low") is not None and f.get("ci_high") is not None and f.get("p_value") is not None:
+                flagged, ratio = f["p_value"] < 0.05, f["ratio"]
+            else:
+                flagged, ratio = bool(c["significant"]), c["ratio"] or 0
+            if c["candidate"] == "local:label=aa":
+                aa_n, aa = aa_n + 1, aa + flagged
+            else:
+                sl_n, sl = sl_n + 1, sl + (flagged and ratio > 1)
+    return aa, aa_n, sl, sl_n
+
+
+def hogged(args) -> int:
+    """Each round as before and with --fast-mode (ABBA over rounds), under the RT hog on the measured CPU."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from twostate import hog, stop
+    if not args.reuse:  # the host's noise under the hog, in the same hour, before the rounds
+        h = hog(hog_cpu(), 600, seed=2999, rt=True)
+        try:
+            from vmtax import suite
+            rows = len(suite.select(None, args.bench))
+            d = subprocess.run([VMTAX, "doctor", "--cpu", str(hog_cpu()), "--max-time", args.max_time,
+                                "--rows", str(rows), "--targets", "3"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=600)
+        finally:
+            stop(h)
+        if d.returncode != 0:
+            sys.exit(f"vmtax doctor under the hog failed ({d.returncode}): {d.stdout[-2000:]}")
+        (OUT / f"validity-hog-doctor-{args.first}.txt").write_text(
+            f"# before rounds {args.first}-{args.rounds}, {time.strftime('%H:%M UTC', time.gmtime())}\n"
+            + d.stdout.strip() + "\n")
+    def order_of(f: Path) -> tuple[int, str]:  # -N.txt by N (before round N), any other after them
+        tail = f.stem.rsplit("-", 1)[1]
+        return (int(tail), "") if tail.isdigit() else (10 ** 6, tail)
+    doctor = "\n".join(f.read_text().strip() for f in sorted(OUT.glob("validity-hog-doctor-*.txt"), key=order_of))
+    order = []
+    for n in range(1, args.rounds + 1):
+        for tag in (("plain", "fast") if n % 2 else ("fast", "plain")):
+            order.append((n, tag))
+            if args.reuse or n < args.first:
+                continue
+            cmd = round_command(args, n, tag)
+            print(f"[round {n}/{args.rounds} {tag}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+            started = time.time()
+            h = hog(hog_cpu(), 3600, seed=2000 + 2 * n + (tag == "fast"), rt=True)
+            try:
+                p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=3600)
+            finally:
+                stop(h)
+            if p.returncode not in (0, 3):
+                sys.exit(f"round {n} ({tag}) failed ({p.returncode}): {p.stderr[-2000:]}")
+            print(f"  {tag}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
+    docs = {tag: [json.loads((OUT / f"validity-hog-{tag}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
+            for tag in ("plain", "fast")}
+    parts, summary = [], {}
+    for tag in ("plain", "fast"):
+        table, summary[tag] = analyse(docs[tag], args.inject)
+        halfs = [(c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"] for d in docs[tag]
+                 for c in d["comparisons"] if c.get("ratio") and c.get("ratio_ci_high") and c.get("ratio_ci_low")]
+        fast_rows = sum(c.get("estimand") == "fast mode" for d in docs[tag] for c in d["comparisons"])
+        n_rows = sum(len(d["comparisons"]) for d in docs[tag])
+        summary[tag].update(median_half_width=statistics.median(halfs) if halfs else None,
+                            within_1pct=sum(h <= 0.01 for h in halfs), ratios=len(halfs),
+                            fast_mode_headlines=fast_rows)
+        median = f"±{statistics.median(halfs) * 100:.2f}%" if halfs else "none (no ratio has an interval)"
+        if tag == "plain":  # what --fast-mode would have reported from these runs (no stop on the stratum)
+            aa, aa_n, sl, sl_n = headline_fast_counts(docs[tag])
+            summary[tag]["fast_mode_in_note"] = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": sl,
+                                                 "slow_rows": sl_n}
+            note = (f" Their fast-mode ratios (each row's note; the headline where --fast-mode would make it, "
+                    f"without its stop on the stratum): A/A flagged {aa} of {aa_n}, the {args.inject:g}% rows "
+                    f"{sl} of {sl_n}.")
+        else:
+            note = ""
+        parts += [f"## {'as before' if tag == 'plain' else 'with --fast-mode'}", "",
+                  f"Median ratio 95% half-width: {median}; {sum(h <= 0.01 for h in halfs)} of {len(halfs)} "
+                  f"ratios within ±1%; {fast_rows} of {n_rows} rows report the fast mode.{note}", "", table, "",
+                  "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs[tag]) + ".", ""]
+    env = docs["plain"][0]["environment"]
+    every = [d for tag in docs for d in docs[tag]]
+    span = "-".join(time.strftime("%H:%M UTC", time.gmtime(t)) for t in (min(d["started"] for d in every),
+                                                                        max(d["finished"] for d in every)))
+    text = "\n".join([
+        "# Validity on a host made noisy: false positives and power under the RT hog", "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/validity.py --hog --rounds "
+        f"{args.rounds} --max-time {args.max_time}` (the runs {span}) on {env.get('cpu_model')}, "
+        f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). Every run under "
+        f"bench/twostate.py's RT hog on CPU {hog_cpu()} (SCHED_FIFO, a third of the CPU in 0.5 ms slices through "
+        "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. Order of the runs (ABBA): "
+        + ", ".join(f"{n}{t[0]}" for n, t in order) + ".", "",
+        "Each run: `vmtax compare local local:label=aa local:inject="
+        f"{args.inject:g},label=slow --max-time {args.max_time} --cpu {hog_cpu()} [--fast-mode]`"
+        + (f" `--bench {' '.join(args.bench)}`" if args.bench else "") + ". `aa` is the machine against itself; "
+        f"`slow` adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).", "",
+        "The host's noise under the hog, just before the rounds (each series of rounds; `vmtax doctor --cpu "
+        f"{hog_cpu()} --max-time {args.max_time} --rows N --targets 3`, the hog on):", "",
+        "```", doctor or "(not recorded)", "```", "", *parts])
+    (OUT / "validity-hog.md").write_text(text)
+    (OUT / "validity-hog-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(text)
+    return 0
 
 
 def against(args) -> int:
@@ -165,14 +296,21 @@ def main() -> int:
     ap.add_argument("--fast-mode", action="store_true",
                     help="rounds with compare --fast-mode, into results/validity-fast-N.json and validity-fast.md")
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
+    ap.add_argument("--hog", action="store_true",
+                    help="every round as before and with --fast-mode under the RT hog (results/validity-hog.md)")
     ap.add_argument("--first", type=int, default=1, metavar="N",
-                    help="with --against: run rounds N..--rounds only, and analyse 1..--rounds (more rounds later)")
+                    help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds "
+                         "(more rounds later)")
     args = ap.parse_args()
-    if args.first != 1 and not args.against:
-        ap.error("--first goes with --against")
+    if args.first != 1 and not (args.against or args.hog):
+        ap.error("--first goes with --against or --hog")
+    if args.hog and (args.against or args.fast_mode):
+        ap.error("--hog runs both ways itself; not with --against or --fast-mode")
     OUT.mkdir(exist_ok=True)
     if args.against:
         return against(args)
+    if args.hog:
+        return hogged(args)
     commands = []
     t0 = time.time()
     for n in range(1, args.rounds + 1):

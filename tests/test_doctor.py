@@ -58,6 +58,26 @@ def test_a_block_pairs_targets_as_far_apart_as_their_slots_fall():
     assert sum(doctor.slot_lags(4).values()) == pytest.approx(1.0)
 
 
+def test_the_spread_is_of_log_ratios_at_a_blocks_lags_and_counts_drift():
+    """A steady 1% drift a process: every pair k apart differs by exactly k
+    percent (in logs), so the RMS over a 3-target block's lags (2/3 at 1,
+    1/3 at 2) is sqrt(2/3 + 4/3) = sqrt(2) of one step -- a spread the run
+    meets too (its random order gives the drift a random sign)."""
+    means = [100 * 1.01 ** i for i in range(60)]
+    t9 = 2.2621571627409915  # Student's 97.5% point, 9 degrees of freedom
+    assert doctor.buyable(means, 0.125, 52.5, 14, 3) == pytest.approx(
+        (10, t9 * math.sqrt(2) * math.log(1.01) / math.sqrt(10)))
+    assert doctor.buyable(means, 0.125, 35, 14, 2) == pytest.approx(  # two targets: always side by side
+        (10, t9 * math.log(1.01) / math.sqrt(10)))
+
+
+def test_too_few_processes_blocks_or_a_zero_mean_give_no_false_figure():
+    assert doctor.buyable([100.0, 101.0], 0.125, 420, 14, 4) == (60, math.inf)  # no pair 3 slots apart
+    assert doctor.buyable([100.0] * 40, 0.1, 5 * 0.1 * 14 * 4, 14, 4)[1] == math.inf  # 5 blocks: no interval
+    means = [100.0, 0.0] + [100 * (1 + 0.01 * (i % 2)) for i in range(38)]
+    assert math.isfinite(doctor.buyable(means, 0.1, 420, 14, 3)[1])  # the zero is left out, not a crash
+
+
 def test_a_state_that_lasts_is_shared_by_a_block_and_buys_precision():
     """Modes in stretches of 20 processes: a block's two sides mostly share
     one, so its ratio is far steadier than two independent draws would
@@ -94,8 +114,10 @@ def test_doctor_refuses_a_workload_and_bad_counts(capsys):
     from vmtax.cli import main
     assert main(["doctor", "--bench", "redis"]) == 2
     assert main(["doctor", "--processes", "3"]) == 2
+    assert main(["doctor", "--processes", "10", "--targets", "6"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "not the workload" in err[0] and "--processes must be between 8" in err[1]
+    assert len(err) == 3 and "not the workload" in err[0] and "--processes must be between 8" in err[1]
+    assert "--processes must be at least twice --targets (12)" in err[2]
 
 
 def test_a_skewed_spread_is_one_mode_and_doctor_calls_modes_as_the_reports_do():

@@ -474,6 +474,9 @@ def cmd_doctor(args) -> int:
             raise UserError(f"{flag} must be between {least} and {most}, got {value}")
     if not 0 < budget <= 7 * 86400:
         raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
+    if args.processes < 2 * args.targets:  # a block's two sides sit up to targets-1 slots apart (doctor.slot_lags)
+        raise UserError(f"--processes must be at least twice --targets ({2 * args.targets}) to see processes "
+                        f"as far apart as a block's, got {args.processes}")
     specs = suite.select(None, [args.bench])
     spec = specs[0]
     if len(specs) != 1 or spec.kind != "micro":
@@ -514,9 +517,9 @@ def cmd_doctor(args) -> int:
               f"{stats.MODES_MIN_SHARE:.0%} of processes each)"),
              f"  a process costs {process_s:.2f} s: a compare of {args.rows} rows on {args.targets} targets in "
              f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
-             + (f"±{half:.1%}" if math.isfinite(half) else "unbounded (fewer than 2 blocks)")
-             + " at the spread between processes run as a block's are (agent rows like this one; slower targets "
-             "take longer)"]
+             + (f"±{half:.1%}" if math.isfinite(half) else f"unbounded (fewer than {doctor.MIN_BLOCKS} blocks)")
+             + " at the spread between processes run as a block's are (agent rows like this one; a slower "
+             "target's blocks take longer and share less of a lasting state)"]
     doc["budget"]["fast_mode"] = None  # what compare --fast-mode buys, where there are two modes
     if n.modes is not None:
         both, fast_half = doctor.buyable_fast(means, n, blocks, args.targets)
@@ -524,7 +527,8 @@ def cmd_doctor(args) -> int:
                                       else None}
         lines.append(f"  with compare --fast-mode: about {both} of those blocks both in the fast mode (as these "
                      "processes fell), a fast-mode ratio's 95% CI about "
-                     + (f"±{fast_half:.1%}" if math.isfinite(fast_half) else "unbounded"))
+                     + (f"±{fast_half:.1%}" if math.isfinite(fast_half)
+                        else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
     if seen:
         r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"
         lines.append(f"  the reference loop around each sample (the host's state): {seen.ref_mean:.3g} ns a step, "

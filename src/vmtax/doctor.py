@@ -25,6 +25,7 @@ from .model import BenchSpec, Modes
 from .proc import ChildFailed
 
 REF_GAP = 2.0  # the reference separates the modes: its means in them this many within-mode SDs apart
+MIN_BLOCKS = 6  # fewer, and a run's sign-flip interval is unbounded at 95% (stats.PairedTest: 2/2**5 > 5%)
 
 
 @dataclass(frozen=True)
@@ -119,13 +120,14 @@ def slot_lags(targets: int) -> dict[int, float]:
 def _lagged(means: list[float], targets: int, keep=lambda a, b: True) -> tuple[float, float]:
     """(the share of process pairs k apart that `keep` holds, the RMS of
     their log ratios), each lag weighted as a block's pairs fall
-    (slot_lags); (0, inf) where none is kept."""
+    (slot_lags); (0, inf) where none is kept or a lag has no pair (fewer
+    processes than targets)."""
     share = msq = 0.0
     for k, w in slot_lags(targets).items():
-        pairs = list(zip(means, means[k:]))
-        kept = [math.log(b / a) ** 2 for a, b in pairs if keep(a, b)]
+        pairs = [(a, b) for a, b in zip(means, means[k:]) if a > 0 and b > 0]
         if not pairs:
-            continue
+            return 0.0, math.inf
+        kept = [math.log(b / a) ** 2 for a, b in pairs if keep(a, b)]
         share += w * len(kept) / len(pairs)
         msq += w * len(kept) / len(pairs) * (statistics.fmean(kept) if kept else 0.0)
     return (share, math.sqrt(msq / share)) if share > 0 else (0.0, math.inf)
@@ -140,9 +142,11 @@ def buyable(means: list[float], process_s: float, budget_s: float, rows: int,
     (slot_lags).  Processes run back to back share whatever state lasts
     longer than one, and that cancels in a block's ratio as it does in the
     run; with no such state the spread is sqrt(2) times the between-process
-    one."""
+    one.  That assumes the run's processes as quick as these: a slower
+    target's (a guest's) sit further apart in seconds and share less of a
+    state.  Unbounded below MIN_BLOCKS blocks, as the run's interval is."""
     blocks = int(budget_s / (rows * targets * process_s)) if process_s > 0 else 0
-    if blocks < 2 or len(means) < targets:
+    if blocks < MIN_BLOCKS:
         return blocks, math.inf
     _, rms = _lagged(means, targets)
     return blocks, float(sps.t.ppf(0.975, blocks - 1)) * rms / math.sqrt(blocks)
@@ -158,7 +162,7 @@ def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tup
         return blocks, math.inf
     share, rms = _lagged(means, targets, lambda a, b: not n.modes.is_slow(a) and not n.modes.is_slow(b))
     both = int(blocks * share)
-    if both < 2 or not math.isfinite(rms):
+    if both < MIN_BLOCKS or not math.isfinite(rms):
         return both, math.inf
     return both, float(sps.t.ppf(0.975, both - 1)) * rms / math.sqrt(both)
 
