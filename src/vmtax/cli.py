@@ -755,7 +755,7 @@ def build_parser() -> Parser:
     s = sub.add_parser("doctor", help="how noisy is this host now, and what precision a budget can buy")
     s.add_argument("--target", default="local", help="target string (default: local)")
     s.add_argument("--bench", default="getppid", help="an agent row to time (default getppid)")
-    s.add_argument("--processes", type=int, default=30, help="fresh agent processes (default 30)")
+    s.add_argument("--processes", type=int, default=30, help="fresh agent processes (default 30; at least twice --targets)")
     s.add_argument("--cpu", default="auto", metavar="N|auto|none", help="as for run (default auto)")
     s.add_argument("--max-time", default="7m", help="the budget to judge (default 7m: make demo's)")
     s.add_argument("--rows", type=int, default=14, help="rows of that compare (default 14: make demo's)")
