@@ -52,17 +52,15 @@ OUT = REPO / "results"
 
 
 def round_command(args, n: int, tag: str = "") -> list[str]:
+    """One round's compare; tag: the package ("old"/"new", --against) or the way ("plain"/"fast", --hog)."""
     name = f"{stem(args)}-{tag + '-' if tag else ''}{n}"
     vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag in ("old", "new") else [VMTAX]
-    if args.hog:  # the hog's CPU named, so that the targets run where it does; fast-mode by the way's tag
-        return [VMTAX, "--db", str(OUT / "validity-hog.db"), "compare", "local", "local:label=aa",
-                f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time, "--cpu", str(hog_cpu()),
-                "--json", str(OUT / f"{name}.json")] + (["--bench", *args.bench] if args.bench else []) \
-            + (["--fast-mode"] if tag == "fast" else [])
-    cmd = [*vmtax, "--db", str(OUT / f"{name.rsplit('-', 1)[0]}.db"), "compare", "local", "local:label=aa",
-           f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time,
-           "--json", str(OUT / f"{name}.json")]
-    return cmd + (["--bench", *args.bench] if args.bench else []) + (["--fast-mode"] if args.fast_mode else [])
+    db = OUT / ("validity-hog.db" if args.hog else f"{name.rsplit('-', 1)[0]}.db")
+    cmd = [*vmtax, "--db", str(db), "compare", "local", "local:label=aa",
+           f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time]
+    cmd += ["--cpu", str(hog_cpu())] if args.hog else []  # the hog's CPU named: the targets run where it does
+    cmd += ["--json", str(OUT / f"{name}.json")] + (["--bench", *args.bench] if args.bench else [])
+    return cmd + (["--fast-mode"] if (tag == "fast" if args.hog else args.fast_mode) else [])
 
 
 def stem(args) -> str:
@@ -100,10 +98,10 @@ def hogged(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from twostate import hog, stop
     if not args.reuse:  # the host's noise under the hog, in the same hour, before the rounds
+        from vmtax import suite
+        rows = len(suite.select(None, args.bench))
         h = hog(hog_cpu(), 600, seed=2999, rt=True)
         try:
-            from vmtax import suite
-            rows = len(suite.select(None, args.bench))
             d = subprocess.run([VMTAX, "doctor", "--cpu", str(hog_cpu()), "--max-time", args.max_time,
                                 "--rows", str(rows), "--targets", "3"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, timeout=600)

@@ -663,7 +663,8 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
                    help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)")
     p.add_argument("--cpu", default="auto", metavar="N|auto|none",
                    help="run every target on host CPU N (a QEMU guest: its vCPU threads, its emulator "
-                        "threads on the other CPUs unless emulator=together; the agent on its vCPU 0); auto (default): the last CPU when there are several; none: unpinned")
+                        "threads on the other CPUs unless emulator=together; the agent on its vCPU 0); "
+                        "auto (default): the last CPU when there are several; none: unpinned")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="run N concurrent instances of each benchmark (default 1)")
     p.add_argument("--samples", type=int, default=3, metavar="N",
@@ -755,7 +756,8 @@ def build_parser() -> Parser:
     s = sub.add_parser("doctor", help="how noisy is this host now, and what precision a budget can buy")
     s.add_argument("--target", default="local", help="target string (default: local)")
     s.add_argument("--bench", default="getppid", help="an agent row to time (default getppid)")
-    s.add_argument("--processes", type=int, default=30, help="fresh agent processes (default 30; at least twice --targets)")
+    s.add_argument("--processes", type=int, default=30,
+                   help="fresh agent processes (default 30; at least twice --targets)")
     s.add_argument("--cpu", default="auto", metavar="N|auto|none", help="as for run (default auto)")
     s.add_argument("--max-time", default="7m", help="the budget to judge (default 7m: make demo's)")
     s.add_argument("--rows", type=int, default=14, help="rows of that compare (default 14: make demo's)")

@@ -27,7 +27,8 @@ Z95 = 1.959963984540054
 VERDICTS = ("pass", "improved", "inconclusive", "regressed")
 # facts that differ between any two runs without a change of build, host or
 # options: a namespace's inode, the random block order, a private scratch directory
-VOLATILE = frozenset({"seed", "tap", "bridge", "emulator_threads_on", "vcpu_threads_on", "idle_cpu_pct", "boot_s", "tmpdir"})
+VOLATILE = frozenset({"seed", "tap", "bridge", "emulator_threads_on", "vcpu_threads_on", "idle_cpu_pct", "boot_s",
+                      "tmpdir"})
 
 
 def holm(pvalues: list[float]) -> list[float]:
