@@ -9,7 +9,7 @@ programs.  This alternates, round after round:
           --skip-unavailable --max-time 5m`, run from a checkout of it (its own
           agent, its own Python package)
   same    today's vmtax on that same command
-  demo    today's `make demo` command (13 rows, 7 minutes)
+  demo    today's `make demo` command (as the new checkout's Makefile has it)
 
 and reports, per run and per variant, the median 95% CI half-width of the
 ratios and how many are within ±1% and ±2%, into results/before-after.md.
@@ -31,14 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from demojob import demo_args  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 PY = str(REPO / ".venv" / "bin" / "python")
 OUT = REPO / "results"
 ALL = ["compare", "local", "qemu", "uml", "container", "--skip-unavailable", "--max-time", "5m"]
-DEMO_BENCH = ["getppid", "segv", "forkwait", "page_fault", "null_read", "stat", "sig_handle", "fork_exec",
-              "ctx_2p_16k", "mmap", "pi", "cpuid", "tlb_4k"]
-DEMO = ["compare", "local", "qemu", "uml", "container", "--skip-unavailable", "--max-time", "7m",
-        "--bench", *DEMO_BENCH]
 
 
 def variants(old: Path, new: Path) -> dict[str, tuple[list[str], dict]]:
@@ -47,7 +47,7 @@ def variants(old: Path, new: Path) -> dict[str, tuple[list[str], dict]]:
     env_new = {**os.environ, "PYTHONPATH": str(new / "src")}
     return {"before": ([PY, "-m", "vmtax.cli", *ALL], env_old),
             "same": ([PY, "-m", "vmtax.cli", *ALL], env_new),
-            "demo": ([PY, "-m", "vmtax.cli", *DEMO], env_new)}
+            "demo": ([PY, "-m", "vmtax.cli", *demo_args(new / "Makefile")], env_new)}
 
 
 def git_head(path: Path) -> str:
@@ -101,7 +101,7 @@ def main() -> int:
              f"{git_head(args.old)}, the new at {git_head(args.new)}). Variants:", "",
              f"- before: the old commit's package, `vmtax {' '.join(ALL)}`",
              "- same: today's vmtax, the same command",
-             f"- demo: today's `make demo`, `vmtax {' '.join(DEMO)}`", "",
+             f"- demo: today's `make demo`, `vmtax {' '.join(demo_args(args.new / 'Makefile'))}`", "",
              "| round | started | variant | exit | wall | ratios | median 95% CI half-width | within ±1% | within ±2% |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in runs:

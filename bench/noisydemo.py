@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -38,22 +37,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from twostate import OUT, REPO, VMTAX, hog, stop  # noqa: E402
+from demojob import demo_args  # noqa: E402
+from twostate import OUT, VMTAX, hog, stop  # noqa: E402
 
 
 def demo_command() -> list[str]:
     """The demo's compare as the Makefile has it, less --fast-mode (each way adds it or not)."""
-    make = (REPO / "Makefile").read_text().replace("\\\n", " ")
-    bench = re.search(r"^DEMO_BENCH\s*:=\s*(.+)$", make, re.M).group(1).split()
-    recipe = re.search(r"^demo:.*\n\t\$\(VMTAX\) (.+)$", make, re.M).group(1).split()
-    args = [w for w in recipe if w != "--fast-mode"]
-    return [bench if w == "$(DEMO_BENCH)" else [w] for w in args]
+    return [w for w in demo_args() if w != "--fast-mode"]
 
 
 def one(i: int, fast: bool) -> Path:
     out = OUT / f"noisydemo-{i:02d}-{'fast' if fast else 'plain'}.json"
     cpu = max(0, (os.cpu_count() or 1) - 1)  # the CPU --cpu auto picks, named: the hog goes there too
-    cmd = [VMTAX] + [w for ws in demo_command() for w in ws] + ["--cpu", str(cpu), "--json", str(out)]
+    cmd = [VMTAX] + demo_command() + ["--cpu", str(cpu), "--json", str(out)]
     cmd += ["--fast-mode"] if fast else []
     print("$", " ".join(cmd[1:]), flush=True)
     h = hog(cpu, 3600, seed=1000 + i, rt=True)
@@ -104,7 +100,7 @@ def main() -> int:
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     span = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(min(d['started'] for d in docs)))}-"
             f"{time.strftime('%H:%M UTC', time.gmtime(max(d['finished'] for d in docs)))}") if docs else "-"
-    cmd = " ".join(w for ws in demo_command() for w in ws)
+    cmd = " ".join(demo_command())
     text = "\n".join([
         f"`bench/noisydemo.py`, {len(paths)} runs ({span}, {cpu}, {os.cpu_count()} CPUs), each `vmtax {cmd} "
         f"--cpu N [--fast-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it (a third of "

@@ -101,3 +101,23 @@ def test_every_kind_declares_what_it_can_do():
         if path.parent.name != "targets":
             text = path.read_text()
             assert "is Target." not in text and "isinstance(t, ChannelTarget)" not in text, path
+
+
+def test_the_benchmark_scripts_run_the_demo_the_makefile_runs():
+    """bench/demojob.py reads `make demo`'s command from the Makefile (the
+    scripts that run it follow it): what it reads parses as a compare of
+    rows that exist, with the Makefile's own DEMO_BENCH."""
+    import importlib.util
+    import re
+
+    from vmtax import suite
+    from vmtax.cli import build_parser
+    root = SRC.parent
+    spec = importlib.util.spec_from_file_location("demojob", root / "bench" / "demojob.py")
+    demojob = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demojob)
+    args = build_parser().parse_args(demojob.demo_args())
+    make = (root / "Makefile").read_text().replace("\\\n", " ")
+    assert args.command == "compare" and args.baseline == "local"
+    assert args.bench == re.search(r"^DEMO_BENCH\s*:=\s*(.+)$", make, re.M).group(1).split()
+    assert len(suite.select(None, args.bench)) >= len(args.bench)  # an unknown name is a UserError
