@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from vmtax import stats  # noqa: E402
-from vmtax.analysis import fast_mode  # noqa: E402
+from vmtax.analysis import fast_mode, same_mode  # noqa: E402
 
 SPREADS = {
     "normal, SD 3%": (False, lambda r: r.normal(100, 3)),
@@ -67,31 +67,37 @@ def detection(trials: int, sizes: list[int]) -> list[str]:
     return out
 
 
-def pair(rng, blocks: int, tax: float, shared: float, slow_share: float, slow_by: float, sd: float):
-    """Block -> process mean for the baseline and the candidate."""
+def pair(rng, blocks: int, tax: float, shared: float, slow_share: float, slow_by: float, sd: float,
+         cand_slow_by: float | None = None):
+    """Block -> process mean for the baseline and the candidate (its slow mode cand_slow_by, default
+    slow_by: the same tax in both modes)."""
     base, cand = {}, {}
     for k in range(blocks):
         host = rng.random() < slow_share
         sb = host if rng.random() < shared else rng.random() < slow_share
         sc = host if rng.random() < shared else rng.random() < slow_share
         base[k] = 100.0 * (slow_by if sb else 1.0) * math.exp(rng.normal(0, sd))
-        cand[k] = 100.0 * tax * (slow_by if sc else 1.0) * math.exp(rng.normal(0, sd))
+        cand[k] = 100.0 * tax * ((cand_slow_by or slow_by) if sc else 1.0) * math.exp(rng.normal(0, sd))
     return base, cand
 
 
 def estimation(trials: int, blocks: int) -> list[str]:
     out = ["| scenario | slow mode | true ratio | two modes called (base, cand) | all blocks: CI misses the truth | "
-           "all blocks: median ±CI | fast mode: CI misses the truth | fast mode: median ±CI | fast-mode blocks |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "all blocks: median ±CI | fast mode: CI misses the truth | fast mode: median ±CI | fast-mode blocks | "
+           "same mode: CI misses the truth | same mode: median ±CI | same-mode blocks (slow) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     shared_state = "a host state shared within a block 80% of the time"
-    for scen, shared, slow_by in (("per-process modes", 0.0, 1.3), (shared_state, 0.8, 1.3),
-                                  ("per-process modes", 0.0, 1.05), (shared_state, 0.8, 1.05)):
+    differs = shared_state + "; the candidate's slow mode 1.4x (its tax 7.7% larger there)"
+    for scen, shared, slow_by, cand_slow in (("per-process modes", 0.0, 1.3, None), (shared_state, 0.8, 1.3, None),
+                                             ("per-process modes", 0.0, 1.05, None),
+                                             (shared_state, 0.8, 1.05, None), (differs, 0.8, 1.3, 1.4)):
         for tax in (1.0, 1.5):
-            rng = np.random.default_rng(int(tax * 10) + int(shared * 100) + int(slow_by * 1000))
-            called_b = called_c = miss_all = miss_fast = n_fast = 0
-            half_all, half_fast, fast_blocks = [], [], []
+            rng = np.random.default_rng(int(tax * 10) + int(shared * 100) + int(slow_by * 1000)
+                                        + int((cand_slow or 0) * 10000))
+            called_b = called_c = miss_all = miss_fast = n_fast = miss_same = n_same = 0
+            half_all, half_fast, fast_blocks, half_same, same_blocks = [], [], [], [], []
             for _ in range(trials):
-                base, cand = pair(rng, blocks, tax, shared, 0.3, slow_by, 0.01)
+                base, cand = pair(rng, blocks, tax, shared, 0.3, slow_by, 0.01, cand_slow)
                 mb, mc = stats.modes(list(base.values())), stats.modes(list(cand.values()))
                 called_b += mb is not None
                 called_c += mc is not None
@@ -105,10 +111,20 @@ def estimation(trials: int, blocks: int) -> list[str]:
                     miss_fast += not f.ci_low <= tax <= f.ci_high
                     half_fast.append(stats.ratio_ci_rel(f.ratio, f.ci_low, f.ci_high))
                     fast_blocks.append(f.blocks)
+                g = same_mode(base, cand, mb, mc)
+                if g is not None and math.isfinite(g.ci_low):
+                    n_same += 1
+                    miss_same += not g.ci_low <= tax <= g.ci_high
+                    half_same.append(stats.ratio_ci_rel(g.ratio, g.ci_low, g.ci_high))
+                    same_blocks.append((g.blocks, g.slow_blocks))
             out.append(f"| {scen} | {slow_by:g}x | {tax:g} | {called_b / trials:.0%}, {called_c / trials:.0%} | "
                        f"{miss_all / trials:.1%} | ±{statistics.median(half_all):.2%} | "
                        + (f"{miss_fast / n_fast:.1%} of {n_fast} | ±{statistics.median(half_fast):.2%} | "
-                          f"{statistics.median(fast_blocks):.0f} of {blocks}" if n_fast else "- | - | -") + " |")
+                          f"{statistics.median(fast_blocks):.0f} of {blocks}" if n_fast else "- | - | -") + " | "
+                       + (f"{miss_same / n_same:.1%} of {n_same} | ±{statistics.median(half_same):.2%} | "
+                          f"{statistics.median(b for b, _ in same_blocks):.0f} "
+                          f"({statistics.median(s for _, s in same_blocks):.0f}) of {blocks}"
+                          if n_same else "- | - | -") + " |")
     return out
 
 
@@ -123,9 +139,10 @@ def main() -> int:
              f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; a simulation, no host involved)", "",
              "**How often two modes are called** (stats.modes over that many process means):", "",
              *detection(a.trials, [16, 30, 60, 100]), "",
-             f"**The ratio over all blocks and in the fast mode** ({a.blocks} blocks, 30% of processes slower "
-             "by the slow mode's factor, 1% within-mode SD; a fast-mode ratio only where both sides were "
-             "called two modes, as the reports give one):", "",
+             f"**The ratio over all blocks, in the fast mode and in the same mode** ({a.blocks} blocks, 30% of "
+             "processes slower by the slow mode's factor, 1% within-mode SD; a fast- or same-mode ratio only "
+             "where both sides were called two modes, as the reports give one; the truth is the fast mode's "
+             "tax, the true ratio):", "",
              *estimation(a.trials, a.blocks), "", f"({time.time() - t0:.0f} s)"]
     text = "\n".join(lines) + "\n"
     print(text)

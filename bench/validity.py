@@ -18,16 +18,19 @@ Usage: .venv/bin/python bench/validity.py [--rounds 6] [--max-time 6m] [--inject
        [--bench NAME ...] [--reuse]   (--reuse: re-analyse the stored rounds only)
        [--fast-mode]   (rounds with compare --fast-mode: results/validity-fast*.{json,md})
        [--against OLD_CHECKOUT]
-       [--hog]   (each round as before and with --fast-mode, under the RT hog: results/validity-hog*)
+       [--hog [--ways plain,fast,same]]   (each round as before, with --fast-mode [and --same-mode],
+                 under the RT hog: results/validity-hog*)
        [--first N]   (with --against or --hog: run rounds N..--rounds only, analyse 1..--rounds)
 
---hog runs every round twice under a host made noisy on purpose (the RT hog
-of bench/twostate.py, a third of the measured CPU in stretches of 0.5-2 s,
-the stand-in for a noisy night this quiet machine can make): once as before
-and once with --fast-mode, in ABBA order over rounds, every target pinned to
-the hog's CPU; results/validity-hog.md gives both ways side by side, with
-`vmtax doctor` run under the hog first (its SD, the noise measured in the
-same hour).
+--hog runs every round under a host made noisy on purpose (the RT hog of
+bench/twostate.py, a third of the measured CPU in stretches of 0.5-2 s, the
+stand-in for a noisy night this quiet machine can make) once each way: as
+before, with --fast-mode (and with --same-mode, --ways plain,fast,same), the
+order rotated round by round, every target pinned to the hog's CPU;
+results/validity-hog.md gives the ways side by side (each way's runs also
+re-analysed for the other ways' strata: what they would have headlined
+without their stop), with `vmtax doctor` run under the hog first (its SD, the
+noise measured in the same hour).
 
 --against runs every round twice, once with the package (and agent) of an
 older checkout and once with this one, in ABBA order so that the host's drift
@@ -60,7 +63,13 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
            f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time]
     cmd += ["--cpu", str(hog_cpu())] if args.hog else []  # the hog's CPU named: the targets run where it does
     cmd += ["--json", str(OUT / f"{name}.json")] + (["--bench", *args.bench] if args.bench else [])
-    return cmd + (["--fast-mode"] if (tag == "fast" if args.hog else args.fast_mode) else [])
+    if args.hog:
+        return cmd + WAY_FLAG[tag]
+    return cmd + (["--fast-mode"] if args.fast_mode else [])
+
+
+WAY_FLAG = {"plain": [], "fast": ["--fast-mode"], "same": ["--same-mode"]}  # --hog's ways
+WAY_NAME = {"plain": "as before", "fast": "with --fast-mode", "same": "with --same-mode"}
 
 
 def stem(args) -> str:
@@ -75,22 +84,36 @@ def hog_cpu() -> int:
     return max(0, (os.cpu_count() or 1) - 1)  # the CPU --cpu auto picks
 
 
-def headline_fast_counts(docs: list[dict]) -> tuple[int, int, int, int]:
-    """(A/A flagged, A/A rows, slowed rows flagged above 1, slowed rows) taking each row's fast-mode
-    ratio where it has a bounded one (as --fast-mode headlines it), else its all-blocks one."""
+def headline_counts(docs: list[dict], key: str = "fast_mode") -> tuple[int, int, int, int]:
+    """(A/A flagged, A/A rows, slowed rows flagged above 1, slowed rows) taking each row's stratum
+    (key: fast_mode or same_mode) where it has a bounded one (as --fast-mode or --same-mode headlines
+    it), else its all-blocks ratio."""
     aa = aa_n = sl = sl_n = 0
     for d in docs:
         for c in d["comparisons"]:
-            f = c.get("fast_mode")
+            f = c.get(key)
+            every = c.get("all_modes") or {"p_value": c["p_value"], "ratio": c["ratio"]}  # a headline's own
             if f and f.get("ci_low") is not None and f.get("ci_high") is not None and f.get("p_value") is not None:
                 flagged, ratio = f["p_value"] < 0.05, f["ratio"]
             else:
-                flagged, ratio = bool(c["significant"]), c["ratio"] or 0
+                flagged, ratio = every["p_value"] is not None and every["p_value"] < 0.05, every["ratio"] or 0
             if c["candidate"] == "local:label=aa":
                 aa_n, aa = aa_n + 1, aa + flagged
             else:
                 sl_n, sl = sl_n + 1, sl + (flagged and ratio > 1)
     return aa, aa_n, sl, sl_n
+
+
+def reanalysed(doc: dict, db: Path) -> dict:
+    """A run's JSON document as this checkout's analysis makes it from the stored samples (`vmtax
+    show RUN --json`): a run recorded before a stratum was computed gets it (same_mode)."""
+    if all("same_mode" in c for c in doc["comparisons"]):
+        return doc
+    from vmtax.analysis import analyse
+    from vmtax.report import jsondoc
+    from vmtax.store import Store
+    data = Store(db, readonly=True).load(doc["run_id"])
+    return jsondoc.document(data, *analyse(data))
 
 
 def hogged(args) -> int:
@@ -116,16 +139,15 @@ def hogged(args) -> int:
         tail = f.stem.rsplit("-", 1)[1]
         return (int(tail), "") if tail.isdigit() else (10 ** 6, tail)
     doctor = "\n".join(f.read_text().strip() for f in sorted(OUT.glob("validity-hog-doctor-*.txt"), key=order_of))
-    order = []
     for n in range(1, args.rounds + 1):
-        for tag in (("plain", "fast") if n % 2 else ("fast", "plain")):
-            order.append((n, tag))
+        k = (n - 1) % len(args.ways)
+        for tag in args.ways[k:] + args.ways[:k]:  # rotated round by round: ABBA with two ways
             if args.reuse or n < args.first:
                 continue
             cmd = round_command(args, n, tag)
             print(f"[round {n}/{args.rounds} {tag}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
             started = time.time()
-            h = hog(hog_cpu(), 3600, seed=2000 + 2 * n + (tag == "fast"), rt=True)
+            h = hog(hog_cpu(), 3600, seed=2000 + 2 * n + (tag == "fast") + 7919 * (tag == "same"), rt=True)
             try:
                 p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=3600)
             finally:
@@ -133,33 +155,38 @@ def hogged(args) -> int:
             if p.returncode not in (0, 3):
                 sys.exit(f"round {n} ({tag}) failed ({p.returncode}): {p.stderr[-2000:]}")
             print(f"  {tag}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
-    docs = {tag: [json.loads((OUT / f"validity-hog-{tag}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
-            for tag in ("plain", "fast")}
+    db = OUT / "validity-hog.db"
+    found = [(n, tag, OUT / f"validity-hog-{tag}-{n}.json") for n in range(1, args.rounds + 1) for tag in WAY_FLAG]
+    found = [(n, tag, reanalysed(json.loads(f.read_text()), db)) for n, tag, f in found if f.exists()]
+    docs = {tag: [d for _, t, d in found if t == tag] for tag in WAY_FLAG}
+    docs = {tag: d for tag, d in docs.items() if d}
+    ran = [f"{n}{tag[0]}" for n, tag, d in sorted(found, key=lambda x: x[2]["started"])]  # as they ran
     parts, summary = [], {}
-    for tag in ("plain", "fast"):
-        table, summary[tag] = analyse(docs[tag], args.inject)
-        halfs = [(c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"] for d in docs[tag]
+    for tag, ds in docs.items():
+        table, summary[tag] = analyse(ds, args.inject)
+        halfs = [(c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"] for d in ds
                  for c in d["comparisons"] if c.get("ratio") and c.get("ratio_ci_high") and c.get("ratio_ci_low")]
-        fast_rows = sum(c.get("estimand") == "fast mode" for d in docs[tag] for c in d["comparisons"])
-        n_rows = sum(len(d["comparisons"]) for d in docs[tag])
-        summary[tag].update(median_half_width=statistics.median(halfs) if halfs else None,
+        stratum_rows = sum(c.get("estimand") in ("fast mode", "same mode") for d in ds for c in d["comparisons"])
+        n_rows = sum(len(d["comparisons"]) for d in ds)
+        summary[tag].update(runs=len(ds), median_half_width=statistics.median(halfs) if halfs else None,
                             within_1pct=sum(h <= 0.01 for h in halfs), ratios=len(halfs),
-                            fast_mode_headlines=fast_rows)
+                            fast_mode_headlines=stratum_rows)
         median = f"±{statistics.median(halfs) * 100:.2f}%" if halfs else "none (no ratio has an interval)"
-        if tag == "plain":  # what --fast-mode would have reported from these runs (no stop on the stratum)
-            aa, aa_n, sl, sl_n = headline_fast_counts(docs[tag])
-            summary[tag]["fast_mode_in_note"] = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": sl,
-                                                 "slow_rows": sl_n}
-            note = (f" Their fast-mode ratios (each row's note; the headline where --fast-mode would make it, "
-                    f"without its stop on the stratum): A/A flagged {aa} of {aa_n}, the {args.inject:g}% rows "
-                    f"{sl} of {sl_n}.")
-        else:
-            note = ""
-        parts += [f"## {'as before' if tag == 'plain' else 'with --fast-mode'}", "",
+        notes = []
+        for key, way in (("fast_mode", "fast"), ("same_mode", "same")):
+            if way == tag:
+                continue  # its own headline
+            aa, aa_n, sl, sl_n = headline_counts(ds, key)
+            summary[tag][f"{key}_in_note"] = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": sl, "slow_rows": sl_n}
+            notes.append(f"their {key.replace('_', '-')} ratios (as {WAY_FLAG[way][0]} would headline them, "
+                         f"without its stop on the stratum): A/A flagged {aa} of {aa_n}, the {args.inject:g}% rows "
+                         f"{sl} of {sl_n}")
+        parts += [f"## {WAY_NAME[tag]} ({len(ds)} runs)", "",
                   f"Median ratio 95% half-width: {median}; {sum(h <= 0.01 for h in halfs)} of {len(halfs)} "
-                  f"ratios within ±1%; {fast_rows} of {n_rows} rows report the fast mode.{note}", "", table, "",
-                  "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs[tag]) + ".", ""]
-    env = docs["plain"][0]["environment"]
+                  f"ratios within ±1%; {stratum_rows} of {n_rows} rows report a mode's stratum. From the same "
+                  f"runs, {'; '.join(notes)}.", "", table, "",
+                  "Runs: " + ", ".join(f"`{d['run_id']}`" for d in ds) + ".", ""]
+    env = next(iter(docs.values()))[0]["environment"]
     every = [d for tag in docs for d in docs[tag]]
     span = "-".join(time.strftime("%H:%M UTC", time.gmtime(t)) for t in (min(d["started"] for d in every),
                                                                         max(d["finished"] for d in every)))
@@ -169,10 +196,11 @@ def hogged(args) -> int:
         f"{args.rounds} --max-time {args.max_time}` (the runs {span}) on {env.get('cpu_model')}, "
         f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). Every run under "
         f"bench/twostate.py's RT hog on CPU {hog_cpu()} (SCHED_FIFO, a third of the CPU in 0.5 ms slices through "
-        "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. Order of the runs (ABBA): "
-        + ", ".join(f"{n}{t[0]}" for n, t in order) + ".", "",
+        "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. The runs in the order "
+        "they ran (round, p as before, f --fast-mode, s --same-mode; the ways rotated round by round): "
+        + ", ".join(ran) + ".", "",
         "Each run: `vmtax compare local local:label=aa local:inject="
-        f"{args.inject:g},label=slow --max-time {args.max_time} --cpu {hog_cpu()} [--fast-mode]`"
+        f"{args.inject:g},label=slow --max-time {args.max_time} --cpu {hog_cpu()} [--fast-mode | --same-mode]`"
         + (f" `--bench {' '.join(args.bench)}`" if args.bench else "") + ". `aa` is the machine against itself; "
         f"`slow` adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).", "",
         "The host's noise under the hog, just before the rounds (each series of rounds; `vmtax doctor --cpu "
@@ -296,12 +324,16 @@ def main() -> int:
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
     ap.add_argument("--hog", action="store_true",
                     help="every round as before and with --fast-mode under the RT hog (results/validity-hog.md)")
+    ap.add_argument("--ways", default="plain,fast", type=lambda v: v.split(","), metavar="WAY,WAY",
+                    help="with --hog: the ways each round runs, of plain, fast (--fast-mode), same (--same-mode)")
     ap.add_argument("--first", type=int, default=1, metavar="N",
                     help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds "
                          "(more rounds later)")
     args = ap.parse_args()
     if args.first != 1 and not (args.against or args.hog):
         ap.error("--first goes with --against or --hog")
+    if not set(args.ways) <= set(WAY_FLAG) or len(set(args.ways)) != len(args.ways):
+        ap.error(f"--ways: each of {', '.join(WAY_FLAG)} at most once, got {','.join(args.ways)}")
     if args.hog and (args.against or args.fast_mode):
         ap.error("--hog runs both ways itself; not with --against or --fast-mode")
     OUT.mkdir(exist_ok=True)

@@ -173,3 +173,9 @@ def test_a_candidate_with_two_modes_gets_the_fast_mode_ratio_in_its_json_and_sco
     assert rows["fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3"]["slow_share"] > 0.2
     text = " ".join(capsys.readouterr().out.split())
     assert "~ getppid, fake:label=b" in text and "in which both ran in their fast mode it is 1.05" in text
+
+
+def test_fast_mode_and_same_mode_are_one_choice(capsys, db):
+    assert vmtax("compare", "local", "local:label=b", "--fast-mode", "--same-mode", db=db) == 2
+    err = capsys.readouterr().err
+    assert "--same-mode: not allowed with argument --fast-mode" in err and len(err.strip().splitlines()) == 1

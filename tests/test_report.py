@@ -364,3 +364,29 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     plain.config["fast_mode"] = True
     assert [x.ratio for x in analyse(plain)[1]] == [x.ratio for x in analyse(run())[1]]
     assert all(r["estimand"] == "all blocks" for r in jsondoc.document(plain, *analyse(plain))["comparisons"])
+
+
+def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_modes_own():
+    data = _bimodal_run(base_slow=0.4)
+    data.config["same_mode"] = True
+    ms, cs = analyse(data)
+    (c,) = cs
+    s, f, slow = c.same_mode, c.fast_mode, c.slow_mode
+    assert slow is not None and s.slow_blocks == slow.blocks >= 3 and s.blocks == f.blocks + slow.blocks
+    assert c.ratio == s.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio != pytest.approx(1.5, rel=0.01)
+    assert c.p_value == s.p_value and c.estimand == "same mode"
+    assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
+    flat = " ".join((terminal.run_header(data) + scoreboard.render_text(data, ms, cs)).split())
+    assert "a row with two modes (~): its ratio over the blocks both sides ran in the same mode (--same-mode)" in flat
+    assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode's ratio weighted "
+            "by its precision; --same-mode); in the fast mode alone it is 1.5") in flat
+    assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
+    (row,) = jsondoc.document(data, ms, cs)["comparisons"]
+    assert row["estimand"] == "same mode" and row["same_mode"]["slow_blocks"] == slow.blocks
+    assert row["slow_mode"]["ratio"] == pytest.approx(slow.ratio) and row["fast_mode"]["slow_blocks"] == 0
+    from vmtax import watch as w
+    from vmtax.report import watch as wr
+    (g,) = wr.gate_json(w.gate(data, cs, 0.02))["rows"]
+    assert g["estimand"] == "same mode" and g["why"].endswith("(--same-mode)")
+    data.config["same_mode"], data.config["fast_mode"] = False, True
+    assert analyse(data)[1][0].ratio == f.ratio  # --fast-mode: the fast stratum's, as before

@@ -465,3 +465,10 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     assert c.ratio == pytest.approx(1.05, rel=0.005) and c.ratio_ci_high - c.ratio_ci_low < 0.03
     (c,) = analyse(plain)[1]  # without it the headline is over every block, its fast mode in the note
     assert c.all_modes is None and c.fast_mode is not None and c.ratio > 1.06  # the mixes: 1.05 x 1.09 / 1.06
+    status, same = _run([one, two], [A], tmp_path / "s.db", kind="compare", precision=0.01, max_time=300,
+                        same_mode=True)  # the blocks both ran slow count too
+    assert status == "complete" and same.outcomes[(two, "getppid")][0] == "precision"
+    assert blocks(same) * 3 < blocks(plain) and blocks(same) <= blocks(fast) + 3
+    same.config["same_mode"] = True
+    (c,) = analyse(same)[1]
+    assert c.estimand == "same mode" and c.ratio == c.same_mode.ratio == pytest.approx(1.05, rel=0.005)

@@ -326,3 +326,57 @@ def test_for_a_throughput_the_fast_mode_is_the_higher_one():
     m = stats.modes(vals, higher_is_better=True)
     assert m.fast == pytest.approx(1000, rel=0.02) and m.slow == pytest.approx(700, rel=0.02)
     assert m.is_slow(710) and not m.is_slow(990) and 0.15 < m.slow_share < 0.45
+
+
+# -- the same-mode ratio: pairs in strata ------------------------------------------------
+def test_one_stratum_is_the_paired_test_itself():
+    rng = np.random.default_rng(3)
+    b = rng.normal(100, 3, 30)
+    c = b * 1.02 + rng.normal(0, 2, 30)
+    assert stats.compare_strata(c, b, [0] * 30) == pytest.approx(stats.compare_paired(c, b))
+    assert stats.stop_halfwidth_strata(c, b, [1] * 30) == pytest.approx(stats.stop_halfwidth(c, b))
+
+
+def test_strata_weigh_each_mode_by_its_precision():
+    """A fast stratum of 20 tight pairs and a slow one of 20 pairs 1.4x as
+    long and twice as noisy, the same 3% tax in both: the ratio is the fast
+    one's more than the slow one's, and the interval narrower than the fast
+    stratum's alone."""
+    rng = np.random.default_rng(5)
+    fb = rng.normal(100, 1, 20)
+    fc = fb * 1.03 * rng.normal(1, 0.005, 20)
+    sb = rng.normal(140, 10, 20)
+    sc = sb * 1.03 * rng.normal(1, 0.01, 20)
+    r, lo, hi, p = stats.compare_strata(np.r_[fc, sc], np.r_[fb, sb], [0] * 20 + [1] * 20)
+    rf, lof, hif, _ = stats.compare_paired(fc, fb)
+    rs = sc.sum() / sb.sum()
+    assert abs(r - rf) < abs(r - rs) / 2 and p < 0.001
+    assert lo < r < hi and abs(r - 1.03) < 0.005 and hi - lo <= hif - lof
+    w = stats.stop_halfwidth_strata(np.r_[fc, sc], np.r_[fb, sb], [0] * 20 + [1] * 20)
+    assert w < stats.stop_halfwidth(fc, fb)
+
+
+def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rate():
+    """Its weights are label-free: swapping a pair's values leaves the
+    weights, the sign-flip distribution and the stop's spread as they were
+    (only the observed statistic moves).  A/A pairs in a tight and a noisy
+    stratum: 5% flagged."""
+    rng = np.random.default_rng(11)
+    b, c = rng.normal(100, 2, 12), rng.normal(100, 2, 12)
+    strata = [0] * 8 + [1] * 4
+    swapped_c, swapped_b = c.copy(), b.copy()
+    for k in (3, 10):
+        swapped_c[k], swapped_b[k] = b[k], c[k]
+    one, two = stats.StratifiedTest(c, b, strata), stats.StratifiedTest(swapped_c, swapped_b, strata)
+    assert one._weights(1.0) == pytest.approx(two._weights(1.0))
+    spread = [np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb))))
+              for t in (one, two)]
+    assert spread[0] == pytest.approx(spread[1])
+    assert stats.stop_halfwidth_strata(c, b, strata) == pytest.approx(
+        stats.stop_halfwidth_strata(swapped_c, swapped_b, strata))
+    n, flagged = 400, 0
+    for _ in range(n):
+        fast = rng.normal(100, 1, (2, 14))
+        slow = rng.normal(140, 12, (2, 8))
+        flagged += stats.StratifiedTest(np.r_[fast[0], slow[0]], np.r_[fast[1], slow[1]], [0] * 14 + [1] * 8).p() < 0.05
+    assert n * 0.05 - 3 * math.sqrt(n * 0.05 * 0.95) <= flagged <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95)

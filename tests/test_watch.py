@@ -336,10 +336,10 @@ def test_a_diff_between_a_run_with_and_one_without_fast_mode_says_the_ratios_are
     (c,) = json.loads((tmp_path / "d.json").read_text())["changes"]
     assert (c["estimand_a"], c["estimand_b"]) == ("all blocks", "fast mode")
     assert c["ratio_a"] > 1.06 and c["ratio_b"] == pytest.approx(1.05, rel=0.01)
-    assert "B / A sets a fast-mode ratio against an all-blocks one (not the same estimand): getppid (b / " in text
+    assert "B / A sets ratios over different blocks against each other (not the same estimand): getppid (b / " in text
     assert f"{c['ratio_b']:.4g}~" in text and f"{c['ratio_a']:.4g}~" not in text
     page = (tmp_path / "d.md").read_text()
     assert f"{c['ratio_b']:.4g}\\~" in page and "\n\n\\~ after a ratio: over the blocks" in page
-    assert "over all blocks\n\nB / A sets a fast-mode ratio" in page  # two paragraphs, not one
+    assert "over all blocks\n\nB / A sets ratios over different blocks" in page  # two paragraphs, not one
     assert vmtax("diff", a, a, db=db) == 0
     assert "~" not in capsys.readouterr().out

@@ -11,7 +11,8 @@ import numpy as np
 
 from . import metrics as metrics_registry
 from . import stats
-from .model import BenchSpec, Comparison, Measurement, Modes, RunData, Sample, Stratum, Summary, TargetInfo
+from .model import (FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, Sample, Stratum,
+                    Summary, TargetInfo)
 
 ALPHA = 0.05
 
@@ -137,15 +138,72 @@ def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     return Stratum(r, lo, hi, len(keep), of, p)
 
 
-def headline_fast(c: Comparison, alpha: float = ALPHA) -> Comparison:
-    """--fast-mode: a row with two modes and a fast-mode interval reports
-    that as its ratio (and test), the all-blocks ratio beside it."""
-    f = c.fast_mode
+SAME_MIN = 3  # a mode's blocks counted in the same-mode ratio only from this many (its weight needs a spread)
+
+
+def same_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+                cand_modes: Modes | None) -> tuple[list[int], list[int]] | None:
+    """(the blocks both sides ran in their fast mode, those both ran in
+    their slow mode); the latter empty below SAME_MIN; None as fast_blocks."""
+    fast = fast_blocks(base, cand, base_modes, cand_modes)
+    if fast is None or base_modes is None or cand_modes is None:
+        return None
+    slow = [k for k in sorted(base.keys() & cand.keys()) if base_modes.is_slow(base[k]) and cand_modes.is_slow(cand[k])]
+    return fast, slow if len(slow) >= SAME_MIN else []
+
+
+def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+              cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
+    """Where both sides' process means fell in two modes: the ratio over
+    the blocks whose two processes ran in the same mode, both fast or both
+    slow, each mode's ratio weighted by its precision (stats.StratifiedTest);
+    the blocks that straddle the modes, the noisiest, are left out.  It
+    estimates the tax with both sides in one state of the host, where the
+    tax is the same in either (each mode's own ratio: fast_mode, and the
+    slow mode's in the note); with few blocks both slow, the fast mode's."""
+    got = same_blocks(base, cand, base_modes, cand_modes)
+    if got is None:
+        return None
+    fast, slow = got
+    if len(fast) < SAME_MIN:
+        fast = []
+    keep = fast + slow
+    of = len(base.keys() & cand.keys())
+    if len(keep) < 2:
+        return Stratum(math.nan, -math.inf, math.inf, len(keep), of, slow_blocks=len(slow))
+    r, lo, hi, p = stats.compare_strata([cand[k] for k in keep], [base[k] for k in keep],
+                                        [0] * len(fast) + [1] * len(slow), confidence=1 - alpha)
+    return Stratum(r, lo, hi, len(keep), of, p, slow_blocks=len(slow))
+
+
+def slow_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+              cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
+    """The ratio over the blocks both sides ran in their slow mode (beside
+    same_mode: the tax in the contended state); None as fast_mode, or with
+    fewer than SAME_MIN such blocks."""
+    got = same_blocks(base, cand, base_modes, cand_modes)
+    if not got or not got[1]:
+        return None
+    keep, of = got[1], len(base.keys() & cand.keys())
+    r, lo, hi, p = stats.compare_paired([cand[k] for k in keep], [base[k] for k in keep], confidence=1 - alpha)
+    return Stratum(r, lo, hi, len(keep), of, p, slow_blocks=len(keep))
+
+
+def headline_stratum(c: Comparison, which: str, alpha: float = ALPHA) -> Comparison:
+    """--fast-mode (which: FAST_MODE) or --same-mode (SAME_MODE): a row with
+    two modes and that stratum's interval reports it as its ratio (and
+    test), the all-blocks ratio beside it."""
+    f = c.fast_mode if which == FAST_MODE else c.same_mode
     if f is None or not (math.isfinite(f.ci_low) and math.isfinite(f.ci_high)):
         return c
     every = Stratum(c.ratio, c.ratio_ci_low, c.ratio_ci_high, f.of_blocks, f.of_blocks, c.p_value)
     return replace(c, ratio=f.ratio, ratio_ci_low=f.ci_low, ratio_ci_high=f.ci_high, p_value=f.p_value,
-                   significant=f.p_value < alpha, all_modes=every)
+                   significant=f.p_value < alpha, all_modes=every, headline=which)
+
+
+def headline_of(config: dict) -> str | None:
+    """Which stratum a run's rows with two modes report (its --fast-mode or --same-mode), or None."""
+    return SAME_MODE if config.get("same_mode") else FAST_MODE if config.get("fast_mode") else None
 
 
 def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, float],
@@ -186,9 +244,11 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                 if c:
                     ratios = metric_ratios(by_key.get((cand_name, spec.name), []),
                                            by_key.get((names[0], spec.name), []))
-                    c = replace(c, metrics=ratios, fast_mode=fast_mode(base, cand, two.get(names[0]),
-                                                                       two.get(cand_name)))
-                    comparisons.append(headline_fast(c) if data.config.get("fast_mode") else c)
+                    bm, cm = two.get(names[0]), two.get(cand_name)
+                    c = replace(c, metrics=ratios, fast_mode=fast_mode(base, cand, bm, cm),
+                                same_mode=same_mode(base, cand, bm, cm), slow_mode=slow_mode(base, cand, bm, cm))
+                    which = headline_of(data.config)
+                    comparisons.append(headline_stratum(c, which) if which else c)
     return measurements, comparisons
 
 

@@ -115,7 +115,8 @@ def _config(args) -> RunConfig:
     return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
                      warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
                      parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
-                     seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False))
+                     seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False),
+                     same_mode=getattr(args, "same_mode", False))
 
 
 def LIMITS(args) -> list[tuple[str, int, int, int]]:
@@ -717,11 +718,16 @@ def build_parser() -> Parser:
                         "1 regressed, 3 inconclusive only; the JSON document carries it as `gate`")
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
-    s.add_argument("--fast-mode", action="store_true",
-                   help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "
-                        "stop on and report the ratio over the blocks both sides ran in their fast mode: the "
-                        "uncontended stratum (the header says so; the ratio over the modes as they fell stays "
-                        "in the row's note); rows with one mode are as without it")
+    modes = s.add_mutually_exclusive_group()
+    modes.add_argument("--fast-mode", action="store_true",
+                       help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "
+                            "stop on and report the ratio over the blocks both sides ran in their fast mode: the "
+                            "uncontended stratum (the header says so; the ratio over the modes as they fell stays "
+                            "in the row's note); rows with one mode are as without it")
+    modes.add_argument("--same-mode", action="store_true",
+                       help="as --fast-mode, over the blocks both sides ran in the same mode, both fast or both "
+                            "slow, each mode's ratio weighted by its precision: the tax with both in one state of "
+                            "the host (where it is the same in either; each mode's own ratio is in the note)")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 

@@ -95,7 +95,7 @@ class Modes:
         return value < self.cut if self.higher_is_better else value > self.cut
 
 
-FAST_MODE, ALL_BLOCKS = "fast mode", "all blocks"  # Comparison.estimand: a JSON contract
+FAST_MODE, SAME_MODE, ALL_BLOCKS = "fast mode", "same mode", "all blocks"  # Comparison.estimand: a JSON contract
 
 STOPPED = ("precision", "budget", "error", "skipped", "interrupted")
 
@@ -119,14 +119,16 @@ class Measurement:
 class Stratum:
     """A ratio over some of a row's paired blocks: those in which both
     sides' processes ran in their fast mode, where both sides' process
-    means fell in two modes -- the uncontended stratum; or, beside a
-    fast-mode headline, all of them."""
+    means fell in two modes -- the uncontended stratum; those in which
+    both ran in the same mode, fast or slow (each mode's ratio weighted by
+    its precision); or, beside such a headline, all of them."""
     ratio: float
     ci_low: float
     ci_high: float
     blocks: int      # the blocks in the stratum
     of_blocks: int   # the blocks paired
     p_value: float = math.nan
+    slow_blocks: int = 0  # of `blocks`, those both sides ran in their slow mode (the same-mode stratum)
 
 
 @dataclass(frozen=True)
@@ -143,13 +145,17 @@ class Comparison:
     # name -> (ratio, CI low, CI high) of a metric's means, where both sides counted it
     metrics: dict = field(default_factory=dict, compare=False)
     fast_mode: Stratum | None = field(default=None, compare=False)
-    # with --fast-mode, on a row with two modes, the ratio above is fast_mode's and this the all-blocks one
+    same_mode: Stratum | None = field(default=None, compare=False)
+    slow_mode: Stratum | None = field(default=None, compare=False)  # the blocks both ran in their slow mode
+    # with --fast-mode (--same-mode), on a row with two modes, the ratio above is fast_mode's (same_mode's)
+    # and this the all-blocks one
     all_modes: Stratum | None = field(default=None, compare=False)
+    headline: str = field(default=ALL_BLOCKS, compare=False)  # which: FAST_MODE or SAME_MODE, set with all_modes
 
     @property
     def estimand(self) -> str:
         """Which blocks the ratio above is over, as the reports name it."""
-        return FAST_MODE if self.all_modes is not None else ALL_BLOCKS
+        return self.headline if self.all_modes is not None else ALL_BLOCKS
 
 
 @dataclass(frozen=True)

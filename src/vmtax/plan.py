@@ -39,6 +39,7 @@ class RunConfig:
     seed: int = 0                    # the random block order (recorded, so a run can be replayed)
     tool_seconds: int = workloads.SECONDS  # how long one run of a time-based workload tool lasts
     fast_mode: bool = False          # a row with two modes: stop on, and report, its ratio in the fast mode
+    same_mode: bool = False          # or over the blocks both sides ran in the same mode (analysis.same_mode)
 
 
 FIRST_PASS = 0.6    # share of the budget for the first pass over every benchmark

@@ -422,6 +422,14 @@ class Runner:
                 if n == base:
                     continue
                 cb, bb = states[n].block_means(), states[base].block_means()
+                if self.cfg.same_mode:  # judged over the blocks in one mode where a side has two (as reported)
+                    got = analysis.same_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))
+                    if got is not None:
+                        fast, slow = got
+                        keep = (fast if len(fast) >= analysis.SAME_MIN else []) + slow
+                        out[n] = (float("inf") if len(keep) < self.cfg.min_processes else stats.stop_halfwidth_strata(
+                            [cb[k] for k in keep], [bb[k] for k in keep], [k in set(slow) for k in keep]))
+                        continue
                 if self.cfg.fast_mode:  # judged in the fast mode where a side has two (as reported)
                     keep = analysis.fast_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))
                     if keep is not None and len(keep) < self.cfg.min_processes:

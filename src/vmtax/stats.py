@@ -243,6 +243,98 @@ class PairedTest:
         return inside
 
 
+class StratifiedTest(PairedTest):
+    """The sign-flip test of "cand/base = theta" over pairs in strata (the
+    blocks both sides ran in their fast mode, those both ran in their slow
+    mode), each stratum's relative difference Z = sum(cand - theta*base) /
+    sum(cand + theta*base) weighted by its inverse variance under the sign
+    flips, sum(D)^2 / sum((cand - theta*base)^2).  The weights at theta are
+    unchanged by swapping a pair's two values (cand/theta and base), so the
+    test stays exact whatever they are; they only decide how much each
+    stratum counts.  The ratio is where the weighted statistic crosses 0:
+    the ratio of means with one stratum, between the strata's ratios with
+    two (each counted by its precision)."""
+
+    def __init__(self, cand: Sequence[float], base: Sequence[float], strata: Sequence[int]):
+        self.c, self.b = _pairs(cand, base)
+        self.k = k = self.c.size
+        if k < 2 or len(strata) < k:
+            raise ValueError("need at least two pairs, each with its stratum")
+        self.exact = k <= EXACT_PAIRS
+        labels = np.asarray(strata[:k])
+        self.groups = [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+        sc: list[list[np.ndarray]] = [[] for _ in self.groups]
+        sb: list[list[np.ndarray]] = [[] for _ in self.groups]
+        for signs in _sign_chunks(k):
+            for g, idx in enumerate(self.groups):
+                sc[g].append(signs[:, idx] @ self.c[idx])
+                sb[g].append(signs[:, idx] @ self.b[idx])
+        self.sc = [np.concatenate(x) for x in sc]
+        self.sb = [np.concatenate(x) for x in sb]
+        self.C = [float(self.c[idx].sum()) for idx in self.groups]
+        self.B = [float(self.b[idx].sum()) for idx in self.groups]
+        self._ratio = self._root()
+
+    def _weights(self, theta: float) -> list[float]:
+        out = []
+        for idx in self.groups:
+            c, b = self.c[idx], self.b[idx]
+            d = float((c + theta * b).sum())
+            q = max(float(((c - theta * b) ** 2).sum()), 1e-24 * d * d)
+            out.append(d / q)
+        return out
+
+    def _statistic(self, theta: float) -> float:
+        return sum(u * (cs - theta * bs) for u, cs, bs in zip(self._weights(theta), self.C, self.B))
+
+    def _root(self) -> float:
+        ratios = [cs / bs for cs, bs in zip(self.C, self.B)]
+        lo, hi = min(ratios), max(ratios)
+        if hi <= lo * (1 + 1e-12):
+            return lo
+        if not self._statistic(lo) > 0 > self._statistic(hi):
+            return sum(self.C) / sum(self.B)
+        for _ in range(80):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if self._statistic(mid) > 0 else (lo, mid)
+        return math.sqrt(lo * hi)
+
+    @property
+    def ratio(self) -> float:
+        return self._ratio
+
+    def p(self, theta: float = 1.0) -> float:
+        """Two-sided p-value of "cand/base = theta" in every stratum."""
+        u = self._weights(theta)
+        t = abs(sum(w * (cs - theta * bs) for w, cs, bs in zip(u, self.C, self.B)))
+        perm = sum(w * (sc - theta * sb) for w, sc, sb in zip(u, self.sc, self.sb))
+        scale = sum(w * (cs + theta * bs) for w, cs, bs in zip(u, self.C, self.B))
+        hits = int(np.count_nonzero(np.abs(perm) >= t - 1e-9 * scale))
+        return hits / perm.size if self.exact else (hits + 1) / (perm.size + 1)
+
+
+def compare_strata(cand: Sequence[float], base: Sequence[float], strata: Sequence[int],
+                   confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+    """compare_paired over pairs in strata (StratifiedTest)."""
+    t = StratifiedTest(cand, base, strata)
+    lo, hi = t.interval(confidence)
+    return t.ratio, lo, hi, t.p(1.0)
+
+
+def stop_halfwidth_strata(cand: Sequence[float], base: Sequence[float], strata: Sequence[int]) -> float:
+    """stop_halfwidth for StratifiedTest's ratio: each stratum's, combined
+    as its weights combine them (1/h^2 adds); a stratum of fewer than 3
+    pairs adds nothing.  Label-free as stop_halfwidth is."""
+    c, b = _pairs(cand, base)
+    labels = np.asarray(strata[:c.size])
+    inv = 0.0
+    for g in set(labels.tolist()):
+        idx = np.flatnonzero(labels == g)
+        h = stop_halfwidth(c[idx], b[idx])
+        inv += 0.0 if h == float("inf") else (1 / h ** 2 if h > 0 else float("inf"))
+    return 1 / math.sqrt(inv) if inv > 0 else float("inf")
+
+
 def compare_paired(cand: Sequence[float], base: Sequence[float],
                    confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(ratio of means, CI low, CI high, p-value of "no difference") for

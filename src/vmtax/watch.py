@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .model import ALL_BLOCKS, FAST_MODE, Comparison, RunData
+from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Comparison, RunData
 
 ALPHA = 0.05            # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
@@ -51,6 +51,10 @@ def _worse(c: Comparison) -> tuple[float, float, float]:
     return c.ratio, c.ratio_ci_low, c.ratio_ci_high
 
 
+STRATUM_SAID = {FAST_MODE: "; in the fast mode (--fast-mode)",
+                SAME_MODE: "; over the blocks both ran in the same mode (--same-mode)"}
+
+
 @dataclass(frozen=True)
 class GateRow:
     benchmark: str
@@ -64,7 +68,7 @@ class GateRow:
     p_adjusted: float | None
     verdict: str
     why: str
-    estimand: str = ALL_BLOCKS  # FAST_MODE: a compare --fast-mode row with two modes, gated on that stratum
+    estimand: str = ALL_BLOCKS  # FAST_MODE/SAME_MODE: a compare --fast-mode/--same-mode row with two modes, gated so
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,7 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
             verdict, why = "pass", f"within {threshold:.2%}"
         rows.append(GateRow(c.benchmark.name, c.candidate, c.benchmark.unit, c.benchmark.direction, c.ratio,
                             c.ratio_ci_low, c.ratio_ci_high, c.p_value, p_adj, verdict,
-                            why + ("; in the fast mode (--fast-mode)" if c.estimand == FAST_MODE else ""),
-                            c.estimand))
+                            why + STRATUM_SAID.get(c.estimand, ""), c.estimand))
     compared = {(c.benchmark.name, c.candidate) for c in comparisons}
     names = [t.name for t in data.targets]
     for spec in data.benchmarks:

@@ -48,7 +48,10 @@ def comparison_row(c: Comparison) -> dict:
         "metrics": {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
                     for name, (r, lo, hi) in c.metrics.items()},
         "fast_mode": _stratum(c.fast_mode),
-        # compare --fast-mode on a row with two modes: ratio/ratio_ci_* are fast_mode's, and these every block's
+        "same_mode": _stratum(c.same_mode),   # both fast or both slow, each mode weighted by its precision
+        "slow_mode": _stratum(c.slow_mode),
+        # compare --fast-mode (--same-mode) on a row with two modes: ratio/ratio_ci_* are fast_mode's
+        # (same_mode's), and these every block's
         "estimand": c.estimand,
         "all_modes": _stratum(c.all_modes),
     }
@@ -60,7 +63,8 @@ def _stratum(s: Stratum | None) -> dict | None:
     if s is None:
         return None
     return {"ratio": json_number(s.ratio), "ci_low": json_number(s.ci_low), "ci_high": json_number(s.ci_high),
-            "p_value": json_number(s.p_value), "blocks": s.blocks, "of_blocks": s.of_blocks}
+            "p_value": json_number(s.p_value), "blocks": s.blocks, "of_blocks": s.of_blocks,
+            "slow_blocks": s.slow_blocks}
 
 
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:

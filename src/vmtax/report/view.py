@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model import BenchSpec, Comparison, Measurement, RunData
+from ..model import SAME_MODE, BenchSpec, Comparison, Measurement, RunData
 from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
 
 TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
@@ -225,6 +225,8 @@ def header(data: RunData) -> Header:
                   f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
                   "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
+                  f"a row with two modes ({MODES_MARK}): its ratio over the blocks both sides ran in the same mode "
+                  "(--same-mode)" if cfg.get("same_mode") else
                   f"a row with two modes ({MODES_MARK}): its ratio in the fast mode (--fast-mode)"
                   if cfg.get("fast_mode") else "")
 
@@ -314,6 +316,15 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; no fast-mode ratio: one "
                         "side's fast mode set against the other side's mix would be biased wherever that side's "
                         "modes went undetected.")
+            elif every is not None and r.c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
+                same, slow = r.c.same_mode, r.c.slow_mode
+                said = (f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran "
+                        f"in the same mode ({same.blocks - same.slow_blocks} fast, {same.slow_blocks} slow; "
+                        "each mode's ratio weighted by its precision; --same-mode); in the fast mode alone it is "
+                        f"{_interval(f.ratio, f.ci_low, f.ci_high)}, "
+                        + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, "
+                           if slow is not None else "")
+                        + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}.")
             elif every is not None:  # --fast-mode: the headline is the fast mode's
                 said = (f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
                         f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")

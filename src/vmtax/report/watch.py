@@ -8,7 +8,7 @@ from html import escape
 from xml.sax.saxutils import quoteattr
 from xml.sax.saxutils import escape as xml_escape
 
-from ..model import FAST_MODE as FAST
+from ..model import ALL_BLOCKS
 from ..watch import Diff, Gate, Series
 from . import plots, table
 from .htmlkit import page, td
@@ -33,10 +33,17 @@ def pvalue(p: float | None) -> str:
     return "-" if p is None or not math.isfinite(p) else f"{p:.3g}"
 
 
-FAST_LEGEND = (f"{MODES_MARK} after a ratio: over the blocks in which both sides ran in their fast mode "
-               f"(compare --fast-mode on a row whose processes fell in two modes); unmarked: over all blocks")
+FAST_LEGEND = (f"{MODES_MARK} after a ratio: over the blocks in which both sides ran in their fast mode, or in "
+               f"the same mode (compare --fast-mode or --same-mode, on a row whose processes fell in two modes); "
+               f"unmarked: over all blocks")
 HTML_LEGEND = (f"{MODES_MARK} after a run: its ratio is over the blocks in which both sides ran in their fast "
-               f"mode (compare --fast-mode on a row whose processes fell in two modes); unmarked: over all blocks")
+               f"mode, or in the same mode (compare --fast-mode or --same-mode, on a row whose processes fell in "
+               f"two modes); unmarked: over all blocks")
+
+
+def stratified(estimand: str) -> bool:
+    """Whether a ratio is over some of its blocks (a mode's), not all."""
+    return estimand != ALL_BLOCKS
 
 
 def md(text: str) -> str:
@@ -46,7 +53,7 @@ def md(text: str) -> str:
 
 def ratio_of(x: float | None, estimand: str) -> str:
     """A ratio, marked where it is the fast mode's rather than every block's."""
-    return ratio(x) + (MODES_MARK if estimand == FAST and x is not None and math.isfinite(x) else "")
+    return ratio(x) + (MODES_MARK if stratified(estimand) and x is not None and math.isfinite(x) else "")
 
 
 def _mixed(d: Diff) -> list[str]:
@@ -137,11 +144,11 @@ def _diff_cells(d: Diff) -> tuple[list[str], list[list[str]]]:
 
 
 def _diff_notes(d: Diff) -> list[str]:
-    """What a marked ratio is, and the rows whose B / A sets a fast-mode ratio against an all-blocks one."""
-    if not any(FAST in (c.estimand_a, c.estimand_b) for c in d.changes):
+    """What a marked ratio is, and the rows whose B / A sets ratios over different blocks against each other."""
+    if not any(stratified(c.estimand_a) or stratified(c.estimand_b) for c in d.changes):
         return []
     mixed = _mixed(d)
-    return [FAST_LEGEND] + ([f"B / A sets a fast-mode ratio against an all-blocks one (not the same estimand): "
+    return [FAST_LEGEND] + ([f"B / A sets ratios over different blocks against each other (not the same estimand): "
                              f"{', '.join(mixed)}"] if mixed else [])
 
 
@@ -193,7 +200,7 @@ def history_text(all_series: list[Series]) -> str:
                  interval(p.ci_low, p.ci_high), "<- change" if any(c.index == i for c in s.changes) else ""]
                 for i, p in enumerate(s.points)]
         out.append(table.render(["run", "started (UTC)", "ratio", "95% CI", ""], rows, align="llrll"))
-        if any(p.estimand == FAST for p in s.points):
+        if any(stratified(p.estimand) for p in s.points):
             out.append(FAST_LEGEND)
         for c in s.changes:
             out.append(f"  change point at run {c.run}: {ratio(c.before)} -> {ratio(c.after)} "
@@ -209,7 +216,7 @@ def history_markdown(all_series: list[Series]) -> str:
         out += [f"### {md(_title(s))}", "", "| run | ratio | 95% CI | change |", "|---|---|---|---|"]
         out += [f"| {md(p.run)} | {md(ratio_of(p.ratio, p.estimand))} | {interval(p.ci_low, p.ci_high)} | "
                 f"{'change point' if any(c.index == i for c in s.changes) else ''} |" for i, p in enumerate(s.points)]
-        if any(p.estimand == FAST for p in s.points):
+        if any(stratified(p.estimand) for p in s.points):
             out += ["", md(FAST_LEGEND)]
         for c in s.changes:
             out += ["", f"Change point at run {c.run}: {ratio(c.before)} → {ratio(c.after)} "
@@ -234,7 +241,7 @@ def history_html(all_series: list[Series], command: str) -> str:
     parts = []
     for s in all_series:
         chart = plots.history(_title(s), s.direction, [(p.ratio, p.ci_low, p.ci_high) for p in s.points],
-                              [p.run + (MODES_MARK if p.estimand == FAST else "") for p in s.points],
+                              [p.run + (MODES_MARK if stratified(p.estimand) else "") for p in s.points],
                               [c.index for c in s.changes])
         rows = ["<tr>" + td(c.run, cls="l") + td(ratio(c.before), c.before) + td(ratio(c.after), c.after)
                 + td(f"{c.after / c.before - 1:+.2%}", c.after / c.before) + td(pvalue(c.p_value), c.p_value)
@@ -243,7 +250,7 @@ def history_html(all_series: list[Series], command: str) -> str:
         parts += [f"<h2>{escape(_title(s))}</h2>", f'<figure class="history">{chart}<figcaption>'
                   f"{len(s.points)} runs, oldest first; band: 95% CI of each run's ratio; dashed: a change "
                   f"point (Apache Otava, E-divisive means)"
-                  + (f"; {escape(HTML_LEGEND)}" if any(p.estimand == FAST for p in s.points) else "")
+                  + (f"; {escape(HTML_LEGEND)}" if any(stratified(p.estimand) for p in s.points) else "")
                   + "</figcaption></figure>"]
         if rows:
             parts.append(html_table(["change point at run", "before", "after", "change", "p",
