@@ -140,6 +140,9 @@ def test_doctor_on_a_fake_with_two_modes_says_them(tmp_path):
     assert doc["bimodal"] and doc["modes"]["slow"] / doc["modes"]["fast"] == pytest.approx(1.4, rel=0.05)
     assert doc["modes"]["bic_gain"] > 10 and "two modes:" in p.stdout
     assert "with compare --fast-mode" in p.stdout and doc["budget"]["fast_mode"]["ratio_ci_halfwidth"] > 0
+    same = doc["budget"]["same_mode"]
+    assert "with compare --same-mode" in p.stdout and same["blocks"] > doc["budget"]["fast_mode"]["blocks"]
+    assert 0 < same["ratio_ci_halfwidth"] < doc["budget"]["fast_mode"]["ratio_ci_halfwidth"] and same["slow_blocks"] > 0
     p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake", "--processes", "40",
                         "--cpu", "none"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "one mode (two modes need" in p.stdout
@@ -156,3 +159,21 @@ def test_what_the_fast_mode_buys_where_there_are_two():
     assert half == pytest.approx(0.01 * math.sqrt(2) * 2.131 / 4, rel=0.3)  # the fast mode's 1% spread
     one = doctor.noise([200 * (1 + rng.gauss(0, 0.01)) for _ in range(40)], [float(i) for i in range(40)])
     assert doctor.buyable_fast(means, one, 100, 3) == (100, math.inf)
+
+
+def test_what_the_same_mode_buys_where_there_are_two():
+    """Modes in stretches: a block's two processes mostly share one, fast or
+    slow, so the same mode keeps most blocks, and its interval is the fast
+    mode's and the slow mode's combined, narrower than either."""
+    rng = random.Random(8)
+    means = [(280 if (i // 20) % 2 else 196) * (1 + rng.gauss(0, 0.01)) for i in range(200)]
+    n = doctor.noise(means, [float(i) for i in range(200)])
+    fast, fast_half = doctor.buyable_fast(means, n, 100, 3)
+    same, slow, same_half = doctor.buyable_same(means, n, 100, 3)
+    assert same == fast + slow and slow == pytest.approx(fast, abs=5) and same > 85
+    assert same_half == pytest.approx(fast_half / math.sqrt(2), rel=0.25)  # two alike modes: twice the blocks
+    alternating = [(280 if i % 2 else 196) * (1 + rng.gauss(0, 0.01)) for i in range(40)]
+    mixed = doctor.noise(alternating, [float(i) for i in range(40)])
+    assert doctor.buyable_same(alternating, mixed, 100, 2)[:2] == (0, 0)
+    one = doctor.noise([200 * (1 + rng.gauss(0, 0.01)) for _ in range(40)], [float(i) for i in range(40)])
+    assert doctor.buyable_same(means, one, 100, 3) == (100, 0, math.inf)

@@ -521,7 +521,7 @@ def cmd_doctor(args) -> int:
              + (f"±{half:.1%}" if math.isfinite(half) else f"unbounded (fewer than {doctor.MIN_BLOCKS} blocks)")
              + " at the spread between processes run as a block's are (agent rows like this one; a slower "
              "target's blocks take longer and share less of a lasting state)"]
-    doc["budget"]["fast_mode"] = None  # what compare --fast-mode buys, where there are two modes
+    doc["budget"]["fast_mode"] = doc["budget"]["same_mode"] = None  # what --fast-mode/--same-mode buy (two modes)
     if n.modes is not None:
         both, fast_half = doctor.buyable_fast(means, n, blocks, args.targets)
         doc["budget"]["fast_mode"] = {"blocks": both, "ratio_ci_halfwidth": fast_half if math.isfinite(fast_half)
@@ -529,6 +529,13 @@ def cmd_doctor(args) -> int:
         lines.append(f"  with compare --fast-mode: about {both} of those blocks both in the fast mode (as these "
                      "processes fell), a fast-mode ratio's 95% CI about "
                      + (f"±{fast_half:.1%}" if math.isfinite(fast_half)
+                        else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
+        same, slow, same_half = doctor.buyable_same(means, n, blocks, args.targets)
+        doc["budget"]["same_mode"] = {"blocks": same, "slow_blocks": slow,
+                                      "ratio_ci_halfwidth": same_half if math.isfinite(same_half) else None}
+        lines.append(f"  with compare --same-mode: about {same} of those blocks both in one mode ({same - slow} fast, "
+                     f"{slow} slow), a same-mode ratio's 95% CI about "
+                     + (f"±{same_half:.1%}" if math.isfinite(same_half)
                         else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
     if seen:
         r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"

@@ -167,6 +167,30 @@ def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     return both, float(sps.t.ppf(0.975, both - 1)) * rms / math.sqrt(both)
 
 
+def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tuple[int, int, float]:
+    """With compare --same-mode: (the blocks of `blocks` whose two processes
+    ran in the same mode, of them those both slow, the 95% CI half-width of
+    the same-mode ratio): each mode's pairs as buyable_fast counts the fast
+    ones, the two half-widths combined as the run combines its strata
+    (1/h^2 adds; the slow mode's only from analysis.SAME_MIN blocks)."""
+    from .analysis import SAME_MIN
+    if n.modes is None:
+        return blocks, 0, math.inf
+    slow = n.modes.is_slow
+    inv, counts = 0.0, []
+    for keep in (lambda a, b: not slow(a) and not slow(b), lambda a, b: slow(a) and slow(b)):
+        share, rms = _lagged(means, targets, keep)
+        k = int(blocks * share)
+        k = k if k >= SAME_MIN else 0
+        counts.append(k)
+        if k >= 2 and math.isfinite(rms) and rms > 0:
+            inv += k / (float(sps.t.ppf(0.975, k - 1)) * rms) ** 2
+    both = sum(counts)
+    if both < MIN_BLOCKS or inv == 0:
+        return both, counts[1], math.inf
+    return both, counts[1], 1 / math.sqrt(inv)
+
+
 def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
             progress=None) -> tuple[list[float], list[float], float, list[float]]:
     """(each process's mean time per operation, when each began, the mean
