@@ -105,19 +105,23 @@ def headline_counts(docs: list[dict], key: str = "fast_mode") -> tuple[int, int,
 
 
 def reanalysed(doc: dict, db: Path) -> dict:
-    """A run's JSON document as this checkout's analysis makes it from the stored samples (`vmtax
-    show RUN --json`): a run recorded before a stratum was computed gets it (same_mode)."""
-    if all("same_mode" in c for c in doc["comparisons"]):
-        return doc
+    """A run's JSON document with each row's same_mode and slow_mode as this checkout's analysis makes
+    them from the stored samples (`vmtax show RUN --json`): a run recorded before they were computed
+    gets them; everything else stays as the run recorded it."""
     from vmtax.analysis import analyse
     from vmtax.report import jsondoc
     from vmtax.store import Store
     data = Store(db, readonly=True).load(doc["run_id"])
-    return jsondoc.document(data, *analyse(data))
+    now = {(c["benchmark"], c["candidate"]): c for c in jsondoc.document(data, *analyse(data))["comparisons"]}
+    for c in doc["comparisons"]:
+        got = now.get((c["benchmark"], c["candidate"]), {})
+        c["same_mode"], c["slow_mode"] = got.get("same_mode"), got.get("slow_mode")
+    return doc
 
 
 def hogged(args) -> int:
-    """Each round as before and with --fast-mode (ABBA over rounds), under the RT hog on the measured CPU."""
+    """Each round once each way (--ways: as before, --fast-mode, --same-mode; the order rotated round by
+    round, ABBA with two), under the RT hog on the measured CPU."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from twostate import hog, stop
     if not args.reuse:  # the host's noise under the hog, in the same hour, before the rounds
@@ -170,7 +174,7 @@ def hogged(args) -> int:
         n_rows = sum(len(d["comparisons"]) for d in ds)
         summary[tag].update(runs=len(ds), median_half_width=statistics.median(halfs) if halfs else None,
                             within_1pct=sum(h <= 0.01 for h in halfs), ratios=len(halfs),
-                            fast_mode_headlines=stratum_rows)
+                            stratum_headlines=stratum_rows)
         median = f"±{statistics.median(halfs) * 100:.2f}%" if halfs else "none (no ratio has an interval)"
         notes = []
         for key, way in (("fast_mode", "fast"), ("same_mode", "same")):
@@ -186,6 +190,8 @@ def hogged(args) -> int:
                   f"ratios within ±1%; {stratum_rows} of {n_rows} rows report a mode's stratum. From the same "
                   f"runs, {'; '.join(notes)}.", "", table, "",
                   "Runs: " + ", ".join(f"`{d['run_id']}`" for d in ds) + ".", ""]
+    if not docs:
+        sys.exit(f"no round's JSON document in {OUT} (validity-hog-WAY-N.json, N up to {args.rounds})")
     env = next(iter(docs.values()))[0]["environment"]
     every = [d for tag in docs for d in docs[tag]]
     span = "-".join(time.strftime("%H:%M UTC", time.gmtime(t)) for t in (min(d["started"] for d in every),
@@ -323,8 +329,8 @@ def main() -> int:
                     help="rounds with compare --fast-mode, into results/validity-fast-N.json and validity-fast.md")
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
     ap.add_argument("--hog", action="store_true",
-                    help="every round as before and with --fast-mode under the RT hog (results/validity-hog.md)")
-    ap.add_argument("--ways", default="plain,fast", type=lambda v: v.split(","), metavar="WAY,WAY",
+                    help="every round once each way (--ways) under the RT hog (results/validity-hog.md)")
+    ap.add_argument("--ways", type=lambda v: v.split(","), metavar="WAY,WAY",
                     help="with --hog: the ways each round runs, of plain, fast (--fast-mode), same (--same-mode)")
     ap.add_argument("--first", type=int, default=1, metavar="N",
                     help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds "
@@ -332,10 +338,13 @@ def main() -> int:
     args = ap.parse_args()
     if args.first != 1 and not (args.against or args.hog):
         ap.error("--first goes with --against or --hog")
+    if args.ways and not args.hog:
+        ap.error("--ways goes with --hog")
+    args.ways = args.ways or ["plain", "fast"]
     if not set(args.ways) <= set(WAY_FLAG) or len(set(args.ways)) != len(args.ways):
         ap.error(f"--ways: each of {', '.join(WAY_FLAG)} at most once, got {','.join(args.ways)}")
     if args.hog and (args.against or args.fast_mode):
-        ap.error("--hog runs both ways itself; not with --against or --fast-mode")
+        ap.error("--hog runs its ways itself; not with --against or --fast-mode")
     OUT.mkdir(exist_ok=True)
     if args.against:
         return against(args)

@@ -383,10 +383,25 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["estimand"] == "same mode" and row["same_mode"]["slow_blocks"] == slow.blocks
-    assert row["slow_mode"]["ratio"] == pytest.approx(slow.ratio) and row["fast_mode"]["slow_blocks"] == 0
+    assert row["slow_mode"]["ratio"] == pytest.approx(slow.ratio) and "slow_blocks" not in row["fast_mode"]
     from vmtax import watch as w
     from vmtax.report import watch as wr
     (g,) = wr.gate_json(w.gate(data, cs, 0.02))["rows"]
     assert g["estimand"] == "same mode" and g["why"].endswith("(--same-mode)")
     data.config["same_mode"], data.config["fast_mode"] = False, True
     assert analyse(data)[1][0].ratio == f.ratio  # --fast-mode: the fast stratum's, as before
+
+
+def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_few_blocks():
+    from vmtax.model import Stratum
+    from vmtax.report.view import _same_said
+    fast, every = Stratum(1.00, 0.99, 1.01, 20, 40, 0.5), Stratum(1.02, 1.0, 1.04, 40, 40, 0.03)
+    slow = Stratum(1.05, 1.03, 1.07, 10, 40, 0.001, slow_blocks=10)
+    said = _same_said("1.012 [1.003, 1.02]", Stratum(1.012, 1.003, 1.02, 30, 40, 0.01, slow_blocks=10), fast, slow,
+                      every)
+    assert "(20 fast, 10 slow; each mode's ratio weighted by its precision; --same-mode)" in said
+    assert "in the slow mode alone 1.050 [1.030, 1.070]" in said and "The two modes' ratios differ" in said
+    near = Stratum(1.01, 1.0, 1.03, 10, 40, 0.2, slow_blocks=10)
+    assert "differ" not in _same_said("r", Stratum(1.0, 0.99, 1.01, 30, 40, 0.5, slow_blocks=10), fast, near, every)
+    alone = _same_said("r", Stratum(1.0, 0.99, 1.01, 20, 40, 0.5), fast, None, every)
+    assert "(20 fast: too few both slow to count; --same-mode)" in alone and "slow mode alone" not in alone

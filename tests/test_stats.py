@@ -338,22 +338,47 @@ def test_one_stratum_is_the_paired_test_itself():
 
 
 def test_strata_weigh_each_mode_by_its_precision():
-    """A fast stratum of 20 tight pairs and a slow one of 20 pairs 1.4x as
-    long and twice as noisy, the same 3% tax in both: the ratio is the fast
-    one's more than the slow one's, and the interval narrower than the fast
-    stratum's alone."""
+    """A fast stratum of 20 pairs at 0.5% noise and a slow one of 20 pairs
+    1.4x as long at 1% (each process its own noise), the same 3% tax in
+    both: the ratio is nearer the fast one's, and the interval narrower
+    than the fast stratum's alone."""
     rng = np.random.default_rng(5)
-    fb = rng.normal(100, 1, 20)
-    fc = fb * 1.03 * rng.normal(1, 0.005, 20)
-    sb = rng.normal(140, 10, 20)
-    sc = sb * 1.03 * rng.normal(1, 0.01, 20)
+    fb, fc = 100 * rng.normal(1, 0.005, 20), 103 * rng.normal(1, 0.005, 20)
+    sb, sc = 140 * rng.normal(1, 0.01, 20), 144.2 * rng.normal(1, 0.01, 20)
     r, lo, hi, p = stats.compare_strata(np.r_[fc, sc], np.r_[fb, sb], [0] * 20 + [1] * 20)
     rf, lof, hif, _ = stats.compare_paired(fc, fb)
     rs = sc.sum() / sb.sum()
-    assert abs(r - rf) < abs(r - rs) / 2 and p < 0.001
-    assert lo < r < hi and abs(r - 1.03) < 0.005 and hi - lo <= hif - lof
+    assert min(rf, rs) < r < max(rf, rs) and abs(r - rf) < abs(r - rs) and p < 0.001
+    assert lo < r < hi and abs(r - 1.03) < 0.005 and hi - lo < hif - lof
     w = stats.stop_halfwidth_strata(np.r_[fc, sc], np.r_[fb, sb], [0] * 20 + [1] * 20)
     assert w < stats.stop_halfwidth(fc, fb)
+
+
+def test_where_the_modes_taxes_differ_the_ratio_lies_between_and_the_interval_is_what_the_test_accepts():
+    """Fast pairs at 1.00, slow ones at 1.03: one crossing between the two,
+    the interval every theta the test accepts (no gap past its edges), and
+    the p-value at 1 agrees with whether the interval holds 1."""
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        fb, fc = 100 * rng.normal(1, 0.005, 15), 100 * rng.normal(1, 0.005, 15)
+        sb, sc = 140 * rng.normal(1, 0.005, 8), 144.2 * rng.normal(1, 0.005, 8)
+        t = stats.StratifiedTest(np.r_[fc, sc], np.r_[fb, sb], [0] * 15 + [1] * 8)
+        lo, hi = t.interval()
+        assert fc.sum() / fb.sum() < t.ratio < sc.sum() / sb.sum()
+        accepted = [g for g in np.linspace(0.98, 1.05, 281) if t.p(g) > 0.05]
+        assert lo - 0.0005 <= min(accepted) and max(accepted) <= hi + 0.0005
+        assert (t.p(1.0) < 0.05) == (not lo <= 1.0 <= hi)
+
+
+def test_a_stratum_needs_three_pairs_and_one_without_spread_does_not_break_it():
+    with pytest.raises(ValueError):
+        stats.StratifiedTest([1.0, 1.1, 1.2, 1.3], [1.0, 1.0, 1.0, 1.0], [0, 0, 1, 1])
+    assert stats.stop_halfwidth_strata([1.0, 1.1, 1.2, 1.3], [1.0, 1.0, 1.0, 1.0], [0, 0, 1, 1]) == math.inf
+    rng = np.random.default_rng(2)
+    b = np.r_[rng.normal(100, 1, 10), [140.0] * 4]
+    c = np.r_[b[:10] * 1.02 * rng.normal(1, 0.005, 10), [142.8] * 4]  # the slow stratum exactly 1.02, no spread
+    r, lo, hi, p = stats.compare_strata(c, b, [0] * 10 + [1] * 4)
+    assert math.isfinite(r) and lo <= r <= hi and abs(r - 1.02) < 0.01
 
 
 def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rate():

@@ -138,7 +138,7 @@ def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     return Stratum(r, lo, hi, len(keep), of, p)
 
 
-SAME_MIN = 3  # a mode's blocks counted in the same-mode ratio only from this many (its weight needs a spread)
+SAME_MIN = stats.STRATUM_MIN  # a mode's blocks counted in the same-mode ratio only from this many (a spread)
 
 
 def same_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
@@ -343,7 +343,7 @@ def reference_adjusted(data: RunData, comparisons: list[Comparison],
             cv, rc = vals.get((cand, bench), {}), refs.get((cand, bench), {})
             blocks = [k for k in sorted(set(base) & set(cv) & set(rbase) & set(rc))
                       if all(_ref_ok(m[k]) for m in (cv, base, rc, rbase))]   # an overflowing mean is no reading
-            if len(blocks) >= MIN_BLOCKS and (bench, cand) not in fast:  # a --fast-mode headline: as reported
+            if len(blocks) >= MIN_BLOCKS and (bench, cand) not in fast:  # a mode's headline: as reported
                 found[(bench, cand)] = tuple(np.array([m[k] for k in blocks]) for m in (cv, base, rc, rbase))
     checks, use = [], {}
     for cand in names[1:]:

@@ -243,26 +243,42 @@ class PairedTest:
         return inside
 
 
+STRATUM_MIN = 3  # pairs a stratum needs (a spread to weigh it by)
+
+
+def _stratum_spreads(c: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> list[float]:
+    """Each stratum's variance of log(cand) + log(base) over its pairs (the
+    blocks' level, floored at MODES_LOG_FLOOR^2): swapping a pair's cand/theta
+    and base leaves it as it was at every theta, and theta shifts every
+    level alike, so it is label-free and the same at every theta."""
+    return [max(float(np.var(np.log(c[idx]) + np.log(b[idx]), ddof=1)), MODES_LOG_FLOOR ** 2) for idx in groups]
+
+
 class StratifiedTest(PairedTest):
     """The sign-flip test of "cand/base = theta" over pairs in strata (the
     blocks both sides ran in their fast mode, those both ran in their slow
-    mode), each stratum's relative difference Z = sum(cand - theta*base) /
-    sum(cand + theta*base) weighted by its inverse variance under the sign
-    flips, sum(D)^2 / sum((cand - theta*base)^2).  The weights at theta are
-    unchanged by swapping a pair's two values (cand/theta and base), so the
-    test stays exact whatever they are; they only decide how much each
-    stratum counts.  The ratio is where the weighted statistic crosses 0:
-    the ratio of means with one stratum, between the strata's ratios with
-    two (each counted by its precision)."""
+    mode): each stratum's relative difference Z = sum(cand - theta*base) /
+    sum(cand + theta*base) (about half its log ratio less log theta) counted
+    with a weight n / v, v the variance of its pairs' levels (_stratum_spreads:
+    label-free and the same at every theta, so the test stays exact, and
+    each stratum's term falls as theta rises, so the statistic crosses 0
+    once).  The ratio is where it does: the ratio of means with one stratum,
+    between the strata's ratios with two, nearer the more precise one.  The
+    weights are right where a block's level spreads as its difference does
+    (each process's own noise); a state shared by a block's two processes
+    weighs its stratum down, which costs precision, never the error rate."""
 
     def __init__(self, cand: Sequence[float], base: Sequence[float], strata: Sequence[int]):
         self.c, self.b = _pairs(cand, base)
         self.k = k = self.c.size
-        if k < 2 or len(strata) < k:
-            raise ValueError("need at least two pairs, each with its stratum")
+        if len(strata) < k:
+            raise ValueError("every pair needs its stratum")
         self.exact = k <= EXACT_PAIRS
-        labels = np.asarray(strata[:k])
+        labels = np.asarray([int(x) for x in strata[:k]])
         self.groups = [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+        if min(idx.size for idx in self.groups) < STRATUM_MIN:
+            raise ValueError(f"every stratum needs {STRATUM_MIN} pairs")
+        self.w = [idx.size / v for idx, v in zip(self.groups, _stratum_spreads(self.c, self.b, self.groups))]
         sc: list[list[np.ndarray]] = [[] for _ in self.groups]
         sb: list[list[np.ndarray]] = [[] for _ in self.groups]
         for signs in _sign_chunks(k):
@@ -276,13 +292,8 @@ class StratifiedTest(PairedTest):
         self._ratio = self._root()
 
     def _weights(self, theta: float) -> list[float]:
-        out = []
-        for idx in self.groups:
-            c, b = self.c[idx], self.b[idx]
-            d = float((c + theta * b).sum())
-            q = max(float(((c - theta * b) ** 2).sum()), 1e-24 * d * d)
-            out.append(d / q)
-        return out
+        """Per stratum, what multiplies its sum(cand - theta*base): n / v / sum(cand + theta*base)."""
+        return [w / (cs + theta * bs) for w, cs, bs in zip(self.w, self.C, self.B)]
 
     def _statistic(self, theta: float) -> float:
         return sum(u * (cs - theta * bs) for u, cs, bs in zip(self._weights(theta), self.C, self.B))
@@ -292,9 +303,7 @@ class StratifiedTest(PairedTest):
         lo, hi = min(ratios), max(ratios)
         if hi <= lo * (1 + 1e-12):
             return lo
-        if not self._statistic(lo) > 0 > self._statistic(hi):
-            return sum(self.C) / sum(self.B)
-        for _ in range(80):
+        for _ in range(80):  # each term falls from + to - across its own ratio: one crossing between
             mid = math.sqrt(lo * hi)
             lo, hi = (mid, hi) if self._statistic(mid) > 0 else (lo, mid)
         return math.sqrt(lo * hi)
@@ -323,16 +332,19 @@ def compare_strata(cand: Sequence[float], base: Sequence[float], strata: Sequenc
 
 def stop_halfwidth_strata(cand: Sequence[float], base: Sequence[float], strata: Sequence[int]) -> float:
     """stop_halfwidth for StratifiedTest's ratio: each stratum's, combined
-    as its weights combine them (1/h^2 adds); a stratum of fewer than 3
-    pairs adds nothing.  Label-free as stop_halfwidth is."""
+    with the test's weights (the half-width of a weighted mean of the
+    strata's log ratios); inf where a stratum has fewer than STRATUM_MIN
+    pairs or one's own is unbounded.  Label-free as stop_halfwidth is."""
     c, b = _pairs(cand, base)
-    labels = np.asarray(strata[:c.size])
-    inv = 0.0
-    for g in set(labels.tolist()):
-        idx = np.flatnonzero(labels == g)
-        h = stop_halfwidth(c[idx], b[idx])
-        inv += 0.0 if h == float("inf") else (1 / h ** 2 if h > 0 else float("inf"))
-    return 1 / math.sqrt(inv) if inv > 0 else float("inf")
+    labels = np.asarray([int(x) for x in strata[:c.size]])
+    groups = [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+    if not groups or min(idx.size for idx in groups) < STRATUM_MIN:
+        return float("inf")
+    w = [idx.size / v for idx, v in zip(groups, _stratum_spreads(c, b, groups))]
+    h = [stop_halfwidth(c[idx], b[idx]) for idx in groups]
+    if not all(math.isfinite(x) for x in h):
+        return float("inf")
+    return math.sqrt(sum((wi * hi) ** 2 for wi, hi in zip(w, h))) / sum(w)
 
 
 def compare_paired(cand: Sequence[float], base: Sequence[float],

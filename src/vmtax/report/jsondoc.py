@@ -48,8 +48,8 @@ def comparison_row(c: Comparison) -> dict:
         "metrics": {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
                     for name, (r, lo, hi) in c.metrics.items()},
         "fast_mode": _stratum(c.fast_mode),
-        "same_mode": _stratum(c.same_mode),   # both fast or both slow, each mode weighted by its precision
-        "slow_mode": _stratum(c.slow_mode),
+        "same_mode": _stratum(c.same_mode, slow=True),  # both fast or both slow, each mode weighted by its precision
+        "slow_mode": _stratum(c.slow_mode, slow=True),
         # compare --fast-mode (--same-mode) on a row with two modes: ratio/ratio_ci_* are fast_mode's
         # (same_mode's), and these every block's
         "estimand": c.estimand,
@@ -57,14 +57,14 @@ def comparison_row(c: Comparison) -> dict:
     }
 
 
-def _stratum(s: Stratum | None) -> dict | None:
+def _stratum(s: Stratum | None, slow: bool = False) -> dict | None:
     """A ratio over some of a row's blocks (model.Stratum): its figures are
     null where the stratum had too few blocks for an interval."""
     if s is None:
         return None
     return {"ratio": json_number(s.ratio), "ci_low": json_number(s.ci_low), "ci_high": json_number(s.ci_high),
             "p_value": json_number(s.p_value), "blocks": s.blocks, "of_blocks": s.of_blocks,
-            "slow_blocks": s.slow_blocks}
+            **({"slow_blocks": s.slow_blocks} if slow else {})}  # same_mode's and slow_mode's: of its blocks
 
 
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:

@@ -286,6 +286,25 @@ def _interval(r: float, lo: float, hi: float) -> str:
     return f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def _same_said(ratio: str, same, fast, slow, every) -> str:
+    """A --same-mode headline's note: which blocks, each mode's own ratio,
+    and where the two modes' intervals do not meet, that it mixes them."""
+    n_fast = same.blocks - same.slow_blocks
+    which = (f"{n_fast} fast, {same.slow_blocks} slow; each mode's ratio weighted by its precision" if n_fast and
+             same.slow_blocks else f"{n_fast} fast: too few both slow to count" if n_fast else
+             f"{same.slow_blocks} slow: too few both fast to count")
+    apart = (slow is not None and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
+             and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low))
+    return (f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran in the same "
+            f"mode ({which}; --same-mode); in the fast mode alone it is "
+            f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, "
+            + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, "
+               if slow is not None else "")
+            + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}."
+            + (" The two modes' ratios differ (their intervals do not meet): the same-mode ratio lies between them; "
+               "--fast-mode gives the fast mode's alone." if apart else ""))
+
+
 def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> bool:
     """Whether a ratio's row is marked: either side's process means fell in
     two modes (a fast-mode ratio needs both)."""
@@ -317,14 +336,7 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
                         "side's fast mode set against the other side's mix would be biased wherever that side's "
                         "modes went undetected.")
             elif every is not None and r.c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
-                same, slow = r.c.same_mode, r.c.slow_mode
-                said = (f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran "
-                        f"in the same mode ({same.blocks - same.slow_blocks} fast, {same.slow_blocks} slow; "
-                        "each mode's ratio weighted by its precision; --same-mode); in the fast mode alone it is "
-                        f"{_interval(f.ratio, f.ci_low, f.ci_high)}, "
-                        + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, "
-                           if slow is not None else "")
-                        + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}.")
+                said = _same_said(ratio, r.c.same_mode, f, r.c.slow_mode, every)
             elif every is not None:  # --fast-mode: the headline is the fast mode's
                 said = (f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
                         f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
