@@ -173,6 +173,14 @@ def test_a_candidate_with_two_modes_gets_the_fast_mode_ratio_in_its_json_and_sco
     assert rows["fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3"]["slow_share"] > 0.2
     text = " ".join(capsys.readouterr().out.split())
     assert "~ getppid, fake:label=b" in text and "in which both ran in their fast mode it is 1.05" in text
+    assert vmtax("compare", "fake:slow_share=0.2,slow_by=1.3", "fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3",
+                 "--bench", "getppid", "--same-mode",
+                 "--max-time", "5s", "--cpu", "none", "--json", out, db=tmp_path / "v.db") == 0
+    (c,) = json.loads(out.read_text())["comparisons"]
+    assert c["estimand"] == "same mode" and c["ratio"] == pytest.approx(1.05, rel=0.01)
+    assert c["ratio"] == c["same_mode"]["ratio"] and c["same_mode"]["blocks"] >= c["fast_mode"]["blocks"]
+    text = " ".join(capsys.readouterr().out.split())
+    assert "its ratio over the blocks both sides ran in the same mode (--same-mode)" in text
 
 
 def test_fast_mode_and_same_mode_are_one_choice(capsys, db):
