@@ -111,7 +111,8 @@ def reanalysed(doc: dict, db: Path) -> dict:
     from vmtax.analysis import analyse
     from vmtax.report import jsondoc
     from vmtax.store import Store
-    data = Store(db, readonly=True).load(doc["run_id"])
+    with Store(db, readonly=True) as store:
+        data = store.load(doc["run_id"])
     now = {(c["benchmark"], c["candidate"]): c for c in jsondoc.document(data, *analyse(data))["comparisons"]}
     for c in doc["comparisons"]:
         got = now.get((c["benchmark"], c["candidate"]), {})
@@ -160,9 +161,9 @@ def hogged(args) -> int:
                 sys.exit(f"round {n} ({tag}) failed ({p.returncode}): {p.stderr[-2000:]}")
             print(f"  {tag}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
     db = OUT / "validity-hog.db"
-    found = [(n, tag, OUT / f"validity-hog-{tag}-{n}.json") for n in range(1, args.rounds + 1) for tag in WAY_FLAG]
+    found = [(n, tag, OUT / f"validity-hog-{tag}-{n}.json") for n in range(1, args.rounds + 1) for tag in args.ways]
     found = [(n, tag, reanalysed(json.loads(f.read_text()), db)) for n, tag, f in found if f.exists()]
-    docs = {tag: [d for _, t, d in found if t == tag] for tag in WAY_FLAG}
+    docs = {tag: [d for _, t, d in found if t == tag] for tag in args.ways}
     docs = {tag: d for tag, d in docs.items() if d}
     ran = [f"{n}{tag[0]}" for n, tag, d in sorted(found, key=lambda x: x[2]["started"])]  # as they ran
     parts, summary = [], {}
@@ -331,7 +332,8 @@ def main() -> int:
     ap.add_argument("--hog", action="store_true",
                     help="every round once each way (--ways) under the RT hog (results/validity-hog.md)")
     ap.add_argument("--ways", type=lambda v: v.split(","), metavar="WAY,WAY",
-                    help="with --hog: the ways each round runs, of plain, fast (--fast-mode), same (--same-mode)")
+                    help="with --hog: the ways each round runs (and --reuse reports), of plain, fast (--fast-mode), "
+                         "same (--same-mode); a round without a way's run is left out of that way's figures")
     ap.add_argument("--first", type=int, default=1, metavar="N",
                     help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds "
                          "(more rounds later)")

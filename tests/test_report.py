@@ -399,7 +399,7 @@ def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_
     slow = Stratum(1.05, 1.03, 1.07, 10, 40, 0.001, slow_blocks=10)
     said = _same_said("1.012 [1.003, 1.02]", Stratum(1.012, 1.003, 1.02, 30, 40, 0.01, slow_blocks=10), fast, slow,
                       every)
-    assert "(20 fast, 10 slow; each mode's ratio weighted by its precision; --same-mode)" in said
+    assert "(20 fast, 10 slow; each mode weighted by its blocks over their levels' spread; --same-mode)" in said
     assert "in the slow mode alone 1.050 [1.030, 1.070]" in said and "The two modes' ratios differ" in said
     near = Stratum(1.01, 1.0, 1.03, 10, 40, 0.2, slow_blocks=10)
     assert "differ" not in _same_said("r", Stratum(1.0, 0.99, 1.01, 30, 40, 0.5, slow_blocks=10), fast, near, every)

@@ -156,8 +156,9 @@ def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
               cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
     """Where both sides' process means fell in two modes: the ratio over
     the blocks whose two processes ran in the same mode, both fast or both
-    slow, each mode's ratio weighted by its precision (stats.StratifiedTest);
-    the blocks that straddle the modes, the noisiest, are left out.  It
+    slow, each mode weighted by its blocks over the spread of their levels
+    (stats.StratifiedTest); the blocks that straddle the modes, the
+    noisiest, are left out.  It
     estimates the tax with both sides in one state of the host, where the
     tax is the same in either (each mode's own ratio: fast_mode, and the
     slow mode's in the note); with few blocks both slow, the fast mode's."""

@@ -733,8 +733,9 @@ def build_parser() -> Parser:
                             "in the row's note); rows with one mode are as without it")
     modes.add_argument("--same-mode", action="store_true",
                        help="as --fast-mode, over the blocks both sides ran in the same mode, both fast or both "
-                            "slow, each mode's ratio weighted by its precision: the tax with both in one state of "
-                            "the host (where it is the same in either; each mode's own ratio is in the note)")
+                            "slow, each mode weighted by its blocks over their levels' spread: the tax with both in "
+                            "one state of the host (where it is the same in either; each mode's own ratio is in the "
+                            "note)")
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 

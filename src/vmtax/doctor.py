@@ -167,28 +167,48 @@ def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     return both, float(sps.t.ppf(0.975, both - 1)) * rms / math.sqrt(both)
 
 
+def _level_variance(means: list[float], targets: int, keep) -> float:
+    """The variance of log(a) + log(b) over the process pairs as far apart
+    as a block's two sides that `keep` holds, each lag weighted as in
+    _lagged: what the run weighs a mode by (stats.StratifiedTest); nan with
+    fewer than 2 such pairs."""
+    levels, weights = [], []
+    for k, w in slot_lags(targets).items():
+        got = [math.log(a) + math.log(b) for a, b in zip(means, means[k:]) if a > 0 and b > 0 and keep(a, b)]
+        levels += got
+        weights += [w / len(got)] * len(got) if got else []
+    if len(levels) < 2:
+        return math.nan
+    mean = sum(w * x for w, x in zip(weights, levels)) / sum(weights)
+    var = sum(w * (x - mean) ** 2 for w, x in zip(weights, levels)) / sum(weights) * len(levels) / (len(levels) - 1)
+    return max(var, stats.MODES_LOG_FLOOR ** 2)
+
+
 def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tuple[int, int, float]:
     """With compare --same-mode: (the blocks of `blocks` whose two processes
     ran in the same mode, of them those both slow, the 95% CI half-width of
-    the same-mode ratio): each mode's pairs as buyable_fast counts the fast
-    ones, the two half-widths combined as the run combines its strata
-    (1/h^2 adds; the slow mode's only from analysis.SAME_MIN blocks)."""
+    the same-mode ratio): each mode's pairs counted as buyable_fast counts
+    the fast ones, its half-width from their spread, and the two combined as
+    the run combines them (stats.stop_halfwidth_strata: weights of blocks
+    over the variance of their levels); a mode counts from analysis.SAME_MIN
+    blocks."""
     from .analysis import SAME_MIN
     if n.modes is None:
         return blocks, 0, math.inf
     slow = n.modes.is_slow
-    inv, counts = 0.0, []
+    counts, parts = [], []
     for keep in (lambda a, b: not slow(a) and not slow(b), lambda a, b: slow(a) and slow(b)):
         share, rms = _lagged(means, targets, keep)
         k = int(blocks * share)
         k = k if k >= SAME_MIN else 0
         counts.append(k)
-        if k >= 2 and math.isfinite(rms) and rms > 0:
-            inv += k / (float(sps.t.ppf(0.975, k - 1)) * rms) ** 2
+        v = _level_variance(means, targets, keep)
+        if k >= 2 and math.isfinite(rms) and rms > 0 and math.isfinite(v):
+            parts.append((k / v, float(sps.t.ppf(0.975, k - 1)) * rms / math.sqrt(k)))
     both = sum(counts)
-    if both < MIN_BLOCKS or inv == 0:
+    if both < MIN_BLOCKS or not parts:
         return both, counts[1], math.inf
-    return both, counts[1], 1 / math.sqrt(inv)
+    return both, counts[1], math.sqrt(sum((w * h) ** 2 for w, h in parts)) / sum(w for w, _ in parts)
 
 
 def measure(target, spec: BenchSpec, processes: int, cpu: int | None,

@@ -48,7 +48,7 @@ def comparison_row(c: Comparison) -> dict:
         "metrics": {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
                     for name, (r, lo, hi) in c.metrics.items()},
         "fast_mode": _stratum(c.fast_mode),
-        "same_mode": _stratum(c.same_mode, slow=True),  # both fast or both slow, each mode weighted by its precision
+        "same_mode": _stratum(c.same_mode, slow=True),  # both fast or both slow, the modes weighted
         "slow_mode": _stratum(c.slow_mode, slow=True),
         # compare --fast-mode (--same-mode) on a row with two modes: ratio/ratio_ci_* are fast_mode's
         # (same_mode's), and these every block's

@@ -290,8 +290,8 @@ def _same_said(ratio: str, same, fast, slow, every) -> str:
     """A --same-mode headline's note: which blocks, each mode's own ratio,
     and where the two modes' intervals do not meet, that it mixes them."""
     n_fast = same.blocks - same.slow_blocks
-    which = (f"{n_fast} fast, {same.slow_blocks} slow; each mode's ratio weighted by its precision" if n_fast and
-             same.slow_blocks else f"{n_fast} fast: too few both slow to count" if n_fast else
+    which = (f"{n_fast} fast, {same.slow_blocks} slow; each mode weighted by its blocks over their levels' spread"
+             if n_fast and same.slow_blocks else f"{n_fast} fast: too few both slow to count" if n_fast else
              f"{same.slow_blocks} slow: too few both fast to count")
     apart = (slow is not None and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
              and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low))
