@@ -378,8 +378,8 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
     flat = " ".join((terminal.run_header(data) + scoreboard.render_text(data, ms, cs)).split())
     assert "a row with two modes (~): its ratio over the blocks both sides ran in the same mode (--same-mode)" in flat
-    assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode's ratio weighted "
-            "by its precision; --same-mode); in the fast mode alone it is 1.5") in flat
+    assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
+            "blocks over their levels' spread; --same-mode); in the fast mode alone it is 1.5") in flat
     assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["estimand"] == "same mode" and row["same_mode"]["slow_blocks"] == slow.blocks
