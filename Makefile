@@ -34,11 +34,11 @@ DEMO_BENCH := getppid segv forkwait page_fault null_read stat sig_handle fork_ex
               ctx_2p_16k mmap pi cpuid tlb_4k sysbench_cpu
 
 demo: setup
-	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --tool-seconds 2 --fast-mode \
+	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --tool-seconds 2 --same-mode \
 	  --bench $(DEMO_BENCH)
 
 demo-all: setup
-	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --fast-mode
+	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --same-mode
 
 test: setup
 	$(MAKE) -C agent test

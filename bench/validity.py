@@ -200,7 +200,7 @@ def hogged(args) -> int:
     text = "\n".join([
         "# Validity on a host made noisy: false positives and power under the RT hog", "",
         f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/validity.py --hog --rounds "
-        f"{args.rounds} --max-time {args.max_time}` (the runs {span}) on {env.get('cpu_model')}, "
+        f"{args.rounds} --max-time {args.max_time} --ways {','.join(args.ways)}` (the runs {span}) on {env.get('cpu_model')}, "
         f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). Every run under "
         f"bench/twostate.py's RT hog on CPU {hog_cpu()} (SCHED_FIFO, a third of the CPU in 0.5 ms slices through "
         "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. The runs in the order "
