@@ -158,10 +158,10 @@ def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     the blocks whose two processes ran in the same mode, both fast or both
     slow, each mode weighted by its blocks over the spread of their levels
     (stats.StratifiedTest); the blocks that straddle the modes, the
-    noisiest, are left out.  It
-    estimates the tax with both sides in one state of the host, where the
-    tax is the same in either (each mode's own ratio: fast_mode, and the
-    slow mode's in the note); with few blocks both slow, the fast mode's."""
+    noisiest, are left out.  It estimates the tax with both sides in one
+    state of the host, where the tax is the same in either (each mode's own
+    ratio: fast_mode and slow_mode, in the note); a mode with fewer than
+    SAME_MIN blocks does not count (then it is the other mode's ratio)."""
     got = same_blocks(base, cand, base_modes, cand_modes)
     if got is None:
         return None
