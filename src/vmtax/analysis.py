@@ -11,8 +11,8 @@ import numpy as np
 
 from . import metrics as metrics_registry
 from . import stats
-from .model import (FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, Sample, Stratum,
-                    Summary, TargetInfo)
+from .model import (FAST_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, Sample, Stratum,
+                    Summary, TargetInfo, headline_of)
 
 ALPHA = 0.05
 
@@ -144,12 +144,13 @@ SAME_MIN = stats.STRATUM_MIN  # a mode's blocks counted in the same-mode ratio o
 def same_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
                 cand_modes: Modes | None) -> tuple[list[int], list[int]] | None:
     """(the blocks both sides ran in their fast mode, those both ran in
-    their slow mode); the latter empty below SAME_MIN; None as fast_blocks."""
+    their slow mode), each empty below SAME_MIN (that mode does not count);
+    None as fast_blocks.  The runner's stop and the report go by it."""
     fast = fast_blocks(base, cand, base_modes, cand_modes)
     if fast is None or base_modes is None or cand_modes is None:
         return None
     slow = [k for k in sorted(base.keys() & cand.keys()) if base_modes.is_slow(base[k]) and cand_modes.is_slow(cand[k])]
-    return fast, slow if len(slow) >= SAME_MIN else []
+    return tuple(m if len(m) >= SAME_MIN else [] for m in (fast, slow))
 
 
 def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
@@ -166,8 +167,6 @@ def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     if got is None:
         return None
     fast, slow = got
-    if len(fast) < SAME_MIN:
-        fast = []
     keep = fast + slow
     of = len(base.keys() & cand.keys())
     if len(keep) < 2:
@@ -200,11 +199,6 @@ def headline_stratum(c: Comparison, which: str, alpha: float = ALPHA) -> Compari
     every = Stratum(c.ratio, c.ratio_ci_low, c.ratio_ci_high, f.of_blocks, f.of_blocks, c.p_value)
     return replace(c, ratio=f.ratio, ratio_ci_low=f.ci_low, ratio_ci_high=f.ci_high, p_value=f.p_value,
                    significant=f.p_value < alpha, all_modes=every, headline=which)
-
-
-def headline_of(config: dict) -> str | None:
-    """Which stratum a run's rows with two modes report (its --fast-mode or --same-mode), or None."""
-    return SAME_MODE if config.get("same_mode") else FAST_MODE if config.get("fast_mode") else None
 
 
 def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, float],

@@ -97,6 +97,11 @@ class Modes:
 
 FAST_MODE, SAME_MODE, ALL_BLOCKS = "fast mode", "same mode", "all blocks"  # Comparison.estimand: a JSON contract
 
+
+def headline_of(config: dict) -> str | None:
+    """Which stratum a run's rows with two modes report (its --fast-mode or --same-mode), or None."""
+    return SAME_MODE if config.get("same_mode") else FAST_MODE if config.get("fast_mode") else None
+
 STOPPED = ("precision", "budget", "error", "skipped", "interrupted")
 
 
@@ -120,8 +125,9 @@ class Stratum:
     """A ratio over some of a row's paired blocks: those in which both
     sides' processes ran in their fast mode, where both sides' process
     means fell in two modes -- the uncontended stratum; those in which
-    both ran in the same mode, fast or slow (each mode's ratio weighted by
-    its precision); or, beside such a headline, all of them."""
+    both ran in the same mode, fast or slow (analysis.same_mode: each mode
+    weighted by its blocks over their levels' spread); or, beside such a
+    headline, all of them."""
     ratio: float
     ci_low: float
     ci_high: float

@@ -426,9 +426,9 @@ class Runner:
                     got = analysis.same_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))
                     if got is not None:
                         fast, slow = got
-                        keep = (fast if len(fast) >= analysis.SAME_MIN else []) + slow
+                        keep = fast + slow
                         out[n] = (float("inf") if len(keep) < self.cfg.min_processes else stats.stop_halfwidth_strata(
-                            [cb[k] for k in keep], [bb[k] for k in keep], [k in set(slow) for k in keep]))
+                            [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)))
                         continue
                 if self.cfg.fast_mode:  # judged in the fast mode where a side has two (as reported)
                     keep = analysis.fast_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))

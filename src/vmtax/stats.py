@@ -246,12 +246,20 @@ class PairedTest:
 STRATUM_MIN = 3  # pairs a stratum needs (a spread to weigh it by)
 
 
-def _stratum_spreads(c: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> list[float]:
-    """Each stratum's variance of log(cand) + log(base) over its pairs (the
-    blocks' level, floored at MODES_LOG_FLOOR^2): swapping a pair's cand/theta
-    and base leaves it as it was at every theta, and theta shifts every
-    level alike, so it is label-free and the same at every theta."""
-    return [max(float(np.var(np.log(c[idx]) + np.log(b[idx]), ddof=1)), MODES_LOG_FLOOR ** 2) for idx in groups]
+def _strata(strata: Sequence[int], k: int) -> list[np.ndarray]:
+    """The indices of the first k pairs in each stratum, strata in label order."""
+    labels = np.asarray([int(x) for x in strata[:k]])
+    return [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+
+
+def _stratum_weights(c: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> list[float]:
+    """Each stratum's pairs over the variance of log(cand) + log(base) over
+    them (the blocks' level, floored at MODES_LOG_FLOOR^2): swapping a pair's
+    cand/theta and base leaves a level as it was at every theta, and theta
+    shifts every level alike, so the weight is label-free and the same at
+    every theta."""
+    return [idx.size / max(float(np.var(np.log(c[idx]) + np.log(b[idx]), ddof=1)), MODES_LOG_FLOOR ** 2)
+            for idx in groups]
 
 
 class StratifiedTest(PairedTest):
@@ -259,7 +267,7 @@ class StratifiedTest(PairedTest):
     blocks both sides ran in their fast mode, those both ran in their slow
     mode): each stratum's relative difference Z = sum(cand - theta*base) /
     sum(cand + theta*base) (about half its log ratio less log theta) counted
-    with a weight n / v, v the variance of its pairs' levels (_stratum_spreads:
+    with a weight n / v, v the variance of its pairs' levels (_stratum_weights:
     label-free and the same at every theta, so the test stays exact, and
     each stratum's term falls as theta rises, so the statistic crosses 0
     once).  The ratio is where it does: the ratio of means with one stratum,
@@ -274,11 +282,10 @@ class StratifiedTest(PairedTest):
         if len(strata) < k:
             raise ValueError("every pair needs its stratum")
         self.exact = k <= EXACT_PAIRS
-        labels = np.asarray([int(x) for x in strata[:k]])
-        self.groups = [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+        self.groups = _strata(strata, k)
         if min(idx.size for idx in self.groups) < STRATUM_MIN:
             raise ValueError(f"every stratum needs {STRATUM_MIN} pairs")
-        self.w = [idx.size / v for idx, v in zip(self.groups, _stratum_spreads(self.c, self.b, self.groups))]
+        self.w = _stratum_weights(self.c, self.b, self.groups)
         sc: list[list[np.ndarray]] = [[] for _ in self.groups]
         sb: list[list[np.ndarray]] = [[] for _ in self.groups]
         for signs in _sign_chunks(k):
@@ -336,11 +343,10 @@ def stop_halfwidth_strata(cand: Sequence[float], base: Sequence[float], strata: 
     strata's log ratios); inf where a stratum has fewer than STRATUM_MIN
     pairs or one's own is unbounded.  Label-free as stop_halfwidth is."""
     c, b = _pairs(cand, base)
-    labels = np.asarray([int(x) for x in strata[:c.size]])
-    groups = [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+    groups = _strata(strata, c.size)
     if not groups or min(idx.size for idx in groups) < STRATUM_MIN:
         return float("inf")
-    w = [idx.size / v for idx, v in zip(groups, _stratum_spreads(c, b, groups))]
+    w = _stratum_weights(c, b, groups)
     h = [stop_halfwidth(c[idx], b[idx]) for idx in groups]
     if not all(math.isfinite(x) for x in h):
         return float("inf")

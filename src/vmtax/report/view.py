@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model import SAME_MODE, BenchSpec, Comparison, Measurement, RunData
+from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, RunData, headline_of
 from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
 
 TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
@@ -225,10 +225,12 @@ def header(data: RunData) -> Header:
                   f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
                   "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
-                  f"a row with two modes ({MODES_MARK}): its ratio over the blocks both sides ran in the same mode "
-                  "(--same-mode)" if cfg.get("same_mode") else
-                  f"a row with two modes ({MODES_MARK}): its ratio in the fast mode (--fast-mode)"
-                  if cfg.get("fast_mode") else "")
+                  f"a row with two modes ({MODES_MARK}): its ratio {HEADLINE_SAID[headline_of(cfg)]}"
+                  if headline_of(cfg) else "")
+
+
+HEADLINE_SAID = {FAST_MODE: "in the fast mode (--fast-mode)",
+                 SAME_MODE: "over the blocks both sides ran in the same mode (--same-mode)"}
 
 
 @dataclass(frozen=True)
