@@ -323,7 +323,7 @@ def test_with_two_modes_on_one_side_only_there_is_no_fast_mode_ratio_and_the_not
     text = scoreboard.render_text(data, ms, cs)
     assert re.search(r"getppid +1\.\d\d\*.~", text), text
     flat = " ".join(text.split())
-    assert "local: one mode" in flat and "no fast-mode ratio: one side's fast mode set against" in flat
+    assert "local: one mode" in flat and "no ratio within a mode (fast or same): one side's mode set against" in flat
     assert jsondoc.document(data, ms, cs)["comparisons"][0]["fast_mode"] is None
 
 

@@ -270,8 +270,8 @@ def pivot(t: Table) -> list[Line]:
 
 # -- rows whose processes fell in two modes ------------------------------------------
 MODES_MARK = "~"
-MODES_LEGEND = (f"{MODES_MARK} the processes of a side fell in two modes (a note below says which, and "
-                "the ratio in the fast mode)")
+MODES_LEGEND = (f"{MODES_MARK} the processes of a side fell in two modes (a note below gives both, and the "
+                "ratio within a mode where both sides had two)")
 
 
 def _modes_of(target: str, m: Measurement | None) -> str:
@@ -334,9 +334,9 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
             ratio = _interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)
             fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
             if f is None:
-                said = (f"The ratio {ratio} is of the means over the modes as they fell; no fast-mode ratio: one "
-                        "side's fast mode set against the other side's mix would be biased wherever that side's "
-                        "modes went undetected.")
+                said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode "
+                        "(fast or same): one side's mode set against the other side's mix would be biased wherever "
+                        "that side's modes went undetected.")
             elif every is not None and r.c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
                 said = _same_said(ratio, r.c.same_mode, f, r.c.slow_mode, every)
             elif every is not None:  # --fast-mode: the headline is the fast mode's
