@@ -15,14 +15,15 @@ the container read 0.66-0.83x the bare machine on most rows -- a true
 figure about contention across cgroups, not a host state.)  Time-sharing,
 not a busy SMT sibling, but process means in two modes lasting seconds, the
 shape the cloud host showed.  Each round runs the demo's own command (read
-from the Makefile: its targets, budget and rows), in ABBA order over rounds:
-without --fast-mode, with it, with it, without it, ... and the summary gives,
-per way and target, the median 95% half-width of the ratios, the ratios
-within +-1%, the rows the budget stopped before the precision did,
-and the fast-mode headlines, into results/noisydemo.md (the JSON documents
-results/noisydemo-*.json are not kept in git).
+from the Makefile: its targets, budget and rows) once each way (--ways, of
+plain: without a mode flag, fast: --fast-mode, same: --same-mode), the order
+rotated round by round (ABBA with two ways), and the summary gives, per way
+and target, the median 95% half-width of the ratios, the ratios within +-1%,
+the rows the budget stopped before the precision did, and the rows headlined
+by a mode's stratum, into results/noisydemo.md (the JSON documents
+results/noisydemo-NN-WAY.json are not kept in git).
 
-Usage: .venv/bin/python bench/noisydemo.py [--rounds 2] [--first N] [--reuse]
+Usage: .venv/bin/python bench/noisydemo.py [--rounds 1] [--ways plain,fast,same] [--first N] [--reuse]
 """
 from __future__ import annotations
 
@@ -37,21 +38,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from demojob import demo_args  # noqa: E402
+from demojob import WAY_FLAG, WAY_NAME, demo_args, rotated, ways_arg  # noqa: E402
 from twostate import OUT, VMTAX, hog, stop  # noqa: E402
 
 
 def demo_command() -> list[str]:
     """The demo's compare as the Makefile has it, less its mode flag (--same-mode since 2026-11-26 10:40
-    UTC; each way here adds --fast-mode, as its recorded runs did, or not)."""
+    UTC): each way adds its own."""
     return [w for w in demo_args() if w not in ("--fast-mode", "--same-mode")]
 
 
-def one(i: int, fast: bool) -> Path:
-    out = OUT / f"noisydemo-{i:02d}-{'fast' if fast else 'plain'}.json"
+def one(i: int, way: str) -> Path:
+    out = OUT / f"noisydemo-{i:02d}-{way}.json"
     cpu = max(0, (os.cpu_count() or 1) - 1)  # the CPU --cpu auto picks, named: the hog goes there too
-    cmd = [VMTAX] + demo_command() + ["--cpu", str(cpu), "--json", str(out)]
-    cmd += ["--fast-mode"] if fast else []
+    cmd = [VMTAX] + demo_command() + ["--cpu", str(cpu), "--json", str(out)] + WAY_FLAG[way]
     print("$", " ".join(cmd[1:]), flush=True)
     h = hog(cpu, 3600, seed=1000 + i, rt=True)
     try:
@@ -68,9 +68,9 @@ def half(c: dict) -> float:
 
 
 def summary(paths: list[Path]) -> list[str]:
-    out = ["| way | runs | target | median ±CI | within ±1% | stopped by the budget | fast-mode headlines | a run took (median) |",
-           "|---|---:|---|---:|---:|---:|---:|---:|"]
-    for way in ("plain", "fast"):
+    out = ["| way | runs | target | median ±CI | within ±1% | stopped by the budget | a mode's stratum headlined "
+           "| a run took (median) |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for way in WAY_FLAG:
         docs = [json.loads(p.read_text()) for p in paths if p.name.endswith(f"-{way}.json") and p.exists()]
         if not docs:
             continue
@@ -81,21 +81,26 @@ def summary(paths: list[Path]) -> list[str]:
         for name, group in groups:
             h = [half(c) for c in group]
             unsure = sum(c["stopped_by"] == "budget" for c in group)
-            out.append(f"| {'--fast-mode' if way == 'fast' else 'as before'} | {len(docs)} | {name} | "
-                       f"±{statistics.median(h):.2%} | {sum(x <= 0.01 for x in h)} of {len(group)} | "
-                       f"{unsure} | {sum(c.get('estimand') == 'fast mode' for c in group)} | {took:.0f} s |")
+            strata = sum(c.get("estimand") in ("fast mode", "same mode") for c in group)
+            out.append(f"| {WAY_NAME[way]} | {len(docs)} | {name} | ±{statistics.median(h):.2%} | "
+                       f"{sum(x <= 0.01 for x in h)} of {len(group)} | {unsure} | {strata} | {took:.0f} s |")
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=2, help="rounds of each way")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds: each runs every way once")
+    ap.add_argument("--ways", type=ways_arg, default=["plain", "fast", "same"], metavar="WAY,WAY",
+                    help=f"of {', '.join(WAY_FLAG)} (default all three)")
     ap.add_argument("--first", type=int, default=0, metavar="N", help="number the new runs from N (a series continued)")
     ap.add_argument("--reuse", action="store_true", help="summarise the stored runs only")
     a = ap.parse_args()
     if not a.reuse:
-        for i in range(a.first, a.first + 2 * a.rounds):
-            one(i, (i % 4) in (1, 2))  # ABBA
+        i = a.first
+        for r in range(a.rounds):
+            for way in rotated(a.ways, r):
+                one(i, way)
+                i += 1
     paths = sorted(OUT.glob("noisydemo-[0-9]*.json"))
     docs = [json.loads(p.read_text()) for p in paths]
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
@@ -104,7 +109,7 @@ def main() -> int:
     cmd = " ".join(demo_command())
     text = "\n".join([
         f"`bench/noisydemo.py`, {len(paths)} runs ({span}, {cpu}, {os.cpu_count()} CPUs), each `vmtax {cmd} "
-        f"--cpu N [--fast-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it (a third of "
+        f"--cpu N [--fast-mode | --same-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it (a third of "
         f"the CPU) in stretches of 0.5-2 s", "",
         *summary(paths), "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs), ""])
     print(text)

@@ -49,6 +49,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from demojob import WAY_FLAG, WAY_NAME, rotated, ways_arg  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
 OUT = REPO / "results"
@@ -68,8 +72,6 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
     return cmd + (["--fast-mode"] if args.fast_mode else [])
 
 
-WAY_FLAG = {"plain": [], "fast": ["--fast-mode"], "same": ["--same-mode"]}  # --hog's ways
-WAY_NAME = {"plain": "as before", "fast": "with --fast-mode", "same": "with --same-mode"}
 
 
 def stem(args) -> str:
@@ -123,7 +125,6 @@ def reanalysed(doc: dict, db: Path) -> dict:
 def hogged(args) -> int:
     """Each round once each way (--ways: as before, --fast-mode, --same-mode; the order rotated round by
     round, ABBA with two), under the RT hog on the measured CPU."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from twostate import hog, stop
     if not args.reuse:  # the host's noise under the hog, in the same hour, before the rounds
         from vmtax import suite
@@ -145,8 +146,7 @@ def hogged(args) -> int:
         return (int(tail), "") if tail.isdigit() else (10 ** 6, tail)
     doctor = "\n".join(f.read_text().strip() for f in sorted(OUT.glob("validity-hog-doctor-*.txt"), key=order_of))
     for n in range(1, args.rounds + 1):
-        k = (n - 1) % len(args.ways)
-        for tag in args.ways[k:] + args.ways[:k]:  # rotated round by round: ABBA with two ways
+        for tag in rotated(args.ways, n - 1):
             if args.reuse or n < args.first:
                 continue
             cmd = round_command(args, n, tag)
@@ -331,7 +331,7 @@ def main() -> int:
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
     ap.add_argument("--hog", action="store_true",
                     help="every round once each way (--ways) under the RT hog (results/validity-hog.md)")
-    ap.add_argument("--ways", type=lambda v: v.split(","), metavar="WAY,WAY",
+    ap.add_argument("--ways", type=ways_arg, metavar="WAY,WAY",
                     help="with --hog: the ways each round runs (and --reuse reports), of plain, fast (--fast-mode), "
                          "same (--same-mode); a round without a way's run is left out of that way's figures")
     ap.add_argument("--first", type=int, default=1, metavar="N",
@@ -343,8 +343,6 @@ def main() -> int:
     if args.ways and not args.hog:
         ap.error("--ways goes with --hog")
     args.ways = args.ways or ["plain", "fast"]
-    if not set(args.ways) <= set(WAY_FLAG) or len(set(args.ways)) != len(args.ways):
-        ap.error(f"--ways: each of {', '.join(WAY_FLAG)} at most once, got {','.join(args.ways)}")
     if args.hog and (args.against or args.fast_mode):
         ap.error("--hog runs its ways itself; not with --against or --fast-mode")
     OUT.mkdir(exist_ok=True)
