@@ -117,19 +117,28 @@ def slot_lags(targets: int) -> dict[int, float]:
     return {k: 2 * (t - k) / (t * (t - 1)) for k in range(1, t)}
 
 
+def _kept_pairs(means: list[float], targets: int, keep) -> list[tuple[float, int, list[tuple[float, float]]]] | None:
+    """Per lag of slot_lags: (its weight, its process pairs, those of them
+    `keep` holds), the pairs being processes as far apart as a block's two
+    sides; None where a lag has no pair (fewer processes than targets)."""
+    out = []
+    for k, w in slot_lags(targets).items():
+        pairs = [(a, b) for a, b in zip(means, means[k:]) if a > 0 and b > 0]
+        if not pairs:
+            return None
+        out.append((w, len(pairs), [(a, b) for a, b in pairs if keep(a, b)]))
+    return out
+
+
 def _lagged(means: list[float], targets: int, keep=lambda a, b: True) -> tuple[float, float]:
     """(the share of process pairs k apart that `keep` holds, the RMS of
     their log ratios), each lag weighted as a block's pairs fall
     (slot_lags); (0, inf) where none is kept or a lag has no pair (fewer
     processes than targets)."""
     share = msq = 0.0
-    for k, w in slot_lags(targets).items():
-        pairs = [(a, b) for a, b in zip(means, means[k:]) if a > 0 and b > 0]
-        if not pairs:
-            return 0.0, math.inf
-        kept = [math.log(b / a) ** 2 for a, b in pairs if keep(a, b)]
-        share += w * len(kept) / len(pairs)
-        msq += w * len(kept) / len(pairs) * (statistics.fmean(kept) if kept else 0.0)
+    for w, n, kept in _kept_pairs(means, targets, keep) or []:
+        share += w * len(kept) / n
+        msq += w * len(kept) / n * (statistics.fmean(math.log(b / a) ** 2 for a, b in kept) if kept else 0.0)
     return (share, math.sqrt(msq / share)) if share > 0 else (0.0, math.inf)
 
 
@@ -173,8 +182,8 @@ def _level_variance(means: list[float], targets: int, keep) -> float:
     _lagged: what the run weighs a mode by (stats.StratifiedTest); nan with
     fewer than 2 such pairs."""
     levels, weights = [], []
-    for k, w in slot_lags(targets).items():
-        got = [math.log(a) + math.log(b) for a, b in zip(means, means[k:]) if a > 0 and b > 0 and keep(a, b)]
+    for w, _, kept in _kept_pairs(means, targets, keep) or []:
+        got = [math.log(a) + math.log(b) for a, b in kept]
         levels += got
         weights += [w / len(got)] * len(got) if got else []
     if len(levels) < 2:
