@@ -3,6 +3,7 @@ import csv
 import io
 import json
 import os
+import math
 import re
 from pathlib import Path
 
@@ -259,10 +260,10 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     assert [fmt_goal(g) for g in (0.05, 0.01, 0.001, 0.0005, None)] == ["5.0%", "1.0%", "0.1%", "0.05%", "-"]
 
 
-def _bimodal_run(kind="compare", base_slow=0.2):
+def _bimodal_run(kind="compare", base_slow=0.2, cand_slow=0.5):
     """40 blocks of getppid: the baseline 1.3x slower in base_slow of its
     processes, the candidate 1.5x slower than it and 1.3x slower again in
-    half of its processes."""
+    cand_slow of its processes."""
     import random as _random
     from vmtax.model import Sample
     data = run(kind=kind, names=("local", "qemu:accel=tcg") if kind == "compare" else ("qemu:accel=tcg",))
@@ -272,7 +273,7 @@ def _bimodal_run(kind="compare", base_slow=0.2):
     for blk in range(40):
         for name in [t.name for t in data.targets]:
             mean = (100.0 * (1.3 if rng.random() < base_slow else 1.0) if name == "local"
-                    else 150.0 * (1.3 if rng.random() < 0.5 else 1.0))
+                    else 150.0 * (1.3 if rng.random() < cand_slow else 1.0))
             for seq in range(4):
                 samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
                                       warmup=seq == 0, t=1767268800.0 + blk, block=blk))
@@ -347,13 +348,13 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert c.p_value == c.fast_mode.p_value and c.significant
     text = terminal.run_header(data) + scoreboard.render_text(data, ms, cs)
     flat = " ".join(text.split())
-    assert "a row with two modes (~): its ratio in the fast mode (--fast-mode)" in flat
+    assert "a row with two modes on both sides (~): its ratio in the fast mode (--fast-mode), where those blocks give an interval" in flat
     assert "(--fast-mode); over the modes as they fell it is 1.6" in flat
     doc = jsondoc.document(data, ms, cs)
     (row,) = doc["comparisons"]
     assert row["estimand"] == "fast mode" and row["ratio"] == pytest.approx(c.fast_mode.ratio)
     assert row["all_modes"]["ratio"] == pytest.approx(c.all_modes.ratio)
-    assert "Ratios: a row with two modes (\\~)" in markdown.document(data, ms, cs)
+    assert "Ratios: a row with two modes on both sides (\\~)" in markdown.document(data, ms, cs)
     from vmtax import watch as w
     from vmtax.report import watch as wr
     (g,) = wr.gate_json(w.gate(data, cs, 0.02))["rows"]
@@ -377,7 +378,7 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert c.p_value == s.p_value and c.estimand == "same mode"
     assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
     flat = " ".join((terminal.run_header(data) + scoreboard.render_text(data, ms, cs)).split())
-    assert "a row with two modes (~): its ratio over the blocks both sides ran in the same mode (--same-mode)" in flat
+    assert "a row with two modes on both sides (~): its ratio over the blocks both sides ran in the same mode (--same-mode)" in flat
     assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
             "blocks over their levels' spread; --same-mode); in the fast mode alone it is 1.5") in flat
     assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
@@ -390,6 +391,23 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert g["estimand"] == "same mode" and g["why"].endswith("(--same-mode)")
     data.config["same_mode"], data.config["fast_mode"] = False, True
     assert analyse(data)[1][0].ratio == f.ratio  # --fast-mode: the fast stratum's, as before
+
+
+def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_note_says_so():
+    data = _bimodal_run(base_slow=0.85, cand_slow=0.85)  # both fast in a block or two only
+    data.config["fast_mode"] = True
+    ms, cs = analyse(data)
+    (c,) = cs
+    f = c.fast_mode
+    assert f is not None and f.blocks < 6 and not math.isfinite(f.ci_high)
+    assert c.estimand == "all blocks" and c.all_modes is None
+    flat = " ".join(scoreboard.render_text(data, ms, cs).split())
+    assert (f"The ratio {c.ratio:.3f} [" in flat and f"is of the means over the modes as they fell: {f.blocks} of 40 "
+            "blocks ran with both sides in their fast mode, too few for an interval, so --fast-mode did not report "
+            "them.") in flat
+    data.config["fast_mode"], data.config["same_mode"] = False, True  # the slow blocks give it one
+    (c,) = analyse(data)[1]
+    assert c.estimand == "same mode" and c.same_mode.slow_blocks > 20
 
 
 def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_few_blocks():

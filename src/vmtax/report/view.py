@@ -225,8 +225,8 @@ def header(data: RunData) -> Header:
                   f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
                   "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
-                  f"a row with two modes ({MODES_MARK}): its ratio {HEADLINE_SAID[headline_of(cfg)]}"
-                  if headline_of(cfg) else "")
+                  f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline_of(cfg)]}, "
+                  "where those blocks give an interval" if headline_of(cfg) else "")
 
 
 HEADLINE_SAID = {FAST_MODE: "in the fast mode (--fast-mode)",
@@ -328,6 +328,7 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
     by = {(r.m.target, r.m.benchmark.name): r for r in t.rows}
     for r in t.rows:
         name, target = r.m.benchmark.name, r.m.target
+        which = headline_of(r.run.config)  # its run's --fast-mode or --same-mode
         base = by[(r.c.baseline, name)].m if r.c is not None and (r.c.baseline, name) in by else None
         if bimodal(r.c, r.m, base):
             f, every = r.c.fast_mode, r.c.all_modes
@@ -342,6 +343,12 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
             elif every is not None:  # --fast-mode: the headline is the fast mode's
                 said = (f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
                         f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
+            elif which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
+                s = f if which == FAST_MODE else r.c.same_mode
+                said = (f"The ratio {ratio} is of the means over the modes as they fell: {s.blocks} of {s.of_blocks} "
+                        f"blocks ran with both sides in {'their fast mode' if which == FAST_MODE else 'one mode'}, "
+                        f"too few for an interval, so {'--fast-mode' if which == FAST_MODE else '--same-mode'} "
+                        "did not report them.")
             else:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
                         f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
