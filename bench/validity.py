@@ -292,6 +292,20 @@ def binomial_lower(k: int, n: int) -> float:
     return 0.0 if k == 0 else float(beta.ppf(0.05, k, n - k + 1))
 
 
+def uniform_said(ps: list[float]) -> str:
+    """Whether the A/A rows' p-values are as uniform as a test that holds its
+    error rate makes them: the shares below 0.01, 0.05 and 0.10, and a
+    Kolmogorov-Smirnov test against the uniform (the sign-flip p-values are
+    a little discrete, which makes it conservative)."""
+    if not ps:
+        return "A/A p-values: none."
+    from scipy import stats as sps
+    ks = sps.kstest(ps, "uniform")
+    below = ", ".join(f"{sum(p < q for p in ps)} below {q:g}" for q in (0.01, 0.05, 0.1))
+    return (f"A/A p-values, of {len(ps)}: {below} (a test that holds its error rate: 1%, 5%, 10% of them); "
+            f"against the uniform, Kolmogorov-Smirnov D {ks.statistic:.3f}, p {ks.pvalue:.2f}.")
+
+
 def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
     rows: dict[str, dict] = {}
     for doc in docs:
@@ -309,9 +323,11 @@ def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
     aa_n = sum(r["aa_n"] for r in rows.values())
     slow = sum(r["slow"] for r in rows.values())
     slow_n = sum(r["slow_n"] for r in rows.values())
+    ps = [c["p_value"] for doc in docs for c in doc["comparisons"]
+          if c["candidate"] == "local:label=aa" and c.get("p_value") is not None]
     lines = [f"**A/A rows flagged: {aa} of {aa_n} ({aa / aa_n * 100:.1f}%, 95% upper bound "
              f"{binomial_upper(aa, aa_n) * 100:.1f}%)** — goal at most 5%.",
-             "",
+             "", uniform_said(ps), "",
              f"**{inject:g}% slowdown flagged (and above 1): {slow} of {slow_n} "
              f"({slow / slow_n * 100:.1f}%, 95% lower bound {binomial_lower(slow, slow_n) * 100:.1f}%)** "
              "— goal at least 95%.", "",
@@ -321,6 +337,7 @@ def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
         med = f"{statistics.median(r['ratios']):.3f}" if r["ratios"] else "-"
         lines.append(f"| {name} | {r['aa']}/{r['aa_n']} | {r['slow']}/{r['slow_n']} | {med} |")
     summary = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": slow, "slow_rows": slow_n,
+               "aa_p_below": {str(q): sum(p < q for p in ps) for q in (0.01, 0.05, 0.1)}, "aa_p_values": len(ps),
                "per_row": {k: {kk: v for kk, v in r.items() if kk != "ratios"} for k, r in rows.items()}}
     return "\n".join(lines), summary
 
