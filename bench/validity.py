@@ -72,8 +72,6 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
     return cmd + (["--fast-mode"] if args.fast_mode else [])
 
 
-
-
 def stem(args) -> str:
     """The rounds' files: validity-N.json, or validity-fast-N.json with --fast-mode (and its .md),
     validity-hog-{plain,fast}-N.json with --hog."""

@@ -347,8 +347,8 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
                 s = f if which == FAST_MODE else r.c.same_mode
                 said = (f"The ratio {ratio} is of the means over the modes as they fell: {s.blocks} of {s.of_blocks} "
                         f"blocks ran with both sides in {'their fast mode' if which == FAST_MODE else 'one mode'}, "
-                        f"too few for an interval, so {'--fast-mode' if which == FAST_MODE else '--same-mode'} "
-                        "did not report them.")
+                        f"too few for an interval, so it stays the ratio over all blocks "
+                        f"({'--fast-mode' if which == FAST_MODE else '--same-mode'} reports a stratum with one).")
             else:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
                         f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
