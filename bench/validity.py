@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -304,6 +305,31 @@ def uniform_said(ps: list[float]) -> str:
             f"against the uniform, Kolmogorov-Smirnov D {ks.statistic:.3f}, p {ks.pvalue:.2f}.")
 
 
+def lean_said(docs: list[dict]) -> str:
+    """Whether any row's A/A ratio leans one way over the runs (a bias of the
+    A/A pair, not noise): each row's mean log ratio across runs, the one
+    furthest from 0 in its standard errors, and how many rows lie beyond
+    Student's 95% point (about 5% of them by chance)."""
+    from scipy import stats as sps
+    logs: dict[str, list[float]] = {}
+    for doc in docs:
+        for c in doc["comparisons"]:
+            if c["candidate"] == "local:label=aa" and c.get("ratio"):
+                logs.setdefault(c["benchmark"], []).append(math.log(c["ratio"]))
+    leans = []
+    for name, xs in logs.items():
+        if len(xs) >= 3 and statistics.stdev(xs) > 0:
+            se = statistics.stdev(xs) / math.sqrt(len(xs))
+            leans.append((abs(statistics.fmean(xs)) / se, name, statistics.fmean(xs), se, len(xs)))
+    if not leans:
+        return "A/A ratios by row across runs: too few runs to tell a lean."
+    t, name, mean, se, n = max(leans)
+    beyond = sum(x[0] > sps.t.ppf(0.975, x[4] - 1) for x in leans)
+    return (f"A/A ratios by row across runs (mean log ratio): the furthest from 1 is {name}, {mean * 100:+.2f}% "
+            f"± {se * 100:.2f}% over {n} runs (t {t:.1f}); {beyond} of {len(leans)} rows beyond Student's 95% point "
+            "(about 5% of them by chance).")
+
+
 def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
     rows: dict[str, dict] = {}
     for doc in docs:
@@ -325,7 +351,7 @@ def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
           if c["candidate"] == "local:label=aa" and c.get("p_value") is not None]
     lines = [f"**A/A rows flagged: {aa} of {aa_n} ({aa / aa_n * 100:.1f}%, 95% upper bound "
              f"{binomial_upper(aa, aa_n) * 100:.1f}%)** — goal at most 5%.",
-             "", uniform_said(ps), "",
+             "", uniform_said(ps), "", lean_said(docs), "",
              f"**{inject:g}% slowdown flagged (and above 1): {slow} of {slow_n} "
              f"({slow / slow_n * 100:.1f}%, 95% lower bound {binomial_lower(slow, slow_n) * 100:.1f}%)** "
              "— goal at least 95%.", "",
