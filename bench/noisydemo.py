@@ -109,8 +109,8 @@ def main() -> int:
     cmd = " ".join(demo_command())
     text = "\n".join([
         f"`bench/noisydemo.py`, {len(paths)} runs ({span}, {cpu}, {os.cpu_count()} CPUs), each `vmtax {cmd} "
-        f"--cpu N [--fast-mode | --same-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it (a third of "
-        f"the CPU) in stretches of 0.5-2 s", "",
+        f"--cpu N [--fast-mode | --same-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it "
+        f"(a third of the CPU) in stretches of 0.5-2 s", "",
         *summary(paths), "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs), ""])
     print(text)
     (OUT / "noisydemo.md").write_text(text)

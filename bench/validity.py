@@ -185,12 +185,12 @@ def hogged(args) -> int:
             notes.append(f"their {key.replace('_', '-')} ratios (as {WAY_FLAG[way][0]} would headline them, "
                          f"without its stop on the stratum): A/A flagged {aa} of {aa_n}, the {args.inject:g}% rows "
                          f"{sl} of {sl_n}")
-        by_stop = {how: [c for d in ds for c in d["comparisons"]
-                         if c["candidate"] == "local:label=aa" and c["stopped_by"] == how] for how in ("precision", "budget")}
-        summary[tag]["aa_by_stop"] = {how: {"aa_flagged": sum(bool(c["significant"]) for c in cs), "aa_rows": len(cs)}
-                                      for how, cs in by_stop.items()}
-        stops = ", ".join(f"{v['aa_flagged']} of {v['aa_rows']} stopped {'on' if how == 'precision' else 'by the'} {how}"
-                          for how, v in summary[tag]["aa_by_stop"].items())
+        aa_rows = [c for d in ds for c in d["comparisons"] if c["candidate"] == "local:label=aa"]
+        summary[tag]["aa_by_stop"] = {
+            how: {"aa_flagged": sum(bool(c["significant"]) for c in aa_rows if c["stopped_by"] == how),
+                  "aa_rows": sum(c["stopped_by"] == how for c in aa_rows)} for how in ("precision", "budget")}
+        stops = ", ".join(f"{v['aa_flagged']} of {v['aa_rows']} stopped {'on' if how == 'precision' else 'by the'} "
+                          f"{how}" for how, v in summary[tag]["aa_by_stop"].items())
         parts += [f"## {WAY_NAME[tag]} ({len(ds)} runs)", "",
                   f"Median ratio 95% half-width: {median}; {sum(h <= 0.01 for h in halfs)} of {len(halfs)} "
                   f"ratios within ±1%; {stratum_rows} of {n_rows} rows report a mode's stratum. A/A rows flagged "

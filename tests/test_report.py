@@ -348,7 +348,8 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert c.p_value == c.fast_mode.p_value and c.significant
     text = terminal.run_header(data) + scoreboard.render_text(data, ms, cs)
     flat = " ".join(text.split())
-    assert "a row with two modes on both sides (~): its ratio in the fast mode (--fast-mode), where those blocks give an interval" in flat
+    assert ("a row with two modes on both sides (~): its ratio in the fast mode (--fast-mode), where those blocks "
+            "give an interval") in flat
     assert "(--fast-mode); over the modes as they fell it is 1.6" in flat
     doc = jsondoc.document(data, ms, cs)
     (row,) = doc["comparisons"]
@@ -378,7 +379,8 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert c.p_value == s.p_value and c.estimand == "same mode"
     assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
     flat = " ".join((terminal.run_header(data) + scoreboard.render_text(data, ms, cs)).split())
-    assert "a row with two modes on both sides (~): its ratio over the blocks both sides ran in the same mode (--same-mode)" in flat
+    assert ("a row with two modes on both sides (~): its ratio over the blocks both sides ran in the same mode "
+            "(--same-mode)") in flat
     assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
             "blocks over their levels' spread; --same-mode); in the fast mode alone it is 1.5") in flat
     assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
