@@ -410,6 +410,15 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     data.config["fast_mode"], data.config["same_mode"] = False, True  # the slow blocks give it one
     (c,) = analyse(data)[1]
     assert c.estimand == "same mode" and c.same_mode.slow_blocks > 20
+    from dataclasses import replace
+    from vmtax.model import Stratum
+    data.config["same_mode"] = False
+    ms, (c,) = analyse(data)
+    data.config["same_mode"] = True  # as a run whose same-mode stratum gave no interval is written
+    c = replace(c, same_mode=Stratum(math.nan, -math.inf, math.inf, 4, 40, slow_blocks=4))
+    flat = " ".join(scoreboard.render_text(data, ms, [c]).split())
+    assert ("4 of 40 blocks count as run with both sides in one mode (a mode counts from 3 such blocks), too few "
+            "for an interval, so it stays the ratio over all blocks (--same-mode reports a stratum with one).") in flat
 
 
 def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_few_blocks():

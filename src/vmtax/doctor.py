@@ -117,15 +117,13 @@ def slot_lags(targets: int) -> dict[int, float]:
     return {k: 2 * (t - k) / (t * (t - 1)) for k in range(1, t)}
 
 
-def _kept_pairs(means: list[float], targets: int, keep) -> list[tuple[float, int, list[tuple[float, float]]]] | None:
-    """Per lag of slot_lags: (its weight, its process pairs, those of them
-    `keep` holds), the pairs being processes as far apart as a block's two
-    sides; None where a lag has no pair (fewer processes than targets)."""
+def _kept_pairs(means: list[float], targets: int, keep) -> list[tuple[float, int, list[tuple[float, float]]]]:
+    """Per lag of slot_lags: (its weight, how many process pairs it has,
+    those of them `keep` holds), the pairs being processes as far apart as a
+    block's two sides (none at a lag past the processes)."""
     out = []
     for k, w in slot_lags(targets).items():
         pairs = [(a, b) for a, b in zip(means, means[k:]) if a > 0 and b > 0]
-        if not pairs:
-            return None
         out.append((w, len(pairs), [(a, b) for a, b in pairs if keep(a, b)]))
     return out
 
@@ -136,7 +134,10 @@ def _lagged(means: list[float], targets: int, keep=lambda a, b: True) -> tuple[f
     (slot_lags); (0, inf) where none is kept or a lag has no pair (fewer
     processes than targets)."""
     share = msq = 0.0
-    for w, n, kept in _kept_pairs(means, targets, keep) or []:
+    lags = _kept_pairs(means, targets, keep)
+    if any(n == 0 for _, n, _ in lags):
+        return 0.0, math.inf
+    for w, n, kept in lags:
         share += w * len(kept) / n
         msq += w * len(kept) / n * (statistics.fmean(math.log(b / a) ** 2 for a, b in kept) if kept else 0.0)
     return (share, math.sqrt(msq / share)) if share > 0 else (0.0, math.inf)
@@ -182,7 +183,7 @@ def _level_variance(means: list[float], targets: int, keep) -> float:
     _lagged: what the run weighs a mode by (stats.StratifiedTest); nan with
     fewer than 2 such pairs."""
     levels, weights = [], []
-    for w, _, kept in _kept_pairs(means, targets, keep) or []:
+    for w, _, kept in _kept_pairs(means, targets, keep):
         got = [math.log(a) + math.log(b) for a, b in kept]
         levels += got
         weights += [w / len(got)] * len(got) if got else []
