@@ -344,16 +344,13 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
             elif every is not None:  # --fast-mode: the headline is the fast mode's
                 said = (f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
                         f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
-            elif which == FAST_MODE:  # --fast-mode asked, but its stratum gave no interval: kept as it was
-                said = (f"The ratio {ratio} is of the means over the modes as they fell: {f.blocks} of {f.of_blocks} "
-                        "blocks ran with both sides in their fast mode, too few for an interval, so it stays the "
-                        "ratio over all blocks (--fast-mode reports a stratum with one).")
-            elif which:  # --same-mode alike; a mode counts there from STRATUM_MIN blocks
-                s = r.c.same_mode
+            elif which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
+                s, ran, flag = ((f, "ran with both sides in their fast mode", "--fast-mode") if which == FAST_MODE else
+                                (r.c.same_mode, "count as run with both sides in one mode (a mode counts from "
+                                 f"{STRATUM_MIN} such blocks)", "--same-mode"))
                 said = (f"The ratio {ratio} is of the means over the modes as they fell: {s.blocks} of {s.of_blocks} "
-                        f"blocks count as run with both sides in one mode (a mode counts from {STRATUM_MIN} such "
-                        "blocks), too few for an interval, so it stays the ratio over all blocks (--same-mode reports "
-                        "a stratum with one).")
+                        f"blocks {ran}, too few for an interval, so it stays the ratio over all blocks ({flag} "
+                        "reports a stratum with one).")
             else:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
                         f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
