@@ -106,18 +106,17 @@ def headline_counts(docs: list[dict], key: str = "fast_mode") -> tuple[int, int,
 
 
 def reanalysed(doc: dict, db: Path) -> dict:
-    """A run's JSON document with each row's same_mode and slow_mode as this checkout's analysis makes
-    them from the stored samples (`vmtax show RUN --json`): a run recorded before they were computed
-    gets them; everything else stays as the run recorded it."""
+    """A run's JSON document with every comparison (its ratio, interval, test, estimand and the modes'
+    strata) as this checkout's analysis makes it from the stored samples (`vmtax show RUN --json`), so
+    every round is judged by today's rules (stats.ModeTest since 2026-11-26 15:30 UTC); how each row
+    stopped stays as the run recorded it."""
     from vmtax.analysis import analyse
     from vmtax.report import jsondoc
     from vmtax.store import Store
     with Store(db, readonly=True) as store:
         data = store.load(doc["run_id"])
     now = {(c["benchmark"], c["candidate"]): c for c in jsondoc.document(data, *analyse(data))["comparisons"]}
-    for c in doc["comparisons"]:
-        got = now.get((c["benchmark"], c["candidate"]), {})
-        c["same_mode"], c["slow_mode"] = got.get("same_mode"), got.get("slow_mode")
+    doc["comparisons"] = [now.get((c["benchmark"], c["candidate"]), c) for c in doc["comparisons"]]
     return doc
 
 

@@ -405,3 +405,86 @@ def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rat
         slow = rng.normal(140, 12, (2, 8))
         flagged += stats.StratifiedTest(np.r_[fast[0], slow[0]], np.r_[fast[1], slow[1]], [0] * 14 + [1] * 8).p() < 0.05
     assert n * 0.05 - 3 * math.sqrt(n * 0.05 * 0.95) <= flagged <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95)
+
+
+# -- the test within the host's modes: one cut, from both sides pooled ---------------------
+def _two_state(rng, n: int, tax: float = 1.0, slow: float = 1.5, share: float = 0.4, between: float = 0.15):
+    """n blocks of a host with a fast and a slow state (1.5x), a process
+    sometimes straddling a flip (a level between): (cand, base)."""
+    def one() -> float:
+        u = rng.random()
+        level = 1.0 if u > share + between else slow if u > between else rng.uniform(1.0, slow)
+        return 100 * level * rng.normal(1, 0.01)
+    b = np.array([one() for _ in range(n)])
+    return np.array([one() * tax for _ in range(n)]), b
+
+
+def test_the_blocks_kept_do_not_depend_on_which_side_got_which_process():
+    """What makes the test exact: at any theta, swapping a block's
+    cand/theta and base leaves the cut and the kept blocks as they were."""
+    rng = np.random.default_rng(21)
+    c, b = _two_state(rng, 50, tax=1.3)
+    for theta in (1.25, 1.3, 1.36):
+        flip = rng.random(50) < 0.5
+        c2, b2 = np.where(flip, b * theta, c), np.where(flip, c / theta, b)
+        for which in (stats.FAST, stats.SLOW, stats.SAME):
+            one, two = stats.ModeTest(c, b, which), stats.ModeTest(c2, b2, which)
+            assert one.kept(theta) == two.kept(theta) and one.kept(theta) != ([], [])
+
+
+def test_the_mode_ratio_is_where_its_own_blocks_agree_and_swapping_the_sides_inverts_it():
+    rng = np.random.default_rng(4)
+    c, b = _two_state(rng, 60, tax=1.03)
+    for which in (stats.FAST, stats.SLOW, stats.SAME):
+        t = stats.ModeTest(c, b, which)
+        fast, slow = t.kept()
+        keep = fast + slow
+        assert (which == stats.SLOW) == (not fast) and (which == stats.FAST) == (not slow)
+        if which == stats.SAME:
+            strata = [0] * len(fast) + [1] * len(slow)
+            assert t.ratio == pytest.approx(stats.StratifiedTest(c[keep], b[keep], strata).ratio)
+        else:
+            assert t.ratio == pytest.approx(c[keep].sum() / b[keep].sum())
+        lo, hi = t.interval()
+        assert lo < t.ratio < hi and abs(t.ratio - 1.03) < 0.02
+        back = stats.ModeTest(b, c, which)
+        assert back.kept() == (fast, slow) and back.ratio == pytest.approx(1 / t.ratio)
+        assert back.interval() == pytest.approx((1 / hi, 1 / lo), rel=1e-5)
+
+
+def test_a_large_tax_is_tested_at_every_theta_even_where_the_sides_fall_apart():
+    """A 6x tax (a TCG guest): at theta = 1 the pooled values are the two
+    sides, not the host's modes, so the test there takes every block and
+    rejects; the ratio is the fast mode's.  A throughput's fast mode is its
+    higher one."""
+    rng = np.random.default_rng(8)
+    c, b = _two_state(rng, 80, tax=6.0)
+    t = stats.ModeTest(c, b, stats.FAST)
+    assert t.p(1.0) < 0.001 and abs(t.ratio - 6.0) < 0.15 and len(t.kept()[0]) >= 10
+    hc, hb = 1e4 / c, 1e4 / b
+    h = stats.ModeTest(hc, hb, stats.FAST, higher_is_better=True)
+    assert h.kept() == t.kept() and h.ratio == pytest.approx(1 / 6.0, rel=0.03)
+
+
+def test_without_two_modes_in_the_pooled_values_there_is_no_mode_ratio():
+    rng = np.random.default_rng(9)
+    b = 100 * rng.normal(1, 0.01, 30)
+    c = b * 1.02 * rng.normal(1, 0.01, 30)
+    t = stats.ModeTest(c, b, stats.SAME)
+    assert math.isnan(t.ratio) and t.kept() == ([], []) and t.interval() == (-math.inf, math.inf)
+    assert t.p(1.0) == pytest.approx(stats.PairedTest(c, b).p(1.0))
+
+
+def test_the_mode_test_holds_its_error_rate_where_processes_straddle_the_flips():
+    """A/A blocks of a host in two states, 15% of processes straddling a
+    flip: the fast-mode and same-mode tests flag about 5% (with each side's
+    own cut, the ratio leaned towards the side whose cut fell higher: 21%
+    and 34% of 1000 such rows flagged, bench/modes.py)."""
+    rng = np.random.default_rng(17)
+    n, flagged = 150, {stats.FAST: 0, stats.SAME: 0}
+    for _ in range(n):
+        c, b = _two_state(rng, 100)
+        for which in flagged:
+            flagged[which] += stats.ModeTest(c, b, which).p(1.0) < 0.05
+    for which, f in flagged.items():
+        assert f <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95), which

@@ -104,38 +104,58 @@ def measurement(spec: BenchSpec, target: str, samples: list[Sample],
                        metrics=metric_summaries(samples), modes=two)
 
 
-def fast_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-                cand_modes: Modes | None) -> list[int] | None:
-    """The paired blocks whose two processes both ran in their side's fast
-    mode; None unless both sides' process means fell in two modes (the
-    runner's stop and the report go by this one rule).  With one side
-    called and the other not, the stratum would set one side's fast mode
-    against the other's mix wherever the other's modes went undetected
-    (modes a few SDs apart): biased, so there is none."""
+def mode_test(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+              cand_modes: Modes | None, which: str) -> tuple[stats.ModeTest, list[int]] | None:
+    """The test within a mode of the host (stats.ModeTest: the modes found
+    on both sides' values pooled, at every ratio tested) over the paired
+    blocks (their ids beside it); None unless both sides' process means fell
+    in two modes, each on its own (the runner's stop and the report go by
+    this one rule).  With one side called and the other not, the stratum
+    would set one side's fast mode against the other's mix wherever the
+    other's modes went undetected (modes a few SDs apart): biased, so there
+    is none."""
     if base_modes is None or cand_modes is None:
         return None
-    return [k for k in sorted(base.keys() & cand.keys())
-            if not base_modes.is_slow(base[k]) and not cand_modes.is_slow(cand[k])]
+    common = sorted(base.keys() & cand.keys())
+    if len(common) < 2:
+        return None
+    return stats.ModeTest([cand[k] for k in common], [base[k] for k in common], which,
+                          base_modes.higher_is_better), common
+
+
+def fast_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+                cand_modes: Modes | None) -> list[int] | None:
+    """The blocks whose two processes both ran in the fast mode, at the
+    fast-mode ratio (mode_test); None as mode_test."""
+    got = mode_test(base, cand, base_modes, cand_modes, stats.FAST)
+    if got is None:
+        return None
+    t, common = got
+    return [common[i] for i in t.kept()[0]]
+
+
+def _stratum(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+             cand_modes: Modes | None, which: str, alpha: float) -> Stratum | None:
+    got = mode_test(base, cand, base_modes, cand_modes, which)
+    if got is None:
+        return None
+    t, common = got
+    fast, slow = t.kept()
+    lo, hi = t.interval(1 - alpha)
+    return Stratum(t.ratio, lo, hi, len(fast) + len(slow), len(common),
+                   t.p(1.0) if math.isfinite(t.ratio) else math.nan, slow_blocks=len(slow))
 
 
 def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
               cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
     """Where both sides' process means fell in two modes: the ratio over
-    the blocks whose two processes both ran in their side's fast mode, by
-    the same paired sign-flip interval as the ratio over all blocks.  The
-    stratum is chosen by the values themselves (each side's own cut), so it
+    the blocks whose two processes both ran in the fast mode, by the
+    sign-flip test within the modes (stats.ModeTest: one cut, from both
+    sides pooled at each ratio tested, so the test stays exact).  It
     estimates the tax in the fast mode; the all-blocks ratio estimates it
-    over the modes as they fell (bench/modes.py: with both sides called,
-    the fast-mode interval holds its error rate at 5% by simulation, modes
-    5-30% apart)."""
-    keep = fast_blocks(base, cand, base_modes, cand_modes)
-    if keep is None:
-        return None
-    of = len(base.keys() & cand.keys())
-    if len(keep) < 2:
-        return Stratum(math.nan, -math.inf, math.inf, len(keep), of)
-    r, lo, hi, p = stats.compare_paired([cand[k] for k in keep], [base[k] for k in keep], confidence=1 - alpha)
-    return Stratum(r, lo, hi, len(keep), of, p)
+    over the modes as they fell (bench/modes.py measures the error rate by
+    simulation, bench/validity.py --hog on the host)."""
+    return _stratum(base, cand, base_modes, cand_modes, stats.FAST, alpha)
 
 
 SAME_MIN = stats.STRATUM_MIN  # a mode's blocks counted in the same-mode ratio only from this many (a spread)
@@ -143,14 +163,15 @@ SAME_MIN = stats.STRATUM_MIN  # a mode's blocks counted in the same-mode ratio o
 
 def same_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
                 cand_modes: Modes | None) -> tuple[list[int], list[int]] | None:
-    """(the blocks both sides ran in their fast mode, those both ran in
-    their slow mode), each empty below SAME_MIN (that mode does not count);
-    None as fast_blocks.  The runner's stop and the report go by it."""
-    fast = fast_blocks(base, cand, base_modes, cand_modes)
-    if fast is None or base_modes is None or cand_modes is None:
+    """(the blocks both sides ran in the fast mode, those both ran in the
+    slow mode) at the same-mode ratio, each empty below SAME_MIN (that mode
+    does not count); None as mode_test.  The runner's stop and the report go
+    by it."""
+    got = mode_test(base, cand, base_modes, cand_modes, stats.SAME)
+    if got is None:
         return None
-    slow = [k for k in sorted(base.keys() & cand.keys()) if base_modes.is_slow(base[k]) and cand_modes.is_slow(cand[k])]
-    return tuple(m if len(m) >= SAME_MIN else [] for m in (fast, slow))
+    t, common = got
+    return tuple([common[i] for i in m] for m in t.kept())
 
 
 def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
@@ -158,35 +179,22 @@ def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     """Where both sides' process means fell in two modes: the ratio over
     the blocks whose two processes ran in the same mode, both fast or both
     slow, each mode weighted by its blocks over the spread of their levels
-    (stats.StratifiedTest); the blocks that straddle the modes, the
-    noisiest, are left out.  It estimates the tax with both sides in one
-    state of the host, where the tax is the same in either (each mode's own
-    ratio: fast_mode and slow_mode, in the note); a mode with fewer than
-    SAME_MIN blocks does not count (then it is the other mode's ratio)."""
-    got = same_blocks(base, cand, base_modes, cand_modes)
-    if got is None:
-        return None
-    fast, slow = got
-    keep = fast + slow
-    of = len(base.keys() & cand.keys())
-    if len(keep) < 2:
-        return Stratum(math.nan, -math.inf, math.inf, len(keep), of, slow_blocks=len(slow))
-    r, lo, hi, p = stats.compare_strata([cand[k] for k in keep], [base[k] for k in keep],
-                                        [0] * len(fast) + [1] * len(slow), confidence=1 - alpha)
-    return Stratum(r, lo, hi, len(keep), of, p, slow_blocks=len(slow))
+    (stats.StratifiedTest, within stats.ModeTest's modes); the blocks that
+    straddle the modes, the noisiest, are left out.  It estimates the tax
+    with both sides in one state of the host, where the tax is the same in
+    either (each mode's own ratio: fast_mode and slow_mode, in the note); a
+    mode with fewer than SAME_MIN blocks does not count (then it is the
+    other mode's ratio)."""
+    return _stratum(base, cand, base_modes, cand_modes, stats.SAME, alpha)
 
 
 def slow_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
               cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
-    """The ratio over the blocks both sides ran in their slow mode (beside
+    """The ratio over the blocks both sides ran in the slow mode (beside
     same_mode: the tax in the contended state); None as fast_mode, or with
     fewer than SAME_MIN such blocks."""
-    got = same_blocks(base, cand, base_modes, cand_modes)
-    if not got or not got[1]:
-        return None
-    keep, of = got[1], len(base.keys() & cand.keys())
-    r, lo, hi, p = stats.compare_paired([cand[k] for k in keep], [base[k] for k in keep], confidence=1 - alpha)
-    return Stratum(r, lo, hi, len(keep), of, p, slow_blocks=len(keep))
+    s = _stratum(base, cand, base_modes, cand_modes, stats.SLOW, alpha)
+    return s if s is not None and s.blocks >= SAME_MIN else None
 
 
 def headline_stratum(c: Comparison, which: str, alpha: float = ALPHA) -> Comparison:

@@ -181,6 +181,8 @@ class PairedTest:
     side got which process), so |sum z| is compared with |sum s*z| over
     every sign pattern s (or a fixed draw of them when k is large)."""
 
+    EDGE_TOL = 1e-7  # an interval's ends are found to this share of the ratio
+
     def __init__(self, cand: Sequence[float], base: Sequence[float]):
         self.c, self.b = _pairs(cand, base)
         self.k = k = self.c.size
@@ -233,7 +235,7 @@ class PairedTest:
                 outside = theta
                 break
         for _ in range(60):
-            if abs(outside - inside) <= 1e-7 * r:
+            if abs(outside - inside) <= self.EDGE_TOL * r:
                 break
             mid = (inside + outside) / 2
             if self.p(mid) > alpha:
@@ -250,6 +252,21 @@ def _strata(strata: Sequence[int], k: int) -> list[np.ndarray]:
     """The indices of the first k pairs in each stratum, strata in label order."""
     labels = np.asarray([int(x) for x in strata[:k]])
     return [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
+
+
+def _strata_ratio(C: Sequence[float], B: Sequence[float], w: Sequence[float]) -> float:
+    """Where StratifiedTest's statistic, sum of w (C - theta B) / (C + theta B)
+    over the strata, crosses 0 (each term falls from + to - across its own
+    ratio C/B: one crossing, between them)."""
+    ratios = [cs / bs for cs, bs in zip(C, B)]
+    lo, hi = min(ratios), max(ratios)
+    if hi <= lo * (1 + 1e-12):
+        return lo
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        stat = sum(wi * (cs - mid * bs) / (cs + mid * bs) for wi, cs, bs in zip(w, C, B))
+        lo, hi = (mid, hi) if stat > 0 else (lo, mid)
+    return math.sqrt(lo * hi)
 
 
 def _stratum_weights(c: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> list[float]:
@@ -302,18 +319,8 @@ class StratifiedTest(PairedTest):
         """Per stratum, what multiplies its sum(cand - theta*base): n / v / sum(cand + theta*base)."""
         return [w / (cs + theta * bs) for w, cs, bs in zip(self.w, self.C, self.B)]
 
-    def _statistic(self, theta: float) -> float:
-        return sum(u * (cs - theta * bs) for u, cs, bs in zip(self._weights(theta), self.C, self.B))
-
     def _root(self) -> float:
-        ratios = [cs / bs for cs, bs in zip(self.C, self.B)]
-        lo, hi = min(ratios), max(ratios)
-        if hi <= lo * (1 + 1e-12):
-            return lo
-        for _ in range(80):  # each term falls from + to - across its own ratio: one crossing between
-            mid = math.sqrt(lo * hi)
-            lo, hi = (mid, hi) if self._statistic(mid) > 0 else (lo, mid)
-        return math.sqrt(lo * hi)
+        return _strata_ratio(self.C, self.B, self.w)
 
     @property
     def ratio(self) -> float:
@@ -488,3 +495,129 @@ def _crossing(w, mu, sd) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if diff(mid) > 0 else (lo, mid)
     return (lo + hi) / 2
+
+
+# -- the test within the host's modes ------------------------------------------------
+FAST, SLOW, SAME = "fast", "slow", "same"  # ModeTest's strata: both sides fast, both slow, either
+MODE_MIN_PAIRS = 6  # a kept set smaller than this cannot reject at 5% (2/2^6): the test at that theta uses every pair
+
+
+class ModeTest(PairedTest):
+    """The sign-flip test of "cand/base = theta" over the blocks both sides
+    ran in one mode of the host (FAST, SLOW, or SAME: both fast or both slow,
+    by StratifiedTest), the modes found at each theta from both sides'
+    values pooled: cand/theta beside base, one fit (modes), one cut.
+
+    Under the null at theta a block's cand/theta and base are exchangeable;
+    the pooled values, and so the cut and which blocks are kept, are the same
+    whichever side got which process, so the test over the kept blocks stays
+    exact.  A cut fitted to each side on its own is not: in an A/A pair a
+    side whose cut fell higher by chance keeps more of its slower processes,
+    and its ratio leans that way (over 1440 A/A rows under the hog, the old
+    fast-mode ratio went with the log ratio of the two cuts at r = 0.38 and
+    flagged 6.3%; results/validity-hog.md).  At a theta where the pooled
+    values show no two modes, or fewer than MODE_MIN_PAIRS blocks are kept,
+    the test uses every block (the kept set is still the same either way
+    round).  The ratio is where the test's own statistic crosses 0 with the
+    blocks kept at that ratio: theta = the kept blocks' ratio, found by
+    iterating from the ratio over all blocks."""
+
+    EDGE_TOL = 1e-5  # each theta tried costs a fit of the modes: ends to 0.001% of the ratio
+
+    def __init__(self, cand: Sequence[float], base: Sequence[float], which: str,
+                 higher_is_better: bool = False):
+        if which not in (FAST, SLOW, SAME):
+            raise ValueError(f"no stratum {which!r}")
+        self.c, self.b = _pairs(cand, base)
+        self.k = self.c.size
+        if self.k < 2:
+            raise ValueError("need at least two pairs")
+        self.which, self.higher_is_better = which, higher_is_better
+        self._every: PairedTest | None = None
+        self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        self._tests: dict[tuple, PairedTest | None] = {}
+        self._ratio = self._fixed_point()
+
+    def split(self, theta: float) -> tuple[np.ndarray, np.ndarray]:
+        """(the blocks both sides ran in the fast mode, those both ran in the
+        slow mode) at theta, as indices; both empty where the pooled values
+        show no two modes."""
+        if theta not in self._kept:
+            m = modes(np.r_[self.c / theta, self.b], self.higher_is_better) if 0 < theta < math.inf else None
+            if m is None:
+                got = (np.array([], dtype=int), np.array([], dtype=int))
+            else:
+                slow_c, slow_b = ((self.c / theta < m.cut, self.b < m.cut) if self.higher_is_better
+                                  else (self.c / theta > m.cut, self.b > m.cut))
+                got = (np.flatnonzero(~slow_c & ~slow_b), np.flatnonzero(slow_c & slow_b))
+            self._kept[theta] = got
+        return self._kept[theta]
+
+    def kept(self, theta: float | None = None) -> tuple[list[int], list[int]]:
+        """(fast, slow) blocks the stratum keeps at theta (default: at its
+        ratio, or where there is none, at the last theta tried, whose blocks
+        were too few): FAST leaves slow empty, SLOW fast; SAME leaves out a
+        mode with fewer than STRATUM_MIN blocks."""
+        theta = (self._ratio if math.isfinite(self._ratio) else self._tried) if theta is None else theta
+        fast, slow = (x.tolist() for x in self.split(theta))
+        if self.which == FAST:
+            return fast, []
+        if self.which == SLOW:
+            return [], slow
+        return (fast if len(fast) >= STRATUM_MIN else []), (slow if len(slow) >= STRATUM_MIN else [])
+
+    def _test(self, theta: float) -> PairedTest | None:
+        """The test over the blocks kept at theta; None where fewer than
+        MODE_MIN_PAIRS are (then the test at theta takes every block)."""
+        fast, slow = self.kept(theta)
+        key = (tuple(fast), tuple(slow))
+        if key not in self._tests:
+            if len(fast) + len(slow) < MODE_MIN_PAIRS:
+                self._tests[key] = None
+            elif not (fast and slow):
+                idx = fast or slow
+                self._tests[key] = PairedTest(self.c[idx], self.b[idx])
+            else:
+                self._tests[key] = StratifiedTest(self.c[fast + slow], self.b[fast + slow],
+                                                  [0] * len(fast) + [1] * len(slow))
+        return self._tests[key]
+
+    def _fixed_point(self) -> float:
+        """theta = the ratio over the blocks kept at theta, iterated from the
+        ratio over all blocks (a cycle ends at its last); nan where the
+        blocks kept cannot be tested.  Ratios only: no test is built."""
+        theta, seen = float(self.c.sum() / self.b.sum()), []
+        for _ in range(20):
+            self._tried = theta
+            fast, slow = key = self.kept(theta)
+            if len(fast) + len(slow) < MODE_MIN_PAIRS:
+                return float("nan")
+            groups = [np.asarray(g) for g in (fast, slow) if g]
+            C = [float(self.c[g].sum()) for g in groups]
+            B = [float(self.b[g].sum()) for g in groups]
+            theta = C[0] / B[0] if len(groups) == 1 else _strata_ratio(C, B, _stratum_weights(self.c, self.b, groups))
+            if key in seen:
+                break
+            seen.append(key)
+        return theta
+
+    @property
+    def ratio(self) -> float:
+        return self._ratio
+
+    def p(self, theta: float = 1.0) -> float:
+        """Two-sided p-value of "cand/base = theta" over the blocks kept at theta."""
+        t = self._test(theta) if theta > 0 else None
+        if t is None:
+            if self._every is None:
+                self._every = PairedTest(self.c, self.b)
+            return self._every.p(theta)
+        return t.p(theta)
+
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
+        """Every theta the test does not reject; (-inf, inf) where there is no ratio."""
+        r = self._ratio
+        if not math.isfinite(r) or self._test(r) is None:
+            return float("-inf"), float("inf")
+        alpha = 1 - confidence
+        return self._edge(r, -1, alpha), self._edge(r, +1, alpha)
