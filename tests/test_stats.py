@@ -488,3 +488,26 @@ def test_the_mode_test_holds_its_error_rate_where_processes_straddle_the_flips()
             flagged[which] += stats.ModeTest(c, b, which).p(1.0) < 0.05
     for which, f in flagged.items():
         assert f <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95), which
+
+
+def test_a_process_between_the_modes_counts_in_neither():
+    """One that ran across a flip (between the modes, near the cut) leaves
+    its block out of both strata; one near its own mode's mean counts."""
+    rng = np.random.default_rng(6)
+    b = np.r_[100 * rng.normal(1, 0.01, 20), 150 * rng.normal(1, 0.01, 20)]
+    c = b * rng.normal(1, 0.01, 40)
+    c[0], c[20], c[1] = 122.0, 123.0, 103.0   # two between the modes; one fast, a little slower
+    fast, slow = stats.ModeTest(c, b, stats.SAME).kept(1.0)
+    assert 0 not in fast + slow and 20 not in fast + slow and 1 in fast
+    assert len(fast) == 19 and len(slow) == 19
+
+
+def test_the_interval_holds_1_wherever_the_test_accepts_1():
+    rng = np.random.default_rng(23)
+    for _ in range(40):
+        c, b = _two_state(rng, 60, between=0.3)
+        for which in (stats.FAST, stats.SAME):
+            t = stats.ModeTest(c, b, which)
+            lo, hi = t.interval()
+            if math.isfinite(t.ratio) and t.p(1.0) > 0.05:
+                assert lo <= 1.0 <= hi

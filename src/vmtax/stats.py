@@ -500,22 +500,23 @@ def _crossing(w, mu, sd) -> float:
 # -- the test within the host's modes ------------------------------------------------
 FAST, SLOW, SAME = "fast", "slow", "same"  # ModeTest's strata: both sides fast, both slow, either
 MODE_MIN_PAIRS = 6  # a kept set smaller than this cannot reject at 5% (2/2^6): the test at that theta uses every pair
+MODE_MARGIN = 0.2   # the middle 2 x this of the distance between the modes' means (logs) counts in neither
 
 
 class ModeTest(PairedTest):
     """The sign-flip test of "cand/base = theta" over the blocks both sides
     ran in one mode of the host (FAST, SLOW, or SAME: both fast or both slow,
     by StratifiedTest), the modes found at each theta from both sides'
-    values pooled: cand/theta beside base, one fit (modes), one cut.
+    values pooled: cand/theta beside base, one fit (modes), one rule for
+    which mode a process ran in (split: near a mode's mean, not between).
 
     Under the null at theta a block's cand/theta and base are exchangeable;
     the pooled values, and so the cut and which blocks are kept, are the same
     whichever side got which process, so the test over the kept blocks stays
     exact.  A cut fitted to each side on its own is not: in an A/A pair a
     side whose cut fell higher by chance keeps more of its slower processes,
-    and its ratio leans that way (over 1440 A/A rows under the hog, the old
-    fast-mode ratio went with the log ratio of the two cuts at r = 0.38 and
-    flagged 6.3%; results/validity-hog.md).  At a theta where the pooled
+    and its ratio leans that way (bench/modecut.py on the hog's validity
+    runs, bench/modes.py by simulation).  At a theta where the pooled
     values show no two modes, or fewer than MODE_MIN_PAIRS blocks are kept,
     the test uses every block (the kept set is still the same either way
     round).  The ratio is where the test's own statistic crosses 0 with the
@@ -541,15 +542,21 @@ class ModeTest(PairedTest):
     def split(self, theta: float) -> tuple[np.ndarray, np.ndarray]:
         """(the blocks both sides ran in the fast mode, those both ran in the
         slow mode) at theta, as indices; both empty where the pooled values
-        show no two modes."""
+        show no two modes.  A process counts in a mode where it lies nearer
+        that mode's mean than 0.5 - MODE_MARGIN of the distance between the
+        two means (on logs): the middle, where a process that ran across a
+        flip of the host's state lies, counts in neither.  (Not the fit's
+        cut: where the two normals' densities cross moves with the few
+        processes between the modes, the means hardly.)"""
         if theta not in self._kept:
             m = modes(np.r_[self.c / theta, self.b], self.higher_is_better) if 0 < theta < math.inf else None
             if m is None:
                 got = (np.array([], dtype=int), np.array([], dtype=int))
             else:
-                slow_c, slow_b = ((self.c / theta < m.cut, self.b < m.cut) if self.higher_is_better
-                                  else (self.c / theta > m.cut, self.b > m.cut))
-                got = (np.flatnonzero(~slow_c & ~slow_b), np.flatnonzero(slow_c & slow_b))
+                lf, gap = math.log(m.fast), math.log(m.slow / m.fast)
+                xc, xb = (np.log(self.c / theta) - lf) / gap, (np.log(self.b) - lf) / gap  # 0 fast, 1 slow
+                near = 0.5 - MODE_MARGIN
+                got = (np.flatnonzero((xc < near) & (xb < near)), np.flatnonzero((xc > 1 - near) & (xb > 1 - near)))
             self._kept[theta] = got
         return self._kept[theta]
 
@@ -615,9 +622,16 @@ class ModeTest(PairedTest):
         return t.p(theta)
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
-        """Every theta the test does not reject; (-inf, inf) where there is no ratio."""
+        """The thetas the test does not reject, from the ratio out to the
+        first rejection each way, and out to 1 where the test accepts 1 (the
+        blocks kept change with theta, so what it accepts need not be one
+        stretch: the interval and the test of "no difference" then still
+        agree); (-inf, inf) where there is no ratio."""
         r = self._ratio
         if not math.isfinite(r) or self._test(r) is None:
             return float("-inf"), float("inf")
         alpha = 1 - confidence
-        return self._edge(r, -1, alpha), self._edge(r, +1, alpha)
+        lo, hi = self._edge(r, -1, alpha), self._edge(r, +1, alpha)
+        if not lo <= 1.0 <= hi and self.p(1.0) > alpha:
+            lo, hi = min(lo, 1.0), max(hi, 1.0)
+        return lo, hi
