@@ -89,22 +89,30 @@ def pair(rng, blocks: int, tax: float, shared: float, slow_share: float, slow_by
     return base, cand
 
 
-def own_cut_misses(base: dict, cand: dict, mb, mc, which: str, tax: float) -> bool | None:
+def own_cut(base: dict, cand: dict, mb, mc, which: str) -> tuple[float, float, float, float] | None:
     """The rule before stats.ModeTest, for comparison: each side's blocks
-    kept by its own cut (mb, mc), the paired (fast) or stratified (same)
-    test over them; whether its interval misses the truth (None: no interval)."""
+    kept by its own cut (mb, mc: stats.modes of each side alone), the paired
+    (fast) or stratified (same) test over them: (ratio, CI low, CI high,
+    p-value), None without an interval."""
     if mb is None or mc is None:
         return None
-    fast = [k for k in base if not mb.is_slow(base[k]) and not mc.is_slow(cand[k])]
-    slow = [k for k in base if mb.is_slow(base[k]) and mc.is_slow(cand[k])] if which == "same" else []
+    both = sorted(base.keys() & cand.keys())
+    fast = [k for k in both if not mb.is_slow(base[k]) and not mc.is_slow(cand[k])]
+    slow = [k for k in both if mb.is_slow(base[k]) and mc.is_slow(cand[k])] if which == "same" else []
     fast, slow = (fast if len(fast) >= stats.STRATUM_MIN else []), (slow if len(slow) >= stats.STRATUM_MIN else [])
     keep = fast + slow
     if len(keep) < stats.MODE_MIN_PAIRS:
         return None
     c, b = [cand[k] for k in keep], [base[k] for k in keep]
-    _, lo, hi, _ = (stats.compare_strata(c, b, [0] * len(fast) + [1] * len(slow)) if fast and slow
+    r, lo, hi, p = (stats.compare_strata(c, b, [0] * len(fast) + [1] * len(slow)) if fast and slow
                     else stats.compare_paired(c, b))
-    return None if not (math.isfinite(lo) and math.isfinite(hi)) else not lo <= tax <= hi
+    return (r, lo, hi, p) if math.isfinite(lo) and math.isfinite(hi) else None
+
+
+def own_cut_misses(base: dict, cand: dict, mb, mc, which: str, tax: float) -> bool | None:
+    """Whether own_cut's interval misses the truth (None: no interval)."""
+    got = own_cut(base, cand, mb, mc, which)
+    return None if got is None else not got[1] <= tax <= got[2]
 
 
 def estimation(trials: int, blocks: int) -> list[str]:
