@@ -150,7 +150,7 @@ def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
               cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
     """Where both sides' process means fell in two modes: the ratio over
     the blocks whose two processes both ran in the fast mode, by the
-    sign-flip test within the modes (stats.ModeTest: one cut, from both
+    sign-flip test within the modes (stats.ModeTest: one rule, from both
     sides pooled at each ratio tested, so the test stays exact).  It
     estimates the tax in the fast mode; the all-blocks ratio estimates it
     over the modes as they fell (bench/modes.py measures the error rate by
