@@ -74,6 +74,9 @@ def table(recs: list[dict]) -> list[str]:
             aa = [r for r in recs if r["cand"] == AA and r[key]]
             sl = [r for r in recs if r["cand"] == SLOW and r[key]]
             both = aa + sl
+            if not (aa and sl):
+                out.append(f"| {which} mode | {name} | no rows | | | | |")
+                continue
             half = [(math.log(r[key][2]) - math.log(r[key][1])) / 2 for r in both]
             x = np.array([r["cuts"] for r in aa])
             y = np.array([math.log(r[key][0]) for r in aa])

@@ -119,8 +119,9 @@ def mode_test(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     common = sorted(base.keys() & cand.keys())
     if len(common) < 2:
         return None
+    starts = (cand_modes.fast / base_modes.fast, cand_modes.slow / base_modes.slow)  # each side's modes lined up
     return stats.ModeTest([cand[k] for k in common], [base[k] for k in common], which,
-                          base_modes.higher_is_better), common
+                          base_modes.higher_is_better, starts), common
 
 
 def fast_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,

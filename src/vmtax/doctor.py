@@ -164,13 +164,14 @@ def buyable(means: list[float], process_s: float, budget_s: float, rows: int,
 
 def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tuple[int, float]:
     """With compare --fast-mode, where the means fell in two modes: (the
-    blocks of `blocks` whose two processes both ran in the fast mode, by
+    blocks of `blocks` whose two processes both ran in the fast mode (as
+    the run counts a process: stats.mode_sides), by
     the share of these processes, as far apart as a block's two sides, that
     both did -- a state that lasts shares a block -- the 95% CI half-width
     of the fast-mode ratio then, at those pairs' spread)."""
     if n.modes is None:
         return blocks, math.inf
-    share, rms = _lagged(means, targets, lambda a, b: not n.modes.is_slow(a) and not n.modes.is_slow(b))
+    share, rms = _lagged(means, targets, lambda a, b: bool(stats.mode_sides(n.modes, (a, b))[0].all()))
     both = int(blocks * share)
     if both < MIN_BLOCKS or not math.isfinite(rms):
         return both, math.inf
@@ -205,9 +206,10 @@ def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     from .analysis import SAME_MIN
     if n.modes is None:
         return blocks, 0, math.inf
-    slow = n.modes.is_slow
     counts, parts = [], []
-    for keep in (lambda a, b: not slow(a) and not slow(b), lambda a, b: slow(a) and slow(b)):
+    for side in (0, 1):  # both fast, both slow, as the run counts a process (stats.mode_sides)
+        def keep(a: float, b: float, side: int = side) -> bool:
+            return bool(stats.mode_sides(n.modes, (a, b))[side].all())
         share, rms = _lagged(means, targets, keep)
         k = int(blocks * share)
         k = k if k >= SAME_MIN else 0

@@ -503,6 +503,17 @@ MODE_MIN_PAIRS = 6  # a kept set smaller than this cannot reject at 5% (2/2^6): 
 MODE_MARGIN = 0.2   # the middle 2 x this of the distance between the modes' means (logs) counts in neither
 
 
+def mode_sides(m: Modes, values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(in the fast mode, in the slow mode) for each value, as ModeTest counts
+    a process: on the fast or slow side of the middle 2 x MODE_MARGIN of the
+    distance between the two modes' means (on logs); one in that middle,
+    where a process that ran across a flip of the host's state lies, counts
+    in neither.  (Not the fit's cut: where the two normals' densities cross
+    moves with the few processes between the modes, the means hardly.)"""
+    x = (np.log(np.asarray(values, dtype=float)) - math.log(m.fast)) / math.log(m.slow / m.fast)  # 0 fast, 1 slow
+    return x < 0.5 - MODE_MARGIN, x > 0.5 + MODE_MARGIN
+
+
 class ModeTest(PairedTest):
     """The sign-flip test of "cand/base = theta" over the blocks both sides
     ran in one mode of the host (FAST, SLOW, or SAME: both fast or both slow,
@@ -520,13 +531,14 @@ class ModeTest(PairedTest):
     values show no two modes, or fewer than MODE_MIN_PAIRS blocks are kept,
     the test uses every block (the kept set is still the same either way
     round).  The ratio is where the test's own statistic crosses 0 with the
-    blocks kept at that ratio: theta = the kept blocks' ratio, found by
-    iterating from the ratio over all blocks."""
+    blocks kept at that ratio: theta = the kept blocks' ratio (_estimate).
+    Exact given the call of two modes on each side that lets a row have a
+    stratum at all (analysis.mode_test), which is each side's own."""
 
     EDGE_TOL = 1e-5  # each theta tried costs a fit of the modes: ends to 0.001% of the ratio
 
     def __init__(self, cand: Sequence[float], base: Sequence[float], which: str,
-                 higher_is_better: bool = False):
+                 higher_is_better: bool = False, starts: Sequence[float] = ()):
         if which not in (FAST, SLOW, SAME):
             raise ValueError(f"no stratum {which!r}")
         self.c, self.b = _pairs(cand, base)
@@ -537,34 +549,27 @@ class ModeTest(PairedTest):
         self._every: PairedTest | None = None
         self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}
         self._tests: dict[tuple, PairedTest | None] = {}
-        self._ratio = self._fixed_point()
+        self._ratio = self._estimate(starts)
 
     def split(self, theta: float) -> tuple[np.ndarray, np.ndarray]:
         """(the blocks both sides ran in the fast mode, those both ran in the
-        slow mode) at theta, as indices; both empty where the pooled values
-        show no two modes.  A process counts in a mode where it lies nearer
-        that mode's mean than 0.5 - MODE_MARGIN of the distance between the
-        two means (on logs): the middle, where a process that ran across a
-        flip of the host's state lies, counts in neither.  (Not the fit's
-        cut: where the two normals' densities cross moves with the few
-        processes between the modes, the means hardly.)"""
+        slow mode) at theta, as indices (a process in a mode as mode_sides
+        counts it); both empty where the pooled values show no two modes."""
         if theta not in self._kept:
             m = modes(np.r_[self.c / theta, self.b], self.higher_is_better) if 0 < theta < math.inf else None
             if m is None:
                 got = (np.array([], dtype=int), np.array([], dtype=int))
             else:
-                lf, gap = math.log(m.fast), math.log(m.slow / m.fast)
-                xc, xb = (np.log(self.c / theta) - lf) / gap, (np.log(self.b) - lf) / gap  # 0 fast, 1 slow
-                near = 0.5 - MODE_MARGIN
-                got = (np.flatnonzero((xc < near) & (xb < near)), np.flatnonzero((xc > 1 - near) & (xb > 1 - near)))
+                (fc, sc), (fb, sb) = mode_sides(m, self.c / theta), mode_sides(m, self.b)
+                got = (np.flatnonzero(fc & fb), np.flatnonzero(sc & sb))
             self._kept[theta] = got
         return self._kept[theta]
 
     def kept(self, theta: float | None = None) -> tuple[list[int], list[int]]:
         """(fast, slow) blocks the stratum keeps at theta (default: at its
-        ratio, or where there is none, at the last theta tried, whose blocks
-        were too few): FAST leaves slow empty, SLOW fast; SAME leaves out a
-        mode with fewer than STRATUM_MIN blocks."""
+        ratio, or where there is none, at the ratio over all blocks): FAST
+        leaves slow empty, SLOW fast; SAME leaves out a mode with fewer than
+        STRATUM_MIN blocks."""
         theta = (self._ratio if math.isfinite(self._ratio) else self._tried) if theta is None else theta
         fast, slow = (x.tolist() for x in self.split(theta))
         if self.which == FAST:
@@ -589,24 +594,41 @@ class ModeTest(PairedTest):
                                                   [0] * len(fast) + [1] * len(slow))
         return self._tests[key]
 
-    def _fixed_point(self) -> float:
-        """theta = the ratio over the blocks kept at theta, iterated from the
-        ratio over all blocks (a cycle ends at its last); nan where the
-        blocks kept cannot be tested.  Ratios only: no test is built."""
-        theta, seen = float(self.c.sum() / self.b.sum()), []
-        for _ in range(20):
-            self._tried = theta
-            fast, slow = key = self.kept(theta)
-            if len(fast) + len(slow) < MODE_MIN_PAIRS:
-                return float("nan")
-            groups = [np.asarray(g) for g in (fast, slow) if g]
-            C = [float(self.c[g].sum()) for g in groups]
-            B = [float(self.b[g].sum()) for g in groups]
-            theta = C[0] / B[0] if len(groups) == 1 else _strata_ratio(C, B, _stratum_weights(self.c, self.b, groups))
-            if key in seen:
-                break
-            seen.append(key)
-        return theta
+    def _ratio_of(self, fast: list[int], slow: list[int]) -> float:
+        """The ratio over these kept blocks (StratifiedTest's with both
+        modes), without building a test."""
+        groups = [np.asarray(g) for g in (fast, slow) if g]
+        C = [float(self.c[g].sum()) for g in groups]
+        B = [float(self.b[g].sum()) for g in groups]
+        return C[0] / B[0] if len(groups) == 1 else _strata_ratio(C, B, _stratum_weights(self.c, self.b, groups))
+
+    def _estimate(self, starts: Sequence[float]) -> float:
+        """A theta that the ratio over the blocks kept at theta gives back
+        (a fixed point), iterated from the ratio over all blocks and from each
+        of `starts` (where the sides fell in the slow mode at different rates,
+        the ratio over all blocks lies between the modes and keeps nothing);
+        of several, the one keeping the most blocks.  Where no start reaches
+        one (the kept blocks cycle), the theta visited whose test accepts it
+        best.  nan where no theta keeps MODE_MIN_PAIRS blocks."""
+        found: dict[float, int] = {}
+        visited: list[float] = []
+        self._tried = float(self.c.sum() / self.b.sum())
+        for start in [self._tried, *starts]:
+            theta, seen = start, []
+            for _ in range(20) if 0 < theta < math.inf else ():
+                key = self.kept(theta)
+                if len(key[0]) + len(key[1]) < MODE_MIN_PAIRS or key in seen:
+                    break
+                seen.append(key)
+                theta = self._ratio_of(*key)
+                if self.kept(theta) == key:
+                    found[theta] = len(key[0]) + len(key[1])
+                    break
+                visited.append(theta)
+        if found:
+            return max(found, key=lambda t: found[t])  # the first of the most-kept, in the order found
+        usable = [t for t in visited if self._test(t) is not None]
+        return max(usable, key=self.p) if usable else float("nan")
 
     @property
     def ratio(self) -> float:
@@ -626,11 +648,11 @@ class ModeTest(PairedTest):
         first rejection each way, and out to 1 where the test accepts 1 (the
         blocks kept change with theta, so what it accepts need not be one
         stretch: the interval and the test of "no difference" then still
-        agree); (-inf, inf) where there is no ratio."""
-        r = self._ratio
-        if not math.isfinite(r) or self._test(r) is None:
+        agree); (-inf, inf) where there is no ratio, or the test rejects it
+        (no start reached a fixed point)."""
+        r, alpha = self._ratio, 1 - confidence
+        if not math.isfinite(r) or self._test(r) is None or self.p(r) <= alpha:
             return float("-inf"), float("inf")
-        alpha = 1 - confidence
         lo, hi = self._edge(r, -1, alpha), self._edge(r, +1, alpha)
         if not lo <= 1.0 <= hi and self.p(1.0) > alpha:
             lo, hi = min(lo, 1.0), max(hi, 1.0)
