@@ -22,6 +22,7 @@ per block for a baseline and a candidate:
              where the reports give no fast-mode ratio), a slow mode 1.5x
              with 15% of processes straddling a flip of the state (a
              level between the modes, as under bench/twostate.py's hog),
+             the candidate slow 70% of the time against the baseline's 30%,
              each as an A/A pair and with a true 1.5x tax in both modes;
              beside today's rule (stats.ModeTest: one cut from both sides
              pooled) the one before it (each side's own cut)
@@ -72,7 +73,7 @@ def detection(trials: int, sizes: list[int]) -> list[str]:
 
 
 def pair(rng, blocks: int, tax: float, shared: float, slow_share: float, slow_by: float, sd: float,
-         cand_slow_by: float | None = None, straddle: float = 0.0):
+         cand_slow_by: float | None = None, straddle: float = 0.0, cand_share: float | None = None):
     """Block -> process mean for the baseline and the candidate (its slow mode cand_slow_by, default
     slow_by: the same tax in both modes); a share `straddle` of processes ran across a flip of the
     host's state (a level drawn evenly between the modes)."""
@@ -83,7 +84,7 @@ def pair(rng, blocks: int, tax: float, shared: float, slow_share: float, slow_by
     for k in range(blocks):
         host = rng.random() < slow_share
         sb = host if rng.random() < shared else rng.random() < slow_share
-        sc = host if rng.random() < shared else rng.random() < slow_share
+        sc = host if rng.random() < shared else rng.random() < (cand_share or slow_share)
         base[k] = 100.0 * level(sb, slow_by) * math.exp(rng.normal(0, sd))
         cand[k] = 100.0 * tax * level(sc, cand_slow_by or slow_by) * math.exp(rng.normal(0, sd))
     return base, cand
@@ -125,18 +126,21 @@ def estimation(trials: int, blocks: int) -> list[str]:
     shared_state = "a host state shared within a block 80% of the time"
     differs = shared_state + "; the candidate's slow mode 1.4x (its tax 7.7% larger there)"
     straddles = shared_state + "; 15% of processes straddle a flip (a level between the modes)"
-    for scen, shared, slow_by, cand_slow, straddle in (
-            ("per-process modes", 0.0, 1.3, None, 0.0), (shared_state, 0.8, 1.3, None, 0.0),
-            ("per-process modes", 0.0, 1.05, None, 0.0), (shared_state, 0.8, 1.05, None, 0.0),
-            (differs, 0.8, 1.3, 1.4, 0.0), (straddles, 0.8, 1.5, None, 0.15)):
+    oftener = "per-process modes; the candidate's processes slow 70% of the time (the baseline's 30%)"
+    for scen, shared, slow_by, cand_slow, straddle, cand_share in (
+            ("per-process modes", 0.0, 1.3, None, 0.0, None), (shared_state, 0.8, 1.3, None, 0.0, None),
+            ("per-process modes", 0.0, 1.05, None, 0.0, None), (shared_state, 0.8, 1.05, None, 0.0, None),
+            (differs, 0.8, 1.3, 1.4, 0.0, None), (straddles, 0.8, 1.5, None, 0.15, None),
+            (oftener, 0.0, 1.3, None, 0.0, 0.7)):
         for tax in (1.0, 1.5):
             rng = np.random.default_rng(int(tax * 10) + int(shared * 100) + int(slow_by * 1000)
-                                        + int((cand_slow or 0) * 10000) + int(straddle * 100000))
+                                        + int((cand_slow or 0) * 10000) + int(straddle * 100000)
+                                        + int((cand_share or 0) * 1000000))
             called_b = called_c = miss_all = miss_fast = n_fast = miss_same = n_same = apart = 0
             half_all, half_fast, fast_blocks, half_same, same_blocks = [], [], [], [], []
             own: dict[str, list[bool]] = {"fast": [], "same": []}
             for _ in range(trials):
-                base, cand = pair(rng, blocks, tax, shared, 0.3, slow_by, 0.01, cand_slow, straddle)
+                base, cand = pair(rng, blocks, tax, shared, 0.3, slow_by, 0.01, cand_slow, straddle, cand_share)
                 mb, mc = stats.modes(list(base.values())), stats.modes(list(cand.values()))
                 called_b += mb is not None
                 called_c += mc is not None
