@@ -27,10 +27,11 @@ bench/twostate.py, a third of the measured CPU in stretches of 0.5-2 s, the
 stand-in for a noisy night this quiet machine can make) once each way: as
 before, with --fast-mode (and with --same-mode, --ways plain,fast,same), the
 order rotated round by round, every target pinned to the hog's CPU;
-results/validity-hog.md gives the ways side by side (each way's runs also
-re-analysed for the other ways' strata: what they would have headlined
-without their stop), with `vmtax doctor` run under the hog first (its SD, the
-noise measured in the same hour).
+results/validity-hog.md gives the ways side by side, every run's comparisons
+made again from its stored samples by this checkout's analysis (how each row
+stopped stays the run's own), each way's runs also read for the other ways'
+strata (what they would have headlined without their stop), with `vmtax
+doctor` run under the hog first (its SD, the noise measured in the same hour).
 
 --against runs every round twice, once with the package (and agent) of an
 older checkout and once with this one, in ABBA order so that the host's drift
