@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from vmtax import stats  # noqa: E402
-from vmtax.analysis import fast_mode, same_mode, slow_mode  # noqa: E402
+from vmtax.analysis import fast_mode, same_mode, slow_mode, stop_blocks  # noqa: E402
 
 SPREADS = {
     "normal, SD 3%": (False, lambda r: r.normal(100, 3)),
@@ -95,12 +95,10 @@ def own_cut(base: dict, cand: dict, mb, mc, which: str) -> tuple[float, float, f
     kept by its own cut (mb, mc: stats.modes of each side alone), the paired
     (fast) or stratified (same) test over them: (ratio, CI low, CI high,
     p-value), None without an interval."""
-    if mb is None or mc is None:
+    got = stop_blocks(base, cand, mb, mc, same=which == "same")  # the runner's stop still keeps blocks so
+    if got is None:
         return None
-    both = sorted(base.keys() & cand.keys())
-    fast = [k for k in both if not mb.is_slow(base[k]) and not mc.is_slow(cand[k])]
-    slow = [k for k in both if mb.is_slow(base[k]) and mc.is_slow(cand[k])] if which == "same" else []
-    fast, slow = (fast if len(fast) >= stats.STRATUM_MIN else []), (slow if len(slow) >= stats.STRATUM_MIN else [])
+    fast, slow = got
     keep = fast + slow
     if len(keep) < stats.MODE_MIN_PAIRS:
         return None

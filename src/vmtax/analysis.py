@@ -124,6 +124,27 @@ def mode_test(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
                           base_modes.higher_is_better, starts), common
 
 
+def stop_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
+                cand_modes: Modes | None, same: bool) -> tuple[list[int], list[int]] | None:
+    """What the runner's stop judges a mode's stratum by: (the blocks both
+    sides' processes fell in their fast mode, those both in their slow mode
+    if `same`, else empty), each side's mode by its own cut, a mode counted
+    from SAME_MIN blocks with `same`; None as mode_test.  Cheap (each side's
+    fit is kept from block to block) and steady, where the report's rule
+    (mode_test) refits at every ratio it tries: a stop on the report's kept
+    blocks was tried and spent its budget worse (results/precision.md,
+    2026-11-26 evening).  The stop's choice of blocks depends on which side
+    got which process, as it did before; the reported test does not."""
+    if base_modes is None or cand_modes is None:
+        return None
+    both = sorted(base.keys() & cand.keys())
+    fast = [k for k in both if not base_modes.is_slow(base[k]) and not cand_modes.is_slow(cand[k])]
+    if not same:
+        return fast, []
+    slow = [k for k in both if base_modes.is_slow(base[k]) and cand_modes.is_slow(cand[k])]
+    return (fast if len(fast) >= SAME_MIN else []), (slow if len(slow) >= SAME_MIN else [])
+
+
 def fast_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
                 cand_modes: Modes | None) -> list[int] | None:
     """The blocks whose two processes both ran in the fast mode, at the

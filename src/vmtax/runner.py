@@ -422,16 +422,17 @@ class Runner:
                 if n == base:
                     continue
                 cb, bb = states[n].block_means(), states[base].block_means()
-                if self.cfg.same_mode:  # judged over the blocks in one mode where a side has two (as reported)
-                    got = analysis.same_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))
+                if self.cfg.same_mode:  # judged over the blocks in one mode where a side has two (analysis.stop_blocks)
+                    got = analysis.stop_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb), same=True)
                     if got is not None:
                         fast, slow = got
                         keep = fast + slow
                         out[n] = (float("inf") if len(keep) < self.cfg.min_processes else stats.stop_halfwidth_strata(
                             [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)))
                         continue
-                if self.cfg.fast_mode:  # judged in the fast mode where a side has two (as reported)
-                    keep = analysis.fast_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb))
+                if self.cfg.fast_mode:  # judged in the fast mode where a side has two (analysis.stop_blocks)
+                    got = analysis.stop_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb), same=False)
+                    keep = got[0] if got is not None else None
                     if keep is not None and len(keep) < self.cfg.min_processes:
                         out[n] = float("inf")  # the stratum needs --min-processes blocks, as a row does
                         continue
