@@ -109,8 +109,8 @@ def mode_test(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     """The test within a mode of the host (stats.ModeTest: the modes found
     on both sides' values pooled, at every ratio tested) over the paired
     blocks (their ids beside it); None unless both sides' process means fell
-    in two modes, each on its own (the runner's stop and the report go by
-    this one rule).  With one side called and the other not, the stratum
+    in two modes, each on its own (the runner's stop, stop_blocks, goes by
+    this call too).  With one side called and the other not, the stratum
     would set one side's fast mode against the other's mix wherever the
     other's modes went undetected (modes a few SDs apart): biased, so there
     is none."""
@@ -187,8 +187,8 @@ def same_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Mode
                 cand_modes: Modes | None) -> tuple[list[int], list[int]] | None:
     """(the blocks both sides ran in the fast mode, those both ran in the
     slow mode) at the same-mode ratio, each empty below SAME_MIN (that mode
-    does not count); None as mode_test.  The runner's stop and the report go
-    by it."""
+    does not count); None as mode_test.  What the report keeps; the
+    runner's stop keeps its own (stop_blocks)."""
     got = mode_test(base, cand, base_modes, cand_modes, stats.SAME)
     if got is None:
         return None
