@@ -145,17 +145,6 @@ def stop_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Mode
     return (fast if len(fast) >= SAME_MIN else []), (slow if len(slow) >= SAME_MIN else [])
 
 
-def fast_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-                cand_modes: Modes | None) -> list[int] | None:
-    """The blocks whose two processes both ran in the fast mode, at the
-    fast-mode ratio (mode_test); None as mode_test."""
-    got = mode_test(base, cand, base_modes, cand_modes, stats.FAST)
-    if got is None:
-        return None
-    t, common = got
-    return [common[i] for i in t.kept()[0]]
-
-
 def _stratum(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
              cand_modes: Modes | None, which: str, alpha: float) -> Stratum | None:
     got = mode_test(base, cand, base_modes, cand_modes, which)
@@ -181,19 +170,6 @@ def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
 
 
 SAME_MIN = stats.STRATUM_MIN  # a mode's blocks counted in the same-mode ratio only from this many (a spread)
-
-
-def same_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-                cand_modes: Modes | None) -> tuple[list[int], list[int]] | None:
-    """(the blocks both sides ran in the fast mode, those both ran in the
-    slow mode) at the same-mode ratio, each empty below SAME_MIN (that mode
-    does not count); None as mode_test.  What the report keeps; the
-    runner's stop keeps its own (stop_blocks)."""
-    got = mode_test(base, cand, base_modes, cand_modes, stats.SAME)
-    if got is None:
-        return None
-    t, common = got
-    return tuple([common[i] for i in m] for m in t.kept())
 
 
 def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,

@@ -519,10 +519,11 @@ class ModeTest(PairedTest):
     ran in one mode of the host (FAST, SLOW, or SAME: both fast or both slow,
     by StratifiedTest), the modes found at each theta from both sides'
     values pooled: cand/theta beside base, one fit (modes), one rule for
-    which mode a process ran in (split: near a mode's mean, not between).
+    which mode a process ran in (mode_sides: the side of the middle between
+    the modes' means it lies on; the middle itself counts in neither).
 
     Under the null at theta a block's cand/theta and base are exchangeable;
-    the pooled values, and so the cut and which blocks are kept, are the same
+    the pooled values, and so the fit and which blocks are kept, are the same
     whichever side got which process, so the test over the kept blocks stays
     exact.  A cut fitted to each side on its own is not: in an A/A pair a
     side whose cut fell higher by chance keeps more of its slower processes,
