@@ -24,6 +24,7 @@ by a mode's stratum, into results/noisydemo.md (the JSON documents
 results/noisydemo-NN-WAY.json are not kept in git).
 
 Usage: .venv/bin/python bench/noisydemo.py [--rounds 1] [--ways plain,fast,same] [--first N] [--reuse]
+                                          [--runs GLOB] [--out NAME]
 """
 from __future__ import annotations
 
@@ -94,6 +95,9 @@ def main() -> int:
                     help=f"of {', '.join(WAY_FLAG)} (default all three)")
     ap.add_argument("--first", type=int, default=0, metavar="N", help="number the new runs from N (a series continued)")
     ap.add_argument("--reuse", action="store_true", help="summarise the stored runs only")
+    ap.add_argument("--runs", default="noisydemo-[0-9]*.json", metavar="GLOB",
+                    help="which stored runs of results/ to summarise (default all)")
+    ap.add_argument("--out", default="noisydemo.md", metavar="NAME", help="the summary's file in results/")
     a = ap.parse_args()
     if not a.reuse:
         i = a.first
@@ -101,7 +105,7 @@ def main() -> int:
             for way in rotated(a.ways, r):
                 one(i, way)
                 i += 1
-    paths = sorted(OUT.glob("noisydemo-[0-9]*.json"))
+    paths = sorted(OUT.glob(a.runs))
     docs = [json.loads(p.read_text()) for p in paths]
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     span = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(min(d['started'] for d in docs)))}-"
@@ -113,7 +117,7 @@ def main() -> int:
         f"(a third of the CPU) in stretches of 0.5-2 s", "",
         *summary(paths), "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs), ""])
     print(text)
-    (OUT / "noisydemo.md").write_text(text)
+    (OUT / a.out).write_text(text)
     return 0
 
 
