@@ -162,6 +162,12 @@ def buyable(means: list[float], process_s: float, budget_s: float, rows: int,
     return blocks, float(sps.t.ppf(0.975, blocks - 1)) * rms / math.sqrt(blocks)
 
 
+def _both_in(m, side: int):
+    """Whether a pair of process means both fell in one mode (side 0 the
+    fast, 1 the slow), as the run counts a process (stats.mode_sides)."""
+    return lambda a, b: bool(stats.mode_sides(m, (a, b))[side].all())
+
+
 def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tuple[int, float]:
     """With compare --fast-mode, where the means fell in two modes: (the
     blocks of `blocks` whose two processes both ran in the fast mode (as
@@ -171,7 +177,7 @@ def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     of the fast-mode ratio then, at those pairs' spread)."""
     if n.modes is None:
         return blocks, math.inf
-    share, rms = _lagged(means, targets, lambda a, b: bool(stats.mode_sides(n.modes, (a, b))[0].all()))
+    share, rms = _lagged(means, targets, _both_in(n.modes, 0))
     both = int(blocks * share)
     if both < MIN_BLOCKS or not math.isfinite(rms):
         return both, math.inf
@@ -207,9 +213,8 @@ def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     if n.modes is None:
         return blocks, 0, math.inf
     counts, parts = [], []
-    for side in (0, 1):  # both fast, both slow, as the run counts a process (stats.mode_sides)
-        def keep(a: float, b: float, side: int = side) -> bool:
-            return bool(stats.mode_sides(n.modes, (a, b))[side].all())
+    for side in (0, 1):  # both fast, both slow
+        keep = _both_in(n.modes, side)
         share, rms = _lagged(means, targets, keep)
         k = int(blocks * share)
         k = k if k >= SAME_MIN else 0
