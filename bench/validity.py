@@ -21,6 +21,7 @@ Usage: .venv/bin/python bench/validity.py [--rounds 6] [--max-time 6m] [--inject
        [--hog [--ways plain,fast,same]]   (each round as before, with --fast-mode [and --same-mode],
                  under the RT hog: results/validity-hog*)
        [--first N]   (with --against or --hog: run rounds N..--rounds only, analyse 1..--rounds)
+       [--out NAME]  (with --hog: a series of its own, results/NAME.{md,db}, NAME-WAY-N.json; default validity-hog)
 
 --hog runs every round under a host made noisy on purpose (the RT hog of
 bench/twostate.py, a third of the measured CPU in stretches of 0.5-2 s, the
@@ -64,7 +65,7 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
     """One round's compare; tag: the package ("old"/"new", --against) or the way ("plain"/"fast", --hog)."""
     name = f"{stem(args)}-{tag + '-' if tag else ''}{n}"
     vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag in ("old", "new") else [VMTAX]
-    db = OUT / ("validity-hog.db" if args.hog else f"{name.rsplit('-', 1)[0]}.db")
+    db = OUT / (f"{args.out}.db" if args.hog else f"{name.rsplit('-', 1)[0]}.db")
     cmd = [*vmtax, "--db", str(db), "compare", "local", "local:label=aa",
            f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time]
     cmd += ["--cpu", str(hog_cpu())] if args.hog else []  # the hog's CPU named: the targets run where it does
@@ -76,9 +77,9 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
 
 def stem(args) -> str:
     """The rounds' files: validity-N.json, or validity-fast-N.json with --fast-mode (and its .md),
-    validity-hog-{plain,fast}-N.json with --hog."""
+    validity-hog-{plain,fast}-N.json with --hog (or --out NAME: NAME-{plain,fast}-N.json)."""
     if getattr(args, "hog", False):
-        return "validity-hog"
+        return args.out
     return "validity-fast" if getattr(args, "fast_mode", False) else "validity"
 
 
@@ -137,13 +138,13 @@ def hogged(args) -> int:
             stop(h)
         if d.returncode != 0:
             sys.exit(f"vmtax doctor under the hog failed ({d.returncode}): {d.stdout[-2000:]}")
-        (OUT / f"validity-hog-doctor-{args.first}.txt").write_text(
+        (OUT / f"{args.out}-doctor-{args.first}.txt").write_text(
             f"# before rounds {args.first}-{args.rounds}, {time.strftime('%H:%M UTC', time.gmtime())}\n"
             + d.stdout.strip() + "\n")
     def order_of(f: Path) -> tuple[int, str]:  # -N.txt by N (before round N), any other after them
         tail = f.stem.rsplit("-", 1)[1]
         return (int(tail), "") if tail.isdigit() else (10 ** 6, tail)
-    doctor = "\n".join(f.read_text().strip() for f in sorted(OUT.glob("validity-hog-doctor-*.txt"), key=order_of))
+    doctor = "\n".join(f.read_text().strip() for f in sorted(OUT.glob(f"{args.out}-doctor-*.txt"), key=order_of))
     for n in range(1, args.rounds + 1):
         for tag in rotated(args.ways, n - 1):
             if args.reuse or n < args.first:
@@ -159,8 +160,8 @@ def hogged(args) -> int:
             if p.returncode not in (0, 3):
                 sys.exit(f"round {n} ({tag}) failed ({p.returncode}): {p.stderr[-2000:]}")
             print(f"  {tag}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
-    db = OUT / "validity-hog.db"
-    found = [(n, tag, OUT / f"validity-hog-{tag}-{n}.json") for n in range(1, args.rounds + 1) for tag in args.ways]
+    db = OUT / f"{args.out}.db"
+    found = [(n, tag, OUT / f"{args.out}-{tag}-{n}.json") for n in range(1, args.rounds + 1) for tag in args.ways]
     found = [(n, tag, reanalysed(json.loads(f.read_text()), db)) for n, tag, f in found if f.exists()]
     docs = {tag: [d for _, t, d in found if t == tag] for tag in args.ways}
     docs = {tag: d for tag, d in docs.items() if d}
@@ -197,7 +198,7 @@ def hogged(args) -> int:
                   f"by how they stopped: {stops}. From the same runs, {'; '.join(notes)}.", "", table, "",
                   "Runs: " + ", ".join(f"`{d['run_id']}`" for d in ds) + ".", ""]
     if not docs:
-        sys.exit(f"no round's JSON document in {OUT} (validity-hog-WAY-N.json, N up to {args.rounds})")
+        sys.exit(f"no round's JSON document in {OUT} ({args.out}-WAY-N.json, N up to {args.rounds})")
     env = next(iter(docs.values()))[0]["environment"]
     every = [d for tag in docs for d in docs[tag]]
     span = "-".join(time.strftime("%H:%M UTC", time.gmtime(t)) for t in (min(d["started"] for d in every),
@@ -205,7 +206,9 @@ def hogged(args) -> int:
     text = "\n".join([
         "# Validity on a host made noisy: false positives and power under the RT hog", "",
         f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/validity.py --hog --rounds "
-        f"{args.rounds} --max-time {args.max_time} --ways {','.join(args.ways)}` (the runs {span}) on {env.get('cpu_model')}, "
+        f"{args.rounds} --max-time {args.max_time} --ways {','.join(args.ways)}"
+        + (f" --out {args.out}" if args.out != "validity-hog" else "")
+        + f"` (the runs {span}) on {env.get('cpu_model')}, "
         f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). Every run under "
         f"bench/twostate.py's RT hog on CPU {hog_cpu()} (SCHED_FIFO, a third of the CPU in 0.5 ms slices through "
         "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. The runs in the order "
@@ -218,8 +221,8 @@ def hogged(args) -> int:
         "The host's noise under the hog, just before the rounds (each series of rounds; `vmtax doctor --cpu "
         f"{hog_cpu()} --max-time {args.max_time} --rows N --targets 3`, the hog on):", "",
         "```", doctor or "(not recorded)", "```", "", *parts])
-    (OUT / "validity-hog.md").write_text(text)
-    (OUT / "validity-hog-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (OUT / f"{args.out}.md").write_text(text)
+    (OUT / f"{args.out}-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(text)
     return 0
 
@@ -384,11 +387,18 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=1, metavar="N",
                     help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds "
                          "(more rounds later)")
+    ap.add_argument("--out", default="validity-hog", metavar="NAME",
+                    help="with --hog: the series' files, results/NAME.md, NAME.db, NAME-WAY-N.json, "
+                         "NAME-doctor-N.txt (another host's series beside the first)")
     args = ap.parse_args()
     if args.first != 1 and not (args.against or args.hog):
         ap.error("--first goes with --against or --hog")
     if args.ways and not args.hog:
         ap.error("--ways goes with --hog")
+    if args.out != "validity-hog" and not args.hog:
+        ap.error("--out goes with --hog")
+    if not args.out or "/" in args.out or args.out.startswith("."):
+        ap.error(f"--out takes a file name stem in results/, got {args.out!r}")
     args.ways = args.ways or ["plain", "fast"]
     if args.hog and (args.against or args.fast_mode):
         ap.error("--hog runs its ways itself; not with --against or --fast-mode")
