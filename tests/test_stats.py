@@ -542,3 +542,29 @@ def test_where_the_sides_fall_slow_at_different_rates_there_is_still_a_fast_mode
         cand = {k: 100 * (1.3 if rng.random() < 0.75 else 1.0) * rng.normal(1, 0.01) for k in range(60)}
         f = analysis.fast_mode(base, cand, stats.modes(list(base.values())), stats.modes(list(cand.values())))
         assert f.blocks >= 6 and abs(f.ratio - 1) < 0.01 and f.ci_low < f.ratio < f.ci_high
+
+
+def test_the_pooled_modes_agree_with_each_sides_own_only_where_they_are_one_state_of_the_host():
+    """agreement(): with both sides 1.5x slower in one state, every process
+    the pooled fit counts in a mode is in its own fit's; with the
+    candidate's own 3x tail beside the state (a TCG guest's cpuid under the
+    hog), the pooled fit takes the tail for the slow mode and puts the
+    baseline's processes in one mode, whatever its own fit says (started as
+    analysis.mode_test starts it: each side's modes lined up)."""
+    for seed in range(30, 40):
+        rng = np.random.default_rng(seed)
+        state = np.where(rng.random(92) < 0.46, 1.5, 1.0)
+        b = 4000 * state * rng.normal(1, 0.01, 92)
+        for c, tail in ((2 * 4000 * state * rng.normal(1, 0.01, 92), False),
+                        (5.1 * state * np.where(rng.random(92) < 0.26, 3.0, 1.0) * rng.normal(1, 0.01, 92), True)):
+            own_b, own_c = stats.modes(b), stats.modes(c)
+            assert own_b is not None and own_c is not None
+            for which in (stats.FAST, stats.SAME):
+                t = stats.ModeTest(c, b, which, starts=(own_c.fast / own_b.fast, own_c.slow / own_b.slow))
+                ac, ab = t.agreement(own_c, own_b)
+                if tail:  # no fast-mode ratio at all in some draws; where there is one, not the host's modes
+                    assert (which == stats.FAST and math.isnan(t.ratio)) or (ac > 0.95 and ab < 0.6), (seed, which)
+                else:
+                    assert ac > 0.95 and ab > 0.95 and t.ratio == pytest.approx(2, rel=0.01)
+    t = stats.ModeTest(b[:7], b[:7], stats.SAME)  # 14 units pooled, too few for modes: no ratio, nothing to say
+    assert math.isnan(t.ratio) and all(math.isnan(x) for x in t.agreement(own_b, own_b))

@@ -501,6 +501,7 @@ def _crossing(w, mu, sd) -> float:
 FAST, SLOW, SAME = "fast", "slow", "same"  # ModeTest's strata: both sides fast, both slow, either
 MODE_MIN_PAIRS = 6  # a kept set smaller than this cannot reject at 5% (2/2^6): the test at that theta uses every pair
 MODE_MARGIN = 0.2   # the middle 2 x this of the distance between the modes' means (logs) counts in neither
+MODE_AGREE = 0.8    # at the ratio, the pooled modes must put this share of each side's processes where its own fit does
 
 
 def mode_sides(m: Modes, values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -549,6 +550,7 @@ class ModeTest(PairedTest):
         self.which, self.higher_is_better = which, higher_is_better
         self._every: PairedTest | None = None
         self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        self._fits: dict[float, Modes | None] = {}
         self._tests: dict[tuple, PairedTest | None] = {}
         self._ratio = self._estimate(starts)
 
@@ -558,6 +560,7 @@ class ModeTest(PairedTest):
         counts it); both empty where the pooled values show no two modes."""
         if theta not in self._kept:
             m = modes(np.r_[self.c / theta, self.b], self.higher_is_better) if 0 < theta < math.inf else None
+            self._fits[theta] = m
             if m is None:
                 got = (np.array([], dtype=int), np.array([], dtype=int))
             else:
@@ -634,6 +637,30 @@ class ModeTest(PairedTest):
     @property
     def ratio(self) -> float:
         return self._ratio
+
+    def agreement(self, cand_modes: Modes, base_modes: Modes) -> tuple[float, float]:
+        """(cand's, base's) share, of that side's processes the modes fitted
+        to both sides pooled at the ratio count in a mode (mode_sides), of
+        those in the mode the side's own fit puts them (its cut); nan where
+        there is no ratio or no pooled modes there.  Near 1 where the two
+        sides' modes are one state of the host seen on both; far below it
+        where the pooled fit took something else for the modes (one side's
+        own tail, say, with the other side's processes all in one pooled
+        mode): then the kept blocks are not a state of the host."""
+        theta = self._ratio
+        if not math.isfinite(theta) or theta <= 0:
+            return math.nan, math.nan
+        self.split(theta)
+        m = self._fits.get(theta)
+        if m is None:
+            return math.nan, math.nan
+        out = []
+        for values, scaled, own in ((self.c, self.c / theta, cand_modes), (self.b, self.b, base_modes)):
+            fast, slow = mode_sides(m, scaled)
+            own_slow = np.array([own.is_slow(float(v)) for v in values], dtype=bool)
+            counted = fast | slow
+            out.append(float(((slow & own_slow) | (fast & ~own_slow))[counted].mean()) if counted.any() else math.nan)
+        return out[0], out[1]
 
     def p(self, theta: float = 1.0) -> float:
         """Two-sided p-value of "cand/base = theta" over the blocks kept at theta."""

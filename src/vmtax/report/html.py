@@ -14,14 +14,14 @@ from .htmlkit import page, table, td
 from .facts import FACT_HEADER, fact_rows, target_notes, warnings
 from .scale import html_section
 from .scoreboard import geomeans, precise
-from .units import fmt_value
+from .units import fmt_ratio3, fmt_value
 from .view import HTML, Table
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
 def _ratio_text(c: Comparison) -> str:
     lo, hi = c.ratio_ci_low, c.ratio_ci_high
-    ci = f"{lo:.3f}–{hi:.3f}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
-    return f"{c.ratio:.3f} ({ci})"
+    ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
+    return f"{fmt_ratio3(c.ratio)} ({ci})"
 
 
 def mode_paragraphs(t: Table) -> str:

@@ -132,10 +132,10 @@ def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         out.append("")
     t = view.measurements(data, ms, cs)
     modes = view.mode_notes(t)
-    out.append(textwrap.fill(LEGEND + (" · " + view.MODES_LEGEND if modes else ""), WIDTH))
+    out.append(textwrap.fill(LEGEND + (" · " + view.MODES_LEGEND if modes else ""), WIDTH, break_on_hyphens=False))
     for line in notes.lines():
-        out.append(textwrap.fill(line, WIDTH, subsequent_indent="    "))
-    out += [textwrap.fill(text, WIDTH, subsequent_indent="    ") for text in view.mode_texts(t)]
+        out.append(textwrap.fill(line, WIDTH, subsequent_indent="    ", break_on_hyphens=False))
+    out += [textwrap.fill(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) for text in view.mode_texts(t)]
     return "\n".join(out)
 
 

@@ -58,6 +58,12 @@ def sig(x: float) -> str:
     return f"{x:.2f}"
 
 
+def fmt_ratio3(r: float) -> str:
+    """A ratio in a sentence: three decimals, three significant digits below
+    0.1 (a TCG guest's cpuid at 0.00172 is no '0.002 [0.002, 0.002]')."""
+    return f"{r:.3g}" if abs(r) < 0.1 else f"{r:.3f}"
+
+
 def fmt_pct(frac: float | None, digits: int = 1) -> str:
     if frac is None or not math.isfinite(frac):
         return "-"

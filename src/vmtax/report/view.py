@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, RunData, headline_of
-from ..stats import STRATUM_MIN
-from .units import fmt_duration, fmt_goal, fmt_pct, fmt_value
+from ..stats import MODE_AGREE, STRATUM_MIN
+from .units import fmt_duration, fmt_goal, fmt_pct, fmt_ratio3, fmt_value
 
 TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
 PEOPLE = frozenset({TEXT, MD, HTML})
@@ -285,8 +285,8 @@ def _modes_of(target: str, m: Measurement | None) -> str:
 
 def _interval(r: float, lo: float, hi: float) -> str:
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"{r:.3f}, no interval" if math.isfinite(r) else "no interval"
-    return f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+        return f"{fmt_ratio3(r)}, no interval" if math.isfinite(r) else "no interval"
+    return f"{fmt_ratio3(r)} [{fmt_ratio3(lo)}, {fmt_ratio3(hi)}]"
 
 
 def _same_said(ratio: str, same, fast, slow, every) -> str:
@@ -296,11 +296,13 @@ def _same_said(ratio: str, same, fast, slow, every) -> str:
     which = (f"{n_fast} fast, {same.slow_blocks} slow; each mode weighted by its blocks over their levels' spread"
              if n_fast and same.slow_blocks else f"{n_fast} fast: too few both slow to count" if n_fast else
              f"{same.slow_blocks} slow: too few both fast to count")
-    apart = (slow is not None and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
+    apart = (slow is not None and fast is not None
+             and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
              and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low))
     return (f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran in the same "
             f"mode ({which}; --same-mode); in the fast mode alone it is "
-            f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, "
+            + (f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, " if fast is not None else
+               "none (at its ratio the modes fitted together were not each side's own), ")
             + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, "
                if slow is not None else "")
             + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}."
@@ -335,7 +337,14 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
             f, every = r.c.fast_mode, r.c.all_modes
             ratio = _interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)
             fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
-            if f is None:
+            asked = (f if which == FAST_MODE else r.c.same_mode) if which else f  # the stratum its run asked for
+            if asked is None and r.m.modes is not None and base is not None and base.modes is not None:
+                said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
+                        + (f" ({'--fast-mode' if which == FAST_MODE else '--same-mode'})" if which else "")
+                        + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
+                        f"than {MODE_AGREE:.0%} of one side's processes fall where its own fit puts them), so "
+                        "they are not one state of the host seen on both.")
+            elif asked is None:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode "
                         "(fast or same): one side's mode set against the other side's mix would be biased wherever "
                         "that side's modes went undetected.")
