@@ -276,10 +276,10 @@ def test_stop_halfwidth_is_blind_to_which_side_is_ahead():
     swapped = [(y, x) if i % 3 == 0 else (x, y) for i, (x, y) in enumerate(zip(c, b))]
     assert stats.stop_halfwidth([x for x, _ in swapped], [y for _, y in swapped]) == pytest.approx(w)
     # ... yet it follows the spread both with and without a difference
-    for effect in (1.0, 1.5):
+    for effect in (1.0, 1.5, 3.0, 12.0, 98.0, 1 / 700):  # ... and far past 40 SDs (a UML getppid, a TCG cpuid)
         cc = b * effect * rng.lognormal(0, 0.02, 20)
         est = stats.stop_halfwidth(cc, b)
-        assert 0.4 < est / (sst.t.ppf(0.975, 19) * 0.02 / math.sqrt(20)) < 2.0
+        assert 0.4 < est / (sst.t.ppf(0.975, 19) * 0.02 / math.sqrt(20)) < 2.0, effect
 
 
 def test_geomean():
