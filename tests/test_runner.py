@@ -472,3 +472,42 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     same.config["same_mode"] = True
     (c,) = analyse(same)[1]
     assert c.estimand == "same mode" and c.ratio == c.same_mode.ratio == pytest.approx(1.05, rel=0.005)
+
+
+def test_a_stop_on_a_mode_stratum_waits_for_one_the_report_will_have(tmp_path):
+    """--same-mode and --fast-mode judge a row over the blocks each side's
+    own cut puts in a mode (analysis.stop_blocks); where the report will
+    have no such ratio (the pooled modes are not each side's own: a TCG
+    guest's cpuid tail beside the host's state, analysis.modes_agree), the
+    stop must not end the row on that stratum's width: it judges every
+    block, as the report will."""
+    import random as _random
+    from vmtax.model import Sample
+    from vmtax.runner import TargetState
+    rng = _random.Random(11)
+    states = {"fake": TargetState(), "fake:label=b": TargetState()}
+    for blk in range(92):
+        state = 1.5 if rng.random() < 0.46 else 1.0  # the host's, on both sides
+        for name, st in states.items():
+            tail = 3.0 if name != "fake" and rng.random() < 0.26 else 1.0  # the candidate's own
+            mean = (4000.0 if name == "fake" else 5.1) * state * tail
+            for seq in range(3):
+                st.take(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.01)), "ns", process=blk, seq=seq,
+                               t=1.0 + blk, block=blk))
+    store = Store(tmp_path / "r.db")
+    targets = new_run(store, list(states), [A])
+    for flag in ("same_mode", "fast_mode"):
+        runner = Runner(RunConfig(precision=0.01, **{flag: True}), [A], targets, store, "r")
+        (width,) = runner.precision_by_target(states).values()
+        assert width > 0.05, (flag, width)  # over every block: the tail's spread, not the stratum's +-0.1%
+    quiet = {n: TargetState() for n in states}  # the same host state, no tail: the stratum is kept, and narrow
+    rng = _random.Random(12)
+    for blk in range(40):
+        state = 1.5 if rng.random() < 0.46 else 1.0
+        for name, st in quiet.items():
+            for seq in range(3):
+                st.take(Sample("getppid", name, (4000.0 if name == "fake" else 5.1) * state * (1 + rng.gauss(0, 0.01)),
+                               "ns", process=blk, seq=seq, t=1.0 + blk, block=blk))
+    runner = Runner(RunConfig(precision=0.01, same_mode=True), [A], targets, store, "r")
+    (width,) = runner.precision_by_target(quiet).values()
+    assert width < 0.01, width

@@ -23,6 +23,7 @@ run gives a sample of each of its figures (`<workload>.<metric>` rows, a
 from __future__ import annotations
 
 import itertools
+import math
 import queue
 import random
 import resource
@@ -66,6 +67,7 @@ class TargetState:
     warmup: int | None = None        # and warmup samples (None: --warmup)
     higher_is_better: bool = False   # the row's direction (which of two modes is the fast one)
     _modes: tuple | None = None      # (block count, its stats.modes): modes() fits once per block
+    _holds: dict = field(default_factory=dict)  # (stratum, block count) -> its mode_test holds (stratum_holds)
 
     def take(self, s: Sample) -> None:
         if not s.warmup and not s.counting:
@@ -90,6 +92,20 @@ class TargetState:
         if self._modes is None or self._modes[0] != len(means):
             self._modes = (len(means), stats.modes(list(means.values()), higher_is_better=self.higher_is_better))
         return self._modes[1]
+
+    def stratum_holds(self, which: str, base: dict[int, float], mine: dict[int, float],
+                      base_modes, my_modes) -> bool:
+        """Whether the report will have this stratum's ratio against the
+        baseline (analysis.mode_test: the pooled modes each side's own, at a
+        ratio it finds): what a stop on the stratum must ask before it stops
+        the row, or the row would stop on a ratio the report then leaves
+        out.  A test per stratum and block count at most, asked only once
+        the stratum looks precise enough."""
+        key = (which, len(mine), len(base))
+        if key not in self._holds:
+            got = analysis.mode_test(base, mine, base_modes, my_modes, which)
+            self._holds[key] = got is not None and math.isfinite(got[0].ratio)
+        return self._holds[key]
 
 
 class Progress(Protocol):
@@ -422,22 +438,28 @@ class Runner:
                 if n == base:
                     continue
                 cb, bb = states[n].block_means(), states[base].block_means()
+                bm, cm = states[base].modes(bb), states[n].modes(cb)
                 if self.cfg.same_mode:  # judged over the blocks in one mode where a side has two (analysis.stop_blocks)
-                    got = analysis.stop_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb), same=True)
+                    got = analysis.stop_blocks(bb, cb, bm, cm, same=True)
                     if got is not None:
                         fast, slow = got
                         keep = fast + slow
                         out[n] = (float("inf") if len(keep) < self.cfg.min_processes else stats.stop_halfwidth_strata(
                             [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)))
-                        continue
+                        if out[n] > self.cfg.precision or states[n].stratum_holds(stats.SAME, bb, cb, bm, cm):
+                            continue
                 if self.cfg.fast_mode:  # judged in the fast mode where a side has two (analysis.stop_blocks)
-                    got = analysis.stop_blocks(bb, cb, states[base].modes(bb), states[n].modes(cb), same=False)
+                    got = analysis.stop_blocks(bb, cb, bm, cm, same=False)
                     keep = got[0] if got is not None else None
                     if keep is not None and len(keep) < self.cfg.min_processes:
                         out[n] = float("inf")  # the stratum needs --min-processes blocks, as a row does
                         continue
                     if keep is not None:
-                        cb, bb = {k: cb[k] for k in keep}, {k: bb[k] for k in keep}
+                        a, b = stats.paired({k: cb[k] for k in keep}, {k: bb[k] for k in keep})
+                        out[n] = stats.stop_halfwidth(a, b)
+                        if out[n] > self.cfg.precision or states[n].stratum_holds(stats.FAST, bb, cb, bm, cm):
+                            continue
+                # all blocks: no stratum asked or found, or one the report will not have (stratum_holds)
                 a, b = stats.paired(cb, bb)
                 out[n] = stats.stop_halfwidth(a, b)
             return out
