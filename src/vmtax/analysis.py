@@ -133,7 +133,7 @@ def modes_agree(t: stats.ModeTest, base_modes: Modes, cand_modes: Modes) -> bool
     the mode its own fit puts them (True where there is no ratio: nothing is
     kept, the row's note says so).  Two sides can each fall in two modes
     that are not one state of the host: under the RT hog a TCG guest's
-    `cpuid` had a tail of processes 3x its fast ones beside the hog's
+    `cpuid` had a tail of processes 2.7x its fast ones beside the hog's
     1.5x, and at the ratio the pooled fit took that tail for the slow mode
     with every bare-machine process in it (the bare machine's own fit: 46%
     slow), keeping 17 of 92 blocks at a ratio 1.9x the all-blocks one
