@@ -24,6 +24,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -43,13 +44,13 @@ def _fast(base: dict, cand: dict) -> list[int] | None:
     return None if got is None else got[0]
 
 
-def trial(rng, nmax: int, straddle: float, stop: bool, precision: float, slow_by: float = 1.5,
-          sd: float = 0.01, least: int = 10) -> tuple[bool, int, int] | None:
-    """(flagged, stratum blocks, blocks run), or None where no stratum of 6 blocks."""
-    base, cand = {}, {}
+def aa_blocks(rng, straddle: float, slow_by: float = 1.5, sd: float = 0.01) -> Iterator[tuple[float, float]]:
+    """The simulated host's A/A blocks, one after another, for ever: (base,
+    cand) process means of two processes run back to back in a random
+    order, in a state that flips in stretches of 0.5-2 s (bench/samestop.py
+    runs the same host)."""
     slow, left = rng.random() < 0.5, rng.uniform(0.5, 2.0) / PROCESS_S  # processes left in this stretch
-    k = 0
-    for k in range(nmax):
+    while True:
         vals = []
         for _ in range(2):
             if left <= 0:
@@ -61,7 +62,16 @@ def trial(rng, nmax: int, straddle: float, stop: bool, precision: float, slow_by
             vals.append(100 * (1 + (slow_by - 1) * part) * math.exp(rng.normal(0, sd)))
         if rng.random() < 0.5:
             vals.reverse()
-        base[k], cand[k] = vals
+        yield vals[0], vals[1]
+
+
+def trial(rng, nmax: int, straddle: float, stop: bool, precision: float, slow_by: float = 1.5,
+          sd: float = 0.01, least: int = 10) -> tuple[bool, int, int] | None:
+    """(flagged, stratum blocks, blocks run), or None where no stratum of 6 blocks."""
+    base, cand = {}, {}
+    k = 0
+    for k, (b, c) in zip(range(nmax), aa_blocks(rng, straddle, slow_by, sd)):
+        base[k], cand[k] = b, c
         if stop and k + 1 >= least:
             keep = _fast(base, cand)
             if keep is not None and len(keep) >= least and \

@@ -27,10 +27,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from modestop import aa_blocks  # noqa: E402
 from vmtax import analysis, stats  # noqa: E402
 
-PROCESS_S = 0.09
 PRECISION = 0.01
 
 
@@ -38,21 +39,9 @@ def trial(rng, nmax: int, stop: bool, straddle: float, slow_by: float, sd: float
           least: int = 10) -> tuple[bool, bool, int]:
     """(flagged, reported over the same-mode stratum, blocks run) of one A/A row."""
     base, cand = {}, {}
-    slow, left = rng.random() < 0.5, rng.uniform(0.5, 2.0) / PROCESS_S  # processes left in this stretch
     k = 0
-    for k in range(nmax):
-        vals = []
-        for _ in range(2):
-            if left <= 0:
-                slow, left = not slow, rng.uniform(0.5, 2.0) / PROCESS_S
-            part = float(slow)
-            if left < 1 and rng.random() < straddle:  # the state changes inside this process
-                part = 1 - rng.random() if slow else rng.random()
-            left -= 1
-            vals.append(100 * (1 + (slow_by - 1) * part) * math.exp(rng.normal(0, sd)))
-        if rng.random() < 0.5:
-            vals.reverse()
-        base[k], cand[k] = vals
+    for k, (b, c) in zip(range(nmax), aa_blocks(rng, straddle, slow_by, sd)):
+        base[k], cand[k] = b, c
         if stop and k + 1 >= least:
             got = analysis.stop_blocks(base, cand, stats.modes(list(base.values())),
                                        stats.modes(list(cand.values())), same=True)
