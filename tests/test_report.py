@@ -11,6 +11,7 @@ import pytest
 
 from reportdata import run
 from vmtax.analysis import analyse
+from vmtax.model import Sample
 from vmtax.report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal, view
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -265,20 +266,28 @@ def _bimodal_run(kind="compare", base_slow=0.2, cand_slow=0.5):
     processes, the candidate 1.5x slower than it and 1.3x slower again in
     cand_slow of its processes."""
     import random as _random
-    from vmtax.model import Sample
     data = run(kind=kind, names=("local", "qemu:accel=tcg") if kind == "compare" else ("qemu:accel=tcg",))
-    rng = _random.Random(7)
     data.benchmarks = data.benchmarks[:1]
-    samples = []
-    for blk in range(40):
-        for name in [t.name for t in data.targets]:
-            mean = (100.0 * (1.3 if rng.random() < base_slow else 1.0) if name == "local"
-                    else 150.0 * (1.3 if rng.random() < cand_slow else 1.0))
-            for seq in range(4):
-                samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
-                                      warmup=seq == 0, t=1767268800.0 + blk, block=blk))
-    data.samples = samples
+    data.samples = _getppid_samples(
+        _random.Random(7), [t.name for t in data.targets], 40, lambda rng: None,
+        lambda rng, _, name: (100.0 * (1.3 if rng.random() < base_slow else 1.0) if name == "local"
+                              else 150.0 * (1.3 if rng.random() < cand_slow else 1.0)), 0.005)
     return data
+
+
+def _getppid_samples(rng, names, blocks, state_of, mean_of, sd):
+    """getppid samples of one process per target and block, four each (the
+    first a warmup) around the process's mean, mean_of(rng, state, name),
+    where state_of(rng) draws the block's (the host's) state."""
+    samples = []
+    for blk in range(blocks):
+        state = state_of(rng)
+        for name in names:
+            mean = mean_of(rng, state, name)
+            for seq in range(4):
+                samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, sd)), "ns", process=blk, seq=seq,
+                                      warmup=seq == 0, t=1767268800.0 + blk, block=blk))
+    return samples
 
 
 def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_in_every_writer():
@@ -441,20 +450,13 @@ def _tail_run(same_mode=True):
     candidate at 1/600 of it, 1.5x slower in the same state, and 3x slower
     again in a tail of 26% of its processes of its own."""
     import random as _random
-    from vmtax.model import Sample
     data = run(names=("local", "qemu:accel=tcg"))
     data.benchmarks = data.benchmarks[:1]
     data.config["same_mode"] = same_mode
-    rng = _random.Random(11)
-    samples = []
-    for blk in range(92):
-        state = 1.5 if rng.random() < 0.46 else 1.0
-        for name in ("local", "qemu:accel=tcg"):
-            mean = 4000.0 * state if name == "local" else 5.1 * state * (3.0 if rng.random() < 0.26 else 1.0)
-            for seq in range(4):
-                samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.01)), "ns", process=blk, seq=seq,
-                                      warmup=seq == 0, t=1767268800.0 + blk, block=blk))
-    data.samples = samples
+    data.samples = _getppid_samples(
+        _random.Random(11), ["local", "qemu:accel=tcg"], 92, lambda rng: 1.5 if rng.random() < 0.46 else 1.0,
+        lambda rng, state, name: (4000.0 * state if name == "local"
+                                  else 5.1 * state * (3.0 if rng.random() < 0.26 else 1.0)), 0.01)
     return data
 
 
