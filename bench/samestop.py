@@ -11,11 +11,13 @@ A/A trial runs blocks of two processes in a random order, either a fixed
 60 blocks ("none") or until the runner's --same-mode stop ends it ("own":
 from block 10, the blocks analysis.stop_blocks keeps, each side's own cut,
 judged by stats.stop_halfwidth_strata at +-1%, or every block where a side
-has one mode; at most 120 blocks).  The test is the report's:
+has one mode; at most 120 blocks; with --confirm also "own" that stops only
+once the interval the report will give is as narrow, as the runner does
+since 2026-11-26).  The test is the report's:
 analysis.same_mode (stats.ModeTest, with analysis.modes_agree) where it
 gives an interval, else the sign-flip test over every block.
 
-Usage: .venv/bin/python bench/samestop.py [--trials 1500] [--straddle 1.0] [--sd 0.03] [--slow-by 1.5]
+Usage: .venv/bin/python bench/samestop.py [--trials 1500] [--straddle 1.0] [--sd 0.03] [--slow-by 1.5] [--confirm]
 """
 from __future__ import annotations
 
@@ -31,13 +33,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from modestop import aa_blocks  # noqa: E402
 from vmtax import analysis, stats  # noqa: E402
+from vmtax.model import SAME_MODE  # noqa: E402
 
 PRECISION = 0.01
 
 
 def trial(rng, nmax: int, stop: bool, straddle: float, slow_by: float, sd: float,
-          least: int = 10) -> tuple[bool, bool, int]:
-    """(flagged, reported over the same-mode stratum, blocks run) of one A/A row."""
+          least: int = 10, confirm: bool = False) -> tuple[bool, bool, int, float]:
+    """(flagged, reported over the same-mode stratum, blocks run, the reported
+    half-width) of one A/A row; `confirm`: the stop also asks the interval
+    the report will give (analysis.reported_halfwidth), as the runner does
+    since 2026-11-26."""
     base, cand = {}, {}
     k = 0
     for k, (b, c) in zip(range(nmax), aa_blocks(rng, straddle, slow_by, sd)):
@@ -53,13 +59,15 @@ def trial(rng, nmax: int, stop: bool, straddle: float, slow_by: float, sd: float
                          if len(keep) >= 6 else math.inf)
             else:
                 width = stats.stop_halfwidth(*stats.paired(cand, base))
-            if width <= PRECISION:
+            if width <= PRECISION and (not confirm or analysis.reported_halfwidth(
+                    base, cand, stats.modes(list(base.values())), stats.modes(list(cand.values())),
+                    SAME_MODE) <= PRECISION):
                 break
     same = analysis.same_mode(base, cand, stats.modes(list(base.values())), stats.modes(list(cand.values())))
     if same is None or not (math.isfinite(same.ci_low) and math.isfinite(same.ci_high)):
-        *_, p = stats.compare_paired(*stats.paired(cand, base))
-        return p < 0.05, False, k + 1
-    return same.p_value < 0.05, True, k + 1
+        r, lo, hi, p = stats.compare_paired(*stats.paired(cand, base))
+        return p < 0.05, False, k + 1, stats.ratio_ci_rel(r, lo, hi)
+    return same.p_value < 0.05, True, k + 1, stats.ratio_ci_rel(same.ratio, same.ci_low, same.ci_high)
 
 
 def main() -> int:
@@ -68,17 +76,19 @@ def main() -> int:
     ap.add_argument("--straddle", type=float, default=1.0)
     ap.add_argument("--sd", type=float, default=0.03)
     ap.add_argument("--slow-by", type=float, default=1.5)
+    ap.add_argument("--confirm", action="store_true", help="also the stop that confirms the reported interval")
     a = ap.parse_args()
     print(f"straddle {a.straddle:g}, within-mode SD {a.sd:.1%}, slow state {a.slow_by:g}x, {a.trials} A/A trials each")
-    print("| stop | A/A flagged | reported over the same-mode stratum | blocks run (median) |")
-    print("|---|---:|---:|---:|")
-    for stop, nmax in ((False, 60), (True, 120)):
+    print("| stop | A/A flagged | reported over the same-mode stratum | blocks run (median) | reported within ±1% |")
+    print("|---|---:|---:|---:|---:|")
+    ways = (("none (60 blocks)", False, 60, False), ("--same-mode at ±1%", True, 120, False),
+            ("--same-mode at ±1%, the report's interval confirmed", True, 120, True))
+    for name, stop, nmax, confirm in ways[:3 if a.confirm else 2]:
         rng = np.random.default_rng(7)
-        got = [trial(rng, nmax, stop, a.straddle, a.slow_by, a.sd) for _ in range(a.trials)]
+        got = [trial(rng, nmax, stop, a.straddle, a.slow_by, a.sd, confirm=confirm) for _ in range(a.trials)]
         flagged = sum(g[0] for g in got)
-        print(f"| {'--same-mode at ±1%' if stop else 'none (60 blocks)'} | {flagged} of {a.trials} "
-              f"({flagged / a.trials:.1%}) | {sum(g[1] for g in got)} | {np.median([g[2] for g in got]):.0f} |",
-              flush=True)
+        print(f"| {name} | {flagged} of {a.trials} ({flagged / a.trials:.1%}) | {sum(g[1] for g in got)} | "
+              f"{np.median([g[2] for g in got]):.0f} | {sum(g[3] <= PRECISION for g in got)} |", flush=True)
     return 0
 
 

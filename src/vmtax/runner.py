@@ -41,7 +41,7 @@ from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import switches, syscall_tracepoint, ticks
 from .metrics import WORK
-from .model import BenchSpec, Sample, TargetInfo
+from .model import BenchSpec, Sample, TargetInfo, headline_of
 from .peers import start_peer
 from .plan import RunConfig
 from .proc import ChildFailed, kill_group
@@ -67,7 +67,7 @@ class TargetState:
     warmup: int | None = None        # and warmup samples (None: --warmup)
     higher_is_better: bool = False   # the row's direction (which of two modes is the fast one)
     _modes: tuple | None = None      # (block count, its stats.modes): modes() fits once per block
-    _holds: dict = field(default_factory=dict)  # (stratum, block count) -> its mode_test holds (stratum_holds)
+    _holds: dict = field(default_factory=dict)  # per stratum and block count: stratum_holds and reported
 
     def take(self, s: Sample) -> None:
         if not s.warmup and not s.counting:
@@ -105,6 +105,16 @@ class TargetState:
         if key not in self._holds:
             got = analysis.mode_test(base, mine, base_modes, my_modes, which)
             self._holds[key] = got is not None and math.isfinite(got[0].ratio)
+        return self._holds[key]
+
+    def reported(self, base: dict[int, float], mine: dict[int, float], base_modes, my_modes,
+                 which: str | None) -> float:
+        """The half-width the report will give this candidate's ratio
+        (analysis.reported_halfwidth), once per block count: what the
+        stop asks before it ends a row its estimate calls precise."""
+        key = ("reported", which, len(mine), len(base))
+        if key not in self._holds:
+            self._holds[key] = analysis.reported_halfwidth(base, mine, base_modes, my_modes, which)
         return self._holds[key]
 
 
@@ -429,42 +439,55 @@ class Runner:
     def precision_by_target(self, states: dict[str, TargetState]) -> dict[str, float]:
         """The relative CI half-width that decides stopping, per active
         target: each candidate's ratio to the baseline when comparing (the
-        baseline has none of its own), else each target's mean."""
+        baseline has none of its own), else each target's mean.  A
+        candidate's is the stop's estimate (_estimate) until that reaches
+        the precision, then the wider of it and the interval the report
+        will give (TargetState.reported), so a row stops only when both
+        say it is precise."""
         base = self.targets[0].name
         active = [t.name for t in self.targets if states[t.name].done is None]
         if len(self.targets) > 1 and states[base].done is None:
             out = {}
+            bb = states[base].block_means()
+            bm = states[base].modes(bb)
+            which = headline_of(asdict(self.cfg))
             for n in active:
                 if n == base:
                     continue
-                cb, bb = states[n].block_means(), states[base].block_means()
-                bm, cm = states[base].modes(bb), states[n].modes(cb)
-                if self.cfg.same_mode:  # judged over the blocks in one mode where a side has two (analysis.stop_blocks)
-                    got = analysis.stop_blocks(bb, cb, bm, cm, same=True)
-                    if got is not None:
-                        fast, slow = got
-                        keep = fast + slow
-                        out[n] = (float("inf") if len(keep) < self.cfg.min_processes else stats.stop_halfwidth_strata(
-                            [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)))
-                        if out[n] > self.cfg.precision or states[n].stratum_holds(stats.SAME, bb, cb, bm, cm):
-                            continue
-                if self.cfg.fast_mode:  # judged in the fast mode where a side has two (analysis.stop_blocks)
-                    got = analysis.stop_blocks(bb, cb, bm, cm, same=False)
-                    keep = got[0] if got is not None else None
-                    if keep is not None and len(keep) < self.cfg.min_processes:
-                        out[n] = float("inf")  # the stratum needs --min-processes blocks, as a row does
-                        continue
-                    if keep is not None:
-                        a, b = stats.paired({k: cb[k] for k in keep}, {k: bb[k] for k in keep})
-                        out[n] = stats.stop_halfwidth(a, b)
-                        if out[n] > self.cfg.precision or states[n].stratum_holds(stats.FAST, bb, cb, bm, cm):
-                            continue
-                # all blocks: no stratum asked or found, or one the report will not have (stratum_holds)
-                a, b = stats.paired(cb, bb)
-                out[n] = stats.stop_halfwidth(a, b)
+                cb = states[n].block_means()
+                cm = states[n].modes(cb)
+                out[n] = self._estimate(states[n], bb, cb, bm, cm)
+                if out[n] <= self.cfg.precision:
+                    out[n] = max(out[n], states[n].reported(bb, cb, bm, cm, which))
             return out
         return {n: states[n].summary().ci_rel if len(states[n].values) >= 2 else float("inf")
                 for n in active}
+
+    def _estimate(self, st: TargetState, bb: dict[int, float], cb: dict[int, float], bm, cm) -> float:
+        """The stop's estimate of a candidate's half-width (stats.stop_halfwidth:
+        blind to which side of a block is ahead): over the stratum its mode
+        flag asks where both sides have two modes and the report will have
+        it (TargetState.stratum_holds), else over every block."""
+        if self.cfg.same_mode:  # judged over the blocks in one mode where a side has two (analysis.stop_blocks)
+            got = analysis.stop_blocks(bb, cb, bm, cm, same=True)
+            if got is not None:
+                fast, slow = got
+                keep = fast + slow
+                w = (float("inf") if len(keep) < self.cfg.min_processes else stats.stop_halfwidth_strata(
+                    [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)))
+                if w > self.cfg.precision or st.stratum_holds(stats.SAME, bb, cb, bm, cm):
+                    return w
+        if self.cfg.fast_mode:  # judged in the fast mode where a side has two (analysis.stop_blocks)
+            got = analysis.stop_blocks(bb, cb, bm, cm, same=False)
+            keep = got[0] if got is not None else None
+            if keep is not None and len(keep) < self.cfg.min_processes:
+                return float("inf")  # the stratum needs --min-processes blocks, as a row does
+            if keep is not None:
+                w = stats.stop_halfwidth(*stats.paired({k: cb[k] for k in keep}, {k: bb[k] for k in keep}))
+                if w > self.cfg.precision or st.stratum_holds(stats.FAST, bb, cb, bm, cm):
+                    return w
+        # all blocks: no stratum asked or found, or one the report will not have (stratum_holds)
+        return stats.stop_halfwidth(*stats.paired(cb, bb))
 
     def worst_precision(self, states: dict[str, TargetState]) -> float:
         """The widest of precision_by_target: the figure that decides stopping."""
