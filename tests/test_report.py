@@ -479,3 +479,25 @@ def test_where_the_two_sides_modes_are_not_one_state_of_the_host_there_is_no_str
     assert f"The ratio {c.ratio:.3g} [" in flat  # three significant digits, not 0.002
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["estimand"] == "all blocks" and row["same_mode"] is None
+
+
+def test_the_stop_asks_the_interval_the_report_gives():
+    """analysis.reported_halfwidth (what the runner's stop confirms) is the
+    half-width of the row as analyse reports it: the headline stratum under
+    --same-mode or --fast-mode, every block without a flag or where the
+    stratum is not kept (the tail's shape)."""
+    from vmtax import analysis, stats
+    from vmtax.model import headline_of
+    for data, flag in ((_bimodal_run(), None), (_bimodal_run(), "same_mode"), (_bimodal_run(), "fast_mode"),
+                       (_tail_run(), "same_mode")):
+        data.config.pop("same_mode", None)
+        if flag:
+            data.config[flag] = True
+        ms, (c,) = analyse(data)
+        means = analysis.block_means(data.samples)
+        base, cand = means[("local", "getppid")], means[("qemu:accel=tcg", "getppid")]
+        bm, cm = (next(m.modes for m in ms if m.target == t) for t in ("local", "qemu:accel=tcg"))
+        got = analysis.reported_halfwidth(base, cand, bm, cm, headline_of(data.config))
+        assert got == pytest.approx(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high)), (flag, c.estimand)
+        assert c.estimand == {None: "all blocks", "fast_mode": "fast mode"}.get(
+            flag, "all blocks" if c.same_mode is None else "same mode")
