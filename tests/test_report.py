@@ -501,3 +501,20 @@ def test_the_stop_asks_the_interval_the_report_gives():
         assert got == pytest.approx(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high)), (flag, c.estimand)
         assert c.estimand == {None: "all blocks", "fast_mode": "fast mode"}.get(
             flag, "all blocks" if c.same_mode is None else "same mode")
+
+
+def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
+    """A 95% sign-flip interval needs 6 blocks (2/2^5 > 5%): a row the
+    budget ended at 3 says so with null ends in the JSON, not a made-up
+    one (the runner's stop waits for 6, so only the budget or Ctrl-C ends
+    a row here)."""
+    import random as _random
+    data = run(names=("local", "qemu:accel=tcg"))
+    data.benchmarks = data.benchmarks[:1]
+    data.samples = _getppid_samples(_random.Random(3), ["local", "qemu:accel=tcg"], 3, lambda rng: None,
+                                    lambda rng, _, name: 100.0 if name == "local" else 150.0, 0.005)
+    ms, cs = analyse(data)
+    (c,) = cs
+    assert c.ratio == pytest.approx(1.5, rel=0.01)
+    (row,) = jsondoc.document(data, ms, cs)["comparisons"]
+    assert row["ratio"] == pytest.approx(c.ratio) and row["ratio_ci_low"] is None and row["ratio_ci_high"] is None

@@ -538,6 +538,6 @@ def test_a_row_stops_only_once_the_interval_the_report_will_give_is_as_narrow(tm
     runner = Runner(RunConfig(precision=0.01), [A], targets, store, "r")
     (width,) = runner.precision_by_target(states).values()
     assert width == pytest.approx(reported)
-    runner = Runner(RunConfig(precision=0.005), [A], targets, store, "r")  # the estimate short of the goal: it
+    runner = Runner(RunConfig(precision=0.005), [A], targets, store, "r")  # estimate short of the goal: it alone
     (width,) = runner.precision_by_target(states).values()
     assert width == pytest.approx(stats.stop_halfwidth(cand, base))

@@ -28,7 +28,7 @@ def test_sysbench_and_tbench_in_every_target(tmp_path):
     targets = ["local", "qemu:accel=tcg"] + (["uml"] if UML_OK else []) + (["container"] if CONTAINER_OK else [])
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "w.db"), "compare", *targets,
            "--bench", "sysbench_cpu", "tbench", "--tool-seconds", "1", "--min-processes", "3",
-           "--precision", "50%", "--max-time", "3m", "--json", "-"]  # 3 blocks: too few for an interval
+           "--precision", "50%", "--max-time", "5m", "--json", "-"]  # ends on precision, from 6 blocks
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
@@ -37,8 +37,11 @@ def test_sysbench_and_tbench_in_every_target(tmp_path):
         for name in ("sysbench_cpu.events_per_s", "tbench.mb_per_s"):
             c = by[(name, t)]
             assert c["direction"] == "higher" and c["unit"] in ("events/s", "MB/s")
-            # a 95% sign-flip interval needs 6 blocks: with 3, none is claimed (null), not a made-up one
-            assert c["ratio"] > 0 and c["ratio_ci_low"] is None and c["ratio_ci_high"] is None, c
+            # a 95% sign-flip interval needs 6 blocks: the stop waits for the interval the report
+            # gives (runner: TargetState.reported), so 3 processes are not enough to end on precision
+            assert c["stopped_by"] == "precision", c
+            assert 0 < c["ratio_ci_low"] <= c["ratio"] <= c["ratio_ci_high"], c
+            assert (c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"] <= 0.5, c
     # TCG emulates every instruction: sysbench cpu is far slower there
     assert by[("sysbench_cpu.events_per_s", "qemu:accel=tcg")]["ratio"] < 0.8
     # this session's guests boot from its private cache (conftest): nothing of theirs is left
