@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from modestop import aa_blocks  # noqa: E402
 from vmtax import analysis, stats  # noqa: E402
-from vmtax.model import SAME_MODE  # noqa: E402
 
 PRECISION = 0.01
 
@@ -49,8 +48,8 @@ def trial(rng, nmax: int, stop: bool, straddle: float, slow_by: float, sd: float
     for k, (b, c) in zip(range(nmax), aa_blocks(rng, straddle, slow_by, sd)):
         base[k], cand[k] = b, c
         if stop and k + 1 >= least:
-            got = analysis.stop_blocks(base, cand, stats.modes(list(base.values())),
-                                       stats.modes(list(cand.values())), same=True)
+            bm, cm = stats.modes(list(base.values())), stats.modes(list(cand.values()))
+            got = analysis.stop_blocks(base, cand, bm, cm, same=True)
             if got is not None:
                 fast, slowb = got
                 keep = fast + slowb
@@ -60,8 +59,7 @@ def trial(rng, nmax: int, stop: bool, straddle: float, slow_by: float, sd: float
             else:
                 width = stats.stop_halfwidth(*stats.paired(cand, base))
             if width <= PRECISION and (not confirm or analysis.reported_halfwidth(
-                    base, cand, stats.modes(list(base.values())), stats.modes(list(cand.values())),
-                    SAME_MODE) <= PRECISION):
+                    base, cand, analysis.same_mode(base, cand, bm, cm)) <= PRECISION):
                 break
     same = analysis.same_mode(base, cand, stats.modes(list(base.values())), stats.modes(list(cand.values())))
     if same is None or not (math.isfinite(same.ci_low) and math.isfinite(same.ci_high)):

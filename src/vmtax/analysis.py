@@ -247,21 +247,19 @@ def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, floa
                       stopped_by=stopped_by)
 
 
-def reported_halfwidth(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-                       cand_modes: Modes | None, which: str | None, alpha: float = ALPHA) -> float:
+def reported_halfwidth(base: dict[int, float], cand: dict[int, float], headline: Stratum | None,
+                       alpha: float = ALPHA) -> float:
     """The relative half-width of the interval the report will give this
-    row (analyse: the `which` stratum where headline_stratum takes it, else
-    every block), from the same block means and modes: what the runner's
-    stop confirms before it ends a row its estimate calls precise.  The
-    estimate (stats.stop_halfwidth and its strata) is blind to which side
-    is ahead and steady from block to block, but a row that stops at the
-    first block it reaches the goal then reports an interval just past it
-    about as often as not (a quiet AMD run: 6 of its 27 rows stopped on
-    precision at +-1.01-1.05%)."""
-    if which is not None:
-        f = (fast_mode if which == FAST_MODE else same_mode)(base, cand, base_modes, cand_modes, alpha)
-        if _headlines(f):
-            return stats.ratio_ci_rel(f.ratio, f.ci_low, f.ci_high)
+    row (analyse): its `headline` stratum (fast_mode or same_mode, as its
+    mode flag asks; None without one) where headline_stratum takes it, else
+    every block.  What the runner's stop confirms before it ends a row its
+    estimate calls precise: the estimate (stats.stop_halfwidth and its
+    strata) is blind to which side is ahead and steady from block to block,
+    but a row that stops at the first block it reaches the goal then
+    reports an interval just past it about as often as not (a quiet AMD
+    run: 6 of its 27 rows stopped on precision at +-1.01-1.05%)."""
+    if _headlines(headline):
+        return stats.ratio_ci_rel(headline.ratio, headline.ci_low, headline.ci_high)
     c, b = stats.paired(cand, base)
     if len(c) < 2:
         return float("inf")

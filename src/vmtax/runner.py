@@ -41,7 +41,7 @@ from .errors import AgentError, StoreError, TargetError
 from .hostproc import TICK
 from .hostprobe import switches, syscall_tracepoint, ticks
 from .metrics import WORK
-from .model import BenchSpec, Sample, TargetInfo, headline_of
+from .model import BenchSpec, Sample, Stratum, TargetInfo
 from .peers import start_peer
 from .plan import RunConfig
 from .proc import ChildFailed, kill_group
@@ -67,7 +67,7 @@ class TargetState:
     warmup: int | None = None        # and warmup samples (None: --warmup)
     higher_is_better: bool = False   # the row's direction (which of two modes is the fast one)
     _modes: tuple | None = None      # (block count, its stats.modes): modes() fits once per block
-    _holds: dict = field(default_factory=dict)  # per stratum and block count: stratum_holds and reported
+    _fits: dict = field(default_factory=dict)  # per block count: the report's strata and half-width
 
     def take(self, s: Sample) -> None:
         if not s.warmup and not s.counting:
@@ -93,29 +93,39 @@ class TargetState:
             self._modes = (len(means), stats.modes(list(means.values()), higher_is_better=self.higher_is_better))
         return self._modes[1]
 
+    def stratum(self, which: str, base: dict[int, float], mine: dict[int, float],
+                base_modes, my_modes) -> Stratum | None:
+        """The report's stratum against the baseline (which: stats.SAME,
+        analysis.same_mode; stats.FAST, analysis.fast_mode), fitted once per
+        block count and asked only once the stop's estimate looks precise
+        enough."""
+        key = (which, len(mine), len(base))
+        if key not in self._fits:
+            fit = analysis.same_mode if which == stats.SAME else analysis.fast_mode
+            self._fits[key] = fit(base, mine, base_modes, my_modes)
+        return self._fits[key]
+
     def stratum_holds(self, which: str, base: dict[int, float], mine: dict[int, float],
                       base_modes, my_modes) -> bool:
         """Whether the report will have this stratum's ratio against the
         baseline (analysis.mode_test: the pooled modes each side's own, at a
         ratio it finds): what a stop on the stratum must ask before it stops
         the row, or the row would stop on a ratio the report then leaves
-        out.  A test per stratum and block count at most, asked only once
-        the stratum looks precise enough."""
-        key = (which, len(mine), len(base))
-        if key not in self._holds:
-            got = analysis.mode_test(base, mine, base_modes, my_modes, which)
-            self._holds[key] = got is not None and math.isfinite(got[0].ratio)
-        return self._holds[key]
+        out."""
+        got = self.stratum(which, base, mine, base_modes, my_modes)
+        return got is not None and math.isfinite(got.ratio)
 
     def reported(self, base: dict[int, float], mine: dict[int, float], base_modes, my_modes,
                  which: str | None) -> float:
         """The half-width the report will give this candidate's ratio
-        (analysis.reported_halfwidth), once per block count: what the
-        stop asks before it ends a row its estimate calls precise."""
+        (analysis.reported_halfwidth over its `which` stratum, None: no mode
+        flag), once per block count: what the stop asks before it ends a
+        row its estimate calls precise."""
         key = ("reported", which, len(mine), len(base))
-        if key not in self._holds:
-            self._holds[key] = analysis.reported_halfwidth(base, mine, base_modes, my_modes, which)
-        return self._holds[key]
+        if key not in self._fits:
+            headline = self.stratum(which, base, mine, base_modes, my_modes) if which else None
+            self._fits[key] = analysis.reported_halfwidth(base, mine, headline)
+        return self._fits[key]
 
 
 class Progress(Protocol):
@@ -450,7 +460,7 @@ class Runner:
             out = {}
             bb = states[base].block_means()
             bm = states[base].modes(bb)
-            which = headline_of(asdict(self.cfg))
+            which = stats.SAME if self.cfg.same_mode else stats.FAST if self.cfg.fast_mode else None
             for n in active:
                 if n == base:
                     continue
