@@ -113,6 +113,25 @@ def test_compare_stops_on_ratio_precision(db):
     assert c.significant and c.stopped_by == "precision"
 
 
+def test_each_candidate_stops_when_its_own_ratio_is_precise(db):
+    """A candidate precise early stops there, its outcome "precision", while
+    the baseline goes on with a noisy one to the budget: its stop no longer
+    waits on the other's ratio (which reads the baseline's side of each
+    block alone)."""
+    quiet, noisy = "fake:seed=2,scale=1.2,noise=0.002", "fake:seed=3,noise=0.3"
+    status, data = _run(["fake:seed=1,noise=0.002", quiet, noisy], [A], db, precision=0.01,
+                        max_time=3, clock=Steps(0.01), min_processes=6)
+    assert status == "complete"
+    outcome = {t: data.outcomes[(t, "getppid")][0] for t in (quiet, noisy)}
+    assert outcome == {quiet: "precision", noisy: "budget"}
+    blocks = {t.name: len({s.block for s in data.samples if s.target == t.name and not s.warmup})
+              for t in data.targets}
+    assert 6 <= blocks[quiet] < blocks[noisy] == blocks["fake:seed=1,noise=0.002"]
+    _, comps = analyse(data)
+    c = next(c for c in comps if c.candidate == quiet)
+    assert c.stopped_by == "precision" and stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) <= 0.01
+
+
 def test_interrupt_keeps_samples(db, monkeypatch):
     store = Store(db)
     target = parse_target("fake")

@@ -59,7 +59,8 @@ class TargetState:
     samples_taken: list[Sample] = field(default_factory=list)  # timed, in arrival order
     processes: int = 0
     iters: int | None = None
-    done: str | None = None          # "skipped" or "error" once finished early
+    done: str | None = None          # "skipped" or "error" once finished early; "precision": a candidate
+    #                                  whose ratio is precise while others go on (Runner._stop_precise)
     reason: str = ""
     warmed: bool = False             # a workload's warmup run is done on this target
     own_iters: int | None = None     # this target's own calibration: its counted batches use it
@@ -357,6 +358,7 @@ class Runner:
                 self._count_s[job.name] = self.clock() - timed
             took = self._block_s.setdefault(job.name, [])
             took.append(timed - began - (self._warm_s.get(job.name, 0.0) - warm))  # what the next one takes
+            self._stop_precise(sts)
             active = [t.name for t in self.targets if states[t.name].done is None]
             worst = self._worst(sts)
             if self.progress:
@@ -369,6 +371,30 @@ class Runner:
                 return "precision"
             if self.clock() >= deadline or (until_enough and self._enough(states)):
                 return "budget"
+
+    def _stop_precise(self, sts: list[dict[str, TargetState]]) -> None:
+        """With more than one candidate, each stops at the first block its
+        own ratio to the baseline is as precise as asked on every figure of
+        the job (precision_by_target), both sides with --min-processes
+        processes; the baseline goes on for the others.  A candidate's stop
+        then rests on its own pairs with the baseline: with the row's stop
+        (until 2026-11-27) it also waited on the others' ratios, which read
+        the baseline's side of each block alone, so which of a candidate's
+        two processes of a block the baseline's was could decide when it
+        stopped (an A/A pair's sign-flip test holds only where its stop is
+        blind to that); and a candidate precise early ran on, block after
+        block, until the slowest was (results/precision.md, 2026-11-27)."""
+        states = sts[0]
+        base = self.targets[0].name
+        if (len(self.targets) < 3 or states[base].done is not None
+                or states[base].processes < self.cfg.min_processes):
+            return
+        widths = [self.precision_by_target(s) for s in sts]
+        for name in widths[0]:
+            if (states[name].processes >= self.cfg.min_processes
+                    and max(w.get(name, math.inf) for w in widths) <= self.cfg.precision):
+                for s in sts:
+                    s[name].done = "precision"
 
     def _fits_first(self, job: Job, states: dict[str, TargetState]) -> bool:
         """Whether a row's first block can end by the budget plus its grace;
