@@ -132,6 +132,26 @@ def test_each_candidate_stops_when_its_own_ratio_is_precise(db):
     assert c.stopped_by == "precision" and stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) <= 0.01
 
 
+def test_pass_one_says_which_candidates_are_already_precise(db):
+    """A row that goes on to pass 2 names the candidate that stopped on
+    precision in pass 1 as such, and the others' widths so far."""
+    quiet, noisy = "fake:seed=2,scale=1.2,noise=0.002", "fake:seed=3,noise=0.3"
+    store = Store(db)
+    targets = new_run(store, ["fake:seed=1,noise=0.002", quiet, noisy], [A, B])
+    said = []
+
+    class Said:
+        def update(self, *a): pass
+        def finished(self, index, total, spec, outcome): said.append((spec.name, outcome))
+        def close(self): pass
+        def note(self, text): pass
+    Runner(RunConfig(precision=0.01, max_time=3, min_processes=6), [A, B], targets, store, "r",
+           progress=Said(), clock=Steps(0.01)).run()
+    first = said[0]
+    assert first[0] == "getppid" and first[1][quiet] == "precision"
+    assert first[1][noisy].endswith("so far, more in pass 2") and "fake:seed=1,noise=0.002" not in first[1]
+
+
 def test_interrupt_keeps_samples(db, monkeypatch):
     store = Store(db)
     target = parse_target("fake")

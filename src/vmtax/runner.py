@@ -308,8 +308,9 @@ class Runner:
                 widest = {n: max(self.precision_by_target(s).get(n, 0.0) for s in sts)
                           for n in self.precision_by_target(states)}
                 self.progress.finished(index, len(self.jobs), job, {
-                    n: f"±{w * 100:.1f}% so far, more in pass 2" if w != float("inf") else "more in pass 2"
-                    for n, w in widest.items()})
+                    n: "precision" if st.done == "precision" else  # a candidate already there
+                    f"±{widest[n] * 100:.1f}% so far, more in pass 2" if math.isfinite(widest[n]) else "more in pass 2"
+                    for n, st in states.items() if st.done == "precision" or n in widest})
             return None
         outcome = self._outcome(states, how)
         self._record(index, job, outcome)
