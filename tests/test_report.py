@@ -503,6 +503,26 @@ def test_the_stop_asks_the_interval_the_report_gives():
             flag, "all blocks" if c.same_mode is None else "same mode")
 
 
+def test_a_candidate_that_stopped_first_is_judged_by_the_baselines_modes_over_their_shared_blocks():
+    """A candidate that stopped on precision while the baseline went on
+    with others (Runner._stop_precise) keeps the comparison it stopped on:
+    the baseline's later blocks (here 60 more, all in a mode of their own)
+    do not move the modes its stratum is judged by."""
+    import random as _random
+    data = _bimodal_run()
+    data.config["same_mode"] = True
+    _, (before,) = analyse(data)
+    assert before.estimand == "same mode"
+    rng = _random.Random(5)
+    data.samples += [Sample("getppid", "local", 170.0 * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
+                            warmup=seq == 0, t=1767268800.0 + blk, block=blk)
+                     for blk in range(40, 100) for seq in range(4)]
+    ms, (after,) = analyse(data)
+    assert next(m for m in ms if m.target == "local").processes == 100
+    assert (after.estimand, after.ratio, after.ratio_ci_low, after.ratio_ci_high, after.p_value) == (
+        before.estimand, before.ratio, before.ratio_ci_low, before.ratio_ci_high, before.p_value)
+
+
 def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
     """A 95% sign-flip interval needs 6 blocks (2/2^5 > 5%): a row the
     budget ended at 3 says so with null ends in the JSON, not a made-up
