@@ -359,9 +359,8 @@ class Runner:
                 self._count_s[job.name] = self.clock() - timed
             took = self._block_s.setdefault(job.name, [])
             took.append(timed - began - (self._warm_s.get(job.name, 0.0) - warm))  # what the next one takes
-            self._stop_precise(sts)
+            worst = self._stop_precise(sts)
             active = [t.name for t in self.targets if states[t.name].done is None]
-            worst = self._worst(sts)
             if self.progress:
                 elapsed = self.clock() - self._t0
                 self.progress.update(index, len(self.jobs), job, states, worst, elapsed,
@@ -373,8 +372,11 @@ class Runner:
             if self.clock() >= deadline or (until_enough and self._enough(states)):
                 return "budget"
 
-    def _stop_precise(self, sts: list[dict[str, TargetState]]) -> None:
-        """With more than one candidate, each stops at the first block its
+    def _stop_precise(self, sts: list[dict[str, TargetState]]) -> float:
+        """The widest interval over the job's figures that still decides
+        (_worst), once the candidates already precise have stopped.
+
+        With more than one candidate, each stops at the first block its
         own ratio to the baseline is as precise as asked on every figure of
         the job (precision_by_target), both sides with --min-processes
         processes; the baseline goes on for the others.  A candidate's stop
@@ -387,15 +389,15 @@ class Runner:
         block, until the slowest was (results/precision.md, 2026-11-27)."""
         states = sts[0]
         base = self.targets[0].name
-        if (len(self.targets) < 3 or states[base].done is not None
-                or states[base].processes < self.cfg.min_processes):
-            return
-        widths = [self.precision_by_target(s) for s in sts]
-        for name in widths[0]:
-            if (states[name].processes >= self.cfg.min_processes
-                    and max(w.get(name, math.inf) for w in widths) <= self.cfg.precision):
-                for s in sts:
-                    s[name].done = "precision"
+        widths = [self.precision_by_target(s) for s in sts]  # each candidate's on its own: one call a block
+        if (len(self.targets) >= 3 and states[base].done is None
+                and states[base].processes >= self.cfg.min_processes):
+            for name in widths[0]:
+                if (states[name].processes >= self.cfg.min_processes
+                        and max(w.get(name, math.inf) for w in widths) <= self.cfg.precision):
+                    for s in sts:
+                        s[name].done = "precision"
+        return max((w for s, per in zip(sts, widths) for n, w in per.items() if s[n].done is None), default=0.0)
 
     def _fits_first(self, job: Job, states: dict[str, TargetState]) -> bool:
         """Whether a row's first block can end by the budget plus its grace;
