@@ -523,6 +523,32 @@ def test_a_candidate_that_stopped_first_is_judged_by_the_baselines_modes_over_th
         before.estimand, before.ratio, before.ratio_ci_low, before.ratio_ci_high, before.p_value)
 
 
+def test_the_note_of_a_candidate_that_stopped_first_gives_the_baselines_modes_it_was_judged_by():
+    """The row's note and the JSON give the baseline's modes over the 40
+    blocks it shared with the candidate (those its stratum was judged by),
+    not over its 100 processes; a run where both ran every block says
+    neither."""
+    import random as _random
+    data = _bimodal_run()
+    data.config["same_mode"] = True
+    ms, cs = analyse(data)
+    assert cs[0].base_shared == 0 and "baseline_shared_blocks" not in jsondoc.document(data, ms, cs)["comparisons"][0]
+    assert not any("blocks it shared" in n for n in view.mode_texts(view.measurements(data, ms, cs)))
+    rng = _random.Random(5)
+    data.samples += [Sample("getppid", "local", 170.0 * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
+                            warmup=seq == 0, t=1767268800.0 + blk, block=blk)
+                     for blk in range(40, 100) for seq in range(4)]
+    ms, cs = analyse(data)
+    (c,) = cs
+    assert c.base_shared == 40 and c.base_modes is not None and c.base_modes.units == 40
+    (note,) = [n for n in view.mode_texts(view.measurements(data, ms, cs)) if "vs local" in n]
+    assert "local: two modes over the 40 blocks it shared with qemu:accel=tcg, " in note
+    assert "of 40 processes" in note and "of 100 processes" not in note
+    (row,) = jsondoc.document(data, ms, cs)["comparisons"]
+    assert row["baseline_shared_blocks"] == 40 and row["baseline_modes"]["processes"] == 40
+    assert row["baseline_modes"]["fast"] == pytest.approx(c.base_modes.fast)
+
+
 def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
     """A 95% sign-flip interval needs 6 blocks (2/2^5 > 5%): a row the
     budget ended at 3 says so with null ends in the JSON, not a made-up

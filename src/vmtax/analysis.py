@@ -307,8 +307,10 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                     ratios = metric_ratios(by_key.get((cand_name, spec.name), []),
                                            by_key.get((names[0], spec.name), []))
                     bm, cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
+                    shared = 0 if base.keys() <= cand.keys() else len(base.keys() & cand.keys())
                     c = replace(c, metrics=ratios, fast_mode=fast_mode(base, cand, bm, cm),
-                                same_mode=same_mode(base, cand, bm, cm), slow_mode=slow_mode(base, cand, bm, cm))
+                                same_mode=same_mode(base, cand, bm, cm), slow_mode=slow_mode(base, cand, bm, cm),
+                                base_modes=bm if shared else None, base_shared=shared)
                     which = headline_of(data.config)
                     comparisons.append(headline_stratum(c, which) if which else c)
     return measurements, comparisons

@@ -54,6 +54,10 @@ def comparison_row(c: Comparison) -> dict:
         # (same_mode's), and these every block's
         "estimand": c.estimand,
         "all_modes": _stratum(c.all_modes),
+        # a candidate that stopped before the baseline: the baseline's modes over the blocks the two share,
+        # which the ratio was judged by (null: one mode there), and that block count; absent otherwise
+        **({"baseline_shared_blocks": c.base_shared, "baseline_modes": modes_row(c.base_modes)}
+           if c.base_shared else {}),
     }
 
 

@@ -275,11 +275,17 @@ MODES_LEGEND = (f"{MODES_MARK} the processes of a side fell in two modes (a note
                 "ratio within a mode where both sides had two)")
 
 
-def _modes_of(target: str, m: Measurement | None) -> str:
-    if m is None or m.modes is None:
-        return f"{target}: one mode"
-    md, unit = m.modes, m.benchmark.unit
-    return (f"{target}: two modes, {fmt_value(md.fast, unit)} ({1 - md.slow_share:.0%}) and "
+def _modes_of(target: str, m: Measurement | None, c: Comparison | None = None) -> str:
+    """A side's modes; the baseline's (c given) over the blocks it shared
+    with a candidate that stopped before it, where that is what the ratio
+    was judged by (Comparison.base_shared)."""
+    shared = c.base_shared if c is not None else 0
+    md = c.base_modes if shared else m.modes if m is not None else None
+    over = f" over the {shared} blocks it shared with {c.candidate}" if shared else ""
+    if md is None:
+        return f"{target}: one mode{over}"
+    unit = m.benchmark.unit if m is not None else c.benchmark.unit
+    return (f"{target}: two modes{over}, {fmt_value(md.fast, unit)} ({1 - md.slow_share:.0%}) and "
             f"{fmt_value(md.slow, unit)} ({md.slow_share:.0%} of {md.units} processes)")
 
 
@@ -313,7 +319,9 @@ def _same_said(ratio: str, same, fast, slow, every) -> str:
 def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> bool:
     """Whether a ratio's row is marked: either side's process means fell in
     two modes (a fast-mode ratio needs both)."""
-    return c is not None and bool((cand and cand.modes) or (base and base.modes))
+    if c is None:
+        return False
+    return bool((cand and cand.modes) or (c.base_modes if c.base_shared else base and base.modes))
 
 
 def mode_texts(t: Table) -> list[str]:
@@ -338,7 +346,8 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
             ratio = _interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)
             fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
             asked = (f if which == FAST_MODE else r.c.same_mode) if which else f  # the stratum its run asked for
-            if asked is None and r.m.modes is not None and base is not None and base.modes is not None:
+            base_two = r.c.base_modes if r.c.base_shared else base.modes if base is not None else None
+            if asked is None and r.m.modes is not None and base_two is not None:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
                         + (f" ({'--fast-mode' if which == FAST_MODE else '--same-mode'})" if which else "")
                         + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
@@ -364,7 +373,7 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
                         f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
             out.append((name, target, f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
-                                      f"{_modes_of(r.c.baseline, base)}. {said}"))
+                                      f"{_modes_of(r.c.baseline, base, r.c)}. {said}"))
         elif r.c is None and r.m.modes is not None and not any(
                 x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
             out.append((name, target, f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as "
