@@ -305,8 +305,8 @@ class Runner:
         states = sts[0]  # a job's figures share their processes, skips and errors
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
-                widest = {n: max(self.precision_by_target(s).get(n, 0.0) for s in sts)
-                          for n in self.precision_by_target(states)}
+                per = [self.precision_by_target(s) for s in sts]  # sts[0] is states
+                widest = {n: max(w.get(n, 0.0) for w in per) for n in per[0]}
                 self.progress.finished(index, len(self.jobs), job, {
                     n: "precision" if st.done == "precision" else  # a candidate already there
                     f"±{widest[n] * 100:.1f}% so far, more in pass 2" if math.isfinite(widest[n]) else "more in pass 2"
