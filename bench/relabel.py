@@ -23,8 +23,11 @@ relabelings and asks, of each:
 If both hold 5% and the rows as measured are flagged more often, the
 labels as measured are not a coin's: the two targets differ, or chance.
 
-Usage: .venv/bin/python bench/relabel.py [--draws 40] [--jobs 2] DB:JSON_GLOB ...
+Usage: .venv/bin/python bench/relabel.py [--draws 40] [--jobs 2] [--own] DB:JSON_GLOB ...
   e.g. results/validity-hog-amd.db:'results/validity-hog-amd-same-*.json'
+  --own: runs where each candidate stopped on its own (Runner._stop_precise,
+  since 2026-11-27): the stop asked is `aa`'s alone, over its blocks shared
+  with the baseline
 """
 from __future__ import annotations
 
@@ -55,14 +58,21 @@ class RowStop(Runner):
         self.targets = [type("T", (), {"name": n})() for n in NAMES]
 
 
-def row_stops(cfg: RunConfig, vals: dict, blocks: list[int]) -> bool:
-    """Whether the row stop ends the row after these blocks (every candidate precise)."""
+def row_stops(cfg: RunConfig, vals: dict, blocks: list[int], own: bool = False) -> bool:
+    """Whether the row's stop ends the A/A ratio after these blocks: every
+    candidate precise (the row's stop), or with own the `aa` candidate's
+    ratio alone (each candidate's own stop, Runner._stop_precise, since
+    2026-11-27)."""
     sts = {n: TargetState() for n in NAMES}
     for n in NAMES:
+        if own and n == NAMES[2]:
+            sts[n].done = "precision"  # its own stop is not this ratio's
+            continue
         for k in blocks:
             sts[n].take(Sample(benchmark="b", target=n, value=vals[n][k], unit="ns", process=k, seq=0, block=k))
             sts[n].processes += 1
-    return len(blocks) >= cfg.min_processes and max(RowStop(cfg).precision_by_target(sts).values()) <= cfg.precision
+    widths = RowStop(cfg).precision_by_target(sts)
+    return len(blocks) >= cfg.min_processes and (widths[NAMES[1]] if own else max(widths.values())) <= cfg.precision
 
 
 def report_p(base: dict, cand: dict) -> float:
@@ -71,12 +81,12 @@ def report_p(base: dict, cand: dict) -> float:
 
 
 def one_row(job) -> dict:
-    db, run_id, bench, stopped_by, p_stored, draws, seed, cfg = job
+    db, run_id, bench, stopped_by, p_stored, draws, seed, cfg, own = job
     with Store(db, readonly=True) as store:
         data = store.load(run_id)
     vals = analysis.block_means([x for x in data.samples if x.benchmark == bench])
     v = {n: vals[(n, bench)] for n in NAMES}
-    common = sorted(set.intersection(*(set(v[n]) for n in NAMES)))
+    common = sorted(set.intersection(*(set(v[n]) for n in (NAMES[:2] if own else NAMES))))
     rng = np.random.default_rng(seed)
     test, ended = [0, 0], [0, 0]
     for _ in range(draws):
@@ -88,7 +98,7 @@ def one_row(job) -> dict:
         test[1] += 1
         if stopped_by == "precision":
             vv = {NAMES[0]: b, NAMES[1]: a, NAMES[2]: v[NAMES[2]]}
-            if row_stops(cfg, vv, common) and not row_stops(cfg, vv, common[:-1]):
+            if row_stops(cfg, vv, common, own) and not row_stops(cfg, vv, common[:-1], own):
                 ended[0] += p < 0.05
                 ended[1] += 1
     return {"run": run_id, "bench": bench, "stopped_by": stopped_by, "blocks": len(common),
@@ -100,6 +110,8 @@ def main() -> int:
     ap.add_argument("series", nargs="+", metavar="DB:JSON_GLOB")
     ap.add_argument("--draws", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--own", action="store_true",
+                    help="runs where each candidate stopped on its own (since 2026-11-27): the stop is aa's alone")
     a = ap.parse_args()
     jobs = []
     for item in a.series:
@@ -112,10 +124,11 @@ def main() -> int:
             for c in d["comparisons"]:
                 if c["candidate"] == NAMES[1]:
                     jobs.append((db, d["run_id"], c["benchmark"], c["stopped_by"], c["p_value"], a.draws,
-                                 len(jobs), cfg))
+                                 len(jobs), cfg, a.own))
     with Pool(a.jobs) as pool:
         rows = pool.map(one_row, jobs, chunksize=4)
-    print(f"`bench/relabel.py --draws {a.draws} {' '.join(a.series)}`: {len(rows)} A/A rows\n")
+    print(f"`bench/relabel.py --draws {a.draws}{' --own' if a.own else ''} {' '.join(a.series)}`: "
+          f"{len(rows)} A/A rows\n")
     print("| rows | as measured, flagged | the test over relabelings | relabelings the stop ends at the row's block |")
     print("|---|---:|---:|---:|")
     for how in ("precision", "budget"):
