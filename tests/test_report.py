@@ -503,20 +503,26 @@ def test_the_stop_asks_the_interval_the_report_gives():
             flag, "all blocks" if c.same_mode is None else "same mode")
 
 
+def _baseline_ran_on(data):
+    """The baseline's 60 more blocks (40-99), all in a mode of their own, as
+    when it went on with other candidates after this one stopped."""
+    import random as _random
+    rng = _random.Random(5)
+    data.samples += [Sample("getppid", "local", 170.0 * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
+                            warmup=seq == 0, t=1767268800.0 + blk, block=blk)
+                     for blk in range(40, 100) for seq in range(4)]
+
+
 def test_a_candidate_that_stopped_first_is_judged_by_the_baselines_modes_over_their_shared_blocks():
     """A candidate that stopped on precision while the baseline went on
     with others (Runner._stop_precise) keeps the comparison it stopped on:
     the baseline's later blocks (here 60 more, all in a mode of their own)
     do not move the modes its stratum is judged by."""
-    import random as _random
     data = _bimodal_run()
     data.config["same_mode"] = True
     _, (before,) = analyse(data)
     assert before.estimand == "same mode"
-    rng = _random.Random(5)
-    data.samples += [Sample("getppid", "local", 170.0 * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
-                            warmup=seq == 0, t=1767268800.0 + blk, block=blk)
-                     for blk in range(40, 100) for seq in range(4)]
+    _baseline_ran_on(data)
     ms, (after,) = analyse(data)
     assert next(m for m in ms if m.target == "local").processes == 100
     assert (after.estimand, after.ratio, after.ratio_ci_low, after.ratio_ci_high, after.p_value) == (
@@ -528,16 +534,12 @@ def test_the_note_of_a_candidate_that_stopped_first_gives_the_baselines_modes_it
     blocks it shared with the candidate (those its stratum was judged by),
     not over its 100 processes; a run where both ran every block says
     neither."""
-    import random as _random
     data = _bimodal_run()
     data.config["same_mode"] = True
     ms, cs = analyse(data)
     assert cs[0].base_shared == 0 and "baseline_shared_blocks" not in jsondoc.document(data, ms, cs)["comparisons"][0]
     assert not any("blocks it shared" in n for n in view.mode_texts(view.measurements(data, ms, cs)))
-    rng = _random.Random(5)
-    data.samples += [Sample("getppid", "local", 170.0 * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
-                            warmup=seq == 0, t=1767268800.0 + blk, block=blk)
-                     for blk in range(40, 100) for seq in range(4)]
+    _baseline_ran_on(data)
     ms, cs = analyse(data)
     (c,) = cs
     assert c.base_shared == 40 and c.base_modes is not None and c.base_modes.units == 40

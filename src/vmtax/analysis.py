@@ -267,9 +267,10 @@ def reported_halfwidth(base: dict[int, float], cand: dict[int, float], headline:
     return stats.ratio_ci_rel(r, lo, hi)
 
 
-def base_modes(spec: BenchSpec, base: dict[int, float], cand: dict[int, float], every: Modes | None) -> Modes | None:
-    """The baseline's modes for its comparison with `cand`: over the blocks
-    the two share.  A candidate that stopped on precision while the baseline
+def base_modes(spec: BenchSpec, base: dict[int, float], cand: dict[int, float],
+               every: Modes | None) -> tuple[Modes | None, int]:
+    """The baseline's modes for its comparison with `cand`, over the blocks
+    the two share, and how many those are (0 where it shares them all).  A candidate that stopped on precision while the baseline
     went on with others (Runner._stop_precise) was judged, and its interval
     confirmed, by the baseline's modes over their shared blocks; the
     baseline's later blocks could move its cut, and the report fall back
@@ -277,9 +278,9 @@ def base_modes(spec: BenchSpec, base: dict[int, float], cand: dict[int, float], 
     ratios, stopped at +-1% on their same-mode stratum, reported +-2.4% and
     +-3.1%).  `every`, the modes over all its blocks, where it shares them all."""
     if base.keys() <= cand.keys():
-        return every
+        return every, 0
     shared = [v for k, v in base.items() if k in cand]
-    return stats.modes(shared, higher_is_better=spec.direction == "higher") if shared else None
+    return (stats.modes(shared, higher_is_better=spec.direction == "higher") if shared else None), len(shared)
 
 
 def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
@@ -306,8 +307,7 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                 if c:
                     ratios = metric_ratios(by_key.get((cand_name, spec.name), []),
                                            by_key.get((names[0], spec.name), []))
-                    bm, cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
-                    shared = 0 if base.keys() <= cand.keys() else len(base.keys() & cand.keys())
+                    (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
                     c = replace(c, metrics=ratios, fast_mode=fast_mode(base, cand, bm, cm),
                                 same_mode=same_mode(base, cand, bm, cm), slow_mode=slow_mode(base, cand, bm, cm),
                                 base_modes=bm if shared else None, base_shared=shared)

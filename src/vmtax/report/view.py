@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, RunData, headline_of
+from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, headline_of
 from ..stats import MODE_AGREE, STRATUM_MIN
 from .units import fmt_duration, fmt_goal, fmt_pct, fmt_ratio3, fmt_value
 
@@ -275,12 +275,18 @@ MODES_LEGEND = (f"{MODES_MARK} the processes of a side fell in two modes (a note
                 "ratio within a mode where both sides had two)")
 
 
+def _base_modes(c: Comparison, base: Measurement | None) -> Modes | None:
+    """The baseline's modes a ratio was judged by: over the blocks it shared
+    with a candidate that stopped before it (Comparison.base_shared), else
+    its row's."""
+    return c.base_modes if c.base_shared else base.modes if base is not None else None
+
+
 def _modes_of(target: str, m: Measurement | None, c: Comparison | None = None) -> str:
-    """A side's modes; the baseline's (c given) over the blocks it shared
-    with a candidate that stopped before it, where that is what the ratio
-    was judged by (Comparison.base_shared)."""
+    """A side's modes; the baseline's (c given) as its ratio with c was
+    judged by (_base_modes)."""
     shared = c.base_shared if c is not None else 0
-    md = c.base_modes if shared else m.modes if m is not None else None
+    md = _base_modes(c, m) if c is not None else m.modes if m is not None else None
     over = f" over the {shared} blocks it shared with {c.candidate}" if shared else ""
     if md is None:
         return f"{target}: one mode{over}"
@@ -321,7 +327,7 @@ def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | 
     two modes (a fast-mode ratio needs both)."""
     if c is None:
         return False
-    return bool((cand and cand.modes) or (c.base_modes if c.base_shared else base and base.modes))
+    return bool((cand and cand.modes) or _base_modes(c, base))
 
 
 def mode_texts(t: Table) -> list[str]:
@@ -346,8 +352,7 @@ def mode_notes(t: Table) -> list[tuple[str, str, str]]:
             ratio = _interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)
             fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
             asked = (f if which == FAST_MODE else r.c.same_mode) if which else f  # the stratum its run asked for
-            base_two = r.c.base_modes if r.c.base_shared else base.modes if base is not None else None
-            if asked is None and r.m.modes is not None and base_two is not None:
+            if asked is None and r.m.modes is not None and _base_modes(r.c, base) is not None:
                 said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
                         + (f" ({'--fast-mode' if which == FAST_MODE else '--same-mode'})" if which else "")
                         + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
