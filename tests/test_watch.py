@@ -221,8 +221,11 @@ def test_a_gate_on_the_reference_says_what_it_adjusted(tmp_path, capsys, db):
     assert "reference" not in json.loads(out.read_text())["gate"]
     # its own reference ratio holds 1 in about 95% of such runs (the check's alpha, the block order being random):
     # then both rows are adjusted, with the host's state taken out; else it says why, and gates as measured
+    # the quiet candidate's rows are not adjusted: against the busy baseline they carry the host's state, and
+    # their verdict may be anything (a 1.007 [1.003, 1.011] one was inconclusive in CI): only the adjusted rows pass
     if busy_ref["used"]:
-        assert busy_ref["rows"] == 2 and "adjusted: 2 row(s)" in text and gate["verdict"] == "pass"
+        assert busy_ref["rows"] == 2 and "adjusted: 2 row(s)" in text
+        assert all(r["verdict"] == "pass" for r in adjusted.values()), text
         for bench in ("getppid", "segv"):
             assert (adjusted[bench]["ci_high"] - adjusted[bench]["ci_low"]
                     < plain[bench]["ci_high"] - plain[bench]["ci_low"])
