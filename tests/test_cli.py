@@ -109,6 +109,37 @@ def test_local_run_with_the_real_agent(tmp_path, db):
 
 
 @pytest.mark.e2e
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU besides the measured one")
+def test_a_pinned_compare_keeps_vmtax_off_the_measured_cpu(tmp_path, db):
+    """The agents run on the run's CPU and vmtax itself, every thread, on the others while they do
+    (proc.keep_off), recorded as config.controller_cpus; the CPUs are given back when it ends."""
+    import threading
+    mine = os.sched_getaffinity(0)
+    cpu, others = max(mine), sorted(mine - {max(mine)})
+    main_tid, seen, done = threading.get_native_id(), [], threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.01):
+            seen.append((frozenset(os.sched_getaffinity(main_tid)), frozenset(os.sched_getaffinity(0))))
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    out = tmp_path / "c.json"
+    try:
+        rc = vmtax("compare", "local", "local:label=b", "--bench", "getppid", "--max-time", "10s",
+                   "--cpu", str(cpu), "--json", str(out), db=db)
+    finally:
+        done.set()
+        w.join()
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["controller_cpus"] == others and all(r["processes"] >= 3 for r in doc["results"])
+    # the watcher began before the run: it was moved too, with the main thread, and the CPUs given back
+    assert (frozenset(others), frozenset(others)) in seen and os.sched_getaffinity(0) == mine
+    con = sqlite3.connect(db)
+    assert {c for (c,) in con.execute("SELECT DISTINCT cpu FROM samples WHERE run_id = ?", (doc["run_id"],))} == {cpu}
+
+
+@pytest.mark.e2e
 def test_ctrl_c_keeps_samples_and_kills_the_agent(db, tmp_path):
     agent = tmp_path / "private-agent"  # a path only this test's processes have
     shutil.copy(AGENT, agent)

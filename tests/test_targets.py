@@ -87,6 +87,39 @@ def test_qemu_vcpu_threads_stay_on_the_cpu_and_the_others_move_apart():
         p.wait()
 
 
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two CPUs to keep off one")
+def test_keep_off_moves_every_thread_and_gives_the_cpus_back_on_an_exception():
+    import os
+    import threading
+    from vmtax.proc import controller_cpus, keep_off, spawn
+    mine = os.sched_getaffinity(0)
+    cpu = max(mine)
+    assert controller_cpus(None) == [] and controller_cpus(cpu) == sorted(mine - {cpu})
+    assert controller_cpus(max(mine) + 64) == []    # a CPU it may not use: nothing to keep off
+    parked, go = threading.Event(), threading.Event()
+    t = threading.Thread(target=lambda: (parked.set(), go.wait(10)), daemon=True)
+    t.start()
+    parked.wait(10)
+    with pytest.raises(KeyboardInterrupt):
+        with keep_off(cpu) as others:
+            assert others == sorted(mine - {cpu})
+            assert os.sched_getaffinity(0) == set(others) == os.sched_getaffinity(t.native_id)
+            # a pinned child starts on its CPU; an unpinned one, forked or vfork'd, with the CPUs vmtax had
+            kids = [spawn(["sleep", "5"], cpu=cpu), spawn(["sleep", "5"]), spawn(["sleep", "5"], die_with_vmtax=False)]
+            try:
+                assert [os.sched_getaffinity(p.pid) for p in kids] == [{cpu}, mine, mine]
+                assert os.sched_getaffinity(0) == set(others)
+            finally:
+                for p in kids:
+                    p.kill()
+                    p.wait()
+            raise KeyboardInterrupt
+    assert os.sched_getaffinity(0) == mine == os.sched_getaffinity(t.native_id)
+    go.set()
+    with keep_off(None) as others:
+        assert others == [] and os.sched_getaffinity(0) == mine
+
+
 def test_sizes():
     assert parse_size_mb("512M") == 512 and parse_size_mb("2G") == 2048 and parse_size_mb("64") == 64
 

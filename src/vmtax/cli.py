@@ -487,7 +487,7 @@ def cmd_doctor(args) -> int:
     target.pin(cpu)
     pin = f"pinned to host CPU {cpu}" if cpu is not None else "unpinned"
     say(f"vmtax doctor: {spec.name} in {args.processes} fresh processes on {target.name} ({pin})", sys.stderr)
-    with target:
+    with proc.keep_off(cpu), target:  # vmtax placed as a compare places it
         means, starts, process_s, refs = doctor.measure(target, spec, args.processes, cpu)
     n = doctor.noise(means, starts)
     seen = doctor.state_seen(means, refs, n)

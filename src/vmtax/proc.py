@@ -28,6 +28,7 @@ from .errors import TargetError
 from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running
 
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+_given_back: set[int] | None = None  # while vmtax keeps off a CPU (keep_off): the CPUs it had
 _PR_SET_PDEATHSIG = 1
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -46,6 +47,23 @@ def _child_setup(cpu: int | None):
     return setup
 
 
+@contextmanager
+def _as_before() -> Iterator[None]:
+    """While vmtax keeps off a CPU (keep_off), a child it starts gets the
+    CPUs vmtax had, as if it had not moved: the spawning thread has them
+    for the moment it forks (a vfork'd child has no hook to set them in)."""
+    back = _given_back
+    if back is None:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, back)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+
+
 def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = True,
           **kw) -> subprocess.Popen:
     """Start argv in a session of its own; it dies when vmtax does.  With
@@ -56,7 +74,8 @@ def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = Tr
     preexec hook, Python starts them with vfork, ~10 ms faster per process
     than forking the whole interpreter."""
     setup = _child_setup(cpu) if die_with_vmtax or cpu is not None else None
-    p = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=setup, **kw)
+    with _as_before():
+        p = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=setup, **kw)
     _live.add(p)
     return p
 
@@ -111,6 +130,56 @@ def sweep(parent: str | None = None) -> list[str]:
 
 
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def controller_cpus(cpu: int | None) -> list[int]:
+    """The host CPUs vmtax itself keeps to while its targets run on host
+    CPU `cpu` (keep_off): every other CPU it may use; empty (it stays where
+    it is) when unpinned, or when there is no other."""
+    if cpu is None:
+        return []
+    allowed = os.sched_getaffinity(0)
+    return sorted(allowed - {cpu}) if cpu in allowed else []
+
+
+@contextmanager
+def keep_off(cpu: int | None) -> Iterator[list[int]]:
+    """While the targets run on host CPU `cpu`, every thread of this process
+    runs on the other CPUs (controller_cpus; yielded), as QEMU's emulator
+    threads do (qemu.pin_emulator_apart): vmtax reads each sample line as
+    the agent writes it, and a reader woken by a writer on one CPU is
+    often put there, where it took the CPU from the agent's next sample
+    (a bare-machine compare pinned to CPU 1: the agent was preempted by
+    vmtax 3391 and 3689 times in 92 s, none once vmtax kept off;
+    results/precision.md, 2026-11-27).  A child proc.spawn starts gets the
+    CPUs vmtax had (_as_before), unless pinned; the programs vmtax runs for
+    itself (subprocess.run: podman ps, qemu-img) keep to its own.  The CPUs
+    it had are given back to every thread on every exit path."""
+    global _given_back
+    others = controller_cpus(cpu)
+    if not others or _given_back is not None:  # nothing to keep off, or kept off already
+        yield others if _given_back is not None else []
+        return
+    before = os.sched_getaffinity(0)
+    _given_back = before
+    _set_own_threads(set(others))
+    try:
+        yield others
+    finally:
+        _set_own_threads(before)
+        _given_back = None
+
+
+def _set_own_threads(cpus: set[int]) -> None:
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:  # a thread that has just ended
+            continue
 
 
 @contextmanager

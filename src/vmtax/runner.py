@@ -44,7 +44,7 @@ from .metrics import WORK
 from .model import BenchSpec, Sample, Stratum, TargetInfo
 from .peers import start_peer
 from .plan import RunConfig
-from .proc import ChildFailed, kill_group
+from .proc import ChildFailed, controller_cpus, keep_off, kill_group
 from .store import Store
 from .suite import workloads
 from .suite.workloads import ParseError
@@ -753,6 +753,7 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
     samples stored before it are kept and can be reported."""
     def measure(run_id: str) -> str:
         with ExitStack() as stack:
+            stack.enter_context(keep_off(cfg.cpu))  # vmtax off the targets' CPU, from their start
             files = workloads.provision(specs)
             started, failed = [], {}
             for position, target in enumerate(targets):
@@ -780,5 +781,5 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
             return Runner(cfg, specs, started, store, run_id, progress).run()
 
     config = {**asdict(cfg), "targets": [t.name for t in targets], "benchmarks": [s.name for s in specs],
-              **(notes or {})}
+              "controller_cpus": controller_cpus(cfg.cpu), **(notes or {})}
     return recorded(store, kind, command, config, measure, closing=progress.close if progress else None)
