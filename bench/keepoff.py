@@ -97,14 +97,17 @@ def one(way: str, n: int, a, env: dict, cpu: int) -> dict:
     data.unlink(missing_ok=True)
     d = json.loads(out.read_text())
     s = on_cpu(text)
+    if not s["span"]:
+        sys.exit("keepoff.py: no sched_switch line of perf script read (another format, or perf recorded nothing)")
     con = sqlite3.connect(DB)
     procs = con.execute("SELECT count(*) FROM processes WHERE run_id=? AND block>=0", (d["run_id"],)).fetchone()[0]
+    py = Path(PY).name  # the comm of vmtax, its threads, and its children until they exec
     return {"way": way, "round": n, "run": d["run_id"], "controller_cpus": d["config"].get("controller_cpus"),
-            "span": s["span"], "python_s": s["held"].get("python", 0.0), "agent_s": s["held"].get("vmtax-agent", 0.0),
-            "preempted_by_python": s["preempted"].get("python", 0), "preempted": sum(s["preempted"].values()),
+            "span": s["span"], "python_s": s["held"].get(py, 0.0), "agent_s": s["held"].get("vmtax-agent", 0.0),
+            "preempted_by_python": s["preempted"].get(py, 0), "preempted": sum(s["preempted"].values()),
             "processes": procs, "sample_sd": sample_sd(d["run_id"]),
             "half": {c["benchmark"]: (c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"]
-                     for c in d["comparisons"]}}
+                     for c in d["comparisons"] if None not in (c["ratio"], c["ratio_ci_low"], c["ratio_ci_high"])}}
 
 
 def main() -> int:
@@ -131,14 +134,15 @@ def main() -> int:
     out = [f"`bench/keepoff.py --old CHECKOUT_OF_{rev} --rounds {a.rounds} --max-time {a.max_time}` "
            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {model}, {len(cpus)} CPUs, measured CPU {cpu}; "
            f"order {', '.join(str(g['round']) + g['way'][0] for g in got)})", "",
-           "| run | way | vmtax on | agent preempted by Python, per 90 s | Python on the measured CPU | agent there | "
+           "| run | way | vmtax on | agent preempted by Python, per 90 s | Python on the measured CPU, per 90 s | "
+           "agent there, per 90 s | "
            "agent processes | within-process SD (median) | " + " | ".join(f"{r} ±CI" for r in ROWS) + " |",
            "|---|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(ROWS)]
     for g in got:
         scale = 90 / g["span"] if g["span"] else 0
         out.append(f"| {g['run']} | {g['way']} | {g['controller_cpus'] or 'anywhere'} | "
-                   f"{g['preempted_by_python'] * scale:.0f} of {g['preempted'] * scale:.0f} | {g['python_s']:.2f} s | "
-                   f"{g['agent_s']:.1f} s | {g['processes']} | {g['sample_sd']:.2%} | "
+                   f"{g['preempted_by_python'] * scale:.0f} of {g['preempted'] * scale:.0f} | "
+                   f"{g['python_s'] * scale:.2f} s | {g['agent_s'] * scale:.1f} s | {g['processes']} | {g['sample_sd']:.2%} | "
                    + " | ".join(f"±{g['half'].get(r, float('nan')):.2%}" for r in ROWS) + " |")
     for way in ("old", "new"):
         mine = [g for g in got if g["way"] == way]

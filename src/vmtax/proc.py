@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
@@ -74,7 +74,7 @@ def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = Tr
     preexec hook, Python starts them with vfork, ~10 ms faster per process
     than forking the whole interpreter."""
     setup = _child_setup(cpu) if die_with_vmtax or cpu is not None else None
-    with _as_before():
+    with _as_before() if cpu is None else nullcontext():  # a pinned child pins itself
         p = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=setup, **kw)
     _live.add(p)
     return p
@@ -149,25 +149,29 @@ def keep_off(cpu: int | None) -> Iterator[list[int]]:
     threads do (qemu.pin_emulator_apart): vmtax reads each sample line as
     the agent writes it, and a reader woken by a writer on one CPU is
     often put there, where it took the CPU from the agent's next sample
-    (a bare-machine compare pinned to CPU 1: the agent was preempted by
-    vmtax 3391 and 3689 times in 92 s, none once vmtax kept off;
-    results/precision.md, 2026-11-27).  A child proc.spawn starts gets the
-    CPUs vmtax had (_as_before), unless pinned; the programs vmtax runs for
-    itself (subprocess.run: podman ps, qemu-img) keep to its own.  The CPUs
-    it had are given back to every thread on every exit path."""
+    (an A/A compare of the bare machine pinned to CPU 1: its agent was
+    preempted by a Python task 2249-3689 times in 90 s with vmtax placed
+    anywhere, 39-69 times with vmtax kept off; results/keepoff.md).  A child
+    proc.spawn starts unpinned gets the CPUs vmtax had (_as_before); the
+    programs vmtax runs for itself (subprocess.run: podman ps, qemu-img)
+    keep to its own.  The CPUs it had are given back to every thread on
+    every exit path (the moves themselves hold Ctrl-C: signals_held).  Not
+    nested: a second keep_off inside one does nothing."""
     global _given_back
     others = controller_cpus(cpu)
-    if not others or _given_back is not None:  # nothing to keep off, or kept off already
-        yield others if _given_back is not None else []
+    if not others or _given_back is not None:
+        yield []
         return
     before = os.sched_getaffinity(0)
-    _given_back = before
-    _set_own_threads(set(others))
     try:
+        with signals_held():
+            _given_back = before
+            _set_own_threads(set(others))
         yield others
     finally:
-        _set_own_threads(before)
-        _given_back = None
+        with signals_held():
+            _set_own_threads(before)
+            _given_back = None
 
 
 def _set_own_threads(cpus: set[int]) -> None:
