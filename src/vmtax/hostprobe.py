@@ -29,7 +29,7 @@ import subprocess
 import time
 from typing import Callable
 
-from .hostproc import TICK, descendants
+from .hostproc import TICK, descendants, tasks
 
 _SYS_PERF_EVENT_OPEN = 298  # x86_64
 _PERF_FLAG_FD_CLOEXEC = 8
@@ -92,17 +92,6 @@ def syscall_tracepoint() -> tuple[int | None, str]:
         return int(out.stdout), ""
     except (OSError, ValueError, subprocess.SubprocessError):
         return None, "no tracefs with raw_syscalls:sys_enter (kernel without tracepoints?)"
-
-
-def tasks(pids: list[int]) -> list[int]:
-    """Every thread of these processes."""
-    out = []
-    for pid in pids:
-        try:
-            out += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:
-            continue
-    return out
 
 
 def ticks(pids: list[int]) -> tuple[int, int]:

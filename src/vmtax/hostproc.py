@@ -68,6 +68,17 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def tasks(pids: list[int]) -> list[int]:
+    """Every thread of these processes."""
+    out = []
+    for pid in pids:
+        try:
+            out += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+    return out
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User+system CPU seconds of these processes (all their threads)."""
     total = 0

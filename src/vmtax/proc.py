@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from .errors import TargetError
-from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running
+from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running, tasks
 
 _live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
 _given_back: set[int] | None = None  # while vmtax keeps off a CPU (keep_off): the CPUs it had
@@ -175,11 +175,7 @@ def keep_off(cpu: int | None) -> Iterator[list[int]]:
 
 
 def _set_own_threads(cpus: set[int]) -> None:
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [0]
-    for tid in tids:
+    for tid in tasks([os.getpid()]) or [0]:
         try:
             os.sched_setaffinity(tid, cpus)
         except OSError:  # a thread that has just ended

@@ -31,7 +31,7 @@ from ..errors import TargetError, UserError
 from . import devices
 from .base import option_number
 from .channel import ChannelTarget
-from ..hostproc import boot_id, rss_beyond_mapping
+from ..hostproc import boot_id, rss_beyond_mapping, tasks
 from ..hostprobe import Qmp
 
 QEMU = "qemu-system-x86_64"
@@ -422,7 +422,7 @@ class QemuTarget(ChannelTarget):
             pin_emulator_apart(self.p.pid, self.host_cpu)
         vcpus = vcpu_threads(self.p.pid)  # where each kind of thread may run, read back from the kernel
         self.vcpu_cpus = threads_cpus(self.p.pid, vcpus)
-        self.emulator_cpus = threads_cpus(self.p.pid, [t for t in _threads(self.p.pid) if t not in vcpus])
+        self.emulator_cpus = threads_cpus(self.p.pid, [t for t in tasks([self.p.pid]) if t not in vcpus])
         qmp = None
         if self.accel == "kvm":  # TCG has no VM exits to count
             try:
@@ -453,17 +453,10 @@ class QemuTarget(ChannelTarget):
                        mem_overhead_mb=self.mem_overhead)
 
 
-def _threads(pid: int) -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
-
-
 def vcpu_threads(pid: int) -> list[int]:
     """QEMU's vCPU threads (named "CPU n/KVM" or "CPU n/TCG": -name ...,debug-threads=on)."""
     out = []
-    for tid in _threads(pid):
+    for tid in tasks([pid]):
         try:  # a worker thread may end between the listing and the read
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 if f.read().startswith("CPU "):
@@ -486,7 +479,7 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     vcpus = set(vcpu_threads(pid))
     if not others or not vcpus:
         return []
-    for tid in _threads(pid):
+    for tid in tasks([pid]):
         try:
             os.sched_setaffinity(tid, {cpu} if tid in vcpus else set(others))
         except OSError:
