@@ -8,14 +8,13 @@ the host's loopback, or the host end of a tap or bridge inside the network
 namespace vmtax made for that target -- never on a wildcard address."""
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import tempfile
 import time
 
 from .errors import TargetError
-from .proc import kill_group, spawn
+from .proc import kill_group, other_cpus, spawn
 
 
 def start_peer(w, port: int, target_cpu: int | None, bind: str = "127.0.0.1", ns=None) -> subprocess.Popen:
@@ -23,7 +22,7 @@ def start_peer(w, port: int, target_cpu: int | None, bind: str = "127.0.0.1", ns
     the network namespace ns, when given) within 10 s (TargetError if not),
     on a CPU other than the target's when the target is pinned; it dies with
     vmtax (proc.spawn) and is killed after each run by the caller."""
-    others = sorted(set(os.sched_getaffinity(0)) - {target_cpu}) if target_cpu is not None else []
+    others = other_cpus(target_cpu)
     argv = shlex.split(w.peer.format(port=port, bind=bind))
     if ns is not None:
         argv = ns.argv(argv)

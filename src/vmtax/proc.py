@@ -132,14 +132,22 @@ def sweep(parent: str | None = None) -> list[str]:
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def other_cpus(cpu: int | None) -> list[int]:
+    """The host CPUs this thread may use other than `cpu`, where what runs
+    beside a target pinned there goes (vmtax itself, QEMU's emulator
+    threads, a network peer, an ssh master); empty when unpinned or when
+    there is no other.  Inside keep_off too: its CPUs are already these."""
+    if cpu is None:
+        return []
+    return sorted(os.sched_getaffinity(0) - {cpu})
+
+
 def controller_cpus(cpu: int | None) -> list[int]:
     """The host CPUs vmtax itself keeps to while its targets run on host
     CPU `cpu` (keep_off): every other CPU it may use; empty (it stays where
-    it is) when unpinned, or when there is no other."""
-    if cpu is None:
-        return []
-    allowed = os.sched_getaffinity(0)
-    return sorted(allowed - {cpu}) if cpu in allowed else []
+    it is) when unpinned, when there is no other, or when `cpu` is not one
+    it may use."""
+    return other_cpus(cpu) if cpu is not None and cpu in os.sched_getaffinity(0) else []
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from .base import option_number
 from .channel import ChannelTarget
 from ..hostproc import boot_id, rss_beyond_mapping, tasks
 from ..hostprobe import Qmp
+from ..proc import other_cpus
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
@@ -473,9 +474,7 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     the CPUs the emulator threads got (empty: left with the vCPUs, as where
     no thread is named as a vCPU: moving every thread would take the guest
     off the CPU the run says it is on)."""
-    if cpu is None:
-        return []
-    others = sorted(set(os.sched_getaffinity(0)) - {cpu})
+    others = other_cpus(cpu)
     vcpus = set(vcpu_threads(pid))
     if not others or not vcpus:
         return []

@@ -236,12 +236,10 @@ class SshTarget(Target):
         return p.stdout.decode("utf-8", "replace")
 
     def _keep_off_pinned_cpu(self, pid: int) -> None:
-        if self.local_cpu is None:
-            return
-        others = os.sched_getaffinity(0) - {self.local_cpu}
+        others = proc.other_cpus(self.local_cpu)
         if others:
             try:
-                os.sched_setaffinity(pid, others)
+                os.sched_setaffinity(pid, set(others))
             except OSError:
                 pass
 
