@@ -475,8 +475,10 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     no thread is named as a vCPU: moving every thread would take the guest
     off the CPU the run says it is on)."""
     others = other_cpus(cpu)
+    if not others:
+        return []
     vcpus = set(vcpu_threads(pid))
-    if not others or not vcpus:
+    if not vcpus:
         return []
     for tid in tasks([pid]):
         try:
