@@ -114,11 +114,7 @@ def switches(pids: list[int]) -> int:
     processes so far (/proc: free to read, unlike a counter)."""
     n = 0
     for t_pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{t_pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
+        for tid in tasks([t_pid]):
             try:
                 with open(f"/proc/{t_pid}/task/{tid}/status") as f:
                     for line in f:

@@ -147,7 +147,7 @@ def controller_cpus(cpu: int | None) -> list[int]:
     CPU `cpu` (keep_off): every other CPU it may use; empty (it stays where
     it is) when unpinned, when there is no other, or when `cpu` is not one
     it may use."""
-    return other_cpus(cpu) if cpu is not None and cpu in os.sched_getaffinity(0) else []
+    return other_cpus(cpu) if cpu in os.sched_getaffinity(0) else []
 
 
 @contextmanager
