@@ -5,12 +5,16 @@
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
  *                        [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]
  *                        [--count-settle-ms MS] [--tracepoint-id ID]
- *                        [--duration-ms MS] [--go] [--ref-steps N]
+ *                        [--duration-ms MS] [--go] [--step] [--ref-steps N]
  *
  * --go holds the timed samples at a barrier: once set up and calibrated
  * (every instance, with --parallel), the agent prints a "ready" line and
  * reads one line from stdin; "go" starts them, anything else (or EOF) is an
  * error.  vmtax scale releases N agents in N targets at once this way.
+ * --step holds every sample, warmups included, the same way: after the
+ * "ready" line, each "go" line on stdin runs one sample and prints it, so
+ * that vmtax can alternate the samples of processes in different targets
+ * a millisecond apart (lockstep pairs; no reference loop around them).
  * --duration-ms ends the timed samples at the first one that finishes that
  * long after the start (at least one): concurrent instances then measure
  * over the same stretch of time, whatever their speed (--samples caps them).
@@ -54,7 +58,7 @@ static const char USAGE[] =
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
 	"                            [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]\n"
 	"                            [--count-settle-ms MS] [--tracepoint-id ID]\n"
-	"                            [--duration-ms MS] [--go] [--ref-steps N]\n";
+	"                            [--duration-ms MS] [--go] [--step] [--ref-steps N]\n";
 
 static void print_list(void)
 {
@@ -174,23 +178,20 @@ static void barrier(int ready_fd, int go_fd)
 	}
 }
 
-/* --go: say ready, then wait for the line "go" on stdin, read a byte at a
- * time so that nothing after it is taken from a channel the agent shares
- * with vmtax-shell. */
-static void await_go(const struct bench *b)
+/* One line from stdin, read a byte at a time so that nothing after it is
+ * taken from a channel the agent shares with vmtax-shell; dies, naming
+ * `flag`, on EOF or anything but the line "go". */
+static void read_go_line(const char *flag)
 {
-	char line[256], got[16];
+	char got[16];
 	size_t n = 0;
-	snprintf(line, sizeof line, "{\"schema\":%d,\"type\":\"ready\",\"bench\":\"%s\"}\n",
-		 AGENT_SCHEMA, b->name);
-	emit_line(line);
 	for (;;) {
 		char c;
 		ssize_t r = read(0, &c, 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
-			die("--go: stdin closed before the go line");
+			die("%s: stdin closed before the go line", flag);
 		if (c == '\n')
 			break;
 		if (c != '\r' && n < sizeof got - 1)
@@ -198,7 +199,17 @@ static void await_go(const struct bench *b)
 	}
 	got[n] = 0;
 	if (strcmp(got, "go"))
-		die("--go: expected the line 'go', got '%.15s'", got);
+		die("%s: expected the line 'go', got '%.15s'", flag, got);
+}
+
+/* --go (and --step): say ready, then wait for the line "go" on stdin. */
+static void await_go(const struct bench *b, const char *flag)
+{
+	char line[256];
+	snprintf(line, sizeof line, "{\"schema\":%d,\"type\":\"ready\",\"bench\":\"%s\"}\n",
+		 AGENT_SCHEMA, b->name);
+	emit_line(line);
+	read_go_line(flag);
 }
 
 /* Whether the timed samples are done: the last one ended --duration-ms or
@@ -236,13 +247,17 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
 	emit_calibration(b, &c, inst, iters, ovh);
 	barrier(ready_fd, go_fd);
-	if (o->go && ready_fd < 0 && go_fd < 0)
-		await_go(b); /* one instance: its own barrier (--parallel: the parent's) */
+	if ((o->go || o->step) && ready_fd < 0 && go_fd < 0)
+		await_go(b, o->step ? "--step" : "--go"); /* one instance: its own barrier (--parallel: the parent's) */
 	uint64_t start = now_ns(), prev = start, prev_tsc = rdtsc();
 	long s = 0;
-	int with_ref = o->ref_steps > 0 && o->duration_ms == 0;
+	int with_ref = o->ref_steps > 0 && o->duration_ms == 0 && !o->step;
 	while (s < o->warmup + o->samples) {
 		double ref[2] = {0, 0};
+		if (o->step && s > 0)
+			read_go_line("--step"); /* the first sample's go was the barrier's */
+		if (o->step && o->preroll_pct > 0) /* untimed: what waking up left behind runs out first */
+			time_batch(b, &c, iters * (uint64_t)o->preroll_pct / 100 ? iters * (uint64_t)o->preroll_pct / 100 : 1);
 		if (with_ref)
 			ref[0] = reference_ns((uint64_t)o->ref_steps);
 		struct batch r = time_batch(b, &c, iters);
@@ -322,7 +337,7 @@ static int run_parallel(const struct bench *b, struct opts *o)
 	while (read(ready[0], &x, 1) > 0) /* every instance ready (or skipped) */
 		;
 	if (o->go)
-		await_go(b);
+		await_go(b, "--go");
 	close(go[1]); /* release them all at once */
 	int bad = 0;
 	for (long i = 0; i < o->parallel; i++) {

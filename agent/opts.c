@@ -92,10 +92,15 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(f, "--count")) o->count = num_arg(f, v, 0, 1000);
 		else if (!strcmp(f, "--count-settle-ms")) o->count_settle_ms = num_arg(f, v, 0, 10000);
 		else if (!strcmp(f, "--duration-ms")) o->duration_ms = num_arg(f, v, 1, 86400000);
+		else if (!strcmp(f, "--preroll-pct")) o->preroll_pct = num_arg(f, v, 0, 1000);
 		else if (!strcmp(f, "--ref-steps")) o->ref_steps = num_arg(f, v, 0, 1L << 24);
 		else if (!strcmp(f, "--go")) {
 			o->go = 1;
 			i--; /* a flag: no value */
+		}
+		else if (!strcmp(f, "--step")) {
+			o->step = 1;
+			i--;
 		}
 		else usage_error("unknown option '%.40s' (see --help)", f);
 	}
@@ -103,6 +108,8 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		usage_error("--samples 0 measures nothing: give --count N (batches with counters)");
 	if (o->duration_ms && samples_given && o->samples == 0)
 		usage_error("--duration-ms needs timed samples: --samples is their cap, give at least 1");
+	if (o->step && (o->parallel > 1 || o->duration_ms || o->go))
+		usage_error("--step holds one instance's samples one by one: not with --parallel, --duration-ms or --go");
 	if (o->duration_ms && !samples_given)
 		o->samples = 1000000; /* the duration ends the samples; --samples only caps them */
 	o->probe = o->iters != 0 && o->max_sample_ms > 0; /* 0: the caller vouches for --iters */

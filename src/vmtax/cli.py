@@ -112,11 +112,15 @@ def _config(args) -> RunConfig:
     for flag, value, least, most in LIMITS(args):
         if not least <= value <= most:
             raise UserError(f"{flag} must be between {least} and {most}, got {value}")
+    step_ms = getattr(args, "step_ms", 1.0)
+    if not (math.isfinite(step_ms) and 0.05 <= step_ms <= 1000):
+        raise UserError(f"--step-ms must be between 0.05 and 1000, got {step_ms:g}")
     return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
                      warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
                      parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
                      seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False),
-                     same_mode=getattr(args, "same_mode", False))
+                     same_mode=getattr(args, "same_mode", False),
+                     pairing=getattr(args, "pairing", "blocks"), step_ms=getattr(args, "step_ms", 1.0))
 
 
 def LIMITS(args) -> list[tuple[str, int, int, int]]:
@@ -725,6 +729,13 @@ def build_parser() -> Parser:
                         "1 regressed, 3 inconclusive only; the JSON document carries it as `gate`")
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
+    s.add_argument("--pairing", choices=("lockstep", "blocks"), default="lockstep",
+                   help="lockstep (default): each block's processes on this machine start together and "
+                        "take turns sample by sample, the baseline's and a candidate's a millisecond apart, "
+                        "so that they share the host's state (an ssh host runs its own in turn); blocks: "
+                        "one process after another")
+    s.add_argument("--step-ms", type=float, default=1.0, metavar="MS",
+                   help="with --pairing lockstep: the baseline's sample lasts about MS ms (default 1)")
     modes = s.add_mutually_exclusive_group()
     modes.add_argument("--fast-mode", action="store_true",
                        help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "

@@ -16,7 +16,7 @@ samples with the analysis functions `show` uses (analysis.block_means).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import stats
 from .core import CALIBRATION_SAMPLES, Job, jobs_of
@@ -40,6 +40,9 @@ class RunConfig:
     tool_seconds: int = workloads.SECONDS  # how long one run of a time-based workload tool lasts
     fast_mode: bool = False          # a row with two modes: stop on, and report, its ratio in the fast mode
     same_mode: bool = False          # or over the blocks both sides ran in the same mode (analysis.same_mode)
+    pairing: str = "lockstep"        # a block's processes: "lockstep" (held together, samples alternated,
+    #                                  lockstep.py) or "blocks" (one after another)
+    step_ms: float = 1.0             # lockstep: the baseline's sample, in ms
 
 
 FIRST_PASS = 0.6    # share of the budget for the first pass over every benchmark
@@ -190,3 +193,30 @@ def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
             for name in group:
                 out[name] = per_process(shared * ns / nominal, cfg)
     return shared, out
+
+
+# -- lockstep pairs ----------------------------------------------------------------------
+STEP_WARMUP_ROUNDS = 3  # lockstep: rounds discarded at the start of each block, per --warmup sample
+
+
+@dataclass(frozen=True)
+class StepSizes:
+    iters: int          # the shared count of one sample
+    rounds: int         # pairs of each candidate with the baseline per block, warmups included
+    warmup: int         # of them discarded
+
+
+def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cfg: RunConfig) -> StepSizes:
+    """A lockstep block's sizes from the targets' calibrations (found, as
+    for sizes(), counts for --min-time-ms): the count that makes the
+    baseline's sample last --step-ms (halved while the slowest target's
+    would last more than SLOWEST_SAMPLE times that, as sizes() does), and
+    as many rounds as make the baseline's timed samples last what --samples
+    samples of --min-time-ms do; the first STEP_WARMUP_ROUNDS per --warmup
+    are discarded."""
+    scale = cfg.step_ms / cfg.min_time_ms if cfg.min_time_ms > 0 else 1.0
+    scaled = {n: (max(1, round(c * scale)) if c else c, ns) for n, (c, ns) in found.items()}
+    shared, _ = sizes(first, scaled, replace(cfg, min_time_ms=cfg.step_ms))
+    timed = max(2, round(cfg.samples_per_process / scale)) if cfg.min_time_ms > 0 else cfg.samples_per_process
+    warmup = STEP_WARMUP_ROUNDS * cfg.warmup
+    return StepSizes(max(1, shared), timed + warmup, warmup)

@@ -27,13 +27,14 @@ import math
 import queue
 import random
 import resource
+import statistics
 import threading
 import time
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Protocol
 
-from . import analysis, plan, stats
+from . import analysis, lockstep, plan, stats
 from .agent import agent_hash
 from .core import (AgentRead, BudgetSpent, Job, agent_argv, calibrate, free_port, grace_s,
                    jobs_of, read_agent, recorded, tool_samples)
@@ -200,6 +201,9 @@ class StoreRelay:
             raise errors[0]
 
 
+LOCKSTEP_GO = "lockstep_go_ms"  # a target's fact: a go's round trip in lockstep, beyond the sample (ms)
+
+
 class Runner:
     def __init__(self, cfg: RunConfig, specs: list[BenchSpec], targets: list[Target],
                  store: Store, run_id: str, progress: Progress | None = None,
@@ -214,6 +218,8 @@ class Runner:
         self._spent: dict[str, float] = {}
         self._block_s: dict[str, list[float]] = {}  # each job's blocks: their timed processes
         self._count_s: dict[str, float] = {}  # and its last counting processes
+        self._step_latency: dict[str, list[float]] = {}  # lockstep: each target's go-to-sample overheads, s
+        self._steps: dict[str, plan.StepSizes] = {}  # each agent row's lockstep sizes (after calibration)
         self._warm_s: dict[str, float] = {}   # a workload's warmup runs (first block only), all told:
         # summed without a lock, as a workload's targets run one at a time (_in_turn, together=False)
 
@@ -231,6 +237,15 @@ class Runner:
         them cheapest to finish first, so the budget buys as many rows at
         the precision asked as it can.  No pass begins a block that would
         end past its share (_past); only a row's first block always runs."""
+        try:
+            return self._run()
+        finally:
+            for target in self.targets:
+                took = self._step_latency.get(target.name)
+                if took:  # the median time a go took to its sample line, beyond the sample itself
+                    target.facts()[LOCKSTEP_GO] = round(statistics.median(took) * 1e3, 3)
+
+    def _run(self) -> str:
         t0 = self.clock()
         self._t0, self._durations = t0, []
         # the hard stop, on this clock (what is begun) and on the real one (process timeouts)
@@ -352,7 +367,10 @@ class Runner:
                 if states[target.name].done is None and target.counters == "on":
                     self._one_process(target, job, [states[target.name]], block, len(order) + slot,
                                       counting=True)
-            self._in_turn(order, timed_process, together=job.workload is None)
+            stepped = self._stepped(job, order, states)
+            if stepped:
+                self._lockstep_block(job, states, block, stepped)
+            self._in_turn([t for t in order if t not in stepped], timed_process, together=job.workload is None)
             timed = self.clock()
             if self._counts(job, block):
                 self._in_turn(order, counting_process)
@@ -575,6 +593,7 @@ class Runner:
         if first is None:
             return
         shared, per = plan.sizes(first, found, self.cfg)
+        self._steps[spec.name] = plan.step_sizes(first, found, self.cfg)
         for name, (samples, warmup) in per.items():
             states[name].samples, states[name].warmup = samples, warmup
         for st in states.values():
@@ -631,6 +650,60 @@ class Runner:
             st.processes += 1
         self.store.add_process(self.run_id, process, target.name, spec.name, block, slot, started, got.first,
                                time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
+
+    # -- lockstep pairs (lockstep.py) ---------------------------------------------
+    def _stepped(self, job: Job, order: list[Target], states: dict[str, TargetState]) -> list[Target]:
+        """The targets of this block that run in lockstep: with --pairing
+        lockstep, an agent row's baseline and the candidates still going
+        that can hold an agent sample by sample on this machine (an ssh
+        host runs its processes in turn, after them); [] where fewer than
+        two can."""
+        base = self.targets[0]
+        if (self.cfg.pairing != "lockstep" or job.workload is not None or self.cfg.parallel != 1
+                or job.specs[0].name not in self._steps):
+            return []
+        can = [t for t in self.targets if states[t.name].done is None and lockstep.STEP in t.capabilities
+               and t.host_machine() == ""]
+        return can if base in can and len(can) >= 2 else []
+
+    def _lockstep_block(self, job: Job, states: dict[str, TargetState], block: int,
+                        targets: list[Target]) -> None:
+        """One block of these targets' processes in lockstep (lockstep.run_block):
+        the baseline's first, each recorded as a process of its own."""
+        spec, size = job.specs[0], self._steps[job.specs[0].name]
+        pairs = len(targets) - 1
+        sides = []
+        for slot, target in enumerate(targets):
+            st, process = states[target.name], next(self._processes)
+            times = pairs if slot == 0 else 1  # the baseline's sample is in every pair of a round
+
+            def take(f: dict, t: float, target=target, st=st, process=process) -> None:
+                s = Sample(benchmark=spec.name, target=target.name, process=process, block=block, t=t, **f)
+                self.store.add_sample(self.run_id, s)
+                st.take(s)
+            argv = agent_argv(target, spec, samples=(size.rounds - size.warmup) * times,
+                              warmup=size.warmup * times, iters=size.iters) + ["--step"] + self._preroll()
+            side = lockstep.Side(target.name, target, argv, take)
+            side.process, side.started = process, time.time()
+            sides.append(side)
+        lockstep.run_block(sides, spec, size.rounds, self.order,
+                           step_timeout=lambda: self._timeout(lockstep.STEP_TIMEOUT),
+                           start_timeout=self._timeout(self.cfg.agent_timeout))
+        if any(s.error for s in sides) and self._spent_all():
+            raise BudgetSpent
+        for slot, (target, side) in enumerate(zip(targets, sides)):
+            st = states[target.name]
+            if side.skipped:
+                st.done, st.reason = "skipped", side.skipped
+            elif side.error:
+                st.done, st.reason = "error", side.error[:500]
+            st.processes += 1
+            self._step_latency.setdefault(target.name, []).extend(side.overheads)
+            self.store.add_process(self.run_id, side.process, target.name, spec.name, block, slot, side.started,
+                                   side.first, time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
+
+    def _preroll(self) -> list[str]:
+        return ["--preroll-pct", str(lockstep.PREROLL_PCT)] if lockstep.PREROLL_PCT else []
 
     def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], block: int, slot: int) -> None:
         """One run of a workload's tool (after a warmup run, the first time
@@ -778,7 +851,12 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
             for name, why in failed.items():
                 for spec in specs:
                     store.set_outcome(run_id, name, spec.name, "error", why)
-            return Runner(cfg, specs, started, store, run_id, progress).run()
+            try:
+                return Runner(cfg, specs, started, store, run_id, progress).run()
+            finally:  # what lockstep measured of each target (Runner.run) joins its facts
+                for position, target in enumerate(targets):
+                    if target in started and LOCKSTEP_GO in target.facts():
+                        store.add_target(run_id, position, target.info(), agent_hash())
 
     config = {**asdict(cfg), "targets": [t.name for t in targets], "benchmarks": [s.name for s in specs],
               "controller_cpus": controller_cpus(cfg.cpu), **(notes or {})}

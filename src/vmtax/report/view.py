@@ -216,6 +216,20 @@ class Header:
         return f"{self.cpu_model} ({self.cpus} CPUs), kernel {self.kernel}"
 
 
+def per_process(data: RunData) -> str:
+    """How a run's processes took their samples, in the header's words."""
+    cfg = data.config
+    if cfg.get("samples_per_process") is None:
+        return ""
+    if data.kind == "compare" and cfg.get("pairing") == "lockstep":
+        go = [f"{t.name} {t.facts['lockstep_go_ms']:.2g} ms" for t in data.targets
+              if isinstance(t.facts.get("lockstep_go_ms"), (int, float))]
+        return (f"lockstep pairs: samples of ~{cfg.get('step_ms', 1):g} ms alternated with the baseline's, "
+                "a fresh process per target and block" + (f" (a go's round trip: {', '.join(go)})" if go else ""))
+    return (f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
+            "(of the baseline's length)")
+
+
 def header(data: RunData) -> Header:
     cfg = data.config
     env = data.targets[0].facts if data.targets else {}
@@ -223,8 +237,7 @@ def header(data: RunData) -> Header:
                   data.vmtax_version, data.command, [t.name for t in data.targets],
                   fmt_goal(cfg.get("precision")), fmt_duration(cfg.get("max_time", 0)),
                   f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
-                  f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
-                  "(of the baseline's length)" if cfg.get("samples_per_process") is not None else "",
+                  per_process(data),
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
                   f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline_of(cfg)]}, "
                   "where those blocks give an interval" if headline_of(cfg) else "")

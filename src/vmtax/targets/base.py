@@ -41,6 +41,7 @@ class Target(ABC):
     #   "barrier"         run_gated/go hold a process until released (vmtax scale can run it)
     #   "parallel_start"  begin_start() launches from the calling thread and end_start() may wait in
     #                     another: copies boot in parallel (vmtax scale)
+    #   "step"            step()/release() hold an agent run with --step sample by sample (lockstep.py)
     capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, options: dict[str, str]):
@@ -101,6 +102,17 @@ class Target(ABC):
         """Release the run that run_gated holds at the barrier."""
         from ..errors import TargetError
         raise TargetError(f"{self.name}: nothing is held at a barrier")
+
+    def step(self) -> None:
+        """One more go line to the agent run_gated holds with --step: it
+        takes its next sample (lockstep pairs)."""
+        from ..errors import TargetError
+        raise TargetError(f"{self.name}: a {self.kind} target cannot hold an agent sample by sample")
+
+    def release(self) -> None:
+        """End the agent run_gated holds with --step before its last
+        sample: a line that is not "go" makes it stop (an error of its
+        own), and, where the run has ended already, is ignored."""
 
     def settles_at_start(self) -> bool:
         """Whether start() settles something by trying it (qemu's

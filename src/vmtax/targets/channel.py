@@ -28,6 +28,7 @@ from ..hostprobe import HostProbe
 from .base import Target, option_number
 
 READY = "@@VMTAX-READY"
+STOP = "STOP"  # the line that ends an agent held with --step; vmtax-shell answers nothing to it
 END = "@@VMTAX-END "
 
 
@@ -153,7 +154,7 @@ class ChannelTarget(Target):
     """A target reached through vmtax-shell over a Channel: QEMU, UML,
     containers.  Subclasses say how to launch; this class boots, measures
     boot time, and tears down on every path."""
-    capabilities = frozenset({"barrier", "parallel_start"})
+    capabilities = frozenset({"barrier", "parallel_start", "step"})
 
     boot_timeout = 120.0  # seconds; the boot_timeout= option overrides it
     count_settle_ms = 20  # the agent's line crosses the channel before the host counts
@@ -262,6 +263,13 @@ class ChannelTarget(Target):
         if not self.channel:
             raise TargetError(f"{self.name} is not started")
         self.channel.send("go")
+
+    def step(self) -> None:
+        self.go()
+
+    def release(self) -> None:
+        if self.channel and not self.channel.broken:
+            self.channel.send(STOP)  # the agent stops on it; vmtax-shell ignores it (guest/vmtax-shell)
 
     def host_pids(self) -> list[int]:
         if self.p is None:

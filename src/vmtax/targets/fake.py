@@ -41,7 +41,8 @@ class FakeTarget(Target):
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
     allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",
-                                 "garbage", "hostile", "host_noise", "host_rho", "slow_share", "slow_by"})
+                                 "garbage", "hostile", "host_noise", "host_rho", "slow_share", "slow_by",
+                                 "step"})
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -58,6 +59,14 @@ class FakeTarget(Target):
         # seed would produce perfectly correlated "noise" and a zero-width ratio
         seed = num("seed", None, lo=0, hi=2 ** 63, integer=True)
         self.rng = random.Random(seed if seed is not None else zlib.crc32(name.encode()))
+        # step=on: it can be held sample by sample (lockstep pairs), and its host state, with
+        # host_noise, moves from one sample to the next (a real host's moves within milliseconds)
+        if options.get("step", "off") not in ("on", "off"):
+            raise UserError(f"{name}: step must be on or off, got {options['step'][:40]!r}")
+        if options.get("step") == "on":
+            self.capabilities = FakeTarget.capabilities | {"step"}
+        self._steps = threading.Semaphore(0)
+        self._released = False
         self.hostile = options.get("hostile")
         if self.hostile is not None and self.hostile not in HOSTILE:
             raise UserError(f"{name}: hostile={self.hostile[:40]!r}: one of {', '.join(HOSTILE)}")
@@ -73,7 +82,10 @@ class FakeTarget(Target):
 
     def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
         """The agent's lines (a "ready" line after calibration) or a tool's
-        (GATE first), held until go()."""
+        (GATE first), held until go(); with --step, every sample held until step()."""
+        if "--step" in argv and not tool:
+            self._steps, self._released = threading.Semaphore(0), False
+            return self.run_agent(argv, timeout)
         self._go = threading.Event()
         return self._gated(argv, timeout, tool, self._go)
 
@@ -93,6 +105,22 @@ class FakeTarget(Target):
 
     def go(self) -> None:
         self._go.set()
+
+    def step(self) -> None:
+        self._steps.release()
+
+    def release(self) -> None:
+        self._released = True
+        self._steps.release()
+
+    def _await_step(self, end: float) -> None:
+        """Held before a sample (--step) until step(); a release() ends it
+        as the agent ends on a line that is not go."""
+        if not self._steps.acquire(timeout=max(0.0, end - time.monotonic())):
+            raise ChildFailed(-9, "", timed_out=True)
+        if self._released:
+            self._released = False
+            raise ChildFailed(3, "fake agent: --step: expected the line 'go', got 'stop'")
 
     def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
         """A workload's run: the output of its tool as the parsers read it
@@ -118,6 +146,8 @@ class FakeTarget(Target):
 
     def _run(self, bench: str, rest: list[str], timeout: float = math.inf) -> Iterator[str]:
         end = time.monotonic() + timeout  # a real agent is killed there (proc.stream_lines)
+        stepping = "--step" in rest
+        rest = [a for a in rest if a != "--step"]
         opts = dict(zip(rest[::2], rest[1::2]))
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
         count = int(opts.get("--count", 0))
@@ -126,7 +156,7 @@ class FakeTarget(Target):
         if self.slow_share and self.rng.random() < self.slow_share:
             mean *= self.slow_by
         ref = {}
-        if self.host_noise:
+        if self.host_noise and not stepping:
             state = HOST.step(self.host_noise, self.host_rho)
             mean *= state
             # the agent's reference loop sees the host's state too (and nothing of scale or the process)
@@ -137,7 +167,11 @@ class FakeTarget(Target):
             return
         yield _line(type="calibration", bench=bench, instance=0, iters=1000,
                     ops_per_iter=1, overhead=0.01, unit="ns")
+        if stepping:
+            yield _line(type="ready", bench=bench)
         for s in range(warmup + samples + count):
+            if stepping and s < warmup + samples:
+                self._await_step(end)
             if self.delay:
                 if time.monotonic() + self.delay > end:
                     time.sleep(max(0.0, end - time.monotonic()))
@@ -155,6 +189,8 @@ class FakeTarget(Target):
             if counting and s == warmup + samples:
                 yield _line(type="counting", bench=bench, instance=0)
             v = mean * math.exp(self.rng.gauss(0, self.noise))
+            if stepping and self.host_noise:  # the host's state of this moment, shared with the other side's sample
+                v *= HOST.step(self.host_noise, self.host_rho)
             extra = {"counting": True, "metrics": self._metrics(v)} if counting else {}
             yield _line(type="sample", bench=bench, unit="ns", instance=0, seq=s,
                         warmup=s < warmup, iters=1000, ops=1000, value=v,

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from .. import proc
 from ..agent import agent_path
-from ..errors import UserError
+from ..errors import TargetError, UserError
 from ..hostproc import descendants
 from .base import GATE, Target
 
@@ -27,7 +27,7 @@ PSEUDO = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", 
 
 
 class LocalTarget(Target):
-    capabilities = frozenset({"barrier"})
+    capabilities = frozenset({"barrier", "step"})
     kind = "local"
     summary = "this machine, bare (or whatever it runs on)"
     mirror_host = True
@@ -93,6 +93,28 @@ class LocalTarget(Target):
         except (OSError, ValueError) as e:
             from ..errors import TargetError
             raise TargetError(f"{self.name}: cannot release the held run ({e})") from None
+
+    def step(self) -> None:
+        self._send(b"go\n")
+
+    def release(self) -> None:
+        p = self.held
+        if p is not None and p.poll() is None:
+            try:
+                self._send(b"stop\n")
+            except TargetError:
+                proc.kill_group(p)
+
+    def _send(self, line: bytes) -> None:
+        """A line to the held run's stdin, left open for the next."""
+        p = self.held
+        if p is None or p.poll() is not None:
+            raise TargetError(f"{self.name}: no run is held")
+        try:
+            p.stdin.write(line)
+            p.stdin.flush()
+        except (OSError, ValueError) as e:
+            raise TargetError(f"{self.name}: cannot write to the held run ({e})") from None
 
     def host_pids(self) -> list[int]:
         p = self.held

@@ -1,0 +1,211 @@
+"""Lockstep pairs: the samples of a block's processes, a millisecond apart.
+
+The host's own noise moves within milliseconds: two samples of one
+operation 1 ms apart differ far less than two 100 ms apart (`vmtax doctor`
+measures it: noise_by_distance).  So a lockstep block starts the
+baseline's and every candidate's fresh agent process together (`--step`:
+each holds before every sample until it gets a go line), then runs rounds:
+in each, every candidate in a random order forms a pair with the baseline,
+the two sides of a pair in an order drawn by a coin, one sample of each,
+back to back.  A pair's two samples then share the host's state, and the
+block's ratio of means (analysis.block_means, as for any block) holds what
+both sides met alike only once.  The interval stays over blocks of fresh
+processes (what differs between processes still counts).
+
+This module knows nothing of the runner: it runs one block's processes,
+held, stepped and read concurrently, and hands each sample to the caller.
+"""
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from .agent import events
+from .errors import AgentError, TargetError
+from .model import BenchSpec
+from .proc import ChildFailed
+
+STEP = "step"  # the capability of a target whose agent can be held sample by sample (Target.step)
+STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, before its side is dropped
+PREROLL_PCT = 0  # an untimed batch of this share of the count after each go (agent --preroll-pct)
+
+
+@dataclass
+class Side:
+    """One target's process in a lockstep block."""
+    name: str
+    target: object                     # a Target with the "step" capability
+    argv: list[str]                    # the agent's arguments, --step included (samples: rounds x its pairs)
+    take: Callable[[dict, float], None]  # each sample line's fields, and when it arrived
+    error: str = ""                    # why it stopped taking part ('' while it does)
+    skipped: str = ""                  # the agent's reason, where it skipped the benchmark
+    iters: int | None = None
+    first: float | None = None         # when its first line arrived
+    samples: int = 0                   # samples taken
+    finished: bool = False             # the agent said done
+    overheads: list[float] = field(default_factory=list)  # seconds from each go to its sample line,
+    #                                                       the sample's own time less: the go's round trip
+    process: int = -1                  # the caller's process id and start time, for its record
+    started: float = 0.0
+    _lines: "queue.Queue" = field(default_factory=queue.Queue)
+    _thread: threading.Thread | None = None
+
+    @property
+    def live(self) -> bool:
+        return not self.error and not self.skipped
+
+
+class _End:
+    """The end of a side's lines: how it ended (an exception, or None)."""
+    def __init__(self, exc: BaseException | None):
+        self.exc = exc
+
+
+def _pump(side: Side, lines: Iterator[str]) -> None:
+    try:
+        for line in lines:
+            side._lines.put(line)
+        side._lines.put(_End(None))
+    except BaseException as e:  # handed to the stepping thread
+        side._lines.put(_End(e))
+
+
+def _next_event(side: Side, spec: BenchSpec, deadline: float):
+    """The next protocol event of one side (agent.events checks each line),
+    None at the end of its lines; TimeoutError past the deadline."""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            item = side._lines.get(timeout=max(0.0, left)) if left > 0 else side._lines.get_nowait()
+        except queue.Empty:
+            raise TimeoutError from None
+        if isinstance(item, _End):
+            if item.exc is not None:
+                raise item.exc
+            return None
+        evs = list(events([item], spec))
+        side.first = side.first or time.time()
+        if evs:
+            return evs[0]
+
+
+def _fail(side: Side, e: BaseException) -> None:
+    side.error = f"agent {e}" if isinstance(e, ChildFailed) else str(e) or type(e).__name__
+
+
+def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: float):
+    """Read one side until an event of these kinds; None where the side
+    ended, skipped or failed first (its error or skip then says why)."""
+    try:
+        while True:
+            ev = _next_event(side, spec, deadline)
+            if ev is None:
+                if not side.skipped:
+                    side.error = side.error or "the agent stopped without finishing"
+                return None
+            if ev.kind == "calibration" and side.iters is None and ev.instance == 0:
+                side.iters = ev.iters
+            elif ev.kind == "skip":
+                side.skipped = ev.reason
+            elif ev.kind == "done":
+                side.finished = True
+                if "done" not in kinds:
+                    side.error = side.error or "the agent stopped before its last sample"
+                    return None
+            if ev.kind in kinds:
+                return ev
+            if side.skipped:
+                return None
+    except TimeoutError:
+        side.error = f"no answer from the agent within {max(0.0, deadline - time.monotonic()):.0f} s"
+    except (AgentError, TargetError, ChildFailed) as e:
+        _fail(side, e)
+    return None
+
+
+def rounds_order(rng: random.Random, base: int, candidates: list[int]) -> list[tuple[int, int]]:
+    """One round's pairs: every candidate once, in a random order, each
+    with the baseline, the two sides' order drawn by a coin: a list of
+    (first, second) indices."""
+    order = list(candidates)
+    rng.shuffle(order)
+    return [(base, c) if rng.random() < 0.5 else (c, base) for c in order]
+
+
+def run_block(sides: list[Side], spec: BenchSpec, rounds: int, rng: random.Random,
+              step_timeout: Callable[[], float], start_timeout: float) -> None:
+    """One lockstep block: sides[0] the baseline, the others candidates,
+    each an agent process started with --step and `rounds` (the
+    candidates) or rounds x candidates (the baseline) samples, warmups
+    included.  Starts every process at once, waits until each is ready,
+    then steps them pair by pair (rounds_order), each sample handed to its
+    side's take() as it arrives.  A side that fails, skips or falls silent
+    stops taking part (its error or skip says why) and the others go on.
+    Every process has ended, or been stopped, when this returns."""
+    for s in sides:
+        try:
+            lines = s.target.run_gated(s.argv, timeout=start_timeout + rounds * 60.0)
+        except (TargetError, AgentError) as e:
+            _fail(s, e)
+            continue
+        s._thread = threading.Thread(target=_pump, args=(s, lines), daemon=True)
+        s._thread.start()
+    try:
+        ready = time.monotonic() + start_timeout
+        for s in sides:
+            if s.live and _wait_for(s, spec, ("ready",), ready) is None:
+                pass  # its error or skip says why
+        base = 0
+        for _ in range(rounds):
+            if not sides[base].live:
+                break
+            cands = [i for i in range(1, len(sides)) if sides[i].live]
+            if not cands:
+                break
+            for pair in rounds_order(rng, base, cands):
+                if not all(sides[i].live for i in pair):
+                    continue
+                for i in pair:
+                    _step(sides[i], spec, step_timeout())
+        for i, s in enumerate(sides):  # a side that took all its samples ends of itself
+            if s.live and s.samples == rounds * (len(sides) - 1 if i == base else 1):
+                _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
+    finally:  # the others, held at a go that will not come, are let go
+        for s in sides:
+            _close(s)
+
+
+def _step(side: Side, spec: BenchSpec, timeout: float) -> None:
+    """One go line to a side, then its sample (handed to take)."""
+    went = time.monotonic()
+    try:
+        side.target.step()
+    except TargetError as e:
+        _fail(side, e)
+        return
+    ev = _wait_for(side, spec, ("sample",), went + timeout)
+    if ev is None:
+        return
+    f = dict(ev.fields)
+    side.overheads.append(max(0.0, time.monotonic() - went - f["value"] * f["ops"] / 1e9))
+    side.samples += 1
+    side.take(f, time.time())
+
+
+def _close(side: Side) -> None:
+    """Let a side's process end: its lines are read to their end (a
+    process still held is let go by its target: Target.release)."""
+    t = side._thread
+    if t is None:
+        return
+    if t.is_alive():
+        try:
+            side.target.release()
+        except TargetError:
+            pass
+        t.join(timeout=10)
+    side._thread = None

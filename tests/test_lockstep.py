@@ -1,0 +1,188 @@
+"""Lockstep pairs (lockstep.py): a block's processes held together and
+stepped sample by sample, the baseline's and each candidate's back to back.
+With the fake target (step=on) for the scheduling, the real agent and the
+bare machine for the protocol and the clean-up."""
+import random
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import AGENT
+from vmtax import lockstep, plan
+from vmtax.model import BenchSpec
+from vmtax.runner import RunConfig, Runner
+from vmtax.store import Store
+from vmtax.targets import parse_target
+
+A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+
+
+def test_a_round_pairs_every_candidate_once_with_the_baseline_in_either_order():
+    rng = random.Random(3)
+    firsts = []
+    for _ in range(400):
+        pairs = lockstep.rounds_order(rng, 0, [1, 2, 3])
+        assert sorted(c for pair in pairs for c in pair if c) == [1, 2, 3]
+        assert all(0 in pair and len(set(pair)) == 2 for pair in pairs)
+        firsts += [pair[0] == 0 for pair in pairs]
+    assert 0.44 < sum(firsts) / len(firsts) < 0.56  # a coin per pair
+
+
+def _sides(targets, rounds, warmup=1, log=None):
+    pairs = len(targets) - 1
+    out = []
+    for i, t in enumerate(targets):
+        times = pairs if i == 0 else 1
+
+        def take(f, at, name=t.name):
+            (log if log is not None else []).append((name, f["seq"], f["warmup"]))
+        argv = ["run", A.name, "--samples", str((rounds - warmup) * times), "--warmup", str(warmup * times),
+                "--iters", "1000", "--step"]
+        out.append(lockstep.Side(t.name, t, argv, take))
+    return out
+
+
+def test_a_block_alternates_the_sides_pair_by_pair():
+    targets = [parse_target(f"fake:seed={i},step=on") for i in (1, 2, 3)]
+    log = []
+    sides = _sides(targets, rounds=5, log=log)
+    lockstep.run_block(sides, A, 5, random.Random(1), lambda: 5.0, 5.0)
+    assert [s.samples for s in sides] == [10, 5, 5] and all(s.finished and not s.error for s in sides)
+    names = [n for n, _, _ in log]
+    base = targets[0].name
+    # every two consecutive samples are a pair: the baseline and one candidate
+    for a, b in zip(names[::2], names[1::2]):
+        assert base in (a, b) and a != b
+    # each side's samples came in its own order, its warmups first
+    for s in sides:
+        mine = [(seq, w) for n, seq, w in log if n == s.name]
+        assert [seq for seq, _ in mine] == list(range(len(mine)))
+        assert [w for _, w in mine] == [True] * (len(mine) // 5) + [False] * (len(mine) - len(mine) // 5)
+    assert all(len(s.overheads) == s.samples for s in sides)
+
+
+def test_a_failing_candidate_leaves_the_others_stepping_and_nothing_held():
+    targets = [parse_target("fake:seed=1,step=on"), parse_target("fake:seed=2,step=on,crash=getppid"),
+               parse_target("fake:seed=3,step=on")]
+    sides = _sides(targets, rounds=6)
+    began = time.monotonic()
+    lockstep.run_block(sides, A, 6, random.Random(2), lambda: 5.0, 5.0)
+    assert time.monotonic() - began < 5  # no side was waited on to its timeout
+    base, crashed, other = sides
+    assert "Segmentation fault" in crashed.error and crashed.samples == 2
+    # the baseline's pairs with the crashed side: its two, and the third where the baseline went first
+    assert other.samples == 6 and not other.error and base.samples in (8, 9) and not base.error
+
+
+def test_a_skipping_side_says_why_and_a_baseline_that_fails_lets_every_candidate_go():
+    targets = [parse_target("fake:seed=1,step=on,skip=getppid"), parse_target("fake:seed=2,step=on")]
+    sides = _sides(targets, rounds=4)
+    began = time.monotonic()
+    lockstep.run_block(sides, A, 4, random.Random(2), lambda: 5.0, 5.0)
+    assert time.monotonic() - began < 5
+    assert sides[0].skipped == "fake target skips it" and sides[1].samples == 0
+    assert sides[1]._thread is None  # its process was released and read to its end
+
+
+def test_a_side_that_falls_silent_is_dropped_at_its_step_timeout():
+    targets = [parse_target("fake:seed=1,step=on"), parse_target("fake:seed=2,step=on,delay=3")]
+    sides = _sides(targets, rounds=3)
+    lockstep.run_block(sides, A, 3, random.Random(2), lambda: 0.5, 5.0)
+    assert "no answer" in sides[1].error and sides[0].error == ""
+
+
+def _my_agents() -> list[str]:
+    """This process's children that are agents, zombies aside."""
+    out = []
+    for entry in filter(str.isdigit, __import__("os").listdir("/proc")):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if name.startswith("vmtax-agent") and int(rest[1]) == __import__("os").getpid() and rest[0] != "Z":
+            out.append(entry)
+    return out
+
+
+def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_block(tmp_path):
+    db = tmp_path / "v.db"
+    store = Store(db)
+    targets = [parse_target("fake:seed=1,noise=0.01,step=on"),
+               parse_target("fake:seed=2,noise=0.01,step=on,scale=1.1"),
+               parse_target("fake:seed=3,noise=0.01")]  # no step: in turn, after the lockstep pairs
+    store.new_run("r", "compare", "t", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", [A])
+    cfg = RunConfig(precision=0.02, max_time=60, min_processes=4, seed=7)
+    assert cfg.pairing == "lockstep"
+    assert Runner(cfg, [A], targets, store, "r").run() == "complete"
+    con = sqlite3.connect(db)
+    per_block = con.execute("SELECT block, group_concat(target || ':' || slot, ' ') FROM processes "
+                            "WHERE run_id='r' AND block >= 0 AND slot < 3 GROUP BY block").fetchall()
+    assert per_block and all(len(sides.split()) == 3 for _, sides in per_block)
+    size = plan.step_sizes(targets[0].name, {t.name: (1000, 100.0) for t in targets}, cfg)
+    timed = con.execute("SELECT target, count(*) FROM samples WHERE run_id='r' AND warmup=0 AND counting=0 "
+                        "AND block=1 GROUP BY target ORDER BY target").fetchall()
+    got = dict(timed)
+    assert got[targets[0].name] == size.rounds - size.warmup  # one candidate in lockstep: one pair a round
+    assert got[targets[1].name] == size.rounds - size.warmup
+    assert got[targets[2].name] == cfg.samples_per_process  # the one without step: today's process
+    ratio = con.execute("SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0",
+                        (targets[1].name,)).fetchone()[0] / con.execute(
+        "SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0",
+        (targets[0].name,)).fetchone()[0]
+    assert 1.08 < ratio < 1.12
+    assert isinstance(targets[1].facts().get("lockstep_go_ms"), float)
+
+
+def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():
+    cfg = RunConfig()  # 3 samples of 10 ms, 1 warmup; lockstep samples of 1 ms
+    s = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (5000, 2000.0)}, cfg)
+    assert (s.iters, s.rounds, s.warmup) == (1000, 30 + 3, 3)
+    slow = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (100, 100000.0)}, cfg)
+    # halved down to the baseline's floor: its sample 1/FASTEST_SHARE of --step-ms
+    assert slow.iters * 1000.0 == 1e6 / plan.FASTEST_SHARE
+
+
+@pytest.mark.e2e
+def test_the_real_agent_steps_sample_by_sample_and_stops_on_another_line():
+    p = subprocess.Popen([AGENT, "run", "getppid", "--samples", "2", "--warmup", "1", "--min-time-ms", "1",
+                          "--step"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    types = [__import__("json").loads(p.stdout.readline())["type"] for _ in range(2)]
+    assert types == ["calibration", "ready"]
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    assert '"seq":0' in p.stdout.readline()
+    p.stdin.write("stop\n")
+    p.stdin.flush()
+    rest = p.stdout.read()
+    assert p.wait(10) == 3 and "expected the line 'go'" in rest
+    bad = subprocess.run([AGENT, "run", "getppid", "--step", "--parallel", "2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--step" in bad.stderr
+
+
+@pytest.mark.e2e
+def test_two_bare_machine_agents_in_lockstep_and_none_left_when_a_block_is_cut_short():
+    targets = [parse_target("local"), parse_target("local:label=b")]
+    for t in targets:
+        t.__enter__()
+    try:
+        log = []
+        sides = _sides(targets, rounds=20, log=log)
+        for s in sides:
+            s.argv[s.argv.index("--iters") + 1] = "200"
+        lockstep.run_block(sides, A, 20, random.Random(4), lambda: 10.0, 30.0)
+        assert [s.samples for s in sides] == [20, 20] and all(s.finished for s in sides)
+        # cut short: the candidate fails at once; the baseline, held at its go, is let go
+        sides = _sides(targets, rounds=50)
+        sides[1].argv[sides[1].argv.index("--iters") + 1] = "0"  # refused by the agent: exit 2
+        lockstep.run_block(sides, A, 50, random.Random(4), lambda: 10.0, 30.0)
+        assert sides[1].error and not sides[0].error
+        assert not _my_agents()
+    finally:
+        for t in targets:
+            t.__exit__(None, None, None)
