@@ -108,6 +108,10 @@ def test_doctor_on_this_machine_says_its_spread(tmp_path):
     assert "between-process SD" in p.stdout and "buys about" in p.stdout
     ref = doc["reference"]  # the agent's reference loop, seen in every process
     assert ref["mean_ns_per_step"] > 0 and ref["cv"] >= 0 and "reference loop" in p.stdout
+    curve = doc["noise_by_distance"]  # a contract: [{"ms": 1.0, "sd_pct": 3.4}, ...]
+    assert [c["ms"] for c in curve][:3] == [1.0, 2.0, 4.0] and all(c["sd_pct"] >= 0 for c in curve)
+    assert doc["pairing"]["lockstep_ms"] == 1.0 and doc["pairing"]["blocks_ms"] > 1.0
+    assert "noise by distance" in p.stdout and "a compare pairs" in p.stdout
 
 
 def test_doctor_refuses_a_workload_and_bad_counts(capsys):

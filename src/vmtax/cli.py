@@ -17,7 +17,7 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from . import __version__, proc, stats, suite, watch
+from . import __version__, noise, proc, stats, suite, watch
 from .analysis import analyse, reference_adjusted
 from .errors import UserError, VmtaxError
 from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal, view
@@ -474,6 +474,7 @@ def cmd_doctor(args) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     for flag, value, least, most in (("--processes", args.processes, 8, 1000), ("--rows", args.rows, 1, 1000),
+                                     ("--noise-seconds", args.noise_seconds, 0.1, 600),
                                      ("--targets", args.targets, 2, 100)):
         if not least <= value <= most:
             raise UserError(f"{flag} must be between {least} and {most}, got {value}")
@@ -493,6 +494,7 @@ def cmd_doctor(args) -> int:
     say(f"vmtax doctor: {spec.name} in {args.processes} fresh processes on {target.name} ({pin})", sys.stderr)
     with proc.keep_off(cpu), target:  # vmtax placed as a compare places it
         means, starts, process_s, refs = doctor.measure(target, spec, args.processes, cpu)
+        times, values = noise.series(target, spec, args.noise_seconds)
     n = doctor.noise(means, starts)
     seen = doctor.state_seen(means, refs, n)
     blocks, half = doctor.buyable(means, process_s, budget * 0.9, args.rows, args.targets)
@@ -541,6 +543,7 @@ def cmd_doctor(args) -> int:
                      f"{slow} slow), a same-mode ratio's 95% CI about "
                      + (f"±{same_half:.1%}" if math.isfinite(same_half)
                         else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
+    lines += _noise_by_distance(doc, times, values, process_s, args.targets)
     if seen:
         r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"
         lines.append(f"  the reference loop around each sample (the host's state): {seen.ref_mean:.3g} ns a step, "
@@ -552,6 +555,35 @@ def cmd_doctor(args) -> int:
     if args.json:
         _json_out(doc, args.json)
     return EXIT_OK
+
+
+def _noise_by_distance(doc: dict, times: list[float], values: list[float], process_s: float,
+                       targets: int) -> list[str]:
+    """doctor's noise by distance (noise.py): into its JSON document, and
+    its lines: the curve, and what it says of the distance vmtax pairs at."""
+    from . import doctor
+    curve = noise.by_distance(times, values)
+    unpaired = noise.unpaired_sd_pct(values)
+    lag = sum(k * w for k, w in doctor.slot_lags(targets).items())  # a block's two sides, in processes
+    step_ms, blocks_ms = RunConfig.step_ms, process_s * lag * 1e3
+    lock_sd, block_sd = noise.at(curve, step_ms), noise.at(curve, blocks_ms)
+    doc["noise_by_distance"] = [{"ms": c.ms, "sd_pct": round(c.sd_pct, 3), "pairs": c.pairs} for c in curve]
+    doc["noise_unpaired_sd_pct"] = round(unpaired, 3) if math.isfinite(unpaired) else None
+    doc["pairing"] = {"lockstep_ms": step_ms, "lockstep_sd_pct": lock_sd, "blocks_ms": round(blocks_ms, 1),
+                      "blocks_sd_pct": block_sd}
+    if not curve:
+        return ["  noise by distance: too few samples to tell"]
+    out = [f"  noise by distance (SD of the log ratio of two samples this far apart, one process, "
+           f"{len(values)} samples over {times[-1] - times[0]:.1f} s):",
+           "    " + " · ".join(f"{c.ms:g} ms {c.sd_pct:.1f}%" for c in curve)
+           + (f" · at random {unpaired:.1f}%" if math.isfinite(unpaired) else "")]
+    if lock_sd is not None and block_sd is not None and block_sd > 0:
+        out.append(f"  a compare pairs a baseline's sample with a candidate's about {step_ms:g} ms apart "
+                   f"(lockstep, the default; a target k times slower: (1+k)/2 ms): {lock_sd:.1f}% a pair, against "
+                   f"{block_sd:.1f}% {blocks_ms:.0f} ms apart (--pairing blocks, processes of "
+                   f"{process_s * 1e3:.0f} ms): for the same interval, about {(lock_sd / block_sd) ** 2:.2g} of the "
+                   f"pairs, where the host's noise is what varies")
+    return out
 
 
 def cmd_targets(args) -> int:
@@ -785,6 +817,8 @@ def build_parser() -> Parser:
                    help="fresh agent processes (default 30; at least twice --targets)")
     s.add_argument("--cpu", default="auto", metavar="N|auto|none", help="as for run (default auto)")
     s.add_argument("--max-time", default="7m", help="the budget to judge (default 7m: make demo's)")
+    s.add_argument("--noise-seconds", type=float, default=3.0, metavar="S",
+                   help="how long the series of short samples for the noise by distance lasts (default 3)")
     s.add_argument("--rows", type=int, default=14, help="rows of that compare (default 14: make demo's)")
     s.add_argument("--targets", type=int, default=4, help="targets of that compare (default 4)")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
