@@ -46,3 +46,9 @@ def test_a_distance_the_series_does_not_span_is_left_out_and_at_interpolates():
     assert curve[0].sd_pct < mid < curve[1].sd_pct
     assert noise.at(curve, 0.1) == curve[0].sd_pct and noise.at(curve, 1e6) == curve[-1].sd_pct
     assert noise.at([], 1.0) is None and math.isnan(noise.unpaired_sd_pct([1.0, 2.0]))
+
+
+def test_what_lockstep_blocks_buy_from_the_pairs_spread():
+    # 4.48% a pair, 30 pairs a block: 0.82% a block (results/lockstep-cloud.md measured 0.78%)
+    assert noise.lockstep_halfwidth(4.48, 30, 2) == pytest.approx(12.706 * 0.0448 / math.sqrt(60), rel=1e-3)
+    assert noise.lockstep_halfwidth(4.48, 30, 40) < noise.lockstep_halfwidth(4.48, 30, 10) / 2

@@ -25,6 +25,7 @@ from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report import watch as watch_report
 from .report.units import parse_duration, parse_precision
+from . import plan
 from .plan import RunConfig, budget_shortfall, precision_for
 from .runner import run_session
 from .store import Store, default_db_path, redact
@@ -543,7 +544,7 @@ def cmd_doctor(args) -> int:
                      f"{slow} slow), a same-mode ratio's 95% CI about "
                      + (f"±{same_half:.1%}" if math.isfinite(same_half)
                         else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
-    lines += _noise_by_distance(doc, times, values, process_s, args.targets)
+    lines += _noise_by_distance(doc, times, values, process_s, args.targets, blocks)
     if seen:
         r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"
         lines.append(f"  the reference loop around each sample (the host's state): {seen.ref_mean:.3g} ns a step, "
@@ -558,9 +559,13 @@ def cmd_doctor(args) -> int:
 
 
 def _noise_by_distance(doc: dict, times: list[float], values: list[float], process_s: float,
-                       targets: int) -> list[str]:
+                       targets: int, blocks: int) -> list[str]:
     """doctor's noise by distance (noise.py): into its JSON document, and
-    its lines: the curve, and what it says of the distance vmtax pairs at."""
+    its lines: the curve, what it says of the distance vmtax pairs at, and
+    what lockstep pairs buy in `blocks` blocks a row: a block's ratio is
+    the mean of its pairs', each as noisy as two samples a step apart, so
+    (the host's noise alone, pairs as good as independent) its SD is that
+    over the square root of the pairs a block takes."""
     from . import doctor
     curve = noise.by_distance(times, values)
     unpaired = noise.unpaired_sd_pct(values)
@@ -569,8 +574,13 @@ def _noise_by_distance(doc: dict, times: list[float], values: list[float], proce
     lock_sd, block_sd = noise.at(curve, step_ms), noise.at(curve, blocks_ms)
     doc["noise_by_distance"] = [{"ms": c.ms, "sd_pct": round(c.sd_pct, 3), "pairs": c.pairs} for c in curve]
     doc["noise_unpaired_sd_pct"] = round(unpaired, 3) if math.isfinite(unpaired) else None
+    pairs = plan.step_sizes("b", {"b": (1000, 1000.0)}, RunConfig())
+    pairs = pairs.rounds - pairs.warmup
+    lock_half = (noise.lockstep_halfwidth(lock_sd, pairs, blocks)
+                 if lock_sd is not None and blocks >= doctor.MIN_BLOCKS else None)
     doc["pairing"] = {"lockstep_ms": step_ms, "lockstep_sd_pct": lock_sd, "blocks_ms": round(blocks_ms, 1),
-                      "blocks_sd_pct": block_sd}
+                      "blocks_sd_pct": block_sd, "lockstep_pairs_per_block": pairs,
+                      "lockstep_ratio_ci_halfwidth": lock_half}
     if not curve:
         return ["  noise by distance: too few samples to tell"]
     out = [f"  noise by distance (SD of the log ratio of two samples this far apart, one process, "
@@ -581,8 +591,11 @@ def _noise_by_distance(doc: dict, times: list[float], values: list[float], proce
         out.append(f"  a compare pairs a baseline's sample with a candidate's about {step_ms:g} ms apart "
                    f"(lockstep, the default; a target k times slower: (1+k)/2 ms): {lock_sd:.1f}% a pair, against "
                    f"{block_sd:.1f}% {blocks_ms:.0f} ms apart (--pairing blocks, processes of "
-                   f"{process_s * 1e3:.0f} ms): for the same interval, about {(lock_sd / block_sd) ** 2:.2g} of the "
-                   f"pairs, where the host's noise is what varies")
+                   f"{process_s * 1e3:.0f} ms): where the host's noise is what varies, the same interval from about "
+                   f"{(lock_sd / block_sd) ** 2:.2g} times the pairs")
+    if lock_half is not None:
+        out.append(f"  lockstep blocks of {pairs} pairs: {blocks} blocks a row give a ratio's 95% CI about "
+                   f"±{lock_half:.2%} from the host's noise alone (what differs between processes comes on top)")
     return out
 
 

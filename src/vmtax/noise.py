@@ -19,6 +19,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from scipy import stats as sps
+
 from .core import agent_argv, calibrate, read_agent
 from .errors import AgentError, TargetError
 from .model import BenchSpec
@@ -82,6 +84,14 @@ def at(curve: list[AtDistance], ms: float) -> float | None:
             w = math.log(ms / a.ms) / math.log(b.ms / a.ms)
             return a.sd_pct + w * (b.sd_pct - a.sd_pct)
     return curve[-1].sd_pct
+
+
+def lockstep_halfwidth(pair_sd_pct: float, pairs: int, blocks: int) -> float:
+    """The 95% CI half-width (a fraction) of a ratio over `blocks` lockstep
+    blocks of `pairs` pairs each whose log ratio has an SD of pair_sd_pct
+    percent, the pairs as good as independent (a Student interval over the
+    blocks): what the host's noise alone leaves."""
+    return float(sps.t.ppf(0.975, blocks - 1)) * pair_sd_pct / 100 / math.sqrt(pairs * blocks)
 
 
 def series(target, spec: BenchSpec, seconds: float, timeout: float = 120.0) -> tuple[list[float], list[float]]:
