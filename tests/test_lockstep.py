@@ -146,6 +146,9 @@ def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target
     slow = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (100, 100000.0)}, cfg)
     # halved down to the baseline's floor: its sample 1/FASTEST_SHARE of --step-ms
     assert slow.iters * 1000.0 == 1e6 / plan.FASTEST_SHARE
+    # from a count that is not a power of two (UML's getppid, 84 times the bare machine's): 205 -> 102 -> 51
+    uml = plan.step_sizes("l", {"l": (2048, 4880.0), "u": (32, 410000.0)}, cfg)
+    assert uml.iters == 51 and uml.iters // 2 * 4880.0 < 1e6 / plan.FASTEST_SHARE
 
 
 @pytest.mark.e2e

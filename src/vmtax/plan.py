@@ -208,15 +208,23 @@ class StepSizes:
 
 def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cfg: RunConfig) -> StepSizes:
     """A lockstep block's sizes from the targets' calibrations (found, as
-    for sizes(), counts for --min-time-ms): the count that makes the
-    baseline's sample last --step-ms (halved while the slowest target's
-    would last more than SLOWEST_SAMPLE times that, as sizes() does), and
-    as many rounds as make the baseline's timed samples last what --samples
-    samples of --min-time-ms do; the first STEP_WARMUP_ROUNDS per --warmup
-    are discarded."""
-    scale = cfg.step_ms / cfg.min_time_ms if cfg.min_time_ms > 0 else 1.0
-    scaled = {n: (max(1, round(c * scale)) if c else c, ns) for n, (c, ns) in found.items()}
-    shared, _ = sizes(first, scaled, replace(cfg, min_time_ms=cfg.step_ms))
-    timed = max(2, round(cfg.samples_per_process / scale)) if cfg.min_time_ms > 0 else cfg.samples_per_process
+    for sizes(): each one's count for --min-time-ms and ns per iteration):
+    the count that makes the baseline's sample last --step-ms, halved while
+    the slowest target's would last more than SLOWEST_SAMPLE times that, as
+    long as the baseline's stays above 1/FASTEST_SHARE of it (as sizes()
+    does for --min-time-ms), and as many rounds as make the baseline's timed
+    samples last what --samples samples of --min-time-ms do; the first
+    STEP_WARMUP_ROUNDS per --warmup are discarded."""
+    goal_ns = cfg.step_ms * 1e6
+    count, base_ns = found[first]
+    per_iter = [ns for n, ns in found.values() if n is not None]
+    if base_ns and all(per_iter):
+        shared = max(1, round(goal_ns / base_ns))
+        while shared > 1 and shared * max(per_iter) > SLOWEST_SAMPLE * goal_ns \
+                and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE:
+            shared //= 2
+    else:  # a time per iteration unknown: the baseline's count, scaled
+        shared = max(1, round((count or 1) * cfg.step_ms / max(cfg.min_time_ms, 1)))
+    timed = max(2, round(cfg.samples_per_process * cfg.min_time_ms / cfg.step_ms))
     warmup = STEP_WARMUP_ROUNDS * cfg.warmup
-    return StepSizes(max(1, shared), timed + warmup, warmup)
+    return StepSizes(shared, timed + warmup, warmup)
