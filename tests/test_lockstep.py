@@ -189,3 +189,16 @@ def test_two_bare_machine_agents_in_lockstep_and_none_left_when_a_block_is_cut_s
     finally:
         for t in targets:
             t.__exit__(None, None, None)
+
+
+def test_a_slow_round_takes_fewer_rounds_a_quick_one_the_most():
+    cfg = RunConfig()
+    size = plan.StepSizes(iters=100, rounds=33, warmup=3)
+    quick = plan.step_rounds(size, [1.0, 1.0], [0.3, 0.3], cfg)  # the bare machine against itself
+    assert (quick.rounds, quick.warmup, quick.iters) == (33, 3, 100)
+    # UML's getppid (21 ms a sample) and a guest whose go takes 7.5 ms beside the baseline: a block of
+    # four targets in turn is 160 ms of samples, so is this one's, at 10 rounds at least
+    slow = plan.step_rounds(size, [0.125, 3.0, 0.15, 21.0], [0.3, 7.5, 0.6, 0.8], cfg)
+    assert slow.rounds == plan.MIN_STEP_ROUNDS + 3
+    mid = plan.step_rounds(size, [1.0, 4.0], [0.3, 2.0], cfg)
+    assert 10 + 3 < mid.rounds < 33 and mid.rounds - 3 == round(80 / 7.6)

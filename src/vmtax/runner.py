@@ -219,7 +219,8 @@ class Runner:
         self._block_s: dict[str, list[float]] = {}  # each job's blocks: their timed processes
         self._count_s: dict[str, float] = {}  # and its last counting processes
         self._step_latency: dict[str, list[float]] = {}  # lockstep: each target's go-to-sample overheads, s
-        self._steps: dict[str, plan.StepSizes] = {}  # each agent row's lockstep sizes (after calibration)
+        self._steps: dict[str, plan.StepSizes] = {}
+        self._per_iter: dict[str, dict[str, float | None]] = {}  # each agent row's ns an iteration, per target  # each agent row's lockstep sizes (after calibration)
         self._warm_s: dict[str, float] = {}   # a workload's warmup runs (first block only), all told:
         # summed without a lock, as a workload's targets run one at a time (_in_turn, together=False)
 
@@ -594,6 +595,7 @@ class Runner:
             return
         shared, per = plan.sizes(first, found, self.cfg)
         self._steps[spec.name] = plan.step_sizes(first, found, self.cfg)
+        self._per_iter[spec.name] = {name: ns for name, (_, ns) in found.items()}
         for name, (samples, warmup) in per.items():
             states[name].samples, states[name].warmup = samples, warmup
         for st in states.values():
@@ -671,6 +673,8 @@ class Runner:
         """One block of these targets' processes in lockstep (lockstep.run_block):
         the baseline's first, each recorded as a process of its own."""
         spec, size = job.specs[0], self._steps[job.specs[0].name]
+        size = plan.step_rounds(size, [size.iters * (self._per_iter[spec.name].get(t.name) or 0.0) / 1e6
+                                       for t in targets], [self._go_ms(t) for t in targets], self.cfg)
         pairs = len(targets) - 1
         sides = []
         for slot, target in enumerate(targets):
@@ -701,6 +705,11 @@ class Runner:
             self._step_latency.setdefault(target.name, []).extend(side.overheads)
             self.store.add_process(self.run_id, side.process, target.name, spec.name, block, slot, side.started,
                                    side.first, time.time(), {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
+
+    def _go_ms(self, target: Target) -> float:
+        """A go's round trip to this target so far (its last block's median), in ms."""
+        took = self._step_latency.get(target.name)
+        return statistics.median(took[-50:]) * 1e3 if took else plan.STEP_GO_MS
 
     def _preroll(self) -> list[str]:
         return ["--preroll-pct", str(lockstep.PREROLL_PCT)] if lockstep.PREROLL_PCT else []
