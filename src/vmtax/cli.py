@@ -121,7 +121,9 @@ def _config(args) -> RunConfig:
                      parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
                      seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False),
                      same_mode=getattr(args, "same_mode", False),
-                     pairing=getattr(args, "pairing", "blocks"), step_ms=getattr(args, "step_ms", 1.0))
+                     # --parallel N instances cannot be held sample by sample: they run in turn
+                     pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
+                     step_ms=getattr(args, "step_ms", 1.0))
 
 
 def LIMITS(args) -> list[tuple[str, int, int, int]]:
