@@ -137,7 +137,7 @@ def rounds_order(rng: random.Random, base: int, candidates: list[int]) -> list[t
 
 
 def run_block(sides: list[Side], spec: BenchSpec, rounds: int, rng: random.Random,
-              step_timeout: Callable[[], float], start_timeout: float) -> None:
+              step_timeout: Callable[[], float], timeout: float) -> None:
     """One lockstep block: sides[0] the baseline, the others candidates,
     each an agent process started with --step and `rounds` (the
     candidates) or rounds x candidates (the baseline) samples, warmups
@@ -145,17 +145,19 @@ def run_block(sides: list[Side], spec: BenchSpec, rounds: int, rng: random.Rando
     then steps them pair by pair (rounds_order), each sample handed to its
     side's take() as it arrives.  A side that fails, skips or falls silent
     stops taking part (its error or skip says why) and the others go on.
-    Every process has ended, or been stopped, when this returns."""
+    `timeout` bounds each process from its start to its end, as a process
+    run in turn is bounded (a target gone silent is given up then).
+    Every process has ended, or been let go, when this returns."""
     for s in sides:
         try:
-            lines = s.target.run_gated(s.argv, timeout=start_timeout + rounds * 60.0)
+            lines = s.target.run_gated(s.argv, timeout=timeout)
         except (TargetError, AgentError) as e:
             _fail(s, e)
             continue
         s._thread = threading.Thread(target=_pump, args=(s, lines), daemon=True)
         s._thread.start()
     try:
-        ready = time.monotonic() + start_timeout
+        ready = time.monotonic() + timeout
         for s in sides:
             if s.live and _wait_for(s, spec, ("ready",), ready) is None:
                 pass  # its error or skip says why

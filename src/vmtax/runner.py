@@ -692,7 +692,7 @@ class Runner:
             sides.append(side)
         lockstep.run_block(sides, spec, size.rounds, self.order,
                            step_timeout=lambda: self._timeout(lockstep.STEP_TIMEOUT),
-                           start_timeout=self._timeout(self.cfg.agent_timeout))
+                           timeout=self._timeout(self.cfg.agent_timeout))
         if any(s.error for s in sides) and self._spent_all():
             raise BudgetSpent
         for slot, (target, side) in enumerate(zip(targets, sides)):
