@@ -1,0 +1,120 @@
+"""Summaries of one side: the mean and its Student-t interval over process
+means, best k of n, and the figures made of several (a ratio's relative half-width,
+a geometric mean, Jain's index, an unpaired ratio).  Pure: no I/O."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy import stats as sst
+
+from ..model import Summary
+
+CONFIDENCE = 0.95
+
+
+def t_quantile(df: float, confidence: float) -> float:
+    """Student's t at two-sided confidence."""
+    return float(sst.t.ppf(0.5 + confidence / 2, df))
+
+
+def best_k_of_n(values: Sequence[float], k: int, n: int, lower_is_better: bool = True) -> float | None:
+    """Mean of the best k of the first n values (seed 001: "best 3 of 5")."""
+    if len(values) < n:
+        return None
+    head = sorted(values[:n], reverse=not lower_is_better)
+    return float(np.mean(head[:k]))
+
+
+def cluster_means(values: Sequence[float], groups: Sequence[int] | None) -> list[float]:
+    """Mean of the values of each group (agent process), in order of first
+    appearance; the values themselves when there are no groups.
+
+    Samples of one process share its memory layout, CPU placement and
+    caches, so they are not independent: the process is the unit of
+    replication, and intervals and tests are computed over process means.
+    (Pooling samples as if independent flagged 7 of 31 rows of a real A/A
+    comparison; see README.)"""
+    if groups is None:
+        return [float(v) for v in values]
+    if len(groups) != len(values):
+        raise ValueError("one group per value")
+    sums: dict[int, list[float]] = {}
+    for v, g in zip(values, groups):
+        acc = sums.setdefault(g, [0.0, 0])
+        acc[0] += v
+        acc[1] += 1
+    return [total / count for total, count in sums.values()]
+
+
+def summarize(values: Sequence[float], confidence: float = CONFIDENCE,
+              lower_is_better: bool = True, groups: Sequence[int] | None = None) -> Summary:
+    """The mean with its Student-t confidence interval, computed over the
+    means of the groups (processes) when given, and the descriptive figures
+    (median, min, best k of n) over all values."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        raise ValueError("no values to summarize")
+    units = np.asarray(cluster_means(values, groups), dtype=float)
+    mean = float(units.mean())
+    k = units.size
+    if k > 1:
+        half = t_quantile(k - 1, confidence) * float(units.std(ddof=1)) / math.sqrt(k)
+    else:
+        half = float("inf")
+    return Summary(
+        n=int(a.size), mean=mean, median=float(np.median(a)),
+        stdev=float(a.std(ddof=1)) if a.size > 1 else 0.0,
+        ci_low=mean - half, ci_high=mean + half,
+        min=float(a.min()), max=float(a.max()),
+        best3of5=best_k_of_n(list(a), 3, 5, lower_is_better),
+        best18of30=best_k_of_n(list(a), 18, 30, lower_is_better),
+        units=int(k),
+    )
+
+
+def ratio_ci_rel(ratio: float, low: float, high: float) -> float:
+    """Half-width of a ratio's interval as a fraction of the ratio."""
+    if not (math.isfinite(low) and math.isfinite(high)) or ratio == 0:
+        return float("inf")
+    return (high - low) / 2 / abs(ratio)
+
+
+def geomean(values: Sequence[float]) -> float:
+    v = [x for x in values if x > 0 and math.isfinite(x)]
+    if not v:
+        return float("nan")
+    return float(math.exp(sum(math.log(x) for x in v) / len(v)))
+
+
+# -- many instances at once (vmtax scale) -----------------------------------------
+def jain(values: Sequence[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n * sum x^2): 1 when every
+    instance got the same, 1/n when one got everything."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x < 0):
+        raise ValueError("Jain's index needs finite values >= 0")
+    sq = float((x * x).sum())
+    return float(x.sum() ** 2 / (x.size * sq)) if sq > 0 else 1.0
+
+
+def ratio_unpaired(a: Sequence[float], b: Sequence[float],
+                   confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
+    at one instance count against rounds at another): the delta method on
+    the log of the ratio (so the interval stays positive), its standard
+    error from the two means' relative standard errors, with Welch's
+    degrees of freedom.  Unbounded when either side has fewer than two."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ma, mb = float(a.mean()), float(b.mean())
+    r = ma / mb
+    if a.size < 2 or b.size < 2:
+        return r, float("-inf"), float("inf")
+    ra = float(a.var(ddof=1)) / a.size / ma ** 2  # squared relative standard errors
+    rb = float(b.var(ddof=1)) / b.size / mb ** 2
+    if ra + rb == 0:
+        return r, r, r
+    df = (ra + rb) ** 2 / ((ra ** 2 / (a.size - 1) if ra else 0.0) + (rb ** 2 / (b.size - 1) if rb else 0.0))
+    half = t_quantile(df, confidence) * math.sqrt(ra + rb)
+    return r, r * math.exp(-half), r * math.exp(half)
