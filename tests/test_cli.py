@@ -172,9 +172,9 @@ def test_json_to_stdout_is_alone_on_stdout(capsys, db):
 
 
 def test_small_ratios_keep_their_digits():
-    from vmtax.report.scoreboard import _ratio
-    assert _ratio(0.0109) == "0.0109" and _ratio(0.004) == "0.004" and _ratio(1.234) == "1.23"
-    assert _ratio(81.37) == "81.4" and _ratio(123.4) == "123"
+    from vmtax.report.units import fmt_ratio2
+    assert fmt_ratio2(0.0109) == "0.0109" and fmt_ratio2(0.004) == "0.004" and fmt_ratio2(1.234) == "1.23"
+    assert fmt_ratio2(81.37) == "81.4" and fmt_ratio2(123.4) == "123"
 
 
 def test_a_compare_that_produced_no_ratio_says_so_and_exits_1(capsys, db):

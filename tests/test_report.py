@@ -17,6 +17,11 @@ from vmtax.report import csvout, facts, html, jsondoc, markdown, scoreboard, ter
 GOLDEN = Path(__file__).parent / "golden"
 
 
+def _board_text(data, ms, cs) -> str:
+    """The terminal's scoreboard of a run (the board built once, laid out)."""
+    return terminal.scoreboard(scoreboard.build(data, ms, cs))
+
+
 def check_golden(name: str, text: str) -> None:
     path = GOLDEN / name
     if os.environ.get("UPDATE_GOLDEN"):  # rewritten, and the run fails: a run that rewrites never passes
@@ -91,9 +96,9 @@ def test_every_scoreboard_lays_out_the_one_pivot():
     lines = view.pivot(t)
     assert [x.spec.name for x in lines] == [b.name for b in data.benchmarks]
     assert all([s.target for s in x.sides] == ["qemu:accel=tcg", "uml"] for x in lines)
-    check_golden("scoreboard.txt", "\n=====\n".join([scoreboard.render_text(data, ms, cs),
-                                                     scoreboard.render_markdown(data, ms, cs),
-                                                     html.scoreboard_table(data, t)]) + "\n")
+    check_golden("scoreboard.txt", "\n=====\n".join([_board_text(data, ms, cs),
+                                                     markdown.scoreboard_md(scoreboard.build(data, ms, cs)),
+                                                     html.scoreboard_table(scoreboard.build(data, ms, cs))]) + "\n")
 
 
 def test_a_column_is_one_entry_in_the_view():
@@ -107,6 +112,25 @@ def test_a_column_is_one_entry_in_the_view():
     assert "the answer" in lines[0] and data and all(l.rstrip().endswith("42") for l in data)
     assert csvout.header(t)[-1] == "answer" and all(r[-1] == "42" for r in csvout.rows(t))
     assert all("answer" not in out[f] for f in ("md", "html", "json"))
+
+
+def test_a_field_of_the_scoreboard_is_one_entry_and_shows_in_every_format():
+    """A field added to the board once (scoreboard.Field) shows in the
+    terminal's, Markdown's and HTML's scoreboard, with its title and its
+    legend, and in every JSON comparison, with no edit to any writer."""
+    data, ms, cs, _ = _one_view()
+    board = scoreboard.build(data, ms, cs)
+    board.fields.append(scoreboard.Field("answer", lambda x: 42, lambda x, fmt: f"{fmt}:42", "deep thought",
+                                         legend="the answer to everything", show=view.PEOPLE | {view.JSON}))
+    text = terminal.scoreboard(board)
+    assert text.count("deep thought") == 2 and "text:42" in text and "the answer to everything" in text
+    md = markdown.scoreboard_md(board)
+    assert md.count("deep thought") == 2 and md.count("md:42") == 6 and "the answer to everything" in md
+    page = html.scoreboard_table(board)
+    assert page.count("deep thought") == 2 and page.count("html:42") == 6 and "the answer to everything" in page
+    comparisons = jsondoc.comparisons(board)
+    assert len(comparisons) == 5 and all(c["answer"] == 42 for c in comparisons)
+    assert not any("answer" in c for c in jsondoc.document(data, ms, cs)["comparisons"])  # that board's alone
 
 
 def test_csv_golden():
@@ -231,7 +255,7 @@ def test_a_note_several_targets_share_is_said_once():
     data.config["skipped_targets"] = {"uml": "FPU too small"}
     assert facts.target_notes(data) == [(["qemu:disk=virtio", "qemu:disk=scsi"], "TCG: no KVM"),
                                         (["uml"], "not measured, it does not work here: FPU too small")]
-    md = scoreboard.targets_markdown(data)
+    md = markdown.targets_md(facts.targets(data))
     assert md.count("TCG: no KVM") == 1 and "- `qemu:disk=virtio`, `qemu:disk=scsi`: TCG: no KVM" in md
     page = html.document([(data, *analyse(data))], "r")
     assert page.count("TCG: no KVM") == 1 and "qemu:disk=virtio, qemu:disk=scsi: TCG: no KVM" in page
@@ -306,7 +330,7 @@ def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_
     assert f.of_blocks == 40 and f.blocks == both and 6 <= both <= 28
     assert f.ratio == pytest.approx(1.5, rel=0.005) and f.ci_low < 1.5 < f.ci_high and f.ci_high - f.ci_low < 0.02
     assert c.ratio > 1.55 and c.ratio_ci_high - c.ratio_ci_low > 5 * (f.ci_high - f.ci_low)  # the mix is wider
-    text = scoreboard.render_text(data, ms, cs)
+    text = _board_text(data, ms, cs)
     assert re.search(r"getppid +1\.\d\d\*  ~", text) or re.search(r"getppid +1\.\d\d\*\?~", text), text
     assert "~ the processes of a side fell in two modes" in " ".join(text.split())
     note = " ".join(text.split("~ getppid,")[1].split())
@@ -330,7 +354,7 @@ def test_with_two_modes_on_one_side_only_there_is_no_fast_mode_ratio_and_the_not
     ms, cs = analyse(data)
     (c,) = cs
     assert c.fast_mode is None and c.all_modes is None and c.ratio > 1.55
-    text = scoreboard.render_text(data, ms, cs)
+    text = _board_text(data, ms, cs)
     assert re.search(r"getppid +1\.\d\d\*.~", text), text
     flat = " ".join(text.split())
     assert "local: one mode" in flat and "no ratio within a mode (fast or same): one side's mode set against" in flat
@@ -355,7 +379,7 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert c.ratio == c.fast_mode.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio > 1.55
     assert c.all_modes.blocks == c.all_modes.of_blocks == 40 and c.fast_mode.blocks < 40
     assert c.p_value == c.fast_mode.p_value and c.significant
-    text = terminal.run_header(data) + scoreboard.render_text(data, ms, cs)
+    text = terminal.run_header(data) + _board_text(data, ms, cs)
     flat = " ".join(text.split())
     assert ("a row with two modes on both sides (~): its ratio in the fast mode (--fast-mode), where those blocks "
             "give an interval") in flat
@@ -387,7 +411,7 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert c.ratio == s.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio != pytest.approx(1.5, rel=0.01)
     assert c.p_value == s.p_value and c.estimand == "same mode"
     assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
-    flat = " ".join((terminal.run_header(data) + scoreboard.render_text(data, ms, cs)).split())
+    flat = " ".join((terminal.run_header(data) + _board_text(data, ms, cs)).split())
     assert ("a row with two modes on both sides (~): its ratio over the blocks both sides ran in the same mode "
             "(--same-mode)") in flat
     assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
@@ -412,7 +436,7 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     f = c.fast_mode
     assert f is not None and f.blocks < 6 and not math.isfinite(f.ci_high)
     assert c.estimand == "all blocks" and c.all_modes is None
-    flat = " ".join(scoreboard.render_text(data, ms, cs).split())
+    flat = " ".join(_board_text(data, ms, cs).split())
     assert (f"The ratio {c.ratio:.3f} [" in flat and f"is of the means over the modes as they fell: {f.blocks} of 40 "
             "blocks ran with both sides in their fast mode, too few for an interval, so it stays the ratio over all "
             "blocks (--fast-mode reports a stratum with one).") in flat
@@ -425,7 +449,7 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     ms, (c,) = analyse(data)
     data.config["same_mode"] = True  # as a run whose same-mode stratum gave no interval is written
     c = replace(c, same_mode=Stratum(math.nan, -math.inf, math.inf, 4, 40, slow_blocks=4))
-    flat = " ".join(scoreboard.render_text(data, ms, [c]).split())
+    flat = " ".join(_board_text(data, ms, [c]).split())
     assert ("4 of 40 blocks count as run with both sides in one mode (a mode counts from 3 such blocks), too few "
             "for an interval, so it stays the ratio over all blocks (--same-mode reports a stratum with one).") in flat
 
@@ -472,7 +496,7 @@ def test_where_the_two_sides_modes_are_not_one_state_of_the_host_there_is_no_str
     every = sum(s.value for s in data.samples if s.target == "qemu:accel=tcg" and not s.warmup) / sum(
         s.value for s in data.samples if s.target == "local" and not s.warmup)
     assert c.ratio == pytest.approx(every, rel=0.02) and c.ratio_ci_low < every < c.ratio_ci_high
-    flat = " ".join(scoreboard.render_text(data, ms, cs).split())
+    flat = " ".join(_board_text(data, ms, cs).split())
     assert ("is of the means over the modes as they fell; no ratio within a mode (--same-mode): fitted to both sides "
             "together at the ratio, the modes are not each side's own (fewer than 80% of one side's processes fall "
             "where its own fit puts them), so they are not one state of the host seen on both.") in flat

@@ -14,7 +14,6 @@ import random
 import shlex
 import signal
 import sys
-import textwrap
 from dataclasses import replace
 
 from . import __version__, noise, proc, stats, suite, watch
@@ -214,12 +213,11 @@ def _report(store: Store, run_id: str, args) -> int:
     out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
     say(terminal.run_header(data) + "\n", out)
     if data.kind == "compare" and not getattr(args, "all_rows", False):
-        say(scoreboard.render_text(data, ms, cs) + "\n", out)
-        say(scoreboard.targets_text(data), out)
-        for note in (", ".join(names) + f": {note}" for names, note in facts.target_notes(data)):
-            say(textwrap.fill(note, scoreboard.WIDTH, initial_indent="  ", subsequent_indent="    "), out)
+        board = scoreboard.build(data, ms, cs)
+        say(terminal.scoreboard(board) + "\n", out)
+        say(terminal.targets(board.targets), out)
         say("", out)
-        say(scoreboard.precision_share(data, cs) + "; " + terminal.stop_tally(ms), out)
+        say(board.verdict.share() + "; " + terminal.stop_tally(ms), out)
         if getattr(args, "explain", False):
             say("\nWhy, per operation (vmtax explain " + data.id + "):\n", out)
             say(explain.text(explain.view(data, ms, cs)), out)

@@ -17,7 +17,7 @@ from ..metrics import PER_UNIT, describe, order, unit_of
 from ..suite.workloads import of_spec
 from ..model import Comparison, Measurement, RunData, Summary
 from . import table
-from .scoreboard import md_cell
+from .mdkit import md_cell
 from .units import fmt_value, json_number
 
 # The rows of the view, in order: (key, label, unit); a key is a metric name,

@@ -1,8 +1,14 @@
-"""The environment of runs, as rows, and warnings where runs that are
-shown together differ (pyperf refuses to mix apples and oranges; we warn)."""
+"""The environment of runs: the table of a run's targets (built once,
+laid out by the terminal, Markdown, HTML and JSON writers), the notes under
+it, and warnings where runs that are shown together differ (pyperf refuses
+to mix apples and oranges; we warn)."""
 from __future__ import annotations
 
-from ..model import RunData
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..model import RunData, TargetInfo
+from .view import ALL, HTML, JSON, PEOPLE
 
 # (label, fact key) shown for every target
 FACTS = [("kernel", "kernel"), ("CPU", "cpu_model"), ("CPUs", "cpus_online"),
@@ -13,16 +19,81 @@ FACTS = [("kernel", "kernel"), ("CPU", "cpu_model"), ("CPUs", "cpus_online"),
 COMPARED = [("CPU model", "cpu_model"), ("kernel", "kernel")]
 
 
-def fact_rows(data: RunData) -> list[list[str]]:
-    rows = []
-    for t in data.targets:
-        f = {**t.facts, "accel": t.accel or t.facts.get("accel") or t.facts.get("engine")}
-        rows.append([t.name] + [str(f.get(key) if f.get(key) is not None else "-") for _, key in FACTS]
-                    + [(data.agent_hashes.get(t.name) or "-")[:12]])
-    return rows
+@dataclass(frozen=True)
+class TargetColumn:
+    """One column of the table of a run's targets, said once: its key in
+    JSON, its title, its raw value and its text for people, and the formats
+    that show it (view.TEXT, MD, HTML, JSON).  A number's column sorts by
+    its value on the HTML page."""
+    key: str
+    title: str
+    value: Callable[[TargetInfo, RunData], object]
+    text: Callable[[TargetInfo, RunData], str] | None = None
+    show: frozenset[str] = ALL
+    align: str = "l"
+
+    def text_of(self, t: TargetInfo, data: RunData) -> str:
+        if self.text is not None:
+            return self.text(t, data)
+        v = self.value(t, data)
+        return "-" if v is None or v == "" else str(v)
 
 
-FACT_HEADER = ["target"] + [label for label, _ in FACTS] + ["agent sha256"]
+def _fact(key: str) -> Callable[[TargetInfo, RunData], object]:
+    return lambda t, data: t.facts.get(key)
+
+
+def _figure(attr: str, form: str) -> tuple[Callable, Callable]:
+    def value(t: TargetInfo, data: RunData) -> float | None:
+        return getattr(t, attr)
+    return value, lambda t, data: form.format(getattr(t, attr)) if getattr(t, attr) is not None else "-"
+
+
+def _accel(t: TargetInfo, data: RunData) -> str:
+    return str(t.accel or t.facts.get("accel") or t.facts.get("engine") or "-")
+
+
+_PAGE = frozenset({HTML})  # the facts only the HTML page has room for
+
+TARGET_COLUMNS: list[TargetColumn] = [
+    TargetColumn("name", "target", lambda t, data: t.name),
+    TargetColumn("kind", "kind", lambda t, data: t.kind),
+    TargetColumn("accel", "accel", lambda t, data: t.accel, _accel),
+    TargetColumn("boot_s", "boot", *_figure("boot_s", "{:.2f} s"), align="r"),
+    TargetColumn("idle_cpu_pct", "idle CPU", *_figure("idle_cpu_pct", "{:.1f}%"), align="r"),
+    TargetColumn("mem_overhead_mb", "mem overhead", *_figure("mem_overhead_mb", "{:.0f} MiB"), align="r"),
+    TargetColumn("kernel", "kernel", _fact("kernel"), show=PEOPLE),
+    TargetColumn("hypervisor_vendor", "hypervisor seen", _fact("hypervisor_vendor"), show=PEOPLE),
+    *[TargetColumn(key, label, _fact(key), show=_PAGE)
+      for label, key in FACTS if key not in ("kernel", "hypervisor_vendor", "accel")],
+    TargetColumn("agent_hash", "agent sha256", lambda t, data: data.agent_hashes.get(t.name),
+                 lambda t, data: (data.agent_hashes.get(t.name) or "-")[:12], show=frozenset({HTML, JSON})),
+    TargetColumn("facts", "facts", lambda t, data: t.facts, show=frozenset({JSON})),
+]
+
+
+@dataclass
+class Targets:
+    """A run's targets, one row each, and the notes under them
+    (target_notes), built once for every writer."""
+    data: RunData
+    notes: list[tuple[list[str], str]]
+    columns: list[TargetColumn] = field(default_factory=lambda: list(TARGET_COLUMNS))
+
+    def shown(self, fmt: str) -> list[TargetColumn]:
+        return [c for c in self.columns if fmt in c.show]
+
+    def texts(self, fmt: str) -> list[list[str]]:
+        cols = self.shown(fmt)
+        return [[c.text_of(t, self.data) for c in cols] for t in self.data.targets]
+
+    def values(self, fmt: str) -> list[dict[str, object]]:
+        cols = self.shown(fmt)
+        return [{c.key: c.value(t, self.data) for c in cols} for t in self.data.targets]
+
+
+def targets(data: RunData) -> Targets:
+    return Targets(data, target_notes(data))
 
 
 def target_notes(data: RunData) -> list[tuple[list[str], str]]:

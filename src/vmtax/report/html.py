@@ -9,56 +9,36 @@ import math
 from html import escape
 
 from ..model import Comparison, Measurement, RunData
-from . import explain, plots, view
+from . import explain, facts, plots, scoreboard, view
+from .facts import warnings
 from .htmlkit import page, table, td
-from .facts import FACT_HEADER, fact_rows, target_notes, warnings
 from .scale import html_section
-from .scoreboard import geomeans, precise
-from .units import fmt_ratio3, fmt_value
+from .scoreboard import Board, geomeans
 from .view import HTML, Table
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
-def _ratio_text(c: Comparison) -> str:
-    lo, hi = c.ratio_ci_low, c.ratio_ci_high
-    ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
-    return f"{fmt_ratio3(c.ratio)} ({ci})"
 
 
-def mode_paragraphs(t: Table) -> str:
-    return "".join(f'<p class="meta">{escape(text)}</p>' for text in view.mode_texts(t))
+def mode_paragraphs(texts: list[str]) -> str:
+    return "".join(f'<p class="meta">{escape(text)}</p>' for text in texts)
 
 
-def scoreboard_table(data: RunData, t: Table) -> str:
-    base = data.targets[0].name
-    cands = [t.name for t in data.targets[1:]]
-    header = ["suite", "benchmark", "better"]
-    for k in cands:
-        header += [f"{k} / {base} (95% CI)", f"{k} vs {base}", ""]
+def scoreboard_table(board: Board) -> str:
+    """The board as one sortable table (a line per benchmark), its legend
+    before it and the notes in full after it."""
+    fields = board.shown(HTML)
+    header = ["suite", "benchmark", "better"] + [f.title_in(HTML, k, board.baseline) for k in board.candidates
+                                                 for f in fields]
     rows = []
-    for line in view.pivot(t):
-        spec, b = line.spec, line.base
-        if not b:
-            continue
-        cells = [td(spec.suite, cls="l"), td(spec.name, cls="l"), td(spec.direction, cls="l")]
-        for side in line.sides:
-            c, m = side.c, side.m
-            if c and m and m.summary and b.summary:
-                flag = (("*" if c.significant else "") + ("" if precise(c, data.config.get("precision")) else "?")
-                        + (view.MODES_MARK if view.bimodal(c, m, b) else ""))
-                cells += [td(_ratio_text(c), c.ratio),
-                          td(f"{fmt_value(m.summary.mean, spec.unit)} vs {fmt_value(b.summary.mean, spec.unit)}",
-                              m.summary.mean),
-                          td(flag, cls="l sig" if c.significant else "l prec")]
-            else:
-                why = f"{m.stopped_by}: {m.reason}" if m else "not measured"
-                cells += [td(why, cls="wrap"), td("-"), td("")]
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    legend = ('<p class="meta"><span class="sig">*</span> a difference at the 5% level · '
-              '<span class="prec">?</span> the ratio did not reach the precision asked within the '
-              "budget · the interval in brackets is the ratio's 95% CI: the ratios a sign-flip test "
-              "does not reject, over process means paired block by block (each block in random "
-              "order), so host drift cancels and the error rate holds on a noisy host</p>")
-    return legend + table(header, rows, left=3) + mode_paragraphs(t)
+    for g in board.groups:
+        for line in g.lines:
+            spec = line.spec
+            cells = [td(spec.suite, cls="l"), td(spec.name, cls="l"), td(spec.direction, cls="l")]
+            cells += [td(f.text_in(x, HTML), f.sort(x) if f.sort else None, f.cls(x) if f.cls else "")
+                      for x in line.cells for f in fields]
+            rows.append(f"<tr>{''.join(cells)}</tr>")
+    legend = f'<p class="meta">{escape(" · ".join(board.legend(fields, HTML)))}</p>'
+    return legend + table(header, rows, left=3) + mode_paragraphs([f"{view.MODES_MARK} {n.text}" for n in board.modes])
 
 
 def measurements_table(t: Table) -> str:
@@ -121,24 +101,20 @@ def distribution_charts(data: RunData) -> str:
     return f'<div class="charts">{"".join(out)}</div>'
 
 
-def targets_table(data: RunData) -> str:
-    rows = []
-    for t, facts in zip(data.targets, fact_rows(data)):
-        extra = [td(f"{t.boot_s:.2f} s" if t.boot_s is not None else "-", t.boot_s),
-                 td(f"{t.idle_cpu_pct:.1f}%" if t.idle_cpu_pct is not None else "-", t.idle_cpu_pct),
-                 td(f"{t.mem_overhead_mb:.0f} MiB" if t.mem_overhead_mb is not None else "-",
-                     t.mem_overhead_mb)]
-        rows.append("<tr>" + "".join(td(x, cls="l") for x in facts) + "".join(extra) + "</tr>")
-    out = table(FACT_HEADER + ["boot", "idle CPU", "mem overhead"], rows, left=len(FACT_HEADER))
-    notes = [", ".join(names) + f": {note}" for names, note in target_notes(data)]
+def targets_table(t: facts.Targets) -> str:
+    cols = t.shown(HTML)
+    rows = ["<tr>" + "".join(td(c.text_of(x, t.data), _sort(c.value(x, t.data)), "l" if c.align == "l" else "")
+                             for c in cols) + "</tr>" for x in t.data.targets]
+    out = table([c.title for c in cols], rows, left=next((i for i, c in enumerate(cols) if c.align != "l"), len(cols)))
+    notes = [", ".join(names) + f": {note}" for names, note in t.notes]
     return out + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
 
 
 def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
     if data.kind == "scale":
         return html_section(data)
-    t = view.measurements(data, ms, cs)  # the one view its scoreboard and measurements lay out
-    h = view.header(data)
+    board = scoreboard.build(data, ms, cs)  # the one view its scoreboard, measurements and targets lay out
+    t, h = board.table, board.header
     host = f" · on {escape(h.host)}" + (f" by {escape(h.user)}" if h.user else "") if h.host else ""
     parts = [f'<section id="run-{escape(h.id)}"><h2>Run {escape(h.id)} · {escape(h.kind)} · '
              f"{escape(h.status)}</h2>",
@@ -147,14 +123,15 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
              + (f" · {escape(h.estimand)}" if h.estimand else "") + "<br>"
              f"command: <code>{escape(h.command)}</code></p>"]
     if data.kind == "compare" and len(data.targets) > 1:
-        parts += ["<h3>Scoreboard</h3>", scoreboard_table(data, t),
+        parts += ["<h3>Scoreboard</h3>", scoreboard_table(board),
                   "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):
         parts += ["<h3>Why: per-operation counts, in the target and on its host</h3>", explain.html(blocks)]
-    modes = "" if data.kind == "compare" and len(data.targets) > 1 else mode_paragraphs(t)  # or under the scoreboard
+    modes = ("" if data.kind == "compare" and len(data.targets) > 1  # or under the scoreboard
+             else mode_paragraphs(view.mode_texts(t)))
     parts += ["<h3>Measurements</h3>", measurements_table(t) + modes,
-              "<h3>Targets</h3>", targets_table(data),
+              "<h3>Targets</h3>", targets_table(board.targets),
               "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]
     return "".join(parts)
 

@@ -14,7 +14,7 @@ from ..model import Estimate, RunData, ScalePoint
 from .. import scaling
 from . import plots, table
 from .htmlkit import table as table_html, td
-from .scoreboard import md_cell
+from .mdkit import md_cell
 from .units import json_number, sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
 
 SCHEMA = 1

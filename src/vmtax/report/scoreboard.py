@@ -1,41 +1,39 @@
-"""The native-vs-virtual scoreboard, in seed 001's shape: grouped by
-direction and suite; per benchmark and candidate the ratio, the raw scores
-in brackets [candidate/baseline], the 95% CI half-width of each side, and a
-flag where the difference is outside the noise.  Text for the terminal
-(fits 100 columns with two candidates) and Markdown for pasting."""
+"""The scoreboard of a compare run, built once, in seed 001's shape: per
+benchmark and candidate a cell -- the ratio and its interval, the flags
+(* ? ~), the number of the note that says why a cell holds no ratio, the
+raw means, each side's 95% CI half-width --; each suite's geometric means;
+the notes (why a cell is empty; what a row whose processes fell in two
+modes gives); the verdict (the precision reached, what stopped the rows,
+what a larger budget would take); the table of targets.
+
+What a cell shows is said once, in FIELDS (hyperfine's MarkupExporter one
+level up): a field's key in a JSON comparison, its value, its text and
+title per format, its legend, and the formats that show it.  The writers
+-- terminal.scoreboard, markdown.scoreboard, html.scoreboard and
+jsondoc.comparisons -- only lay the board out and escape it for their
+format: a new field is one entry in FIELDS."""
 from __future__ import annotations
 
 import math
 import statistics
-import textwrap
+from dataclasses import dataclass, field
+from typing import Callable
 
 from .. import stats
-from ..model import Comparison, Measurement, RunData
-from . import table, view
-from .facts import target_notes
-from .units import fmt_goal, fmt_pair, fmt_pct
+from ..model import BenchSpec, Comparison, Measurement, RunData
+from . import facts, view
+from .jsonparts import metric_ratios, modes_row, stratum
+from .units import fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
+from .view import HTML, JSON, MD, PEOPLE, TEXT, ModeNote
 
-WIDTH = 100  # the scoreboard fits a 100-column terminal with two candidates
-LEGEND = ("ratio = candidate/baseline · [candidate/baseline] raw means · ±c/b = 95% CI half-width "
-          "of each mean · * a difference at the 5% level (sign-flip test over blocks run in random "
-          "order) · ? the ratio's 95% CI is wider than the precision asked")
+WIDTH = 100  # the terminal's scoreboard fits a 100-column terminal
+OMIT = object()  # a field's value that leaves its key out of a JSON comparison
 
-
-class Notes:
-    """Why a cell holds no ratio, in full, numbered under the table (a
-    cell has room for a word, a reason needs a sentence)."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def ref(self, target: str, m: Measurement) -> str:
-        text = f"{m.benchmark.name} on {target}: {m.stopped_by}" + (f": {m.reason}" if m.reason else "")
-        if text not in self.items:
-            self.items.append(text)
-        return f"{m.stopped_by} [{self.items.index(text) + 1}]"
-
-    def lines(self) -> list[str]:
-        return [f"[{i}] {t}" for i, t in enumerate(self.items, 1)]
+DIRECTIONS = {"higher": "Throughput benchmarks -> HIGHER IS BETTER -> higher ratio is better",
+              "lower": "Latency benchmarks -> LOWER IS BETTER -> lower ratio is better"}
+MARKS = [("*", "a difference at the 5% level (sign-flip test over blocks run in random order)"),
+         ("?", "the ratio's 95% CI is wider than the precision asked"),
+         (view.MODES_MARK, view.MODES_LEGEND)]
 
 
 def precise(c: Comparison, goal: float | None) -> bool:
@@ -43,52 +41,343 @@ def precise(c: Comparison, goal: float | None) -> bool:
     return goal is not None and stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) <= goal
 
 
-def _cell(c: Comparison | None, base: Measurement | None, cand: Measurement | None, goal: float | None,
-          notes: Notes) -> list[str]:
-    for who, m in (("candidate", cand), ("baseline", base)):
-        if m is not None and m.stopped_by in ("skipped", "error"):
-            return [notes.ref(m.target, m), "", ""]
-    if c is None or base is None or cand is None or not base.summary or not cand.summary:
-        return ["-", "", ""]
-    flag = (("*" if c.significant else " ") + (" " if precise(c, goal) else "?")
-            + (view.MODES_MARK if view.bimodal(c, cand, base) else ""))
-    unit = c.benchmark.unit
-    cis = f"±{_pct(cand.summary.ci_rel)}/{_pct(base.summary.ci_rel)}"
-    return [f"{_ratio(c.ratio)}{flag}", fmt_pair(cand.summary.mean, base.summary.mean, unit), cis]
+def stop_text(m: Measurement) -> str:
+    """What stopped a side, and why: 'error: agent died'."""
+    return m.stopped_by + (f": {m.reason}" if m.reason else "")
 
 
-def md_cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+@dataclass(frozen=True)
+class Cell:
+    """One candidate's side of one benchmark: its comparison with the
+    baseline and both sides' measurements (None where not measured)."""
+    spec: BenchSpec
+    baseline: str
+    candidate: str
+    c: Comparison | None
+    cand: Measurement | None
+    base: Measurement | None
+    goal: float | None
+    note: int = 0                 # the number of the note saying why it holds no ratio (0: none)
+    mode: ModeNote | None = None  # where a side's processes fell in two modes
+
+    @property
+    def stopped(self) -> Measurement | None:
+        """The side, the candidate's first, that was skipped or failed."""
+        return next((m for m in (self.cand, self.base) if m is not None and m.stopped_by in ("skipped", "error")),
+                    None)
+
+    @property
+    def state(self) -> str:
+        """'stopped' (a side skipped or failed), 'ratio', or 'none' (nothing to compare)."""
+        if self.stopped is not None:
+            return "stopped"
+        if (self.c is not None and self.cand is not None and self.base is not None and self.cand.summary
+                and self.base.summary):
+            return "ratio"
+        return "none"
+
+    @property
+    def precise(self) -> bool:
+        return self.c is not None and precise(self.c, self.goal)
+
+    @property
+    def two_modes(self) -> bool:
+        return view.bimodal(self.c, self.cand, self.base)
+
+    def flags(self, pad: bool = False) -> str:
+        """'*?~' as they apply; pad: a blank for * and ? where they do not."""
+        if self.c is None:
+            return ""
+        blank = " " if pad else ""
+        return (("*" if self.c.significant else blank) + (blank if self.precise else "?")
+                + (view.MODES_MARK if self.two_modes else ""))
+
+    @property
+    def why(self) -> str:
+        """Why it holds no ratio (a writer with room says it in the cell)."""
+        m = self.stopped or self.cand
+        return stop_text(m) if m is not None else "not measured"
 
 
-def _ratio(r: float) -> str:
-    """Two decimals where that shows the difference, three significant
-    digits below 0.1 (a TCG cpuid at 0.004 is no '0.00')."""
-    if not math.isfinite(r):
-        return "-"
-    if r < 0.1:
-        return f"{r:.3g}"
-    return f"{r:.2f}" if r < 10 else f"{r:.1f}" if r < 100 else f"{r:.0f}"
-
-
+# -- the fields of a cell ----------------------------------------------------------------
 def _pct(f: float) -> str:
     if not math.isfinite(f):
         return "inf"
     return f"{f * 100:.1f}" if f < 0.1 else f"{f * 100:.0f}"
 
 
-def _rows(data: RunData, ms: list[Measurement], cs: list[Comparison], notes: Notes):
-    """Yields (direction, suite, benchmark name, [cells per candidate]):
-    the view's pivot (view.pivot), throughput rows first."""
-    lines = view.pivot(view.measurements(data, ms, cs))
+def _means(x: Cell) -> str:
+    return fmt_pair(x.cand.summary.mean, x.base.summary.mean, x.spec.unit) if x.state == "ratio" else ""
+
+
+def _ratio_text(x: Cell, fmt: str) -> str:
+    if fmt == HTML:
+        if x.state != "ratio":
+            return x.why
+        lo, hi = x.c.ratio_ci_low, x.c.ratio_ci_high
+        ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
+        return f"{fmt_ratio3(x.c.ratio)} ({ci})"
+    text = (f"{x.stopped.stopped_by} [{x.note}]" if x.state == "stopped" else "-" if x.state == "none"
+            else f"{fmt_ratio2(x.c.ratio)}{x.flags(pad=True)}")
+    return f"{text.strip()} {_means(x)}" if fmt == MD else text  # Markdown: the raw means in the ratio's cell
+
+
+def _means_text(x: Cell, fmt: str) -> str:
+    if fmt == HTML:
+        unit = x.spec.unit
+        return f"{fmt_value(x.cand.summary.mean, unit)} vs {fmt_value(x.base.summary.mean, unit)}" \
+            if x.state == "ratio" else "-"
+    return _means(x)
+
+
+def _ci_text(x: Cell, fmt: str) -> str:
+    return f"±{_pct(x.cand.summary.ci_rel)}/{_pct(x.base.summary.ci_rel)}" if x.state == "ratio" else ""
+
+
+@dataclass(frozen=True)
+class Field:
+    """What one field of a cell is, said once.  key: its name in a JSON
+    comparison (a comparison is a cell with a ratio); value: its value
+    there (OMIT leaves the key out); text(cell, format): its text for
+    people; title: its column's, after the candidate's name ({cand},
+    {base}, or {c}, {b}: the names before a colon), where a format does not
+    have its own (titles); legend: what it means, under the table (where a
+    format does not have its own: legends); show: the formats that show
+    it; sort: the HTML page sorts its column by this; cls: its HTML class;
+    drop: the terminal leaves out a field with a drop (the highest first)
+    where the table would not fit WIDTH."""
+    key: str
+    value: Callable[[Cell], object]
+    text: Callable[[Cell, str], str] | None = None
+    title: str = ""
+    titles: dict = field(default_factory=dict)
+    legend: str = ""
+    legends: dict = field(default_factory=dict)
+    show: frozenset[str] = frozenset({JSON})
+    sort: Callable[[Cell], float | None] | None = None
+    cls: Callable[[Cell], str] | None = None
+    drop: int = 0
+
+    def title_in(self, fmt: str, cand: str, base: str) -> str:
+        return self.titles.get(fmt, self.title).format(cand=cand, base=base, c=cand.split(":")[0],
+                                                       b=base.split(":")[0])
+
+    def legend_in(self, fmt: str) -> str:
+        return self.legends.get(fmt, self.legend)
+
+    def text_in(self, x: Cell, fmt: str) -> str:
+        if self.text is not None:
+            return self.text(x, fmt)
+        v = self.value(x)
+        return "-" if v is None or v is OMIT else str(v)
+
+
+def _c(name: str) -> Callable[[Cell], object]:
+    return lambda x: getattr(x.c, name)
+
+
+def _spec(name: str) -> Callable[[Cell], object]:
+    return lambda x: getattr(x.spec, name)
+
+
+_PEOPLE_JSON = PEOPLE | {JSON}
+
+FIELDS: list[Field] = [
+    Field("benchmark", _spec("name")), Field("suite", _spec("suite")), Field("direction", _spec("direction")),
+    Field("unit", _spec("unit")), Field("kind", _spec("kind")),
+    Field("baseline", lambda x: x.baseline), Field("candidate", lambda x: x.candidate),
+    Field("ratio", _c("ratio"), _ratio_text, "{cand}", {MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
+          "ratio = candidate/baseline",
+          {MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
+           HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
+                 "reject, over process means paired block by block (each block in random order), so host drift "
+                 "cancels and the error rate holds on a noisy host"},
+          show=_PEOPLE_JSON, sort=lambda x: x.c.ratio if x.state == "ratio" else None,
+          cls=lambda x: "" if x.state == "ratio" else "wrap"),
+    Field("ratio_ci_low", _c("ratio_ci_low")), Field("ratio_ci_high", _c("ratio_ci_high")),
+    Field("p_value", _c("p_value")), Field("significant", _c("significant")), Field("stopped_by", _c("stopped_by")),
+    Field("metrics", lambda x: metric_ratios(x.c.metrics)),
+    Field("fast_mode", lambda x: stratum(x.c.fast_mode)),
+    Field("same_mode", lambda x: stratum(x.c.same_mode, slow=True)),  # both fast or both slow, the modes weighted
+    Field("slow_mode", lambda x: stratum(x.c.slow_mode, slow=True)),
+    # --fast-mode (--same-mode) on a row with two modes: ratio/ratio_ci_* are fast_mode's (same_mode's), and
+    # all_modes every block's
+    Field("estimand", lambda x: x.c.estimand), Field("all_modes", lambda x: stratum(x.c.all_modes)),
+    # a candidate that stopped before the baseline: the baseline's modes over the blocks the two share, which the
+    # ratio was judged by (null: one mode there), and that block count; absent otherwise
+    Field("baseline_shared_blocks", lambda x: x.c.base_shared if x.c.base_shared else OMIT),
+    Field("baseline_modes", lambda x: modes_row(x.c.base_modes) if x.c.base_shared else OMIT),
+    Field("means", lambda x: OMIT, _means_text, "[{c}/{b}]", {HTML: "{cand} vs {base}"},
+          "[candidate/baseline] raw means", {HTML: "candidate vs baseline: the raw means"},
+          show=frozenset({TEXT, HTML}), sort=lambda x: x.cand.summary.mean if x.state == "ratio" else None, drop=1),
+    Field("ci", lambda x: OMIT, _ci_text, "±c/b %", legend="±c/b = 95% CI half-width of each mean",
+          show=frozenset({TEXT, MD})),
+    Field("flags", lambda x: x.flags(), lambda x, fmt: x.flags() if x.state == "ratio" else "", "",
+          show=frozenset({HTML, JSON}),
+          cls=lambda x: "" if x.state != "ratio" else "l sig" if x.c.significant else "l prec"),
+]
+
+
+# -- the board -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Line:
+    """One benchmark: its cell for each candidate, in the run's order."""
+    spec: BenchSpec
+    cells: list[Cell]
+
+
+@dataclass(frozen=True)
+class Group:
+    """A suite's lines of one direction, with each candidate's geometric
+    mean of their ratios."""
+    suite: str
+    direction: str
+    geomeans: list[float]
+    lines: list[Line]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the run reached, over its ratios."""
+    ratios: int
+    precise: int
+    significant: int
+    goal: float | None
+    median: float                # the median relative 95% half-width (inf: no interval)
+    stopped: dict[str, int]      # the candidates' rows by what stopped them
+    budget: int                  # ratios short of the goal whose candidate stopped on the budget
+    budget_median: float         # their median half-width
+    budget_s: float
+
+    @property
+    def more_blocks(self) -> float | None:
+        """How many times their blocks the budget's rows would take to reach
+        the goal, at a half-width that narrows as 1/sqrt(blocks)."""
+        if not self.budget or self.goal is None or not math.isfinite(self.budget_median):
+            return None
+        return (self.budget_median / self.goal) ** 2
+
+    def share(self) -> str:
+        """The precision reached: '5 of 28 ratios (18%) reached the precision asked (±1.0%), ...'."""
+        if not self.ratios:
+            return "no ratios"
+        median = f", median ±{fmt_pct(self.median)}" if math.isfinite(self.median) else ", median: no interval"
+        asked = f" (±{fmt_goal(self.goal)})" if self.goal is not None else ""
+        return (f"{self.precise} of {self.ratios} ratios ({fmt_pct(self.precise / self.ratios, 0)}) reached the "
+                f"precision asked{asked}{median}; {self.significant} outside the noise")
+
+
+def _median_halfwidth(cs: list[Comparison]) -> float:
+    """The median 95% CI half-width of the ratios (one without an interval counts as infinite)."""
+    return statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs) \
+        if cs else math.inf
+
+
+def verdict(data: RunData, cells: list[Cell]) -> Verdict:
+    cs = [x.c for x in cells if x.c is not None]
     goal = data.config.get("precision")
-    for direction in ("higher", "lower"):
-        for line in [x for x in lines if x.spec.direction == direction]:
-            cells = [_cell(side.c, line.base, side.m, goal, notes) for side in line.sides]
-            if all(c == ["-", "", ""] for c in cells):
-                continue
-            yield direction, line.spec.suite, line.spec.name, cells
+    stopped: dict[str, int] = {}
+    for x in cells:
+        if x.cand is not None:
+            stopped[x.cand.stopped_by] = stopped.get(x.cand.stopped_by, 0) + 1
+    short = [x.c for x in cells if x.c is not None and x.cand is not None and x.cand.stopped_by == "budget"
+             and not x.precise]
+    return Verdict(len(cs), sum(1 for x in cells if x.c is not None and x.precise),
+                   sum(1 for c in cs if c.significant), goal, _median_halfwidth(cs), dict(sorted(stopped.items())),
+                   len(short), _median_halfwidth(short), float(data.config.get("max_time", 0) or 0))
+
+
+@dataclass
+class Board:
+    """The scoreboard of a compare run, for every writer."""
+    header: view.Header
+    baseline: str
+    candidates: list[str]
+    groups: list[Group]        # the throughput suites first, then the latency ones
+    cells: list[Cell]          # every cell, benchmark by benchmark (the JSON's order)
+    reasons: list[str]         # why a cell holds no ratio, numbered from 1 (Cell.note)
+    modes: list[ModeNote]      # the rows with two modes, in full
+    verdict: Verdict
+    targets: facts.Targets
+    table: view.Table          # the measurements it was built from
+    fields: list[Field] = field(default_factory=lambda: list(FIELDS))
+
+    def shown(self, fmt: str) -> list[Field]:
+        return [f for f in self.fields if fmt in f.show]
+
+    def legend(self, fields: list[Field], fmt: str) -> list[str]:
+        """What the fields a writer lays out and the flags mean, each in a few words."""
+        marks = [f"{m} {text}" for m, text in MARKS if m != view.MODES_MARK or self.modes]
+        return [f.legend_in(fmt) for f in fields if f.legend_in(fmt)] + marks
+
+    def mode_rows(self) -> list[tuple[list[str], list[tuple[str, str, list[str]]]]]:
+        """The rows with two modes, one entry per benchmark (benchmarks
+        whose entries are the same share one): ([benchmark...], [(what the
+        ratio is, why, [candidate...])...])."""
+        out: list[tuple[list[str], list[tuple[str, str, list[str]]]]] = []
+        for g in self.groups:
+            for line in g.lines:
+                said: dict[tuple[str, str], list[str]] = {}
+                for x in line.cells:
+                    if x.mode is not None:
+                        said.setdefault((x.mode.said, x.mode.why), []).append(x.candidate)
+                if not said:
+                    continue
+                parts = [(s, why, cands) for (s, why), cands in said.items()]
+                same = next((names for names, p in out if p == parts), None)
+                if same is not None:
+                    same.append(line.spec.name)
+                else:
+                    out.append(([line.spec.name], parts))
+        return out
+
+
+def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
+    """The board of a run (of a compare run: a run of one target has no cells)."""
+    t = view.measurements(data, ms, cs)
+    lines = view.pivot(t)
+    goal = data.config.get("precision")
+    modes = view.mode_notes(t)
+    mode_of = {(n.benchmark, n.target): n for n in modes}
+    base = data.targets[0].name if data.targets else ""
+    shown = [x for d in ("higher", "lower") for x in lines if x.spec.direction == d]  # the order on the board
+    reasons: list[str] = []
+    notes: dict[tuple[str, str], int] = {}
+    for line in shown:
+        for side in line.sides:
+            x = Cell(line.spec, base, side.target, side.c, side.m, line.base, goal)
+            if x.stopped is not None:
+                text = f"{line.spec.name} on {x.stopped.target}: {stop_text(x.stopped)}"
+                if text not in reasons:
+                    reasons.append(text)
+                notes[(line.spec.name, side.target)] = reasons.index(text) + 1
+    cells = {(line.spec.name, side.target): Cell(line.spec, base, side.target, side.c, side.m, line.base, goal,
+                                                 notes.get((line.spec.name, side.target), 0),
+                                                 mode_of.get((line.spec.name, side.target)))
+             for line in lines for side in line.sides}
+    return Board(view.header(data), base, [x.name for x in data.targets[1:]],
+                 _groups(shown, cells, data.targets[1:]), list(cells.values()), reasons, modes,
+                 verdict(data, list(cells.values())), facts.targets(data), t)
+
+
+def _groups(lines: list[view.Line], cells: dict, cands) -> list[Group]:
+    """The lines with a cell to show (a ratio or a reason), by direction and suite, with geometric means."""
+    groups: list[Group] = []
+    for line in lines:
+        row = [cells[(line.spec.name, side.target)] for side in line.sides]
+        if all(x.state == "none" for x in row):
+            continue
+        g = groups[-1] if groups else None
+        if g is None or (g.suite, g.direction) != (line.spec.suite, line.spec.direction):
+            g = Group(line.spec.suite, line.spec.direction, [], [])
+            groups.append(g)
+        g.lines.append(Line(line.spec, row))
+    for g in groups:  # over every ratio of the suite and direction, as before the lines were picked
+        for k in cands:
+            g.geomeans.append(stats.geomean([x.c.ratio for x in cells.values() if x.candidate == k.name
+                                             and x.c is not None and x.spec.suite == g.suite
+                                             and x.spec.direction == g.direction]))
+    return groups
 
 
 def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str, str], float]:
@@ -100,140 +389,8 @@ def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str, str], 
     return {k: stats.geomean(v) for k, v in acc.items()}
 
 
-def _title(direction: str) -> str:
-    return ("Throughput benchmarks -> HIGHER IS BETTER -> higher ratio is better" if direction == "higher"
-            else "Latency benchmarks -> LOWER IS BETTER -> lower ratio is better")
-
-
-def render_text(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
-    base, cands = data.targets[0].name, [t.name for t in data.targets[1:]]
-    gm = geomeans(data, cs)
-    out = []
-    notes = Notes()
-    rows = list(_rows(data, ms, cs, notes))
-    for direction in ("higher", "lower"):
-        sel = [r for r in rows if r[0] == direction]
-        if not sel:
-            continue
-        header = ["benchmark"]
-        for k in cands:
-            header += [k, f"[{k.split(':')[0]}/{base.split(':')[0]}]", "±c/b %"]
-        body, groups, suite = [], [], None
-        for _, s, name, cells in sel:
-            if s != suite:
-                if suite is not None:
-                    body.append(_geo_row(suite, direction, cands, gm))
-                suite = s
-                groups.append((len(body), f"{s}"))
-            body.append(["  " + name] + [x for c in cells for x in c])
-        body.append(_geo_row(suite, direction, cands, gm))
-        out.append(f"{_title(direction)} (ratios to {base})")
-        out.append(table.render(header, body, align="l" + "lll" * len(cands), groups=groups))
-        out.append("")
-    t = view.measurements(data, ms, cs)
-    modes = view.mode_notes(t)
-    out.append(textwrap.fill(LEGEND + (" · " + view.MODES_LEGEND if modes else ""), WIDTH, break_on_hyphens=False))
-    for line in notes.lines():
-        out.append(textwrap.fill(line, WIDTH, subsequent_indent="    ", break_on_hyphens=False))
-    out += [textwrap.fill(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) for text in view.mode_texts(t)]
-    return "\n".join(out)
-
-
-def _geo_row(suite: str, direction: str, cands: list[str], gm: dict) -> list[str]:
-    row = ["  geomean"]
-    for k in cands:
-        row += [_ratio(gm.get((k, suite, direction), float("nan"))), "", ""]
-    return row
-
-
-def render_markdown(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
-    base, cands = data.targets[0].name, [t.name for t in data.targets[1:]]
-    gm = geomeans(data, cs)
-    h = view.header(data)
-    out = [f"### vmtax scoreboard — run `{h.id}`", "",
-           f"Baseline `{md_cell(base)}` on {md_cell(h.machine)}; command `{md_cell(h.command)}`."
-           + (f" Ratios: {md_mark(md_cell(h.estimand))}." if h.estimand else ""), ""]
-    notes = Notes()
-    rows = list(_rows(data, ms, cs, notes))
-    for direction in ("higher", "lower"):
-        sel = [r for r in rows if r[0] == direction]
-        if not sel:
-            continue
-        out += [f"**{_title(direction)}**", "",
-                "| benchmark | " + " | ".join(f"{md_cell(k)}/{md_cell(base)} | ±c/b %" for k in cands) + " |",
-                "|---|" + "---|---|" * len(cands)]
-        suite = None
-        for _, s, name, cells in sel:
-            if s != suite:
-                if suite is not None:
-                    out.append(_md_geo(suite, direction, cands, gm))
-                suite = s
-                out.append(f"| **{s}** |" + " |" * (2 * len(cands)))
-            out.append(f"| {name} | " + " | ".join(f"{md_mark(c[0].strip())} {c[1]} | {c[2]}" for c in cells)
-                       + " |")
-        out.append(_md_geo(suite, direction, cands, gm))
-        out.append("")
-    t = view.measurements(data, ms, cs)
-    modes = view.mode_notes(t)
-    out += [md_mark((LEGEND + (" · " + view.MODES_LEGEND if modes else "")).replace("*", "\\*")), ""]
-    out += [md_cell(line) + "  " for line in notes.lines()] + ([""] if notes.items else [])
-    out += mode_items(t)
-    out += [targets_markdown(data)]
-    return "\n".join(out)
-
-
-def mode_items(t: view.Table) -> list[str]:
-    """The two-mode notes as a Markdown list (and a blank line after), or nothing."""
-    items = [f"- {md_cell(md_mark(text))}" for text in view.mode_texts(t)]
-    return items + [""] if items else []
-
-
-def md_mark(text: str) -> str:
-    """GitHub's Markdown strikes text between single tildes: escape the mark."""
-    return text.replace(view.MODES_MARK, "\\" + view.MODES_MARK)
-
-
-def _md_geo(suite: str, direction: str, cands: list[str], gm: dict) -> str:
-    return "| *geomean* | " + " | ".join(f"{_ratio(gm.get((k, suite, direction), float('nan')))} | "
-                                        for k in cands) + " |"
-
-
-def _target_rows(data: RunData) -> list[list[str]]:
-    rows = []
-    for t in data.targets:
-        f = t.facts
-        rows.append([t.name, t.kind, t.accel or "-",
-                     f"{t.boot_s:.2f} s" if t.boot_s is not None else "-",
-                     f"{t.idle_cpu_pct:.1f}%" if t.idle_cpu_pct is not None else "-",
-                     f"{t.mem_overhead_mb:.0f} MiB" if t.mem_overhead_mb is not None else "-",
-                     str(f.get("kernel", "?")), str(f.get("hypervisor_vendor") or "-")])
-    return rows
-
-
-TARGET_HEADER = ["target", "kind", "accel", "boot", "idle CPU", "mem overhead", "kernel", "hypervisor seen"]
-
-
-def targets_text(data: RunData) -> str:
-    return table.render(TARGET_HEADER, _target_rows(data), align="llllrrll")
-
-
-def targets_markdown(data: RunData) -> str:
-    lines = ["| " + " | ".join(TARGET_HEADER) + " |", "|" + "---|" * len(TARGET_HEADER)]
-    lines += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in _target_rows(data)]
-    notes = ["- " + ", ".join(f"`{n}`" for n in names) + f": {note}" for names, note in target_notes(data)]
-    return "\n".join(lines + ([""] + notes if notes else []))
-
-
 def precision_share(data: RunData, cs: list[Comparison]) -> str:
-    if not cs:
-        return "no ratios"
+    """The precision reached over these ratios (Verdict.share)."""
     goal = data.config.get("precision")
-    n = sum(1 for c in cs if precise(c, goal))
-    flagged = sum(1 for c in cs if c.significant)
-    # the median 95% CI half-width of the ratios (one without an interval counts as infinite)
-    mid = statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs)
-    median = f", median ±{fmt_pct(mid)}" if math.isfinite(mid) else ", median: no interval"
-    asked = f" (±{fmt_goal(goal)})" if goal is not None else ""
-    return (f"{n} of {len(cs)} ratios ({fmt_pct(n / len(cs), 0)}) reached the precision asked{asked}"
-            f"{median}; {flagged} outside the noise")
-
+    return Verdict(len(cs), sum(1 for c in cs if precise(c, goal)), sum(1 for c in cs if c.significant), goal,
+                   _median_halfwidth(cs), {}, 0, math.inf, 0.0).share()

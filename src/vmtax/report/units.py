@@ -58,6 +58,16 @@ def sig(x: float) -> str:
     return f"{x:.2f}"
 
 
+def fmt_ratio2(r: float) -> str:
+    """A ratio in a table: two decimals where that shows the difference,
+    three significant digits below 0.1 (a TCG cpuid at 0.004 is no '0.00')."""
+    if not math.isfinite(r):
+        return "-"
+    if r < 0.1:
+        return f"{r:.3g}"
+    return f"{r:.2f}" if r < 10 else f"{r:.1f}" if r < 100 else f"{r:.0f}"
+
+
 def fmt_ratio3(r: float) -> str:
     """A ratio in a sentence: three decimals, three significant digits below
     0.1 (a TCG guest's cpuid at 0.00172 is no '0.002 [0.002, 0.002]')."""

@@ -286,8 +286,8 @@ def pivot(t: Table) -> list[Line]:
 
 # -- rows whose processes fell in two modes ------------------------------------------
 MODES_MARK = "~"
-MODES_LEGEND = (f"{MODES_MARK} the processes of a side fell in two modes (a note below gives both, and the "
-                "ratio within a mode where both sides had two)")
+MODES_LEGEND = ("the processes of a side fell in two modes (a note below gives both, and the ratio within a mode "
+                "where both sides had two)")  # after the mark
 
 
 def _base_modes(c: Comparison, base: Measurement | None) -> Modes | None:
@@ -316,6 +316,13 @@ def _interval(r: float, lo: float, hi: float) -> str:
     return f"{fmt_ratio3(r)} [{fmt_ratio3(lo)}, {fmt_ratio3(hi)}]"
 
 
+def _apart(fast, slow) -> bool:
+    """Whether the two modes' own ratios' intervals do not meet."""
+    return (slow is not None and fast is not None
+            and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
+            and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low))
+
+
 def _same_said(ratio: str, same, fast, slow, every) -> str:
     """A --same-mode headline's note: which blocks, each mode's own ratio,
     and where the two modes' intervals do not meet, that it mixes them."""
@@ -323,9 +330,7 @@ def _same_said(ratio: str, same, fast, slow, every) -> str:
     which = (f"{n_fast} fast, {same.slow_blocks} slow; each mode weighted by its blocks over their levels' spread"
              if n_fast and same.slow_blocks else f"{n_fast} fast: too few both slow to count" if n_fast else
              f"{same.slow_blocks} slow: too few both fast to count")
-    apart = (slow is not None and fast is not None
-             and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
-             and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low))
+    apart = _apart(fast, slow)
     return (f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran in the same "
             f"mode ({which}; --same-mode); in the fast mode alone it is "
             + (f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, " if fast is not None else
@@ -346,56 +351,85 @@ def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | 
 
 
 def mode_texts(t: Table) -> list[str]:
-    """The notes of mode_notes, each after its mark, for a writer to wrap or escape."""
-    return [f"{MODES_MARK} {text}" for _, _, text in mode_notes(t)]
+    """The notes of mode_notes in full, each after its mark, for a writer to wrap or escape."""
+    return [f"{MODES_MARK} {n.text}" for n in mode_notes(t)]
 
 
-def mode_notes(t: Table) -> list[tuple[str, str, str]]:
-    """(benchmark, target, sentence) for every row with two modes among its
-    process means, in the view's order: on a compare's candidate row, both
-    sides and the ratio over the blocks both ran in their fast mode (the
-    uncontended stratum); a baseline's own row only where the run has no
-    candidate to say it with."""
+@dataclass(frozen=True)
+class ModeNote:
+    """A row whose process means fell in two modes: which figure the row
+    gives and why, in a few words each (the scoreboard's one line), and the
+    note in full (both sides' modes and every stratum's ratio)."""
+    benchmark: str
+    target: str
+    said: str   # the figure given: 'same-mode ratio', 'ratio over all blocks', ...
+    why: str    # '' or why that one: 'two modes on local only', ...
+    text: str   # in full
+
+
+def mode_notes(t: Table) -> list[ModeNote]:
+    """A note for every row with two modes among its process means, in the
+    view's order: on a compare's candidate row, both sides and the ratio
+    over the blocks both ran in their fast mode (the uncontended stratum);
+    a baseline's own row only where the run has no candidate to say it
+    with."""
     out = []
     by = {(r.m.target, r.m.benchmark.name): r for r in t.rows}
     for r in t.rows:
         name, target = r.m.benchmark.name, r.m.target
-        which = headline_of(r.run.config)  # its run's --fast-mode or --same-mode
         base = by[(r.c.baseline, name)].m if r.c is not None and (r.c.baseline, name) in by else None
         if bimodal(r.c, r.m, base):
-            f, every = r.c.fast_mode, r.c.all_modes
-            ratio = _interval(r.c.ratio, r.c.ratio_ci_low, r.c.ratio_ci_high)
-            fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
-            asked = (f if which == FAST_MODE else r.c.same_mode) if which else f  # the stratum its run asked for
-            if asked is None and r.m.modes is not None and _base_modes(r.c, base) is not None:
-                said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
-                        + (f" ({'--fast-mode' if which == FAST_MODE else '--same-mode'})" if which else "")
-                        + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
-                        f"than {MODE_AGREE:.0%} of one side's processes fall where its own fit puts them), so "
-                        "they are not one state of the host seen on both.")
-            elif asked is None:
-                said = (f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode "
-                        "(fast or same): one side's mode set against the other side's mix would be biased wherever "
-                        "that side's modes went undetected.")
-            elif every is not None and r.c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
-                said = _same_said(ratio, r.c.same_mode, f, r.c.slow_mode, every)
-            elif every is not None:  # --fast-mode: the headline is the fast mode's
-                said = (f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
-                        f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
-            elif which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
-                s, ran, flag = ((f, "ran with both sides in their fast mode", "--fast-mode") if which == FAST_MODE else
-                                (r.c.same_mode, "count as run with both sides in one mode (a mode counts from "
-                                 f"{STRATUM_MIN} such blocks)", "--same-mode"))
-                said = (f"The ratio {ratio} is of the means over the modes as they fell: {s.blocks} of {s.of_blocks} "
-                        f"blocks {ran}, too few for an interval, so it stays the ratio over all blocks ({flag} "
-                        "reports a stratum with one).")
-            else:
-                said = (f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
-                        f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
-            out.append((name, target, f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
-                                      f"{_modes_of(r.c.baseline, base, r.c)}. {said}"))
+            said, why, text = _ratio_said(r, base)
+            out.append(ModeNote(name, target, said, why,
+                                f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
+                                f"{_modes_of(r.c.baseline, base, r.c)}. {text}"))
         elif r.c is None and r.m.modes is not None and not any(
                 x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
-            out.append((name, target, f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as "
-                                      "they fell."))
+            out.append(ModeNote(name, target, "mean over both modes", "",
+                                f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as they fell."))
     return out
+
+
+ALL_BLOCKS_SAID = "ratio over all blocks"
+
+
+def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
+    """(the figure a two-mode candidate row gives, why, the note's sentence
+    on its ratios) for a row of mode_notes."""
+    c = r.c
+    which = headline_of(r.run.config)  # its run's --fast-mode or --same-mode
+    f, every = c.fast_mode, c.all_modes
+    ratio = _interval(c.ratio, c.ratio_ci_low, c.ratio_ci_high)
+    fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
+    asked = (f if which == FAST_MODE else c.same_mode) if which else f  # the stratum its run asked for
+    flag = "--fast-mode" if which == FAST_MODE else "--same-mode"
+    if asked is None and r.m.modes is not None and _base_modes(c, base) is not None:
+        return (ALL_BLOCKS_SAID, "modes not one state of the host",
+                f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
+                + (f" ({flag})" if which else "")
+                + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
+                f"than {MODE_AGREE:.0%} of one side's processes fall where its own fit puts them), so "
+                "they are not one state of the host seen on both.")
+    if asked is None:
+        return (ALL_BLOCKS_SAID, f"two modes on {r.m.target if r.m.modes is not None else c.baseline} only",
+                f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode "
+                "(fast or same): one side's mode set against the other side's mix would be biased wherever "
+                "that side's modes went undetected.")
+    if every is not None and c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
+        return ("same-mode ratio", "the modes' own ratios differ" if _apart(f, c.slow_mode) else "",
+                _same_said(ratio, c.same_mode, f, c.slow_mode, every))
+    if every is not None:  # --fast-mode: the headline is the fast mode's
+        return ("fast-mode ratio", "",
+                f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
+                f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
+    if which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
+        s, ran = ((f, "ran with both sides in their fast mode") if which == FAST_MODE else
+                  (c.same_mode, "count as run with both sides in one mode (a mode counts from "
+                   f"{STRATUM_MIN} such blocks)"))
+        return (ALL_BLOCKS_SAID, f"too few {which.replace(' ', '-')} blocks",
+                f"The ratio {ratio} is of the means over the modes as they fell: {s.blocks} of {s.of_blocks} "
+                f"blocks {ran}, too few for an interval, so it stays the ratio over all blocks ({flag} "
+                "reports a stratum with one).")
+    return (ALL_BLOCKS_SAID, "two modes on both sides",
+            f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
+            f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")

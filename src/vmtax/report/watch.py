@@ -14,7 +14,7 @@ from . import plots, table
 from .htmlkit import page, td
 from .htmlkit import table as html_table
 from .safe import inert
-from .scoreboard import md_cell, md_mark
+from .mdkit import md_cell, md_mark
 from .units import json_number
 from .view import MODES_MARK
 
