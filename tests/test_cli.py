@@ -171,6 +171,28 @@ def test_json_to_stdout_is_alone_on_stdout(capsys, db):
     assert doc["results"][0]["benchmark"] == "getppid" and "stopped by" in out.err
 
 
+def test_show_notes_prints_the_notes_in_full_that_the_scoreboard_gives_a_line(capsys, db):
+    """Rows whose processes fell in two modes: the scoreboard says which
+    ratio each gives on one line; `vmtax show --notes` gives both sides'
+    modes and every ratio in full, after the run's header."""
+    assert vmtax("compare", "fake:seed=1,slow_share=0.3,slow_by=1.5", "fake:seed=2,scale=2,slow_share=0.3,slow_by=1.5",
+                 "--bench", "getppid", "segv", "--same-mode", "--precision", "0.01%", "--max-time", "4s", "--cpu", "none",
+                 db=db) == 0
+    board = capsys.readouterr().out
+    assert vmtax("show", db=db) == 0
+    assert capsys.readouterr().out == board  # show prints what the run printed
+    lines = board.splitlines()
+    assert lines.index(next(x for x in lines if "reached the precision asked" in x)) < lines.index(
+        next(x for x in lines if x.startswith("benchmark")))  # the verdict first
+    marked = [x for x in lines if x.startswith("~ ")]
+    assert marked and len(marked) <= 2
+    assert vmtax("show", "--notes", db=db) == 0
+    notes = capsys.readouterr().out
+    assert notes.startswith("\n".join(lines[:3])) and "benchmark" not in notes  # the run's header, then the notes
+    flat = " ".join(notes.split())
+    assert "~ getppid, fake:seed=2" in flat and "~ segv, fake:seed=2" in flat and "two modes" in flat
+
+
 def test_small_ratios_keep_their_digits():
     from vmtax.report.units import fmt_ratio2
     assert fmt_ratio2(0.0109) == "0.0109" and fmt_ratio2(0.004) == "0.004" and fmt_ratio2(1.234) == "1.23"
@@ -202,6 +224,9 @@ def test_a_candidate_with_two_modes_gets_the_fast_mode_ratio_in_its_json_and_sco
     rows = {r["target"]: r["modes"] for r in doc["results"]}
     assert rows["fake:slow_share=0.2,slow_by=1.3"]["slow_share"] > 0.1
     assert rows["fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3"]["slow_share"] > 0.2
+    text = capsys.readouterr().out
+    assert "~ getppid: all-blocks ratio for fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3" in text.splitlines()
+    assert vmtax("show", "--notes", db=tmp_path / "v.db") == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "~ getppid, fake:label=b" in text and "in which both ran in their fast mode it is 1.05" in text
     assert vmtax("compare", "fake:slow_share=0.2,slow_by=1.3", "fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3",
@@ -210,8 +235,8 @@ def test_a_candidate_with_two_modes_gets_the_fast_mode_ratio_in_its_json_and_sco
     (c,) = json.loads(out.read_text())["comparisons"]
     assert c["estimand"] == "same mode" and c["ratio"] == pytest.approx(1.05, rel=0.01)
     assert c["ratio"] == c["same_mode"]["ratio"] and c["same_mode"]["blocks"] >= c["fast_mode"]["blocks"]
-    text = " ".join(capsys.readouterr().out.split())
-    assert "its ratio over the blocks both sides ran in the same mode (--same-mode)" in text
+    text = capsys.readouterr().out
+    assert " · --same-mode command: " in " ".join(text.split()) and "~ getppid: same-mode ratio for fake:label=b" in text
 
 
 def test_fast_mode_and_same_mode_are_one_choice(capsys, db):

@@ -22,6 +22,11 @@ def _board_text(data, ms, cs) -> str:
     return terminal.scoreboard(scoreboard.build(data, ms, cs))
 
 
+def _notes_text(data, ms, cs) -> str:
+    """The board's notes in full, as `vmtax show --notes` prints them."""
+    return terminal.notes(scoreboard.build(data, ms, cs))
+
+
 def check_golden(name: str, text: str) -> None:
     path = GOLDEN / name
     if os.environ.get("UPDATE_GOLDEN"):  # rewritten, and the run fails: a run that rewrites never passes
@@ -332,8 +337,9 @@ def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_
     assert c.ratio > 1.55 and c.ratio_ci_high - c.ratio_ci_low > 5 * (f.ci_high - f.ci_low)  # the mix is wider
     text = _board_text(data, ms, cs)
     assert re.search(r"getppid +1\.\d\d\*  ~", text) or re.search(r"getppid +1\.\d\d\*\?~", text), text
-    assert "~ the processes of a side fell in two modes" in " ".join(text.split())
-    note = " ".join(text.split("~ getppid,")[1].split())
+    assert "~ two modes (see below)" in " ".join(text.split())
+    assert text.splitlines()[-1] == "~ getppid: all-blocks ratio for qemu:accel=tcg (two modes on both sides)"
+    note = " ".join(_notes_text(data, ms, cs).split("~ getppid,")[1].split())
     assert note.startswith("qemu:accel=tcg vs local: qemu:accel=tcg: two modes, 150 ns") and "local: two modes, 100 ns" in note
     assert f"over the {f.blocks} of 40 blocks in which both ran in their fast mode it is {f.ratio:.3f} [" in note
     md = markdown.document(data, ms, cs)
@@ -356,7 +362,8 @@ def test_with_two_modes_on_one_side_only_there_is_no_fast_mode_ratio_and_the_not
     assert c.fast_mode is None and c.all_modes is None and c.ratio > 1.55
     text = _board_text(data, ms, cs)
     assert re.search(r"getppid +1\.\d\d\*.~", text), text
-    flat = " ".join(text.split())
+    assert text.splitlines()[-1] == "~ getppid: all-blocks ratio for qemu:accel=tcg (two modes on qemu:accel=tcg only)"
+    flat = " ".join(_notes_text(data, ms, cs).split())
     assert "local: one mode" in flat and "no ratio within a mode (fast or same): one side's mode set against" in flat
     assert jsondoc.document(data, ms, cs)["comparisons"][0]["fast_mode"] is None
 
@@ -379,11 +386,11 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert c.ratio == c.fast_mode.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio > 1.55
     assert c.all_modes.blocks == c.all_modes.of_blocks == 40 and c.fast_mode.blocks < 40
     assert c.p_value == c.fast_mode.p_value and c.significant
-    text = terminal.run_header(data) + _board_text(data, ms, cs)
-    flat = " ".join(text.split())
-    assert ("a row with two modes on both sides (~): its ratio in the fast mode (--fast-mode), where those blocks "
-            "give an interval") in flat
-    assert "(--fast-mode); over the modes as they fell it is 1.6" in flat
+    assert terminal.run_header(data).splitlines()[1].endswith(" · --fast-mode")
+    assert _board_text(data, ms, cs).splitlines()[-1] == "~ getppid: fast-mode ratio for qemu:accel=tcg"
+    assert ("a row with two modes on both sides (\\~): its ratio in the fast mode (--fast-mode), where those blocks "
+            "give an interval") in markdown.document(data, ms, cs)
+    assert "(--fast-mode); over the modes as they fell it is 1.6" in " ".join(_notes_text(data, ms, cs).split())
     doc = jsondoc.document(data, ms, cs)
     (row,) = doc["comparisons"]
     assert row["estimand"] == "fast mode" and row["ratio"] == pytest.approx(c.fast_mode.ratio)
@@ -411,9 +418,11 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert c.ratio == s.ratio == pytest.approx(1.5, rel=0.005) and c.all_modes.ratio != pytest.approx(1.5, rel=0.01)
     assert c.p_value == s.p_value and c.estimand == "same mode"
     assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
-    flat = " ".join((terminal.run_header(data) + _board_text(data, ms, cs)).split())
-    assert ("a row with two modes on both sides (~): its ratio over the blocks both sides ran in the same mode "
-            "(--same-mode)") in flat
+    assert terminal.run_header(data).splitlines()[1].endswith(" · --same-mode")
+    assert _board_text(data, ms, cs).splitlines()[-1] == "~ getppid: same-mode ratio for qemu:accel=tcg"
+    assert ("a row with two modes on both sides (\\~): its ratio over the blocks both sides ran in the same mode "
+            "(--same-mode)") in " ".join(markdown.document(data, ms, cs).split())
+    flat = " ".join(_notes_text(data, ms, cs).split())
     assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
             "blocks over their levels' spread; --same-mode); in the fast mode alone it is 1.5") in flat
     assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
@@ -436,7 +445,7 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     f = c.fast_mode
     assert f is not None and f.blocks < 6 and not math.isfinite(f.ci_high)
     assert c.estimand == "all blocks" and c.all_modes is None
-    flat = " ".join(_board_text(data, ms, cs).split())
+    flat = " ".join(_notes_text(data, ms, cs).split())
     assert (f"The ratio {c.ratio:.3f} [" in flat and f"is of the means over the modes as they fell: {f.blocks} of 40 "
             "blocks ran with both sides in their fast mode, too few for an interval, so it stays the ratio over all "
             "blocks (--fast-mode reports a stratum with one).") in flat
@@ -449,7 +458,7 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     ms, (c,) = analyse(data)
     data.config["same_mode"] = True  # as a run whose same-mode stratum gave no interval is written
     c = replace(c, same_mode=Stratum(math.nan, -math.inf, math.inf, 4, 40, slow_blocks=4))
-    flat = " ".join(_board_text(data, ms, [c]).split())
+    flat = " ".join(_notes_text(data, ms, [c]).split())
     assert ("4 of 40 blocks count as run with both sides in one mode (a mode counts from 3 such blocks), too few "
             "for an interval, so it stays the ratio over all blocks (--same-mode reports a stratum with one).") in flat
 
@@ -496,7 +505,7 @@ def test_where_the_two_sides_modes_are_not_one_state_of_the_host_there_is_no_str
     every = sum(s.value for s in data.samples if s.target == "qemu:accel=tcg" and not s.warmup) / sum(
         s.value for s in data.samples if s.target == "local" and not s.warmup)
     assert c.ratio == pytest.approx(every, rel=0.02) and c.ratio_ci_low < every < c.ratio_ci_high
-    flat = " ".join(_board_text(data, ms, cs).split())
+    flat = " ".join(_notes_text(data, ms, cs).split())
     assert ("is of the means over the modes as they fell; no ratio within a mode (--same-mode): fitted to both sides "
             "together at the ratio, the modes are not each side's own (fewer than 80% of one side's processes fall "
             "where its own fit puts them), so they are not one state of the host seen on both.") in flat
@@ -590,3 +599,62 @@ def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
     assert c.ratio == pytest.approx(1.5, rel=0.01)
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["ratio"] == pytest.approx(c.ratio) and row["ratio_ci_low"] is None and row["ratio_ci_high"] is None
+
+
+DEMO = [("kernel", n) for n in ("getppid", "segv", "forkwait", "page_fault")] + [
+    ("lmbench", n) for n in ("null_read", "stat", "sig_handle", "fork_exec", "ctx_2p_16k", "mmap")] + [
+    ("cpu", "pi"), ("exits", "cpuid"), ("mem", "tlb_4k")]
+
+
+def _demo_run():
+    """make demo's shape: 13 agent rows and a workload's throughput on
+    local, qemu, uml and container, 40 blocks each; the host slow in a
+    quarter of its blocks (two modes on local, qemu and container, one on
+    uml's slower processes), with --same-mode; a KVM probe's long note."""
+    import random as _random
+    from vmtax.model import BenchSpec
+    data = run(names=("local", "qemu", "uml", "container"), facts={"accel_note": "TCG: " + "no KVM guest " * 30})
+    for t in data.targets:
+        if t.name != "qemu":
+            t.facts.pop("accel_note")
+    data.config.update(same_mode=True, cpu=1, samples_per_process=3, warmup=1, max_time=420.0)
+    data.command = ("vmtax compare local qemu uml container --skip-unavailable --max-time 7m --tool-seconds 2 "
+                    "--same-mode --bench " + " ".join(n for _, n in DEMO) + " sysbench_cpu")
+    data.benchmarks = [BenchSpec("sysbench_cpu.events_per_s", "apps", "events/s", "higher", "sysbench cpu",
+                                 kind="workload")] + [BenchSpec(n, s, "ns", "lower", n) for s, n in DEMO]
+    rng, scale = _random.Random(5), {"local": 1.0, "qemu": 3.0, "uml": 10.0, "container": 1.05}
+    data.samples, data.outcomes = [], {}
+    for i, spec in enumerate(data.benchmarks):
+        for blk in range(40):
+            slow = rng.random() < 0.25
+            for name, k in scale.items():
+                mean = 1000.0 * (i + 1) * k * (1.3 if slow and name != "uml" else 1.0)
+                mean = 1e9 / mean if spec.direction == "higher" else mean
+                for seq in range(4):
+                    data.samples.append(Sample(spec.name, name, mean * (1 + rng.gauss(0, 0.01)), spec.unit,
+                                               process=blk, seq=seq, warmup=seq == 0, t=1767268800.0 + blk, block=blk))
+                data.outcomes[(name, spec.name)] = ("budget", "")
+    return data
+
+
+def test_the_scoreboard_of_make_demos_shape_fits_a_screen_verdict_first():
+    """14 rows on 4 targets, most with two modes: the terminal's report --
+    header, verdict, table, legend, a line per noted row, targets -- fits
+    100 columns and leaves room on a 60-line screen for make's and vmtax's
+    own lines; the verdict comes before the table; the notes in full are
+    `vmtax show --notes`'s."""
+    data = _demo_run()
+    ms, cs = analyse(data)
+    board = scoreboard.build(data, ms, cs)
+    text = "\n".join([terminal.run_header(data), "", terminal.scoreboard(board), "",
+                      terminal.targets(board.targets, whole=False)])
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert len(lines) <= 47, text  # and make's echo of the command and vmtax's first line: 6 more
+    verdict = next(i for i, line in enumerate(lines) if "reached the precision asked" in line)
+    assert verdict < next(i for i, line in enumerate(lines) if line.startswith("benchmark "))
+    assert sum(1 for line in lines if line.startswith("~ ")) <= 14 and board.modes
+    assert "  qemu: TCG: no KVM guest" in text and text.count("no KVM guest") < 10  # its note on one line
+    full = terminal.notes(board)
+    flat = " ".join(full.split())
+    assert all(f"{n.benchmark}, {n.target} vs local" in flat for n in board.modes) and flat.count("no KVM guest") == 30

@@ -108,7 +108,7 @@ def test_short_compare_local_qemu_container(tmp_path):
     # itself a VM pays an exit for it.)
     gp = next(c for c in doc["comparisons"] if c["benchmark"] == "getppid" and c["candidate"].startswith("qemu"))
     assert gp["ratio"] > 1 and gp["significant"]
-    assert "Latency benchmarks" in p.stdout and "| benchmark |" in md.read_text()
+    assert "Ratios to local (lower is better" in p.stdout and "| benchmark |" in md.read_text()
     assert not leftovers("vmtax-qemu-") and not leftovers("vmtax-uml-")
 
 

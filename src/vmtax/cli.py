@@ -214,10 +214,12 @@ def _report(store: Store, run_id: str, args) -> int:
     say(terminal.run_header(data) + "\n", out)
     if data.kind == "compare" and not getattr(args, "all_rows", False):
         board = scoreboard.build(data, ms, cs)
-        say(terminal.scoreboard(board) + "\n", out)
-        say(terminal.targets(board.targets), out)
-        say("", out)
-        say(board.verdict.share() + "; " + terminal.stop_tally(ms), out)
+        if getattr(args, "notes", False):
+            say(terminal.notes(board) or "no notes: every cell holds a ratio, and no row's processes fell in two "
+                "modes", out)
+        else:
+            say(terminal.scoreboard(board) + "\n", out)
+            say(terminal.targets(board.targets, whole=False), out)
         if getattr(args, "explain", False):
             say("\nWhy, per operation (vmtax explain " + data.id + "):\n", out)
             say(explain.text(explain.view(data, ms, cs)), out)
@@ -847,6 +849,9 @@ def build_parser() -> Parser:
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.add_argument("--markdown", metavar="FILE", help="write the report as Markdown to FILE")
     s.add_argument("--all-rows", action="store_true", help="per-target rows instead of the scoreboard")
+    s.add_argument("--notes", action="store_true",
+                   help="the scoreboard's notes in full (under the scoreboard: a line each): why a cell holds no "
+                        "ratio, and for each row whose processes fell in two modes, both sides' modes and each ratio")
     s.set_defaults(func=cmd_show)
 
     s = sub.add_parser("report", help="HTML, Markdown or CSV report of stored runs (default: the latest)")

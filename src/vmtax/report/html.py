@@ -123,7 +123,8 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
              + (f" · {escape(h.estimand)}" if h.estimand else "") + "<br>"
              f"command: <code>{escape(h.command)}</code></p>"]
     if data.kind == "compare" and len(data.targets) > 1:
-        parts += ["<h3>Scoreboard</h3>", scoreboard_table(board),
+        parts += ['<p class="verdict">' + "<br>".join(escape(line) for line in board.verdict.lines()) + "</p>",
+                  "<h3>Scoreboard</h3>", scoreboard_table(board),
                   "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):

@@ -19,7 +19,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:13px;display:block;overfl
 th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:right;white-space:nowrap}
 th{background:#f4f4f4;cursor:pointer;user-select:none}th:hover{background:#e8e8e8}
 td.l,th.l{text-align:left}td.wrap{white-space:normal;max-width:28em;text-align:left}
-.sig{color:#b00;font-weight:600}.prec{color:#888}.meta{color:#555}
+.sig{color:#b00;font-weight:600}.prec{color:#888}.meta{color:#555}.verdict{font-weight:600}
 .warn{background:#fff4e0;border-left:4px solid #f0a000;padding:.5em 1em;margin:.5em 0}
 .charts{display:flex;flex-wrap:wrap;gap:1em}.charts>figure{margin:0}
 figure svg{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}

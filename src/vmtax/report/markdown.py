@@ -30,7 +30,8 @@ def scoreboard_md(board: Board) -> str:
     fields = board.shown(MD)
     out = [f"### vmtax scoreboard — run `{h.id}`", "",
            f"Baseline `{md_cell(base)}` on {md_cell(h.machine)}; command `{md_cell(h.command)}`."
-           + (f" Ratios: {md_mark(md_cell(h.estimand))}." if h.estimand else ""), ""]
+           + (f" Ratios: {md_mark(md_cell(h.estimand))}." if h.estimand else ""), "",
+           "  \n".join(md_mark(md_cell(line)) for line in board.verdict.lines()), ""]
     for direction, title in DIRECTIONS.items():
         groups = [g for g in board.groups if g.direction == direction]
         if not groups:

@@ -23,7 +23,7 @@ from .. import stats
 from ..model import BenchSpec, Comparison, Measurement, RunData
 from . import facts, view
 from .jsonparts import metric_ratios, modes_row, stratum
-from .units import fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
+from .units import fmt_duration, fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
 from .view import HTML, JSON, MD, PEOPLE, TEXT, ModeNote
 
 WIDTH = 100  # the terminal's scoreboard fits a 100-column terminal
@@ -31,9 +31,12 @@ OMIT = object()  # a field's value that leaves its key out of a JSON comparison
 
 DIRECTIONS = {"higher": "Throughput benchmarks -> HIGHER IS BETTER -> higher ratio is better",
               "lower": "Latency benchmarks -> LOWER IS BETTER -> lower ratio is better"}
-MARKS = [("*", "a difference at the 5% level (sign-flip test over blocks run in random order)"),
-         ("?", "the ratio's 95% CI is wider than the precision asked"),
-         (view.MODES_MARK, view.MODES_LEGEND)]
+# (mark, what it means, {format: in its own words}): the terminal's words are few, its screen is small
+MARKS = [("*", "a difference at the 5% level (sign-flip test over blocks run in random order)",
+          {TEXT: "differs at the 5% level"}),
+         ("?", "the ratio's 95% CI is wider than the precision asked", {TEXT: "CI wider than asked"}),
+         (view.MODES_MARK, "a side's processes fell in two modes (its note says which ratio the row gives)",
+          {TEXT: "two modes (see below)"})]
 
 
 def precise(c: Comparison, goal: float | None) -> bool:
@@ -188,7 +191,8 @@ FIELDS: list[Field] = [
     Field("baseline", lambda x: x.baseline), Field("candidate", lambda x: x.candidate),
     Field("ratio", _c("ratio"), _ratio_text, "{cand}", {MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
           "ratio = candidate/baseline",
-          {MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
+          {TEXT: "",  # the terminal's table says it in its title
+           MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
            HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
                  "reject, over process means paired block by block (each block in random order), so host drift "
                  "cancels and the error rate holds on a noisy host"},
@@ -208,10 +212,10 @@ FIELDS: list[Field] = [
     Field("baseline_shared_blocks", lambda x: x.c.base_shared if x.c.base_shared else OMIT),
     Field("baseline_modes", lambda x: modes_row(x.c.base_modes) if x.c.base_shared else OMIT),
     Field("means", lambda x: OMIT, _means_text, "[{c}/{b}]", {HTML: "{cand} vs {base}"},
-          "[candidate/baseline] raw means", {HTML: "candidate vs baseline: the raw means"},
+          "[candidate/baseline] raw means", {TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
           show=frozenset({TEXT, HTML}), sort=lambda x: x.cand.summary.mean if x.state == "ratio" else None, drop=1),
     Field("ci", lambda x: OMIT, _ci_text, "±c/b %", legend="±c/b = 95% CI half-width of each mean",
-          show=frozenset({TEXT, MD})),
+          legends={TEXT: "±c/b %: each mean's 95% CI"}, show=frozenset({TEXT, MD})),
     Field("flags", lambda x: x.flags(), lambda x, fmt: x.flags() if x.state == "ratio" else "", "",
           show=frozenset({HTML, JSON}),
           cls=lambda x: "" if x.state != "ratio" else "l sig" if x.c.significant else "l prec"),
@@ -256,6 +260,23 @@ class Verdict:
         if not self.budget or self.goal is None or not math.isfinite(self.budget_median):
             return None
         return (self.budget_median / self.goal) ** 2
+
+    def lines(self) -> list[str]:
+        """The verdict in sentences: the precision reached; the rows the
+        budget stopped short of it, and what a larger budget would take;
+        the rows that failed or were skipped."""
+        out = [self.share()]
+        if self.budget:
+            more = self.more_blocks
+            where = (f"at a median ±{fmt_pct(self.budget_median)}: ±{fmt_goal(self.goal)} would take about "
+                     f"{more:.{1 if more < 10 else 0}f}× their blocks (a CI narrows as 1/√blocks)" if more else
+                     "without an interval (under 6 blocks each): a larger --max-time buys them")
+            out.append(f"{self.budget} stopped on the budget ({fmt_duration(self.budget_s)}) {where}; "
+                       "`vmtax doctor` says what this host's noise lets a budget buy")
+        others = [f"{k} {v}" for k, v in self.stopped.items() if k not in ("precision", "budget")]
+        if others:
+            out.append("stopped otherwise: " + ", ".join(others) + " (the notes say why)")
+        return out
 
     def share(self) -> str:
         """The precision reached: '5 of 28 ratios (18%) reached the precision asked (±1.0%), ...'."""
@@ -307,28 +328,21 @@ class Board:
 
     def legend(self, fields: list[Field], fmt: str) -> list[str]:
         """What the fields a writer lays out and the flags mean, each in a few words."""
-        marks = [f"{m} {text}" for m, text in MARKS if m != view.MODES_MARK or self.modes]
+        marks = [f"{m} {own.get(fmt, text)}" for m, text, own in MARKS if m != view.MODES_MARK or self.modes]
         return [f.legend_in(fmt) for f in fields if f.legend_in(fmt)] + marks
 
-    def mode_rows(self) -> list[tuple[list[str], list[tuple[str, str, list[str]]]]]:
-        """The rows with two modes, one entry per benchmark (benchmarks
-        whose entries are the same share one): ([benchmark...], [(what the
-        ratio is, why, [candidate...])...])."""
-        out: list[tuple[list[str], list[tuple[str, str, list[str]]]]] = []
+    def mode_rows(self) -> list[tuple[str, list[tuple[str, list[tuple[str, str]]]]]]:
+        """The rows with two modes, in the board's order: (benchmark, [(what
+        the ratio is, [(candidate, why)...])...])."""
+        out = []
         for g in self.groups:
             for line in g.lines:
-                said: dict[tuple[str, str], list[str]] = {}
+                said: dict[str, list[tuple[str, str]]] = {}
                 for x in line.cells:
                     if x.mode is not None:
-                        said.setdefault((x.mode.said, x.mode.why), []).append(x.candidate)
-                if not said:
-                    continue
-                parts = [(s, why, cands) for (s, why), cands in said.items()]
-                same = next((names for names, p in out if p == parts), None)
-                if same is not None:
-                    same.append(line.spec.name)
-                else:
-                    out.append(([line.spec.name], parts))
+                        said.setdefault(x.mode.said, []).append((x.candidate, x.mode.why))
+                if said:
+                    out.append((line.spec.name, list(said.items())))
         return out
 
 

@@ -200,11 +200,12 @@ class Header:
     goal: str            # the precision asked: '1.0%'
     budget: str          # '6 min'
     pinning: str         # 'pinned to host CPU 1' | 'unpinned'
-    per_process: str     # '3 samples/process after 1 warmup ...' ('' where not recorded)
+    per_process: str     # '3 samples/process, 1 warmup' ('' where not recorded)
     cpu_model: str       # the baseline's machine
     cpus: str
     kernel: str
     estimand: str = ""   # where it is not the ratio over every block: what the ratios are
+    flag: str = ""       # and the option that said so: '--same-mode' | '--fast-mode'
 
     def when(self, utc: bool = False) -> str:
         if utc:
@@ -228,8 +229,7 @@ def per_process(data: RunData) -> str:
         return (f"lockstep pairs: samples of ~{cfg.get('step_ms', 1):g} ms alternated with the baseline's, "
                 "a fresh process per target and block" + (f" (a go's round trip: {', '.join(go)})" if go else "")
                 + (f"; {', '.join(apart)}: another machine, its processes in turn" if apart else ""))
-    return (f"{cfg['samples_per_process']} samples/process after {cfg.get('warmup', 0)} warmup "
-            "(of the baseline's length)")
+    return f"{cfg['samples_per_process']} samples/process, {cfg.get('warmup', 0)} warmup"
 
 
 def header(data: RunData) -> Header:
@@ -242,11 +242,13 @@ def header(data: RunData) -> Header:
                   per_process(data),
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
                   f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline_of(cfg)]}, "
-                  "where those blocks give an interval" if headline_of(cfg) else "")
+                  "where those blocks give an interval" if headline_of(cfg) else "",
+                  HEADLINE_FLAG.get(headline_of(cfg), ""))
 
 
 HEADLINE_SAID = {FAST_MODE: "in the fast mode (--fast-mode)",
                  SAME_MODE: "over the blocks both sides ran in the same mode (--same-mode)"}
+HEADLINE_FLAG = {FAST_MODE: "--fast-mode", SAME_MODE: "--same-mode"}
 
 
 @dataclass(frozen=True)
@@ -286,8 +288,6 @@ def pivot(t: Table) -> list[Line]:
 
 # -- rows whose processes fell in two modes ------------------------------------------
 MODES_MARK = "~"
-MODES_LEGEND = ("the processes of a side fell in two modes (a note below gives both, and the ratio within a mode "
-                "where both sides had two)")  # after the mark
 
 
 def _base_modes(c: Comparison, base: Measurement | None) -> Modes | None:
@@ -362,7 +362,7 @@ class ModeNote:
     note in full (both sides' modes and every stratum's ratio)."""
     benchmark: str
     target: str
-    said: str   # the figure given: 'same-mode ratio', 'ratio over all blocks', ...
+    said: str   # the figure given: 'same-mode ratio', 'all-blocks ratio', ...
     why: str    # '' or why that one: 'two modes on local only', ...
     text: str   # in full
 
@@ -390,7 +390,7 @@ def mode_notes(t: Table) -> list[ModeNote]:
     return out
 
 
-ALL_BLOCKS_SAID = "ratio over all blocks"
+ALL_BLOCKS_SAID = "all-blocks ratio"
 
 
 def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
@@ -404,7 +404,7 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
     asked = (f if which == FAST_MODE else c.same_mode) if which else f  # the stratum its run asked for
     flag = "--fast-mode" if which == FAST_MODE else "--same-mode"
     if asked is None and r.m.modes is not None and _base_modes(c, base) is not None:
-        return (ALL_BLOCKS_SAID, "modes not one state of the host",
+        return (ALL_BLOCKS_SAID, "modes not one host state",
                 f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
                 + (f" ({flag})" if which else "")
                 + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
@@ -416,7 +416,7 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
                 "(fast or same): one side's mode set against the other side's mix would be biased wherever "
                 "that side's modes went undetected.")
     if every is not None and c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
-        return ("same-mode ratio", "the modes' own ratios differ" if _apart(f, c.slow_mode) else "",
+        return ("same-mode ratio", "the modes' ratios differ" if _apart(f, c.slow_mode) else "",
                 _same_said(ratio, c.same_mode, f, c.slow_mode, every))
     if every is not None:  # --fast-mode: the headline is the fast mode's
         return ("fast-mode ratio", "",
