@@ -36,7 +36,21 @@ from helpers import leftovers, vmtax, wait_samples, wait_until
     (["run", "--target", "local:inject=200"], "inject must be a number > 0"),
     (["show", "nope"], "no results database"),
     (["runs", "--limit", "0"], "--limit must be at least 1"),
+    (["history", "--limit", "0"], "--limit must be at least 1"),
     (["frobnicate"], "invalid choice"),
+    # one range check (cli.check_options) for every command's numbers and durations
+    (["compare", "fake", "fake:scale=2", "--max-time", "169h"], "--max-time must be positive and at most a week"),
+    (["scale", "fake", "--max-time", "0s"], "--max-time must be positive and at most a week"),
+    (["scale", "fake", "--round-time", "10ms"], "--round-time must be between 50ms and 1h"),
+    (["scale", "fake", "--round-time", "soon"], "malformed duration 'soon'"),
+    (["scale", "fake", "--rounds", "1"], "--rounds must be between 2 and 1000"),
+    (["scale", "fake", "--warmup", "1001"], "--warmup must be between 0 and 1000"),
+    (["doctor", "--max-time", "0s"], "--max-time must be positive and at most a week"),
+    (["doctor", "--rows", "0"], "--rows must be between 1 and 1000"),
+    (["doctor", "--targets", "1"], "--targets must be between 2 and 100"),
+    (["doctor", "--processes", "7"], "--processes must be between 8 and 1000"),
+    (["doctor", "--noise-seconds", "nan"], "--noise-seconds must be between 0.1 and 600, got nan"),
+    (["compare", "fake", "fake:scale=2", "--step-ms", "0.01"], "--step-ms must be between 0.05 and 1000, got 0.01"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, db):
     assert vmtax(*args, db=db) == 2

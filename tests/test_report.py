@@ -658,3 +658,24 @@ def test_the_scoreboard_of_make_demos_shape_fits_a_screen_verdict_first():
     full = terminal.notes(board)
     flat = " ".join(full.split())
     assert all(f"{n.benchmark}, {n.target} vs local" in flat for n in board.modes) and flat.count("no KVM guest") == 30
+
+
+def test_a_stored_runs_report_and_exit_code_come_from_the_report_not_the_cli():
+    """report/console.py gives what to print, the documents to write and the
+    exit code; the CLI only prints and writes them."""
+    from vmtax.report import console
+    data = run(names=("local", "qemu:accel=tcg", "uml"))
+    o = console.report(data, console.Options(json="-", markdown="out.md"))
+    assert o.code == console.EXIT_OK and o.to_stderr and not o.err  # `--json - | jq`: the tables go to stderr
+    assert o.out[0].startswith("run 20260101-120000-abcd (complete)") and "Ratios to local" in o.out[1]
+    (dest, doc), (md, text) = o.files
+    assert dest == "-" and json.loads(doc)["verdict"]["ratios"] == 6 and md == "out.md" and "| benchmark |" in text
+    data.outcomes[("uml", "pi")] = ("error", "agent died")
+    assert console.report(data, console.Options()).code == console.EXIT_BENCH_ERROR
+    data.status = "interrupted"
+    o = console.report(data, console.Options())
+    assert o.code == console.EXIT_INTERRUPTED and o.err == [f"interrupted: {len([s for s in data.samples if not s.warmup])} "
+                                                           "samples kept in run 20260101-120000-abcd"]
+    data.status, data.samples, data.outcomes[("uml", "pi")] = "complete", [], ("budget", "")
+    o = console.report(data, console.Options(notes=True))
+    assert o.code == console.EXIT_FAIL and "produced no ratio" in o.err[0] and "benchmark" not in "".join(o.out)

@@ -1,30 +1,30 @@
-"""Command line: parsing only.  Every command calls the library and prints.
+"""Command line: parsing and dispatch.  Every command checks its options
+(one range check: check_options), calls the library, and prints what the
+report modules give it -- a stored run's report and exit code come from
+report/console.py, doctor's from report/doctor.py.
 
-Exit codes: 0 done; 1 vmtax could not do it (a target failed to start...);
-2 bad input; 3 finished, but some benchmark failed (its error is in the
-report); 130 interrupted (what was measured is kept).
+Exit codes (report/console.py): 0 done; 1 vmtax could not do it (a target
+failed to start...); 2 bad input; 3 finished, but some benchmark failed
+(its error is in the report); 130 interrupted (what was measured is kept).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import random
 import shlex
 import signal
 import sys
-from dataclasses import replace
 
-from . import __version__, noise, proc, stats, suite, watch
-from .analysis import analyse, reference_adjusted
+from . import __version__, noise, proc, suite, watch
+from .analysis import analyse
 from .errors import UserError, VmtaxError
-from .report import csvout, explain, facts, html, jsondoc, markdown, scoreboard, terminal, view
+from .report import console, csvout, explain, facts, html, jsondoc, markdown, terminal
+from .report import doctor as doctor_report
 from .report.progress import TerminalProgress
 from .report.safe import inert
 from .report import watch as watch_report
 from .report.units import parse_duration, parse_precision
-from . import plan
 from .plan import RunConfig, budget_shortfall, precision_for
 from .runner import run_session
 from .store import Store, default_db_path, redact
@@ -33,7 +33,8 @@ from . import inventory as inventories
 from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = (console.EXIT_OK, console.EXIT_FAIL, console.EXIT_USAGE,
+                                                                console.EXIT_BENCH_ERROR, console.EXIT_INTERRUPTED)
 REFERENCE_HELP = ("gate on ratios adjusted by the reference loop the agent times around every sample (a "
                   "control variate: the host's state taken out), for a candidate that runs that loop as the "
                   "baseline does (one kind of target; QEMU under KVM, or one QEMU build under TCG) and whose "
@@ -54,7 +55,7 @@ def say(text: str = "", stream=None) -> None:
 
 
 def _json_out(doc: object, dest: str) -> None:
-    _write_text(json.dumps(doc, indent=2, default=str) + "\n", dest)
+    _write_text(console.json_text(doc), dest)
 
 
 def _write_text(text: str, dest: str) -> None:
@@ -100,22 +101,48 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+WEEK = 7 * 86400
+# Every numeric option's bounds, by its name (the same wherever a command has it), checked once after
+# parsing (check_options); for run and compare the agent's own bounds, so that nothing starts with a value
+# it refuses.  (least, most); most None: no bound above.
+BOUNDS = {"samples": (1, 10000), "warmup": (0, 1000), "parallel": (1, 256), "min_processes": (2, 100000),
+          "min_time_ms": (0, 60000), "tool_seconds": (1, 3600), "rounds": (2, 1000), "max_rounds": (2, 1000),
+          "processes": (8, 1000), "rows": (1, 1000), "targets": (2, 100), "limit": (1, None),
+          "step_ms": (0.05, 1000), "noise_seconds": (0.1, 600)}
+# Durations, read into seconds in place: (whether a value is in range, its range in words)
+DURATIONS = {"max_time": (lambda s: 0 < s <= WEEK, "positive and at most a week"),
+             "round_time": (lambda s: 0.05 <= s <= 3600, "between 50ms and 1h")}
+
+
+def check_options(args) -> None:
+    """Every numeric option and duration of the command in its range (UserError otherwise); each
+    duration read into seconds."""
+    for dest, (least, most) in BOUNDS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+                least <= value and (most is None or value <= most)):  # NaN is in no range
+            flag, got = "--" + dest.replace("_", "-"), f"{value:g}" if isinstance(value, float) else value
+            raise UserError(f"{flag} must be at least {least}, got {got}" if most is None else
+                            f"{flag} must be between {least} and {most}, got {got}")
+    for dest, (ok, said) in DURATIONS.items():
+        text = getattr(args, dest, None)
+        if isinstance(text, str):
+            try:
+                seconds = parse_duration(text)
+            except ValueError as e:
+                raise UserError(str(e)) from None
+            if not ok(seconds):
+                raise UserError(f"--{dest.replace('_', '-')} must be {said}, got '{text}'")
+            setattr(args, dest, seconds)
+
+
 def _config(args) -> RunConfig:
     try:
         precision = (parse_precision(args.precision) if args.precision is not None
                      else precision_for(getattr(args, "gate", None)))
-        max_time = parse_duration(args.max_time)
     except ValueError as e:
         raise UserError(str(e)) from None
-    if not 0 < max_time <= 7 * 86400:
-        raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
-    for flag, value, least, most in LIMITS(args):
-        if not least <= value <= most:
-            raise UserError(f"{flag} must be between {least} and {most}, got {value}")
-    step_ms = getattr(args, "step_ms", 1.0)
-    if not (math.isfinite(step_ms) and 0.05 <= step_ms <= 1000):
-        raise UserError(f"--step-ms must be between 0.05 and 1000, got {step_ms:g}")
-    return RunConfig(precision=precision, max_time=max_time, samples_per_process=args.samples,
+    return RunConfig(precision=precision, max_time=args.max_time, samples_per_process=args.samples,
                      warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
                      parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
                      seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False),
@@ -123,14 +150,6 @@ def _config(args) -> RunConfig:
                      # --parallel N instances cannot be held sample by sample: they run in turn
                      pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
                      step_ms=getattr(args, "step_ms", 1.0))
-
-
-def LIMITS(args) -> list[tuple[str, int, int, int]]:
-    """(flag, value, least, most) of every numeric option of run/compare:
-    the agent's own bounds, so that nothing starts with a value it refuses."""
-    return [("--samples", args.samples, 1, 10000), ("--warmup", args.warmup, 0, 1000),
-            ("--parallel", args.parallel, 1, 256), ("--min-processes", args.min_processes, 2, 100000),
-            ("--min-time-ms", args.min_time_ms, 0, 60000), ("--tool-seconds", args.tool_seconds, 1, 3600)]
 
 
 def _cpu(text: str, parallel: int) -> int | None:
@@ -204,55 +223,26 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
 
 
 def _report(store: Store, run_id: str, args) -> int:
-    data = store.load(run_id)
-    if data.kind == "scale":
-        return _scale_report(data, args)
-    ms, cs = analyse(data)
-    gate = _gate_of(data, cs, args.gate, args.reference) if getattr(args, "gate", None) else None
-    # with the JSON document on stdout, the tables go to stderr: `--json - | jq` works
-    out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
-    say(terminal.run_header(data) + "\n", out)
-    if data.kind == "compare" and not getattr(args, "all_rows", False):
-        board = scoreboard.build(data, ms, cs)
-        if getattr(args, "notes", False):
-            say(terminal.notes(board) or "no notes: every cell holds a ratio, and no row's processes fell in two "
-                "modes", out)
-        else:
-            say(terminal.scoreboard(board) + "\n", out)
-            say(terminal.targets(board.targets, whole=False), out)
-        if getattr(args, "explain", False):
-            say("\nWhy, per operation (vmtax explain " + data.id + "):\n", out)
-            say(explain.text(explain.view(data, ms, cs)), out)
-    else:
-        t = view.measurements(data, ms, cs)
-        say(terminal.measurements_table(t) + "\n", out)
-        modes = terminal.mode_lines(t)
-        if modes:
-            say(modes + "\n", out)
-        say(terminal.stop_tally(ms), out)
-    if gate is not None:
-        say("\n" + watch_report.gate_text(gate, data.id), out)
-        if args.junit:
-            _write_text(watch_report.gate_junit(gate, data.id), args.junit)
-    if getattr(args, "json", None):
-        _json_out({**jsondoc.document(data, ms, cs), **({"gate": watch_report.gate_json(gate)} if gate else {})},
-                  args.json)
-    if getattr(args, "markdown", None):
-        _write_text(markdown.document(data, ms, cs), args.markdown)
-    if data.status == "interrupted":
-        kept = sum(1 for s in data.samples if not s.warmup)
-        say(f"interrupted: {kept} samples kept in run {data.id}", sys.stderr)
-        return EXIT_INTERRUPTED
-    if data.status in ("failed", "abandoned"):
-        return EXIT_FAIL
-    failed = any(m.stopped_by == "error" for m in ms)
-    empty = nothing_measured(data, ms, cs)
-    if empty:  # a benchmark's error says more than "no ratio" (exit 3), else 1
-        say(f"vmtax: {empty}", sys.stderr)
-        return EXIT_BENCH_ERROR if failed else EXIT_FAIL
-    if gate is not None:
-        return gate.exit_code
-    return EXIT_BENCH_ERROR if failed else EXIT_OK
+    return _emit(console.report(store.load(run_id), _options(args)))
+
+
+def _options(args) -> console.Options:
+    """What the command's options ask of the report."""
+    return console.Options(**{k: getattr(args, k, None) for k in ("json", "markdown", "html", "junit", "gate")},
+                           **{k: bool(getattr(args, k, False)) for k in ("reference", "all_rows", "notes", "explain")},
+                           command=command_line())
+
+
+def _emit(o: console.Output) -> int:
+    """Print a report (made inert: say), write its files, return its exit code."""
+    out = sys.stderr if o.to_stderr else sys.stdout
+    for text in o.out:
+        say(text, out)
+    for dest, text in o.files:
+        _write_text(text, dest)
+    for text in o.err:
+        say(text, sys.stderr)
+    return o.code
 
 
 def _threshold(text: str) -> float:
@@ -260,21 +250,6 @@ def _threshold(text: str) -> float:
         return parse_precision(text)
     except ValueError as e:
         raise UserError(str(e).replace("precision", "threshold")) from None
-
-
-def _gate_of(data, cs, threshold: float, reference: bool = False) -> "watch.Gate":
-    """The gate of a stored compare run (its rows adjusted by the reference
-    loop where asked and honest); UserError where there is nothing to gate."""
-    if data.kind != "compare" or len(data.targets) < 2:
-        raise UserError(f"run {data.id} is a {data.kind} run of {len(data.targets)} target(s): a gate needs a "
-                        f"compare run (a baseline and a candidate: vmtax compare A B)")
-    checks: list = []
-    if reference:
-        cs, checks = reference_adjusted(data, cs)
-    g = replace(watch.gate(data, cs, threshold), reference=tuple(checks))
-    if not g.rows:
-        raise UserError(f"run {data.id} has no compared row to gate")
-    return g
 
 
 def _compare_runs(store: Store, refs: list[str] | None, since: float | None = None, host: str | None = None,
@@ -299,7 +274,7 @@ def cmd_gate(args) -> int:
     threshold = _threshold(args.threshold)
     with _store(args, readonly=True) as store:
         data = store.load(store.resolve(args.run))
-    g = _gate_of(data, analyse(data)[1], threshold, args.reference)
+    g = console.gate_of(data, analyse(data)[1], threshold, args.reference)
     out = sys.stderr if args.json == "-" else sys.stdout
     say(watch_report.gate_text(g, data.id), out)
     if args.json:
@@ -362,19 +337,6 @@ def cmd_history(args) -> int:
     return EXIT_OK
 
 
-def nothing_measured(data, ms, cs) -> str:
-    """Why a finished run has nothing to show ('' when it has): a compare
-    without one ratio, a run without one measurement."""
-    if data.kind == "compare" and len(data.targets) > 1:
-        if any(math.isfinite(c.ratio) and c.ratio > 0 for c in cs):
-            return ""
-        return (f"run {data.id} produced no ratio: no row has a sample on the baseline and a candidate "
-                f"(see each row's reason; a larger --max-time buys the first blocks)")
-    if any(m.summary is not None and m.summary.n > 0 for m in ms):
-        return ""
-    return f"run {data.id} produced no measurement (see each row's reason)"
-
-
 def cmd_run(args) -> int:
     return _measure(args, "run", [args.target])
 
@@ -417,7 +379,7 @@ def cmd_scale(args) -> int:
         if failure:
             say(f"vmtax: {failure}", sys.stderr)
         with _store(args, readonly=True) as reader:
-            code = _scale_report(reader.load(run_id), args)
+            code = _emit(console.scale_report(reader.load(run_id), _options(args)))
     return EXIT_FAIL if failure else code
 
 
@@ -430,59 +392,18 @@ def _scale_config(args):
     if not ns or ns[0] < 1 or ns[-1] > 256:
         raise UserError(f"--instances: every count must be between 1 and 256, got '{args.instances}'")
     try:
-        round_time = parse_duration(args.round_time)
-        max_time = parse_duration(args.max_time)
         precision = parse_precision(args.precision)
     except ValueError as e:
         raise UserError(str(e)) from None
-    if not 0.05 <= round_time <= 3600:
-        raise UserError(f"--round-time must be between 50ms and 1h, got '{args.round_time}'")
-    if not 0 < max_time <= 7 * 86400:
-        raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
-    for flag, value, least, most in [("--rounds", args.rounds, 2, 1000), ("--max-rounds", args.max_rounds, 2, 1000),
-                                     ("--min-time-ms", args.min_time_ms, 0, 60000), ("--warmup", args.warmup, 0, 1000)]:
-        if not least <= value <= most:
-            raise UserError(f"{flag} must be between {least} and {most}, got {value}")
     if args.max_rounds < args.rounds:
         raise UserError(f"--max-rounds ({args.max_rounds}) is less than --rounds ({args.rounds})")
-    return ScaleConfig(instances=tuple(ns), round_time=round_time, min_rounds=args.rounds,
-                       max_rounds=args.max_rounds, precision=precision, max_time=max_time,
+    return ScaleConfig(instances=tuple(ns), round_time=args.round_time, min_rounds=args.rounds,
+                       max_rounds=args.max_rounds, precision=precision, max_time=args.max_time,
                        min_time_ms=args.min_time_ms, warmup=args.warmup, pin=args.pin)
-
-
-def _scale_report(data, args) -> int:
-    from .report import scale as scale_report
-    views = scale_report.view(data)
-    out = sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
-    say(scale_report.text(data, views), out)
-    if getattr(args, "json", None):
-        _json_out(scale_report.document(data, views), args.json)
-    if getattr(args, "markdown", None):
-        _write_text(scale_report.markdown(data, views), args.markdown)
-    if getattr(args, "html", None):
-        command = command_line()
-        _write_text(html.document([(data, [], [])], command), args.html)
-    if data.status == "interrupted":
-        say(f"interrupted: the complete rounds are kept in run {data.id}", sys.stderr)
-        return EXIT_INTERRUPTED
-    if data.status in ("failed", "abandoned"):
-        return EXIT_FAIL
-    return EXIT_OK
 
 
 def cmd_doctor(args) -> int:
     from . import doctor
-    try:
-        budget = parse_duration(args.max_time)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    for flag, value, least, most in (("--processes", args.processes, 8, 1000), ("--rows", args.rows, 1, 1000),
-                                     ("--noise-seconds", args.noise_seconds, 0.1, 600),
-                                     ("--targets", args.targets, 2, 100)):
-        if not least <= value <= most:
-            raise UserError(f"{flag} must be between {least} and {most}, got {value}")
-    if not 0 < budget <= 7 * 86400:
-        raise UserError(f"--max-time must be positive and at most a week, got '{args.max_time}'")
     if args.processes < 2 * args.targets:  # a block's two sides sit up to targets-1 slots apart (doctor.slot_lags)
         raise UserError(f"--processes must be at least twice --targets ({2 * args.targets}) to see processes "
                         f"as far apart as a block's, got {args.processes}")
@@ -498,107 +419,12 @@ def cmd_doctor(args) -> int:
     with proc.keep_off(cpu), target:  # vmtax placed as a compare places it
         means, starts, process_s, refs = doctor.measure(target, spec, args.processes, cpu)
         times, values = noise.series(target, spec, args.noise_seconds)
-    n = doctor.noise(means, starts)
-    seen = doctor.state_seen(means, refs, n)
-    blocks, half = doctor.buyable(means, process_s, budget * 0.9, args.rows, args.targets)
-    doc = {"target": target.name, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
-           "pinned_cpu": cpu, "mean": n.mean, "cv": n.cv, "bimodality": n.bimodality, "bimodal": n.bimodal,
-           "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s,
-                      "bic_gain": n.modes.bic_gain, "separation": n.modes.separation}
-                     if n.modes else None),
-           "process_seconds": process_s,
-           "reference": ({"mean_ns_per_step": seen.ref_mean, "cv": seen.ref_cv, "correlation": seen.corr,
-                          "fast_mode": seen.ref_fast, "slow_mode": seen.ref_slow, "separates_modes": seen.separates}
-                         if seen else None),
-           "budget": {"max_time": budget, "rows": args.rows, "targets": args.targets, "blocks": blocks,
-                      "ratio_ci_halfwidth": half if math.isfinite(half) else None}}
-    from .report.units import fmt_duration, fmt_value
-    lines = [f"{spec.name} on {target.name} ({pin}): {n.processes} fresh processes over "
-             f"{starts[-1] - starts[0] + process_s:.0f} s",
-             f"  mean {fmt_value(n.mean, spec.unit)} per operation; between-process SD {n.cv:.1%} of the mean",
-             (f"  two modes: {fmt_value(n.fast, spec.unit)} ({1 - n.slow_share:.0%} of processes) and "
-              f"{fmt_value(n.slow, spec.unit)} ({n.slow_share:.0%}); a mode lasts {n.run_s:.1f} s on average "
-              f"(two normals fit the logs better than one by {n.modes.bic_gain:.0f} in BIC, "
-              f"{n.modes.separation:.1f} SDs apart)" if n.bimodal else
-              f"  one mode (too few processes to call two: {stats.MODES_MIN_UNITS} needed)"
-              if n.processes < stats.MODES_MIN_UNITS else
-              f"  one mode (two modes need two normals on the logs to fit better than one by "
-              f"{stats.MODES_BIC_GAIN:g} in BIC, {stats.MODES_SEPARATION:g} SDs apart, "
-              f"{stats.MODES_MIN_SHARE:.0%} of processes each)"),
-             f"  a process costs {process_s:.2f} s: a compare of {args.rows} rows on {args.targets} targets in "
-             f"{fmt_duration(budget)} buys about {blocks} blocks a row, a ratio's 95% CI about "
-             + (f"±{half:.1%}" if math.isfinite(half) else f"unbounded (fewer than {doctor.MIN_BLOCKS} blocks)")
-             + " at the spread between processes run as a block's are (agent rows like this one; a slower "
-             "target's blocks take longer and share less of a lasting state)"]
-    doc["budget"]["fast_mode"] = doc["budget"]["same_mode"] = None  # what --fast-mode/--same-mode buy (two modes)
-    if n.modes is not None:
-        both, fast_half = doctor.buyable_fast(means, n, blocks, args.targets)
-        doc["budget"]["fast_mode"] = {"blocks": both, "ratio_ci_halfwidth": fast_half if math.isfinite(fast_half)
-                                      else None}
-        lines.append(f"  with compare --fast-mode: about {both} of those blocks both in the fast mode (as these "
-                     "processes fell), a fast-mode ratio's 95% CI about "
-                     + (f"±{fast_half:.1%}" if math.isfinite(fast_half)
-                        else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
-        same, slow, same_half = doctor.buyable_same(means, n, blocks, args.targets)
-        doc["budget"]["same_mode"] = {"blocks": same, "slow_blocks": slow,
-                                      "ratio_ci_halfwidth": same_half if math.isfinite(same_half) else None}
-        lines.append(f"  with compare --same-mode: about {same} of those blocks both in one mode ({same - slow} fast, "
-                     f"{slow} slow), a same-mode ratio's 95% CI about "
-                     + (f"±{same_half:.1%}" if math.isfinite(same_half)
-                        else f"unbounded (fewer than {doctor.MIN_BLOCKS} such blocks)"))
-    lines += _noise_by_distance(doc, times, values, process_s, args.targets, blocks)
-    if seen:
-        r = "r n/a (no spread)" if seen.corr is None else f"r = {seen.corr:+.2f}"
-        lines.append(f"  the reference loop around each sample (the host's state): {seen.ref_mean:.3g} ns a step, "
-                     f"between-process SD {seen.ref_cv:.1%}; with {spec.name} across processes {r}")
-        if seen.separates is not None:
-            lines.append(f"  in {spec.name}'s modes the reference took {seen.ref_fast:.3g} and {seen.ref_slow:.3g} ns "
-                         "a step: it " + ("separates them" if seen.separates else "does not separate them"))
+    doc, lines = doctor_report.report(doctor_report.Checkup(target.name, spec, cpu, means, starts, process_s, refs,
+                                                            args.max_time, args.rows, args.targets, times, values))
     say("\n".join(lines), sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
-        _json_out(doc, args.json)
+        _write_text(console.json_text(doc), args.json)
     return EXIT_OK
-
-
-def _noise_by_distance(doc: dict, times: list[float], values: list[float], process_s: float,
-                       targets: int, blocks: int) -> list[str]:
-    """doctor's noise by distance (noise.py): into its JSON document, and
-    its lines: the curve, what it says of the distance vmtax pairs at, and
-    what lockstep pairs buy in `blocks` blocks a row: a block's ratio is
-    the mean of its pairs', each as noisy as two samples a step apart, so
-    (the host's noise alone, pairs as good as independent) its SD is that
-    over the square root of the pairs a block takes."""
-    from . import doctor
-    curve = noise.by_distance(times, values)
-    unpaired = noise.unpaired_sd_pct(values)
-    lag = sum(k * w for k, w in doctor.slot_lags(targets).items())  # a block's two sides, in processes
-    step_ms, blocks_ms = RunConfig.step_ms, process_s * lag * 1e3
-    lock_sd, block_sd = noise.at(curve, step_ms), noise.at(curve, blocks_ms)
-    doc["noise_by_distance"] = [{"ms": c.ms, "sd_pct": round(c.sd_pct, 3), "pairs": c.pairs} for c in curve]
-    doc["noise_unpaired_sd_pct"] = round(unpaired, 3) if math.isfinite(unpaired) else None
-    pairs = plan.step_sizes("b", {"b": (1000, 1000.0)}, RunConfig())
-    pairs = pairs.rounds - pairs.warmup
-    lock_half = (noise.lockstep_halfwidth(lock_sd, pairs, blocks)
-                 if lock_sd is not None and blocks >= doctor.MIN_BLOCKS else None)
-    doc["pairing"] = {"lockstep_ms": step_ms, "lockstep_sd_pct": lock_sd, "blocks_ms": round(blocks_ms, 1),
-                      "blocks_sd_pct": block_sd, "lockstep_pairs_per_block": pairs,
-                      "lockstep_ratio_ci_halfwidth": lock_half}
-    if not curve:
-        return ["  noise by distance: too few samples to tell"]
-    out = [f"  noise by distance (SD of the log ratio of two samples this far apart, one process, "
-           f"{len(values)} samples over {times[-1] - times[0]:.1f} s):",
-           "    " + " · ".join(f"{c.ms:g} ms {c.sd_pct:.1f}%" for c in curve)
-           + (f" · at random {unpaired:.1f}%" if math.isfinite(unpaired) else "")]
-    if lock_sd is not None and block_sd is not None and block_sd > 0:
-        out.append(f"  a compare pairs a baseline's sample with a candidate's about {step_ms:g} ms apart "
-                   f"(lockstep, the default; a target k times slower: (1+k)/2 ms): {lock_sd:.1f}% a pair, against "
-                   f"{block_sd:.1f}% {blocks_ms:.0f} ms apart (--pairing blocks, processes of "
-                   f"{process_s * 1e3:.0f} ms): where the host's noise is what varies, the same interval from about "
-                   f"{(lock_sd / block_sd) ** 2:.2g} times the pairs")
-    if lock_half is not None:
-        out.append(f"  lockstep blocks of {pairs} pairs: {blocks} blocks a row give a ratio's 95% CI about "
-                   f"±{lock_half:.2%} from the host's noise alone (what differs between processes comes on top)")
-    return out
 
 
 def cmd_targets(args) -> int:
@@ -695,8 +521,6 @@ def cmd_explain(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    if args.limit < 1:
-        raise UserError(f"--limit must be at least 1, got {args.limit}")
     with _store(args, readonly=True) as store:
         runs = store.list_runs(args.limit, host=args.host)
     if args.json:
@@ -755,6 +579,13 @@ def build_parser() -> Parser:
                         f"(default $VMTAX_DB or {redact(str(default_db_path())).replace('%', '%%')})")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
+    for add in (_add_measuring, _add_machines, _add_stored, _add_watching):
+        add(sub)
+    return p
+
+
+def _add_measuring(sub) -> None:
+    """list, run, compare."""
     s = sub.add_parser("list", help="list suites and benchmarks")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.set_defaults(func=cmd_list)
@@ -787,8 +618,8 @@ def build_parser() -> Parser:
     modes.add_argument("--fast-mode", action="store_true",
                        help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "
                             "stop on and report the ratio over the blocks both sides ran in their fast mode: the "
-                            "uncontended stratum (the header says so; the ratio over the modes as they fell stays "
-                            "in the row's note); rows with one mode are as without it")
+                            "uncontended stratum (the header says so; the ratio over the modes as they fell is in "
+                            "the row's note: vmtax show --notes); rows with one mode are as without it")
     modes.add_argument("--same-mode", action="store_true",
                        help="as --fast-mode, over the blocks both sides ran in the same mode, both fast or both "
                             "slow, each mode weighted by its blocks over their levels' spread: the tax with both in "
@@ -797,6 +628,9 @@ def build_parser() -> Parser:
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 
+
+def _add_machines(sub) -> None:
+    """scale, doctor, targets: many copies, the host's noise, what works here."""
     s = sub.add_parser("scale", help="N copies of a target at once: aggregate throughput, fairness, overcommit")
     s.add_argument("target", help="target string, e.g. qemu:accel=tcg,mem=256M, uml, container, local")
     s.add_argument("--instances", default="1,2,4,8", metavar="N,N,...",
@@ -844,6 +678,9 @@ def build_parser() -> Parser:
     s.add_argument("--inventory", metavar="FILE", help="list this inventory's hosts instead, as ssh targets")
     s.set_defaults(func=cmd_targets)
 
+
+def _add_stored(sub) -> None:
+    """show, report, explain, runs: what stored runs say."""
     s = sub.add_parser("show", help="show a stored run (default: the latest)")
     s.add_argument("run", nargs="?", help="run id or a unique prefix of one")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
@@ -868,6 +705,15 @@ def build_parser() -> Parser:
     s.add_argument("--markdown", metavar="FILE", help="write the explanation as Markdown to FILE")
     s.set_defaults(func=cmd_explain)
 
+    s = sub.add_parser("runs", help="list stored runs")
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--host", metavar="NAME", help="only runs measured on this host (its hostname)")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.set_defaults(func=cmd_runs)
+
+
+def _add_watching(sub) -> None:
+    """gate, diff, history: a candidate against its baseline over runs."""
     s = sub.add_parser("gate", help="did a candidate regress? a verdict per row of a compare run, for CI",
                        description="Gate a stored compare run (the first target the baseline build, the others "
                                    "candidates): each row is regressed (worse beyond the threshold and "
@@ -904,13 +750,6 @@ def build_parser() -> Parser:
     s.add_argument("--html", metavar="FILE", help="a page with a trend chart per row")
     s.set_defaults(func=cmd_history)
 
-    s = sub.add_parser("runs", help="list stored runs")
-    s.add_argument("--limit", type=int, default=50)
-    s.add_argument("--host", metavar="NAME", help="only runs measured on this host (its hostname)")
-    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
-    s.set_defaults(func=cmd_runs)
-    return p
-
 
 def _terminate(signum, frame):
     raise KeyboardInterrupt
@@ -928,6 +767,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UserError(f"an argument is not valid UTF-8: {a.encode('utf-8', 'surrogateescape')!r}") \
                     from None
         args = build_parser().parse_args(argv)
+        check_options(args)
         to_stdout = [f"--{k}" for k in ("json", "markdown", "html", "csv", "junit") if getattr(args, k, None) == "-"]
         if len(to_stdout) > 1:
             raise UserError(f"{' and '.join(to_stdout)} {'both' if len(to_stdout) == 2 else 'all'} go to stdout (-): "
