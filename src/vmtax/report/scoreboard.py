@@ -9,7 +9,7 @@ what a larger budget would take); the table of targets.
 What a cell shows is said once, in FIELDS (hyperfine's MarkupExporter one
 level up): a field's key in a JSON comparison, its value, its text and
 title per format, its legend, and the formats that show it.  The writers
--- terminal.scoreboard, markdown.scoreboard, html.scoreboard and
+-- terminal.scoreboard, markdown.scoreboard_md, html.scoreboard_table and
 jsondoc.comparisons -- only lay the board out and escape it for their
 format: a new field is one entry in FIELDS."""
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import stats
+from ..doctor import MIN_BLOCKS
 from ..model import BenchSpec, Comparison, Measurement, RunData
 from . import facts, view
 from .jsonparts import metric_ratios, modes_row, stratum
@@ -270,7 +271,7 @@ class Verdict:
             more = self.more_blocks
             where = (f"at a median ±{fmt_pct(self.budget_median)}: ±{fmt_goal(self.goal)} would take about "
                      f"{more:.{1 if more < 10 else 0}f}× their blocks (a CI narrows as 1/√blocks)" if more else
-                     "without an interval (under 6 blocks each): a larger --max-time buys them")
+                     f"without an interval (under {MIN_BLOCKS} blocks each): a larger --max-time buys them")
             out.append(f"{self.budget} stopped on the budget ({fmt_duration(self.budget_s)}) {where}; "
                        "`vmtax doctor` says what this host's noise lets a budget buy")
         others = [f"{k} {v}" for k, v in self.stopped.items() if k not in ("precision", "budget")]

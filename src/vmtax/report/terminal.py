@@ -31,7 +31,7 @@ def measurements_table(view: Table) -> str:
 
 def mode_lines(t: Table) -> str:
     """The rows whose processes fell in two modes, a sentence each ('' if none)."""
-    return "\n".join(textwrap.fill(text, 100, subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(textwrap.fill(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False)
                      for text in view.mode_texts(t))
 
 
