@@ -226,8 +226,8 @@ def per_process(data: RunData) -> str:
         go = [f"{t.name} {t.facts['lockstep_go_ms']:.2g} ms" for t in data.targets
               if isinstance(t.facts.get("lockstep_go_ms"), (int, float))]
         apart = [t.name for t in data.targets[1:] if t.kind == "ssh"]
-        return (f"lockstep pairs: samples of ~{cfg.get('step_ms', 1):g} ms alternated with the baseline's, "
-                "a fresh process per target and block" + (f" (a go's round trip: {', '.join(go)})" if go else "")
+        return (f"lockstep pairs of ~{cfg.get('step_ms', 1):g} ms samples"
+                + (f" (a go's round trip: {', '.join(go)})" if go else "")
                 + (f"; {', '.join(apart)}: another machine, its processes in turn" if apart else ""))
     return f"{cfg['samples_per_process']} samples/process, {cfg.get('warmup', 0)} warmup"
 
