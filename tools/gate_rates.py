@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The CI gate's error rates (benchmark script, not a test): does `vmtax gate`
+call an injected slowdown a regression, and an A/A pair a pass, run after run?
+
+Each trial is one real comparison,
+
+    vmtax compare local local:label=aa local:inject=2,label=slow --bench ROWS --max-time T --gate 1%
+
+(what a CI job would run: --gate sets the precision goal to a third of the
+threshold unless --precision is given), gated again from the stored run,
+per candidate, with Holm's correction over the rows of each candidate:
+`aa` (the machine against itself: a trial whose gate says `regressed` is a
+false alarm, counted per run) and `slow` (the agent adds 2% of each
+operation's own time to every operation: the gate should say `regressed`
+for the injected rows).  On the same stored samples it also says what two
+other rules would have said: Firecracker's A/B rule (a permutation test
+of the two unpaired sets of process means, p < 0.01, and a change beyond
+20%) and pyperf compare_to's (Student's t-test over all values at 95%,
+"significant" then slower or faster).  Writes results/NAME.md and
+results/NAME.json, the latter after every trial (--resume adds to the
+trials on record, so a series can span sessions; --reuse re-writes the
+report from them).
+
+Usage: .venv/bin/python tools/gate_rates.py [--name ab] [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
+       [--precision P] [--bench NAME ...] [--resume | --reuse]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as sps
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+from vmtax import watch  # noqa: E402
+from vmtax.analysis import analyse, reference_adjusted  # noqa: E402
+from vmtax.store import Store  # noqa: E402
+
+VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
+OUT = REPO / "results"
+DB = OUT / "ab.db"
+ROWS = ["getppid", "null_read", "stat", "sig_handle", "page_fault", "mmap", "pi", "cpuid", "segv",
+        "ctx_2p_16k"]
+
+
+def trial_command(args, n: int) -> list[str]:
+    return [VMTAX, "--db", str(DB), "compare", "local", "local:label=aa", f"local:inject={args.inject:g},label=slow",
+            "--bench", *args.bench, "--max-time", args.max_time, "--gate", args.threshold,
+            *(["--precision", args.precision] if args.precision else []),
+            "--json", str(OUT / f"{args.name}-{n}.json")]
+
+
+def process_means(data, target: str, bench: str) -> list[float]:
+    by: dict[int, list[float]] = {}
+    for s in data.samples:
+        if s.target == target and s.benchmark == bench and not s.warmup and not s.counting:
+            by.setdefault(s.process, []).append(s.value)
+    return [sum(v) / len(v) for v in by.values()]
+
+
+def values(data, target: str, bench: str) -> list[float]:
+    return [s.value for s in data.samples
+            if s.target == target and s.benchmark == bench and not s.warmup and not s.counting]
+
+
+def firecracker(a: list[float], b: list[float], rng: np.random.Generator) -> bool:
+    """Firecracker's A/B rule: a permutation test of the difference of means
+    (A and B unpaired), p < 0.01, and a relative change beyond 20%."""
+    if len(a) < 2 or len(b) < 2:
+        return False
+    x, y = np.array(a), np.array(b)
+    obs = abs(y.mean() - x.mean())
+    both = np.concatenate([x, y])
+    hits = 0
+    for _ in range(2000):
+        rng.shuffle(both)
+        hits += abs(both[len(x):].mean() - both[:len(x)].mean()) >= obs
+    p = (hits + 1) / 2001
+    return bool(p < 0.01 and abs(y.mean() / x.mean() - 1) > 0.20)
+
+
+def pyperf_says(a: list[float], b: list[float]) -> str:
+    """pyperf compare_to: 'not significant' unless Student's t-test over all
+    values rejects at 95%; then 'slower' or 'faster' (means)."""
+    if len(a) < 2 or len(b) < 2:
+        return "not significant"
+    t, p = sps.ttest_ind(a, b)
+    if not p < 0.05:
+        return "not significant"
+    return "slower" if np.mean(b) > np.mean(a) else "faster"
+
+
+def gate_of(data, cs, cand: str, threshold: float):
+    return watch.gate(replace(data, targets=[data.targets[0]] + [t for t in data.targets if t.name == cand]),
+                      [c for c in cs if c.candidate == cand], threshold)
+
+
+def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
+    data = store.load(run_id)
+    cs = analyse(data)[1]
+    aa, slow = "local:label=aa", f"local:inject={args.inject:g},label=slow"
+    g_aa, g_slow = gate_of(data, cs, aa, threshold), gate_of(data, cs, slow, threshold)
+    ref, checks = reference_adjusted(data, cs)   # what `vmtax gate --reference` gates on
+    other = {}
+    for cand in (aa, slow):
+        rows = {}
+        for spec in data.benchmarks:
+            base = spec.name
+            rows[base] = {
+                "firecracker": firecracker(process_means(data, "local", base), process_means(data, cand, base), rng),
+                "pyperf": pyperf_says(values(data, "local", base), values(data, cand, base))}
+        other[cand] = rows
+    widths = {cand: [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in cs
+                     if c.candidate == cand and c.ratio_ci_low is not None and c.ratio]
+              for cand in (aa, slow)}
+    ref_widths = [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in ref
+                  if c.candidate == aa and np.isfinite(c.ratio_ci_high - c.ratio_ci_low)]
+    return {"run": run_id, "aa": watch_json(g_aa), "slow": watch_json(g_slow), "other": other,
+            "reference": {"aa": watch_json(gate_of(data, ref, aa, threshold)),
+                          "slow": watch_json(gate_of(data, ref, slow, threshold)),
+                          "aa_median_half_width": float(np.median(ref_widths)) if ref_widths else None,
+                          "used": {c.candidate: c.used for c in checks},
+                          "why": {c.candidate: c.why for c in checks}},
+            "cpu": cpu_model(), "host": platform.node(),
+            "median_half_width": {k: float(np.median(v)) if v else None for k, v in widths.items()}}
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=20, help="trials in all (with --resume: those on record count)")
+    ap.add_argument("--max-time", default="10m")
+    ap.add_argument("--precision", default=None,
+                    help="passed to vmtax compare (its default with --gate T: T/3, at most 1%%)")
+    ap.add_argument("--inject", type=float, default=2.0)
+    ap.add_argument("--threshold", default="1%")
+    ap.add_argument("--bench", nargs="+", default=ROWS)
+    ap.add_argument("--name", default="ab", help="results/NAME.md and results/NAME.json (default ab)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the trials already in results/NAME.json (from any session) and add to them")
+    ap.add_argument("--reuse", action="store_true", help="re-write the report from results/NAME.json only")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="with --reuse: analyse again the trials whose runs are still in results/ab.db")
+    args = ap.parse_args()
+    if args.reanalyse and not args.reuse:
+        ap.error("--reanalyse goes with --reuse (it re-gates the trials on record)")
+    threshold = float(args.threshold.rstrip("%")) / 100
+    OUT.mkdir(exist_ok=True)
+    record = OUT / f"{args.name}.json"
+    trials = json.loads(record.read_text()) if (args.resume or args.reuse) and record.exists() else []
+    rng = np.random.default_rng(len(trials))
+    t0 = time.time()
+    if args.reanalyse and DB.exists():
+        with Store(DB, readonly=True) as store:
+            known = {r["id"] for r in store.list_runs(limit=10000)}
+            for i, t in enumerate(trials):
+                if t["run"] in known:
+                    trials[i] = {**t, **analyse_trial(store, t["run"], args, threshold, np.random.default_rng(i)),
+                                 "seconds": t.get("seconds"), "when": t.get("when")}
+        record.write_text(json.dumps(trials, indent=1) + "\n")
+    while not args.reuse and len(trials) < args.trials:
+        n = len(trials) + 1
+        cmd = trial_command(args, n)
+        print(f"[trial {n}/{args.trials}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+        started = time.time()
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode not in (0, 1, 3):
+            sys.exit(f"trial {n} failed ({p.returncode}): {p.stderr[-2000:]}")
+        run_id = json.loads((OUT / f"{args.name}-{n}.json").read_text())["run_id"]
+        with Store(DB, readonly=True) as store:
+            t = analyse_trial(store, run_id, args, threshold, rng)
+        t["seconds"] = round(time.time() - started, 1)
+        t["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+        trials.append(t)
+        record.write_text(json.dumps(trials, indent=1) + "\n")   # after every trial: nothing measured is lost
+        print(f"[trial {n}] aa {t['aa']['verdict']}, slow {t['slow']['verdict']}, {t['seconds']:.0f} s",
+              file=sys.stderr, flush=True)
+    text = report(trials, args, threshold, time.time() - t0)
+    (OUT / f"{args.name}.md").write_text(text)
+    print(text)
+    return 0
+
+
+def watch_json(g) -> dict:
+    return {"verdict": g.verdict, "rows": {r.benchmark: {"verdict": r.verdict, "ratio": r.ratio,
+                                                         "p_adjusted": r.p_adjusted} for r in g.rows}}
+
+
+def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
+    n = len(trials)
+    aa_alarm = sum(t["aa"]["verdict"] == "regressed" for t in trials)
+    aa_pass = sum(t["aa"]["verdict"] == "pass" for t in trials)
+    rows = sorted({b for t in trials for b in t["slow"]["rows"]})
+    slow_rows = sum(len(t["slow"]["rows"]) for t in trials)
+    slow_hit = sum(r["verdict"] == "regressed" for t in trials for r in t["slow"]["rows"].values())
+    slow_runs = sum(t["slow"]["verdict"] == "regressed" for t in trials)
+    aa_key, slow_key = "local:label=aa", f"local:inject={args.inject:g},label=slow"
+    fc_slow = sum(r["firecracker"] for t in trials for r in t["other"][slow_key].values())
+    fc_aa = sum(any(r["firecracker"] for r in t["other"][aa_key].values()) for t in trials)
+    pp_slow = sum(r["pyperf"] == "slower" for t in trials for r in t["other"][slow_key].values())
+    pp_aa = sum(any(r["pyperf"] != "not significant" for r in t["other"][aa_key].values()) for t in trials)
+    prec = f" --precision {args.precision}" if args.precision else ""
+    cpus = sorted({t.get("cpu", "?") for t in trials})
+    secs = [t["seconds"] for t in trials if t.get("seconds")]
+    hw = sorted(t["median_half_width"][aa_key] for t in trials if (t.get("median_half_width") or {}).get(aa_key))
+    lines = ["# A/B: the gate's error rates", "",
+             f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/gate_rates.py --name {args.name} "
+             f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
+             + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "") + "; each trial: "
+             f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
+             f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), gated per candidate at "
+             f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).", ""]
+    if secs:
+        lines += [f"Trials ran on: {'; '.join(cpus)}; one trial took {min(secs) / 60:.1f}-"
+                  f"{max(secs) / 60:.1f} min (median {sorted(secs)[len(secs) // 2] / 60:.1f}); the A/A side's "
+                  f"median interval half-width per trial: "
+                  + (f"±{hw[0]:.2%} to ±{hw[-1]:.2%} (median ±{hw[len(hw) // 2]:.2%})" if hw else "-") + ".", ""]
+    lines += [
+             f"- **A/A gate (false alarm per run): {aa_alarm} of {n} runs `regressed`** ({aa_pass} `pass`, "
+             f"{n - aa_pass - aa_alarm} `inconclusive`).",
+             f"- **{args.inject:g}% injected: {slow_hit} of {slow_rows} rows `regressed` "
+             f"({slow_hit / max(1, slow_rows):.0%}); the run's gate said `regressed` in {slow_runs} of {n}.**",
+             f"- Firecracker's rule (permutation p < 0.01 and > 20%) on the same process means: "
+             f"{fc_slow} of {slow_rows} injected rows flagged; A/A runs with any row flagged: {fc_aa} of {n}.",
+             f"- pyperf compare_to (t-test at 95% over all values): {pp_slow} of {slow_rows} injected rows "
+             f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.", ""]
+    ref = [t["reference"] for t in trials if t.get("reference")]
+    if ref:
+        r_alarm = sum(r["aa"]["verdict"] == "regressed" for r in ref)
+        r_pass = sum(r["aa"]["verdict"] == "pass" for r in ref)
+        r_rows = sum(len(r["slow"]["rows"]) for r in ref)
+        r_hit = sum(v["verdict"] == "regressed" for r in ref for v in r["slow"]["rows"].values())
+        r_runs = sum(r["slow"]["verdict"] == "regressed" for r in ref)
+        r_hw = sorted(r["aa_median_half_width"] for r in ref if r.get("aa_median_half_width"))
+        p_hw = sorted(t["median_half_width"][aa_key] for t in trials
+                      if t.get("reference") and (t.get("median_half_width") or {}).get(aa_key))
+        unused = sum(not u for r in ref for u in r.get("used", {}).values())
+        lines += [f"On the same samples of {len(ref)} of these trials, each row adjusted by the reference loop "
+                  "read around its samples (`vmtax gate --reference`: one beta per candidate, the "
+                  "reference ratio's expectation taken as 1, honest where both sides run the loop alike, as "
+                  "here): A/A gate `regressed` in "
+                  f"{r_alarm} of {len(ref)} runs ({r_pass} `pass`); injected rows `regressed` {r_hit} of {r_rows}; "
+                  f"the run's gate `regressed` in {r_runs} of {len(ref)}; the A/A side's median half-width per "
+                  "trial, median over trials: "
+                  + (f"±{r_hw[len(r_hw) // 2]:.2%} adjusted against ±{p_hw[len(p_hw) // 2]:.2%} plain"
+                     if r_hw and p_hw else "-")
+                  + f"; the adjustment refused (so gated as measured) for {unused} of "
+                  f"{2 * len(ref)} candidate sides.", ""]
+    lines += [
+             "| row | injected: regressed | A/A: regressed | median injected ratio |", "|---|---:|---:|---:|"]
+    for b in rows:
+        hit = sum(t["slow"]["rows"].get(b, {}).get("verdict") == "regressed" for t in trials)
+        alarm = sum(t["aa"]["rows"].get(b, {}).get("verdict") == "regressed" for t in trials)
+        ratios = sorted(t["slow"]["rows"][b]["ratio"] for t in trials if t["slow"]["rows"].get(b, {}).get("ratio"))
+        med = f"{ratios[len(ratios) // 2]:.4f}" if ratios else "-"
+        lines.append(f"| {b} | {hit}/{n} | {alarm}/{n} | {med} |")
+    lines += ["", "Runs: " + ", ".join(f"`{t['run']}`" + (f" ({t['when']})" if t.get("when") else "") for t in trials)
+              + f" (in `{DB.relative_to(REPO)}`, not kept in git: `results/{args.name}.json` holds what is reported, "
+              "trial by trial)."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
