@@ -104,7 +104,7 @@ def test_every_kind_declares_what_it_can_do():
 
 
 def test_the_benchmark_scripts_run_the_demo_the_makefile_runs():
-    """bench/demojob.py reads `make demo`'s command from the Makefile (the
+    """tools/demojob.py reads `make demo`'s command from the Makefile (the
     scripts that run it follow it): what it reads parses as a compare of
     rows that exist, with the Makefile's own DEMO_BENCH."""
     import importlib.util
@@ -113,7 +113,7 @@ def test_the_benchmark_scripts_run_the_demo_the_makefile_runs():
     from vmtax import suite
     from vmtax.cli import build_parser
     root = SRC.parent
-    spec = importlib.util.spec_from_file_location("demojob", root / "bench" / "demojob.py")
+    spec = importlib.util.spec_from_file_location("demojob", root / "tools" / "demojob.py")
     demojob = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demojob)
     args = build_parser().parse_args(demojob.demo_args())

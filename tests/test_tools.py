@@ -1,0 +1,59 @@
+"""tools/ and examples/: every script is documented (a docstring that says
+how to run it, a line in its folder's README), and the README's scoreboard
+splice keeps the rest of the README as it was."""
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("folder", ["tools", "examples"])
+def test_every_script_is_documented(folder):
+    index = (ROOT / folder / "README.md").read_text()
+    scripts = sorted(p for p in (ROOT / folder).iterdir() if p.suffix in (".py", ".sh"))
+    assert scripts
+    for p in scripts:
+        assert f"]({p.name})" in index, f"{folder}/README.md has no line for {p.name}"
+        if p.suffix == ".py":
+            doc = ast.get_docstring(ast.parse(p.read_text())) or ""
+            assert len(doc) > 100, f"{p}: no docstring saying what it answers and how to run it"
+
+
+def test_the_scoreboard_is_spliced_between_the_markers():
+    rs = load("readme_scoreboard")
+    readme = f"# T\n\nbefore\n\n{rs.BEGIN}\nold\nlines\n{rs.END}\n\nafter\n"
+    body = rs.block("run 1 (complete)  \n\nbenchmark  qemu   \n  getppid  3.83*\n")
+    new = rs.splice(readme, body)
+    assert new == (f"# T\n\nbefore\n\n{rs.BEGIN}\n```text\nrun 1 (complete)\n\nbenchmark  qemu\n"
+                   f"  getppid  3.83*\n```\n{rs.END}\n\nafter\n")
+    assert rs.splice(new, body) == new  # again: the same README
+
+
+@pytest.mark.parametrize("readme", ["no markers\n", "<!-- scoreboard: begin -->\n<!-- scoreboard: begin -->\n"
+                                    "<!-- scoreboard: end -->\n"])
+def test_a_readme_without_one_pair_of_markers_is_refused(readme):
+    rs = load("readme_scoreboard")
+    with pytest.raises(rs.SpliceError, match="once each"):
+        rs.splice(readme, "x")
+
+
+def test_a_scoreboard_with_a_fence_is_refused():
+    rs = load("readme_scoreboard")
+    with pytest.raises(rs.SpliceError, match="fence"):
+        rs.block("a\n```\nb\n")
+
+
+def test_the_hog_refuses_a_cpu_it_cannot_use(capsys):
+    hog = load("hog")
+    with pytest.raises(SystemExit, match="not one of this process's CPUs"):
+        hog.main(["--cpu", "4096", "--seconds", "1"])
