@@ -310,7 +310,7 @@ def test_two_modes_are_found_with_their_means_share_and_cut():
 ])
 def test_one_mode_or_a_skew_is_not_called_two(name, f):
     called = sum(stats.modes(_draw(seed, 60, f)) is not None for seed in range(40))
-    assert called <= 2, (name, called)  # bench/modes.py measures the rates over more draws
+    assert called <= 2, (name, called)  # tools/modes.py measures the rates over more draws
 
 
 def test_modes_need_units_and_a_share_each_and_skip_broken_values():

@@ -153,9 +153,9 @@ def stop_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Mode
     from SAME_MIN blocks with `same`; None as mode_test.  Cheap (each side's
     fit is kept from block to block) and steady, where the report's rule
     (mode_test) refits at every ratio it tries: a stop on the report's kept
-    blocks was tried and spent its budget worse (results/precision.md,
-    2026-11-26 evening).  The stop's choice of blocks depends on which side
-    got which process, as it did before; the reported test does not."""
+    blocks spends the budget worse (results/precision.md).  The stop's
+    choice of blocks depends on which side got which process; the reported
+    test does not."""
     if base_modes is None or cand_modes is None:
         return None
     both = sorted(base.keys() & cand.keys())
@@ -185,8 +185,8 @@ def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     sign-flip test within the modes (stats.ModeTest: one rule, from both
     sides pooled at each ratio tested, so the test stays exact).  It
     estimates the tax in the fast mode; the all-blocks ratio estimates it
-    over the modes as they fell (bench/modes.py measures the error rate by
-    simulation, bench/validity.py --hog on the host)."""
+    over the modes as they fell (tools/modes.py measures the error rate by
+    simulation, tools/validity.py --hog on the host)."""
     return _stratum(base, cand, base_modes, cand_modes, stats.FAST, alpha)
 
 
@@ -270,13 +270,13 @@ def reported_halfwidth(base: dict[int, float], cand: dict[int, float], headline:
 def base_modes(spec: BenchSpec, base: dict[int, float], cand: dict[int, float],
                every: Modes | None) -> tuple[Modes | None, int]:
     """The baseline's modes for its comparison with `cand`, over the blocks
-    the two share, and how many those are (0 where it shares them all).  A candidate that stopped on precision while the baseline
-    went on with others (Runner._stop_precise) was judged, and its interval
-    confirmed, by the baseline's modes over their shared blocks; the
-    baseline's later blocks could move its cut, and the report fall back
-    to every block (a quiet AMD demo, 2026-11-27: cpuid's UML and container
-    ratios, stopped at +-1% on their same-mode stratum, reported +-2.4% and
-    +-3.1%).  `every`, the modes over all its blocks, where it shares them all."""
+    the two share, and how many those are (0 where it shares them all).  A
+    candidate that stopped on precision while the baseline went on with
+    others (Runner._stop_precise) was judged, and its interval confirmed, by
+    the baseline's modes over their shared blocks; judged by the baseline's
+    modes over all its blocks instead, its cut could move and the report
+    fall back to every block, wider than the stop saw.  `every`, the modes
+    over all its blocks, where it shares them all."""
     if base.keys() <= cand.keys():
         return every, 0
     shared = [v for k, v in base.items() if k in cand]

@@ -96,7 +96,7 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE samples ADD COLUMN block INTEGER;",
     # 6: every agent process: where it ran in its block and where its time
     # went (started -> first line: start-up, setup, calibration; the rest:
-    # warmups, samples, teardown, the channel), for `bench/precision.py`
+    # warmups, samples, teardown, the channel), for `tools/precision.py`
     """
     CREATE TABLE processes (
         run_id TEXT NOT NULL REFERENCES runs(id),
