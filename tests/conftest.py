@@ -1,7 +1,11 @@
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 os.environ["XDG_CACHE_HOME"] = _CACHE
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tiers (pyproject.toml's markers): a test with neither `e2e` nor
+    `sim` is a unit test, so `-m unit` selects exactly those."""
+    for item in items:
+        if item.get_closest_marker("e2e") is None and item.get_closest_marker("sim") is None:
+            item.add_marker(pytest.mark.unit)
 
 
 def pytest_unconfigure(config):
@@ -77,3 +89,41 @@ def location(request, tmp_path):
     if request.param == "sqlite":
         return tmp_path / "vmtax.db"
     return request.getfixturevalue("pg_url")
+
+
+@dataclass
+class ShortCompare:
+    targets: list[str]      # every target that works here: local, then qemu:accel=tcg, uml, container
+    rows: list[str]         # the agent rows, then the workloads where their tools are installed
+    proc: subprocess.CompletedProcess
+    doc: dict               # its --json document
+    markdown: str           # its --markdown scoreboard
+    db: Path
+
+
+SHORT_AGENT_ROWS = ["getppid", "page_fault", "threadswitch"]
+SHORT_WORKLOADS = ["sysbench_cpu", "tbench"]
+
+
+@pytest.fixture(scope="session")
+def short_compare(tmp_path_factory) -> ShortCompare:
+    """One short compare of every target that works here, booted once for
+    the e2e files that read it (test_explain_e2e: the counts; test_targets_e2e:
+    the scoreboard, JSON and pinning; test_workloads_e2e: real tools in every
+    target): three agent rows and two workloads, 1-second tool runs, each row
+    ending on precision at its 6th block (the fewest a ratio's 95% interval
+    needs; two of them with counting processes)."""
+    from vmtax.targets.container import ContainerTarget
+    from vmtax.targets.qemu import QemuTarget
+    from vmtax.targets.uml import UmlTarget
+    targets = ["local"] + (["qemu:accel=tcg"] if QemuTarget.available()[0] else []) \
+        + (["uml"] if UmlTarget.available()[0] else []) + (["container"] if ContainerTarget.available()[0] else [])
+    rows = SHORT_AGENT_ROWS + (SHORT_WORKLOADS if shutil.which("sysbench") and shutil.which("tbench") else [])
+    out = tmp_path_factory.mktemp("short-compare")
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(out / "run.db"), "compare", *targets, "--bench", *rows,
+           "--tool-seconds", "1", "--min-processes", "6", "--precision", "50%", "--max-time", "6m",
+           "--json", str(out / "run.json"), "--markdown", str(out / "run.md")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return ShortCompare(targets, rows, p, json.loads((out / "run.json").read_text()), (out / "run.md").read_text(),
+                        out / "run.db")

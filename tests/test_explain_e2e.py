@@ -12,24 +12,19 @@ from vmtax.targets.uml import UmlTarget
 
 pytestmark = pytest.mark.e2e
 
+AGENT_ROWS = {"getppid", "page_fault", "threadswitch"}  # conftest.SHORT_AGENT_ROWS
+
 QEMU_OK, QEMU_WHY = QemuTarget.available()
 UML_OK, UML_WHY = UmlTarget.available()
 CONTAINER_OK, CONTAINER_WHY = ContainerTarget.available()
 
 
 @pytest.fixture(scope="module")
-def counted(tmp_path_factory):
-    """One short comparison of every target that works here, on the rows the
-    invariants speak of; its results by (target, benchmark)."""
-    out = tmp_path_factory.mktemp("explain") / "run.json"
-    targets = ["local"] + (["qemu:accel=tcg"] if QEMU_OK else []) + (["uml"] if UML_OK else []) \
-        + (["container"] if CONTAINER_OK else [])
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(out.with_suffix(".db")), "compare", *targets,
-           "--bench", "getppid", "page_fault", "threadswitch", "--max-time", "50s", "--json", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(out.read_text())
-    return {(r["target"], r["benchmark"]): r for r in doc["results"]}, doc
+def counted(short_compare):
+    """The session's short comparison of every target that works here
+    (conftest.short_compare); its agent rows' results by (target, benchmark)."""
+    doc = short_compare.doc
+    return {(r["target"], r["benchmark"]): r for r in doc["results"] if r["benchmark"] in AGENT_ROWS}, doc
 
 
 def metric(row, name):
@@ -79,22 +74,20 @@ def test_tcg_host_user_time_is_about_the_guest_time(counted):
 
 def test_counted_batches_are_never_timed(counted):
     """The time figures come from processes that ran with no counter open."""
-    rows, doc = counted
-    for r in doc["results"]:
-        assert r["n"] >= 3 and r["metrics"], (r["target"], r["benchmark"])
+    rows, _ = counted
+    assert len(rows) >= 3
+    for (target, bench), r in rows.items():
+        assert r["n"] >= 3 and r["metrics"], (target, bench)
 
 
-def test_explain_prints_the_counts_side_by_side(counted, tmp_path):
+def test_explain_prints_the_counts_side_by_side(counted, short_compare, tmp_path):
     _, doc = counted
-    db = None
-    for c in doc["command"].split():
-        if c.endswith(".db"):
-            db = c
+    db = str(short_compare.db)
     p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", db, "explain", doc["run_id"], "--json",
                         str(tmp_path / "e.json")], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "host ctx switches / op" in p.stdout and "page faults / op" in p.stdout
     ex = json.loads((tmp_path / "e.json").read_text())
-    assert {b["benchmark"] for b in ex["benchmarks"]} == {"getppid", "page_fault", "threadswitch"}
+    assert AGENT_ROWS <= {b["benchmark"] for b in ex["benchmarks"]}
     if UML_OK:
         assert any("ptrace" in r for b in ex["benchmarks"] for r in b["readings"])

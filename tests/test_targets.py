@@ -135,7 +135,11 @@ def test_every_kind_reports_availability():
     assert KINDS["local"].available()[0] and KINDS["fake"].available()[0]
 
 
-@pytest.mark.parametrize("process_noise,host_noise", [(0.0, 0.0), (0.03, 0.0), (0.01, 0.03)])
+@pytest.mark.parametrize("process_noise,host_noise", [
+    (0.0, 0.0),  # seconds: in make test
+    pytest.param(0.03, 0.0, marks=pytest.mark.sim),  # minutes each: make validity
+    pytest.param(0.01, 0.03, marks=pytest.mark.sim),
+])
 def test_repeated_a_a_flags_about_alpha(tmp_path, process_noise, host_noise):
     """A/A comparisons through the whole runner (random block order, the
     stopping rule, the sign-flip test) flag no more than the significance

@@ -82,15 +82,11 @@ def test_ctrl_c_during_compare_kills_the_guest_and_keeps_samples(tmp_path):
 
 
 @needs_qemu
-def test_short_compare_local_qemu_container(tmp_path):
-    out = tmp_path / "c.json"
-    md = tmp_path / "c.md"
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "v.db"), "compare", "local",
-           "qemu:accel=tcg", "container", "uml", "--skip-unavailable", "--bench", "getppid", "cpuid",
-           "--precision", "5%", "--max-time", "45s", "--json", str(out), "--markdown", str(md)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(out.read_text())
+def test_short_compare_local_qemu_container(short_compare):
+    """The session's short comparison (conftest.short_compare: local, the
+    TCG guest, UML and a container where they run): its scoreboard, JSON and
+    Markdown, and where the guest ran."""
+    doc = short_compare.doc
     names = [t["name"] for t in doc["targets"]]
     assert names[:2] == ["local", "qemu:accel=tcg"]
     q = doc["targets"][1]
@@ -103,12 +99,10 @@ def test_short_compare_local_qemu_container(tmp_path):
     assert "qemu:accel=tcg" in cands
     for c in doc["comparisons"]:
         assert c["ratio_ci_low"] <= c["ratio"] <= c["ratio_ci_high"]
-    # TCG translates the guest's syscall path: slower than the host's.  (cpuid
-    # has no fixed direction: TCG emulates it cheaply, while a host that is
-    # itself a VM pays an exit for it.)
+    # TCG translates the guest's syscall path: slower than the host's
     gp = next(c for c in doc["comparisons"] if c["benchmark"] == "getppid" and c["candidate"].startswith("qemu"))
     assert gp["ratio"] > 1 and gp["significant"]
-    assert "Ratios to local (lower is better" in p.stdout and "| benchmark |" in md.read_text()
+    assert "Ratios to local (lower is better" in short_compare.proc.stdout and "| benchmark |" in short_compare.markdown
     assert not leftovers("vmtax-qemu-") and not leftovers("vmtax-uml-")
 
 
