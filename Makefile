@@ -1,11 +1,13 @@
-# The two commands a newcomer needs:
-#   make demo   set up, then run the main job
-#   make test   set up, then run every test
+# The two commands a newcomer needs (README.md):
+#   make demo   set up, then run the main job (7 minutes)
+#   make test   set up, then run the tests CI runs (the C agent's, unit and end-to-end)
+# The rest: docs/development.md.
 PY      ?= python3
 VENV    := .venv
 VMTAX   := $(VENV)/bin/vmtax
+PYTEST  := $(VENV)/bin/pytest -q
 
-.PHONY: setup system agent demo demo-all test test-fast clean
+.PHONY: setup system agent demo demo-all test test-fast validity lint readme clean
 
 setup: system agent $(VENV)/.installed
 
@@ -22,14 +24,11 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 # The main job: the machine against a QEMU guest, User-mode Linux and a
-# container, on 13 rows that cover every family (the seed-001 kernel rows
-# first) and one real workload (sysbench cpu, 2-second runs), in 7 minutes:
-# about 9 with setup on a fresh machine.  With each target calibrating its
-# own iteration count it reached a median 95% CI of ±0.46% per ratio here;
-# with the baseline's count on every target (valid A/A pairs:
-# results/validity.md) the slow targets' processes last longer and a fresh
-# run on a noisy host gave ±8.7% (results/precision.md): open work.
-# `make demo-all` runs all 31 micro rows in the same time.
+# container, on 13 rows that cover every family and one real workload
+# (sysbench cpu, 2-second runs), in a 7-minute budget.  --same-mode: a row
+# whose processes fall in two modes reports its ratio over the blocks both
+# sides ran in one mode (docs/method.md).  What it reaches on a quiet and on
+# a noisy host: docs/method.md, "Precision, measured".
 DEMO_BENCH := getppid segv forkwait page_fault null_read stat sig_handle fork_exec \
               ctx_2p_16k mmap pi cpuid tlb_4k sysbench_cpu
 
@@ -37,15 +36,34 @@ demo: setup
 	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --tool-seconds 2 --same-mode \
 	  --bench $(DEMO_BENCH)
 
+# All 31 microbenchmark rows in the same budget (wider intervals).
 demo-all: setup
 	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --same-mode
 
+# CI (.ci/run): the agent's tests, then every Python test but the long
+# statistical simulations.
 test: setup
 	$(MAKE) -C agent test
-	$(VENV)/bin/pytest -q --durations=25
+	$(PYTEST) -m "not sim" --durations=25
 
+# The unit tests alone: no real target, seconds to a few minutes.
 test-fast: setup
-	$(VENV)/bin/pytest -q -m "not e2e"
+	$(PYTEST) -m unit
+
+# The long statistical simulations (A/A error rates through the whole runner).
+validity: setup
+	$(PYTEST) -m sim --durations=10
+
+# ruff (lint and format) and mypy, configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check src tests tools examples
+	$(VENV)/bin/ruff format --check src tests tools examples
+	$(VENV)/bin/mypy
+
+# The README's example scoreboard, from a fresh run of the demo
+# (tools/readme_scoreboard.py; RUN=ID takes a stored run instead).
+readme: setup
+	$(VENV)/bin/python tools/readme_scoreboard.py $(if $(RUN),--run $(RUN),--demo)
 
 clean:
 	$(MAKE) -C agent clean
