@@ -5,6 +5,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -53,7 +54,25 @@ def parse_line(line: str) -> dict:
         raise AgentError(f"malformed agent output: {line[:120]!r}") from None
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA or not isinstance(obj.get("type"), str):
         raise AgentError(f"unexpected agent output (schema {SCHEMA} expected): {line[:120]!r}")
-    return obj
+    try:
+        return _whole(obj) if "\\u" in line else obj
+    except RecursionError:
+        raise AgentError(f"malformed agent output: {line[:120]!r}") from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole(v):
+    """v with every lone surrogate a JSON escape can spell (\\ud800) made
+    U+FFFD: no store can hold one (UTF-8 has none), no XML may carry it."""
+    if isinstance(v, str):
+        return _SURROGATE.sub("\ufffd", v)
+    if isinstance(v, dict):
+        return {_whole(k): _whole(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_whole(x) for x in v]
+    return v
 
 
 def in_range(v: object, lo: float, hi: float, integer: bool = False) -> bool:
