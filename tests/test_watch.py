@@ -346,3 +346,48 @@ def test_a_diff_between_a_run_with_and_one_without_fast_mode_says_the_ratios_are
     assert "over all blocks\n\nB / A sets ratios over different blocks" in page  # two paragraphs, not one
     assert vmtax("diff", a, a, db=db) == 0
     assert "~" not in capsys.readouterr().out
+
+
+def test_a_candidate_that_failed_every_row_is_an_error_not_inconclusive(tmp_path, capsys, db):
+    """Nothing to judge is not 'inconclusive' (exit 3, a JUnit skip CI may
+    ignore): the gate's verdict is error, its exit code 4, and JUnit has an
+    <error> with the target's message."""
+    out, junit = tmp_path / "g.json", tmp_path / "g.xml"
+    code = vmtax("compare", "fake", "fake:crash=getppid,label=broken", "--bench", "getppid", "--max-time", "3s",
+                 "--cpu", "none", "--gate", "2%", "--json", str(out), "--junit", str(junit), db=db)
+    text = capsys.readouterr()
+    assert code == 4, text.err
+    assert "gate " in text.out and "ERROR" in text.out
+    gate = json.loads(out.read_text())["gate"]
+    assert gate["verdict"] == "error" and [r["verdict"] for r in gate["rows"]] == ["error"]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("errors") == "1" and suite.get("skipped") == "0" and suite.get("failures") == "0"
+    error = suite.find("testcase/error")
+    assert "Segmentation fault" in error.get("message") and "Segmentation fault" in error.text
+    assert suite.find("testcase/skipped") is None
+    # the stored run, gated again
+    assert vmtax("gate", "--json", str(out), db=db) == 4
+    assert json.loads(out.read_text())["gate"]["verdict"] == "error"
+    # one failed row among measured ones is that row's error, and the gate's
+    assert vmtax("compare", "fake", "fake:crash=getppid,label=half", "--bench", "getppid", "segv", "--max-time", "4s",
+                 "--cpu", "none", "--gate", "50%", "--json", str(out), db=db) == 4
+    rows = {r["benchmark"]: r["verdict"] for r in json.loads(out.read_text())["gate"]["rows"]}
+    assert rows == {"getppid": "error", "segv": "pass"}
+    # a regression still says regressed (exit 1), with the error row beside it
+    assert vmtax("compare", "fake", "fake:crash=getppid,scale=1.5,label=worse", "--bench", "getppid", "segv",
+                 "--max-time", "4s", "--cpu", "none", "--gate", "2%", "--json", str(out), db=db) == 1
+    assert json.loads(out.read_text())["gate"]["verdict"] == "regressed"
+
+
+def test_a_rows_verdict_is_error_where_its_candidate_or_baseline_failed():
+    data = run("b")
+    data.benchmarks = [LAT]
+    data.outcomes = {("a", "getppid"): ("precision", ""), ("b", "getppid"): ("error", "agent exited with status 1")}
+    g = watch.gate(data, [], 0.02)
+    assert g.verdict == "error" and g.exit_code == 4
+    assert [(r.verdict, r.why) for r in g.rows] == [("error", "no ratio: error: agent exited with status 1")]
+    data.outcomes = {("a", "getppid"): ("error", "baseline broke"), ("b", "getppid"): ("budget", "")}
+    g = watch.gate(data, [], 0.02)
+    assert [(r.verdict, r.why) for r in g.rows] == [("error", "no ratio: the baseline's error: baseline broke")]
+    data.outcomes = {("a", "getppid"): ("budget", ""), ("b", "getppid"): ("budget", "")}
+    assert watch.gate(data, [], 0.02).verdict == "inconclusive"

@@ -5,7 +5,9 @@ report/console.py, doctor's from report/doctor.py.
 
 Exit codes (report/console.py): 0 done; 1 vmtax could not do it (a target
 failed to start...); 2 bad input; 3 finished, but some benchmark failed
-(its error is in the report); 130 interrupted (what was measured is kept).
+(its error is in the report); a gate (gate, compare --gate): 1 regressed,
+3 inconclusive only, 4 a row the candidate or the baseline failed (nothing
+to judge there); 130 interrupted (what was measured is kept).
 """
 from __future__ import annotations
 
@@ -604,7 +606,7 @@ def _add_measuring(sub) -> None:
                    help="after the scoreboard, why: the per-operation counts (as `vmtax explain`)")
     s.add_argument("--gate", type=_threshold, metavar="PCT",
                    help="then gate the run as `vmtax gate` does at this threshold (e.g. 2%%): exit 0 pass, "
-                        "1 regressed, 3 inconclusive only; the JSON document carries it as `gate`")
+                        "1 regressed, 4 a row failed, 3 inconclusive only; the JSON document carries it as `gate`")
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
     s.add_argument("--pairing", choices=("lockstep", "blocks"), default="lockstep",
@@ -718,10 +720,11 @@ def _add_watching(sub) -> None:
                        description="Gate a stored compare run (the first target the baseline build, the others "
                                    "candidates): each row is regressed (worse beyond the threshold and "
                                    "significant after Holm's correction over every row, family-wise alpha "
-                                   "0.05), improved, inconclusive (its interval reaches past the threshold) or "
+                                   "0.05), improved, inconclusive (its interval reaches past the threshold), "
+                                   "error (the candidate or the baseline failed it: no ratio to judge) or "
                                    "pass. A latency row regresses upward, a throughput row downward. "
-                                   "Exit codes: 0 pass (improvements included), 1 regressed, 3 inconclusive "
-                                   "only, 2 bad input.")
+                                   "Exit codes: 0 pass (improvements included), 1 regressed, 4 error (and "
+                                   "nothing regressed), 3 inconclusive only, 2 bad input.")
     s.add_argument("run", nargs="?", help="run id or a unique prefix of one (default: the latest)")
     s.add_argument("--threshold", default="2%", help="the smallest change that matters (default 2%%)")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE",

@@ -24,7 +24,7 @@ from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Comparison, RunData
 
 ALPHA = 0.05            # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
-VERDICTS = ("pass", "improved", "inconclusive", "regressed")
+VERDICTS = ("pass", "improved", "inconclusive", "error", "regressed")
 # facts that differ between any two runs without a change of build, host or
 # options: a namespace's inode, the random block order, a private scratch directory
 VOLATILE = frozenset({"seed", "tap", "bridge", "emulator_threads_on", "vcpu_threads_on", "idle_cpu_pct", "boot_s",
@@ -75,14 +75,14 @@ class GateRow:
 class Gate:
     threshold: float
     alpha: float
-    verdict: str          # the run's: regressed if any row is, else inconclusive if any, else pass
+    verdict: str          # the run's: regressed if any row is, else error if any, else inconclusive if any, else pass
     rows: tuple[GateRow, ...]
     reference: tuple = ()  # analysis.ReferenceCheck per candidate, when gated --reference
 
     @property
     def exit_code(self) -> int:
-        """0 pass (improvements included), 1 regressed, 3 inconclusive only."""
-        return {"regressed": 1, "inconclusive": 3}.get(self.verdict, 0)
+        """0 pass (improvements included), 1 regressed, 4 a row failed (nothing to judge there), 3 inconclusive only."""
+        return {"regressed": 1, "error": 4, "inconclusive": 3}.get(self.verdict, 0)
 
 
 def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
@@ -92,7 +92,8 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
     a test and worse than the threshold; improved likewise in the better
     direction; inconclusive when not regressed but its interval reaches past
     the threshold (or it has no interval); else pass.  A row the run
-    measured on the baseline but could not compare is inconclusive."""
+    could not compare is an error where the candidate or the baseline
+    failed it (their message says why), else inconclusive."""
     tested = [c for c in comparisons if math.isfinite(c.p_value)]
     adjusted = dict(zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested])))
     limit = 1 + threshold
@@ -121,10 +122,14 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
         for cand in names[1:]:
             if (spec.name, cand) not in compared and (cand, spec.name) in data.outcomes:
                 how, reason = data.outcomes[(cand, spec.name)]
+                base_how, base_reason = data.outcomes.get((names[0], spec.name), ("", ""))
+                if how != "error" and base_how == "error":
+                    how, reason = "the baseline's error", base_reason
+                verdict = "error" if how in ("error", "the baseline's error") else "inconclusive"
                 rows.append(GateRow(spec.name, cand, spec.unit, spec.direction, None, None, None, None, None,
-                                    "inconclusive", f"no ratio: {how}{': ' + reason if reason else ''}"[:300]))
+                                    verdict, f"no ratio: {how}{': ' + reason if reason else ''}"[:300]))
     found = {r.verdict for r in rows}
-    verdict = next((v for v in ("regressed", "inconclusive") if v in found), "pass")
+    verdict = next((v for v in ("regressed", "error", "inconclusive") if v in found), "pass")
     return Gate(threshold, alpha, verdict, tuple(rows))
 
 

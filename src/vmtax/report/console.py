@@ -8,7 +8,8 @@ Exit codes: 0 done; 1 vmtax could not do it (a target failed to start, a
 run failed or was abandoned, nothing was measured); 2 bad input; 3
 finished, but some benchmark failed (its error is in the report); 130
 interrupted (what was measured is kept).  With a gate: its verdict's code
-(0 pass, 1 regressed, 3 inconclusive only)."""
+(0 pass, 1 regressed, 4 a row the candidate or the baseline failed, 3
+inconclusive only)."""
 from __future__ import annotations
 
 import json
@@ -109,8 +110,10 @@ def exit_code(data: RunData, ms: list[Measurement], cs: list[Comparison], gate=N
         return EXIT_FAIL, []
     failed = any(m.stopped_by == "error" for m in ms)
     empty = nothing_measured(data, ms, cs)
-    if empty:  # a benchmark's error says more than "no ratio" (exit 3), else 1
-        return (EXIT_BENCH_ERROR if failed else EXIT_FAIL), [f"vmtax: {empty}"]
+    if empty:  # a benchmark's error says more than "no ratio" (exit 3), else 1; a gate's error its own
+        code = gate.exit_code if gate is not None and gate.verdict == "error" else \
+            EXIT_BENCH_ERROR if failed else EXIT_FAIL
+        return code, [f"vmtax: {empty}"]
     if gate is not None:
         return gate.exit_code, []
     return (EXIT_BENCH_ERROR if failed else EXIT_OK), []

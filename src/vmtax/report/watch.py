@@ -67,13 +67,14 @@ def _mixed(d: Diff) -> list[str]:
 def _gate_cells(g: Gate) -> tuple[list[str], list[list[str]]]:
     header = ["benchmark", "candidate", "ratio", "95% CI", "p", "Holm p", "verdict", "why"]
     rows = [[r.benchmark, r.candidate, ratio(r.ratio), interval(r.ci_low, r.ci_high), pvalue(r.p_value),
-             pvalue(r.p_adjusted), r.verdict.upper() if r.verdict == "regressed" else r.verdict, r.why]
+             pvalue(r.p_adjusted), r.verdict.upper() if r.verdict in ("regressed", "error") else r.verdict, r.why]
             for r in g.rows]
     return header, rows
 
 
 def _gate_summary(g: Gate, run_id: str) -> str:
-    count = {v: sum(1 for r in g.rows if r.verdict == v) for v in ("regressed", "inconclusive", "improved", "pass")}
+    count = {v: sum(1 for r in g.rows if r.verdict == v)
+             for v in ("regressed", "error", "inconclusive", "improved", "pass")}
     return (f"gate {run_id}: {g.verdict.upper()} at a threshold of {g.threshold:.2%} "
             f"(rows: {', '.join(f'{n} {v}' for v, n in count.items() if n)}; family-wise alpha {g.alpha:g}, "
             f"Holm over {sum(1 for r in g.rows if r.p_adjusted is not None)} tested rows"
@@ -114,7 +115,8 @@ def gate_json(g: Gate) -> dict:
 
 
 def gate_junit(g: Gate, run_id: str) -> str:
-    """One testcase per row: a regression is a failure, an inconclusive row
+    """One testcase per row: a regression is a failure, a row the candidate
+    or the baseline failed an error (with its message), an inconclusive row
     is skipped (with why), a pass or an improvement passes."""
     cases = []
     for r in g.rows:
@@ -122,15 +124,17 @@ def gate_junit(g: Gate, run_id: str) -> str:
                 f"adjusted p {pvalue(r.p_adjusted)}: {r.why}")
         inner = {"regressed": f"<failure message={quoteattr(inert(text))} type=\"regressed\">"
                               f"{xml_escape(inert(text))}</failure>",
+                 "error": f"<error message={quoteattr(inert(text))} type=\"error\">{xml_escape(inert(text))}</error>",
                  "inconclusive": f"<skipped message={quoteattr(inert(text))}/>"}.get(r.verdict, "")
         cases.append(f"  <testcase classname={quoteattr(inert(r.candidate))} name={quoteattr(inert(r.benchmark))}>"
                      f"{inner}</testcase>")
     failures = sum(1 for r in g.rows if r.verdict == "regressed")
     skipped = sum(1 for r in g.rows if r.verdict == "inconclusive")
+    errors = sum(1 for r in g.rows if r.verdict == "error")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<testsuites name="vmtax gate">\n <testsuite name={quoteattr("vmtax gate " + run_id)} '
-            f'tests="{len(g.rows)}" failures="{failures}" errors="0" skipped="{skipped}" timestamp="{stamp}">\n'
+            f'tests="{len(g.rows)}" failures="{failures}" errors="{errors}" skipped="{skipped}" timestamp="{stamp}">\n'
             + "\n".join(cases) + "\n </testsuite>\n</testsuites>\n")
 
 
