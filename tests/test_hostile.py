@@ -407,3 +407,34 @@ def test_report_files_keep_no_control_sequence_from_a_target(tmp_path, capsys, d
         assert "\x1b" not in text and "\x07" not in text, f.name
         assert "\\x1b]0;pwned" in text, f.name  # shown, inert
     assert "\x1b" not in err  # matplotlib's glyph warnings included
+
+
+# -- output paths are checked before anything is measured (issue 44 item 4) -------------------
+@pytest.mark.parametrize("argv,flag", [
+    (["compare", "fake", "fake:label=b", "--gate", "2%", "--junit", "{missing}/x.xml"], "--junit"),
+    (["compare", "fake", "fake:label=b", "--json", "{missing}/x.json"], "--json"),
+    (["run", "--target", "fake", "--markdown", "{dir}"], "--markdown"),
+    (["run", "--target", "fake", "--json", "/proc/vmtax-test.json"], "--json"),  # refused to root too
+    (["scale", "fake", "--instances", "1", "--html", "{missing}/s.html"], "--html"),
+    (["doctor", "--target", "fake", "--json", "{missing}/d.json"], "--json"),
+])
+def test_an_output_path_that_cannot_be_written_is_refused_before_measuring(tmp_path, argv, flag, capsys, db):
+    argv = [a.format(missing=tmp_path / "no" / "such", dir=tmp_path) for a in argv]
+    t0 = time.monotonic()
+    code = main(["--db", str(db), *argv, "--max-time", "20s"])
+    err = capsys.readouterr().err
+    assert code == 2 and time.monotonic() - t0 < 5, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and "Traceback" not in err, err
+    assert not db.exists() or Store(db).list_runs() == []
+
+
+def test_an_output_file_checked_before_measuring_is_not_left_behind_by_the_check(tmp_path, capsys, db):
+    out = tmp_path / "r.json"
+    assert main(["--db", str(db), "run", "--target", "fake", "--bench", "nope", "--json", str(out)]) == 2
+    assert not out.exists()  # refused for the benchmark: the check made no file
+    keep = tmp_path / "keep.md"
+    keep.write_text("before")
+    assert main(["--db", str(db), "run", "--target", "fake", "--bench", "getppid", "--max-time", "2s",
+                 "--markdown", str(keep)]) == 0
+    assert "getppid" in keep.read_text()

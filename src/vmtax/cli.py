@@ -72,6 +72,39 @@ def _write_text(text: str, dest: str) -> None:
         raise UserError(f"cannot write {dest}: {e.strerror}") from None
 
 
+OUTPUTS = ("json", "markdown", "html", "csv", "junit")  # the options that name a file to write
+
+
+def check_outputs(args) -> None:
+    """Every output file named can be written, before any work (a compare
+    of minutes, then "cannot write"): each is opened for appending, and
+    removed again where the check made it.  A pipe or a device is only
+    asked whether it may be written (opening a FIFO waits for its reader)."""
+    import stat
+    for flag in OUTPUTS:
+        dest = getattr(args, flag, None)
+        if not dest or dest == "-":
+            continue
+        try:
+            mode = os.stat(dest).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            if not os.access(dest, os.W_OK):
+                raise UserError(f"--{flag} {dest}: cannot write there: permission denied")
+            continue
+        try:
+            with open(dest, "a"):
+                pass
+        except OSError as e:
+            raise UserError(f"--{flag} {dest}: cannot write there: {e.strerror}") from None
+        if mode is None:
+            try:
+                os.unlink(dest)
+            except OSError:
+                pass
+
+
 def command_line() -> str:
     """This invocation as recorded and shown: no password from --db or the environment."""
     return "vmtax " + " ".join(shlex.quote(redact(a)) for a in sys.argv[1:])
@@ -771,10 +804,11 @@ def main(argv: list[str] | None = None) -> int:
                     from None
         args = build_parser().parse_args(argv)
         check_options(args)
-        to_stdout = [f"--{k}" for k in ("json", "markdown", "html", "csv", "junit") if getattr(args, k, None) == "-"]
+        to_stdout = [f"--{k}" for k in OUTPUTS if getattr(args, k, None) == "-"]
         if len(to_stdout) > 1:
             raise UserError(f"{' and '.join(to_stdout)} {'both' if len(to_stdout) == 2 else 'all'} go to stdout (-): "
                             f"give all but one a file")
+        check_outputs(args)
         return args.func(args)
     except UserError as e:
         say(f"vmtax: {e}", sys.stderr)
