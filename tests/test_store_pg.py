@@ -343,3 +343,31 @@ def test_no_password_reaches_the_store_or_any_report(pg_server, tmp_path, capsys
         for t in tables:
             for row in db.execute(f'SELECT * FROM {schema}."{t}"'):
                 assert SECRET not in repr(row), t
+
+
+# -- a libpq keyword string is PostgreSQL, never a file name (issue 44 item 5) ----------------
+def test_a_libpq_keyword_string_is_never_taken_for_a_file_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    conninfo = f"host=127.0.0.1 port={closed_port()} password=PW dbname=vt connect_timeout=2"
+    for argv in (["run", "--target", "fake", "--bench", "getppid", "--max-time", "1s"], ["runs"]):
+        assert main(["--db", conninfo, *argv]) == 2
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "cannot open the results database" in lines[0], err
+        assert "PW" not in err and "password=***" in lines[0]
+    assert os.listdir(tmp_path) == []  # no file named with the password
+
+
+def test_a_libpq_keyword_string_opens_the_postgresql_database(pg_url, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    conninfo = make_conninfo(**conninfo_to_dict(pg_url))
+    assert conninfo.startswith(("host=", "user=", "dbname=", "port=", "password=", "options=")), conninfo
+    assert main(["--db", conninfo, "run", "--target", "fake", "--bench", "getppid", "--max-time", "1s"]) == 0
+    capsys.readouterr()
+    assert main(["--db", pg_url, "runs", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+    monkeypatch.setenv("VMTAX_DB", conninfo)
+    assert main(["runs", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+    assert os.listdir(tmp_path) == []

@@ -610,7 +610,8 @@ def build_parser() -> Parser:
     p = Parser(prog="vmtax", description="Measure and explain the virtualization tax.")
     p.add_argument("--version", action="version", version=f"vmtax {__version__}")
     p.add_argument("--db", metavar="FILE|URL",
-                   help=f"results database: an SQLite file, or a postgresql:// URL for a team's PostgreSQL "
+                   help=f"results database: an SQLite file, or a team's PostgreSQL: a postgresql:// URL or a libpq "
+                        f"keyword string ('host=H dbname=D ...') "
                         f"(default $VMTAX_DB or {redact(str(default_db_path())).replace('%', '%%')})")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 

@@ -28,8 +28,28 @@ from .dialect import Dialect
 URL_SCHEMES = ("postgresql://", "postgres://")
 
 
+# libpq's connection keywords: `host=db port=5432 dbname=vt` is a PostgreSQL location, never a file name
+LIBPQ_KEYWORDS = frozenset((
+    "host hostaddr port dbname user password passfile require_auth channel_binding connect_timeout "
+    "client_encoding options application_name fallback_application_name keepalives keepalives_idle "
+    "keepalives_interval keepalives_count tcp_user_timeout replication gssencmode sslmode requiressl "
+    "sslcompression sslcert sslkey sslpassword sslcertmode sslrootcert sslcrl sslcrldir sslsni requirepeer "
+    "ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation service "
+    "target_session_attrs load_balance_hosts sslnegotiation").split())
+_PAIR = r"(\w+)\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']*)"
+_CONNINFO = re.compile(rf"\s*{_PAIR}(?:\s+{_PAIR})*\s*")
+_CONNINFO_KEY = re.compile(_PAIR)
+
+
 def is_url(location: str | Path) -> bool:
-    return isinstance(location, str) and location.startswith(URL_SCHEMES)
+    """Whether location names a PostgreSQL database: a postgresql:// URL,
+    or a libpq keyword string (key=value ... with a libpq keyword)."""
+    if not isinstance(location, str):
+        return False
+    if location.startswith(URL_SCHEMES):
+        return True
+    return (_CONNINFO.fullmatch(location) is not None
+            and any(k.lower() in LIBPQ_KEYWORDS for k in _CONNINFO_KEY.findall(location)))
 
 
 _URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@]*):[^\s/]*@", re.IGNORECASE)
