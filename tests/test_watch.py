@@ -391,3 +391,32 @@ def test_a_rows_verdict_is_error_where_its_candidate_or_baseline_failed():
     assert [(r.verdict, r.why) for r in g.rows] == [("error", "no ratio: the baseline's error: baseline broke")]
     data.outcomes = {("a", "getppid"): ("budget", ""), ("b", "getppid"): ("budget", "")}
     assert watch.gate(data, [], 0.02).verdict == "inconclusive"
+
+
+def test_diff_of_a_before_and_after_pair_pairs_their_single_candidates_and_says_so(tmp_path, capsys, db):
+    """`label=old` in one run, `label=new` in the next, each against the
+    same baseline: the common before/after pair, diffed as such."""
+    for opts in ("scale=1.1,label=old", "scale=1.2,label=new"):
+        assert vmtax("compare", "fake", f"fake:{opts}", "--bench", "getppid", "--max-time", "2s", "--cpu", "none",
+                     db=db) in (0, 3)
+    runs = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
+    out = tmp_path / "d.json"
+    assert vmtax("diff", *runs, "--json", str(out), "--markdown", str(tmp_path / "d.md"), db=db) == 0
+    text = capsys.readouterr().out
+    assert "paired the single candidates of the two runs against the baseline fake: old (A) with new (B)" in text
+    doc = json.loads(out.read_text())
+    assert doc["paired"] == {"baseline": "fake", "a": "old", "b": "new"}
+    (change,) = doc["changes"]
+    assert (change["candidate"], change["candidate_b"]) == ("old", "new")
+    assert change["change"] == pytest.approx(1.2 / 1.1, rel=0.03)
+    assert "paired the single candidates" in (tmp_path / "d.md").read_text()
+    facts = {f["fact"]: (f["a"], f["b"]) for f in doc["facts"]}
+    assert facts["old.label"] == ("old", "new")  # the candidate's facts side by side, not one run's 'absent'
+    assert not any(v == "absent" for pair in facts.values() for v in pair), facts
+    # two candidates in one run: which to pair is ambiguous, and the refusal stays
+    assert vmtax("compare", "fake", "fake:label=x", "fake:label=y", "--bench", "getppid", "--max-time", "2s",
+                 "--cpu", "none", db=db) in (0, 3)
+    newest = json.loads(_runs_json(capsys, db))[0]["id"]
+    assert vmtax("diff", runs[0], newest, db=db) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no compared row in common" in err[0]

@@ -190,6 +190,11 @@ class Change:
     ci_high: float
     estimand_a: str = ALL_BLOCKS   # which blocks each run's ratio is over (Comparison.estimand)
     estimand_b: str = ALL_BLOCKS
+    candidate_b: str = ""          # run B's candidate, where the diff paired two single candidates (Diff.paired)
+
+    def __post_init__(self):
+        if not self.candidate_b:
+            object.__setattr__(self, "candidate_b", self.candidate)
 
 
 def _log_se(c: Comparison) -> float:
@@ -218,13 +223,30 @@ class Diff:
     facts: list[tuple[str, str, str]]
     only_a: list[str] = field(default_factory=list)  # targets in one run only
     only_b: list[str] = field(default_factory=list)
+    paired: tuple[str, str, str] | None = None  # (baseline, A's candidate, B's): two single candidates paired
+
+
+def _single_pair(a: RunData, b: RunData) -> tuple[str, str, str] | None:
+    """(baseline, A's candidate, B's) where each run compares one candidate
+    with a baseline known alike and the candidates are known apart (a
+    before/after pair: label=old, label=new); None otherwise."""
+    as_a, as_b = known_as(a), known_as(b)
+    if len(a.targets) != 2 or len(b.targets) != 2:
+        return None
+    (base_a, cand_a), (base_b, cand_b) = ([as_a[t.name] for t in a.targets], [as_b[t.name] for t in b.targets])
+    return (base_a, cand_a, cand_b) if base_a == base_b and cand_a != cand_b else None
 
 
 def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison]) -> Diff:
-    """The same (baseline, candidate, benchmark) in two runs.  ValueError
-    when the runs share no compared row."""
+    """The same (baseline, candidate, benchmark) in two runs; where each run
+    compares a single candidate with the same baseline, those two
+    candidates, paired (Diff.paired says so).  ValueError when the runs
+    share no compared row and cannot be paired so."""
     as_a, as_b = known_as(a), known_as(b)
     names_a, names_b = list(as_a.values()), list(as_b.values())
+    paired = _single_pair(a, b)
+    if paired:  # B's candidate read as A's
+        as_b = {n: paired[1] if known == paired[2] else known for n, known in as_b.items()}
     by_b = {(as_b[c.baseline], as_b[c.candidate], c.benchmark.name): c for c in cs_b}
     changes = []
     for ca in cs_a:
@@ -233,13 +255,19 @@ def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison])
             continue
         change, lo, hi = ratio_of_ratios(ca, cb)
         changes.append(Change(ca.benchmark.name, as_a[ca.baseline], as_a[ca.candidate], ca.benchmark.unit,
-                              ca.benchmark.direction, ca.ratio, cb.ratio, change, lo, hi, ca.estimand, cb.estimand))
+                              ca.benchmark.direction, ca.ratio, cb.ratio, change, lo, hi, ca.estimand, cb.estimand,
+                              paired[2] if paired else ""))
     if not changes:
         common = sorted(set(names_a) & set(names_b))
         raise ValueError(f"runs {a.id} and {b.id} have no compared row in common (targets: "
                          f"{', '.join(names_a)} | {', '.join(names_b)}"
                          f"{'; in both: ' + ', '.join(common) if common else '; none in both'})")
-    return Diff(a.id, b.id, changes, facts_that_differ(flat_facts(a), flat_facts(b)),
+    facts_b = flat_facts(b)
+    if paired:  # B's candidate's facts under A's candidate's name: side by side, not 'absent' in one run
+        facts_b = {(paired[1] + k[len(paired[2]):] if k.startswith(paired[2] + ".") else k): v
+                   for k, v in facts_b.items()}
+        return Diff(a.id, b.id, changes, facts_that_differ(flat_facts(a), facts_b), paired=paired)
+    return Diff(a.id, b.id, changes, facts_that_differ(flat_facts(a), facts_b),
                 [n for n in names_a if n not in names_b], [n for n in names_b if n not in names_a])
 
 

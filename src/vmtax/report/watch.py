@@ -142,18 +142,32 @@ def gate_junit(g: Gate, run_id: str) -> str:
 def _diff_cells(d: Diff) -> tuple[list[str], list[list[str]]]:
     header = ["benchmark", "candidate / baseline", f"ratio in {d.run_a}", f"ratio in {d.run_b}", "B / A",
               "95% CI"]
-    return header, [[c.benchmark, f"{c.candidate} / {c.baseline}", ratio_of(c.ratio_a, c.estimand_a),
+    return header, [[c.benchmark, f"{_candidates(c)} / {c.baseline}", ratio_of(c.ratio_a, c.estimand_a),
                      ratio_of(c.ratio_b, c.estimand_b), ratio(c.change), interval(c.ci_low, c.ci_high)]
                     for c in d.changes]
 
 
-def _diff_notes(d: Diff) -> list[str]:
-    """What a marked ratio is, and the rows whose B / A sets ratios over different blocks against each other."""
-    if not any(stratified(c.estimand_a) or stratified(c.estimand_b) for c in d.changes):
+def _candidates(c) -> str:
+    """A change's candidate: one name, or A's -> B's where the diff paired two."""
+    return c.candidate if c.candidate_b == c.candidate else f"{c.candidate} -> {c.candidate_b}"
+
+
+def _paired_line(d: Diff) -> list[str]:
+    if not d.paired:
         return []
+    base, a, b = d.paired
+    return [f"paired the single candidates of the two runs against the baseline {base}: {a} (A) with {b} (B)"]
+
+
+def _diff_notes(d: Diff) -> list[str]:
+    """That the diff paired two candidates; what a marked ratio is, and the rows whose B / A sets ratios over
+    different blocks against each other."""
+    if not any(stratified(c.estimand_a) or stratified(c.estimand_b) for c in d.changes):
+        return _paired_line(d)
     mixed = _mixed(d)
-    return [FAST_LEGEND] + ([f"B / A sets ratios over different blocks against each other (not the same estimand): "
-                             f"{', '.join(mixed)}"] if mixed else [])
+    return _paired_line(d) + [FAST_LEGEND] + (
+        [f"B / A sets ratios over different blocks against each other (not the same estimand): "
+         f"{', '.join(mixed)}"] if mixed else [])
 
 
 def _facts_lines(facts) -> list[str]:
@@ -183,7 +197,9 @@ def diff_markdown(d: Diff) -> str:
 
 def diff_json(d: Diff) -> dict:
     return {"run_a": d.run_a, "run_b": d.run_b, "only_a": d.only_a, "only_b": d.only_b,
+            "paired": {"baseline": d.paired[0], "a": d.paired[1], "b": d.paired[2]} if d.paired else None,
             "changes": [{"benchmark": c.benchmark, "baseline": c.baseline, "candidate": c.candidate,
+                         "candidate_b": c.candidate_b,
                          "unit": c.unit, "direction": c.direction, "ratio_a": json_number(c.ratio_a),
                          "ratio_b": json_number(c.ratio_b), "change": json_number(c.change), "ci_low": json_number(c.ci_low),
                          "ci_high": json_number(c.ci_high), "estimand_a": c.estimand_a, "estimand_b": c.estimand_b}
