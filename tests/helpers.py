@@ -149,6 +149,19 @@ def new_run(store, targets: list, specs: list, kind: str = "compare", run_id: st
     return targets
 
 
+def store_run(store, data) -> None:
+    """A hand-built RunData (reportdata.run), stored as the runner stores one."""
+    store.new_run(data.id, data.kind, data.command, data.vmtax_version, data.config)
+    for i, t in enumerate(data.targets):
+        store.add_target(data.id, i, t, data.agent_hashes.get(t.name, ""))
+    store.add_benchmarks(data.id, data.benchmarks)
+    for s in data.samples:
+        store.add_sample(data.id, s)
+    for (target, bench), (how, why) in data.outcomes.items():
+        store.set_outcome(data.id, target, bench, how, why)
+    store.finish_run(data.id, data.status)
+
+
 def run_fake(db, targets: list, specs: list, clock=None, kind: str = "run", **cfg):
     """One Runner over (fake) targets into the SQLite file db, on a clock of
     steps unless given one: (status, the stored run)."""

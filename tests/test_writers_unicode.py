@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers import store_run
 from reportdata import run
 from vmtax import watch
 from vmtax.analysis import analyse
@@ -59,19 +60,6 @@ def label_of(category: str) -> str:
 # a stored run holds no lone surrogate (SQLite and PostgreSQL store UTF-8): Cs comes from a target's
 # own line, below
 STORED = [c for c in sorted(by_category()) if c != "Cs"]
-
-
-def _save(store: Store, data) -> None:
-    """A hand-built run, stored as the runner stores one."""
-    store.new_run(data.id, data.kind, data.command, data.vmtax_version, data.config)
-    for i, t in enumerate(data.targets):
-        store.add_target(data.id, i, t, data.agent_hashes.get(t.name, ""))
-    store.add_benchmarks(data.id, data.benchmarks)
-    for s in data.samples:
-        store.add_sample(data.id, s)
-    for (target, bench), (how, why) in data.outcomes.items():
-        store.set_outcome(data.id, target, bench, how, why)
-    store.finish_run(data.id, data.status)
 
 
 def _hostile_run(run_id: str, labels: list[str]):
@@ -124,7 +112,7 @@ def hostile_db(tmp_path_factory):
     labels = [label_of(c) for c in STORED]
     with Store(db) as store:
         for run_id in ("20260101-120000-aaaa", "20260102-120000-bbbb"):
-            _save(store, _hostile_run(run_id, labels))
+            store_run(store, _hostile_run(run_id, labels))
     return db
 
 
