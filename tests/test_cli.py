@@ -35,8 +35,8 @@ from helpers import leftovers, vmtax, wait_samples, wait_until
     (["run", "--target", "uml:boot_timeout=inf"], "boot_timeout must be a number > 0"),
     (["run", "--target", "local:inject=200"], "inject must be a number > 0"),
     (["show", "nope"], "no results database"),
-    (["runs", "--limit", "0"], "--limit must be at least 1"),
-    (["history", "--limit", "0"], "--limit must be at least 1"),
+    (["runs", "--limit", "0"], "--limit must be between 1 and"),
+    (["history", "--limit", "0"], "--limit must be between 1 and"),
     (["frobnicate"], "invalid choice"),
     # one range check (cli.check_options) for every command's numbers and durations
     (["compare", "fake", "fake:scale=2", "--max-time", "169h"], "--max-time must be positive and at most a week"),

@@ -356,6 +356,8 @@ def test_first_runs_at_once_build_one_cache_entry_whole(tmp_path):
     (["run", "--target", "qemu:mem=1e23G"], "malformed memory size '1e23G'"),
     (["run", "--target", "fake:label=a,label=b"], "target option 'label' is given twice"),
     (["show", "--json", "-", "--markdown", "-"], "--json and --markdown both go to stdout"),
+    (["run", "--target", "qemu:mem=100000000000000000000000G"], "more memory than this host has"),
+    (["run", "--target", "qemu:mem=17179869184G"], "more memory than this host has"),
 ])
 def test_small_bad_inputs_are_one_line_and_exit_2(argv, needle, capsys, db):
     assert main(["--db", str(db), *argv]) == 2
@@ -438,3 +440,65 @@ def test_an_output_file_checked_before_measuring_is_not_left_behind_by_the_check
     assert main(["--db", str(db), "run", "--target", "fake", "--bench", "getppid", "--max-time", "2s",
                  "--markdown", str(keep)]) == 0
     assert "getppid" in keep.read_text()
+
+
+# -- small ones of issue 44 item 6 -------------------------------------------------------------
+def test_a_limit_out_of_range_is_one_line_and_means_one_thing_on_both_backends(location, capsys):
+    """-1 read 'all' on SQLite (LIMIT -1) and failed on PostgreSQL; 10**20
+    was an OverflowError."""
+    assert main(["--db", str(location), "compare", "fake", "fake:label=b", "--bench", "getppid",
+                 "--max-time", "1s", "--cpu", "none"]) in (0, 3)
+    capsys.readouterr()
+    for command in ("history", "runs"):
+        for limit in ("-1", "0", "99999999999999999999"):
+            assert main(["--db", str(location), command, "--limit", limit]) == 2, (command, limit)
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "--limit must be between 1 and" in err[0], (command, limit, err)
+        assert main(["--db", str(location), command, "--limit", "1"]) == 0
+    capsys.readouterr()
+
+
+def test_progress_lines_to_a_pipe_carry_no_escape_sequence_from_a_label(db):
+    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "fake",
+                        f"fake:label=x{EVIL}", "--bench", "getppid", "--max-time", "2s", "--cpu", "none"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "[1/1] getppid" in p.stderr  # the progress line, one per finished row on a non-terminal
+    assert ESC not in p.stderr and "\x07" not in p.stderr and "\\x1b[2J" in p.stderr
+
+
+def test_matplotlib_says_nothing_on_stderr_for_long_or_unusual_labels(tmp_path):
+    """Glyphs missing from its font, a layout that cannot fit a 300-character
+    label: the SVG keeps the text (the browser draws it), so matplotlib's
+    warnings are noise on vmtax's stderr."""
+    from helpers import store_run
+    db = tmp_path / "m.db"
+    with Store(db) as store:
+        for i, label in enumerate(("x" * 300, "\U0001e900\U0010fffd\u0378 long " + "y" * 120)):
+            data = run(run_id=f"2026010{i + 1}-120000-abcd", names=("local", f"fake:label={label}"))
+            data.targets[1].facts["label"] = "same"  # one history series
+            store_run(store, data)
+    for argv in (["report", "20260101", "--html", str(tmp_path / "r.html")],
+                 ["report", "20260102", "--html", str(tmp_path / "r2.html")],
+                 ["history", "--html", str(tmp_path / "h.html")]):
+        p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), *argv], capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        noise = [line for line in p.stderr.splitlines() if not line.startswith("wrote ")]
+        assert not noise, (argv[0], p.stderr[-2000:])
+
+
+def test_a_scale_run_stopped_before_any_round_is_failed_not_complete(tmp_path, capsys, db):
+    """A copy stuck before the barrier (here: in calibration, each sample a
+    minute): the run stops at the budget plus its grace, and having
+    measured no round it is failed, exit 1, not complete with exit 0."""
+    t0 = time.monotonic()
+    out = tmp_path / "s.json"
+    code = main(["--db", str(db), "scale", "fake:delay=60", "--instances", "2", "--bench", "getppid",
+                 "--round-time", "0.05s", "--rounds", "2", "--max-rounds", "2", "--max-time", "1s",
+                 "--json", str(out)])
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 1 + 5 + 5
+    assert code == 1, err
+    assert "no round" in err and "Traceback" not in err
+    assert Store(db).list_runs()[0]["status"] == "failed"

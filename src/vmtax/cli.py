@@ -142,7 +142,7 @@ WEEK = 7 * 86400
 # it refuses.  (least, most); most None: no bound above.
 BOUNDS = {"samples": (1, 10000), "warmup": (0, 1000), "parallel": (1, 256), "min_processes": (2, 100000),
           "min_time_ms": (0, 60000), "tool_seconds": (1, 3600), "rounds": (2, 1000), "max_rounds": (2, 1000),
-          "processes": (8, 1000), "rows": (1, 1000), "targets": (2, 100), "limit": (1, None),
+          "processes": (8, 1000), "rows": (1, 1000), "targets": (2, 100), "limit": (1, 1_000_000),
           "step_ms": (0.05, 1000), "noise_seconds": (0.1, 600)}
 # Durations, read into seconds in place: (whether a value is in range, its range in words)
 DURATIONS = {"max_time": (lambda s: 0 < s <= WEEK, "positive and at most a week"),

@@ -161,10 +161,21 @@ def pss_mb(pids: list[int]) -> float:
 
 def mem_available_mb() -> float | None:
     """MemAvailable from /proc/meminfo, in MiB (None if it cannot be read)."""
+    return _meminfo_mb("MemAvailable")
+
+
+def mem_and_swap_mb() -> float | None:
+    """MemTotal and SwapTotal from /proc/meminfo, in MiB: the most a guest's
+    memory can be (None if it cannot be read)."""
+    ram, swap = _meminfo_mb("MemTotal"), _meminfo_mb("SwapTotal")
+    return None if ram is None else ram + (swap or 0.0)
+
+
+def _meminfo_mb(key: str) -> float | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) / 1024.0
     except (OSError, ValueError, IndexError):
         pass

@@ -309,6 +309,7 @@ class ScaleRun:
         self.iters: dict[str, int] = {}
         self.skipped: dict[str, str] = {}
         self._process = 0
+        self.rounds = 0  # rounds measured and stored, every stage's
         self.t0 = time.monotonic()
         self.hard_end = self.t0 + cfg.max_time + grace_s(cfg.max_time)  # see core.grace_s
 
@@ -335,6 +336,8 @@ class ScaleRun:
                         raise
                     self._store_stage(position, stage, copies, facts)
         except BudgetSpent as e:
+            if not self.rounds:  # nothing measured: the run failed, it is not complete
+                raise TargetError(f"{e}; no round was measured") from None
             self.note(f"vmtax: {e}")
         finally:
             pool.close()
@@ -396,6 +399,7 @@ class ScaleRun:
                 return
             for s in samples:
                 self.store.add_sample(self.run_id, s)
+            self.rounds += 1
             for name in names:
                 facts["rounds"][name].append({"round": r, "host_cpu_pct": res.host_cpu_pct,
                                               "seconds": round(res.seconds, 3),

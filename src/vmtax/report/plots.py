@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import warnings
 
 import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -25,10 +26,14 @@ def colour(i: int) -> str:
 
 
 def to_svg(fig: Figure) -> str:
-    """The figure as one <svg> element (no XML prolog, no doctype)."""
+    """The figure as one <svg> element (no XML prolog, no doctype).
+    Matplotlib's warnings are not shown: a glyph missing from its font does
+    not matter (the text stays text, the browser draws it), nor a layout a
+    long label defeats (the chart is drawn all the same)."""
     buf = io.StringIO()
     FigureCanvasSVG(fig)
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         fig.savefig(buf, format="svg", bbox_inches="tight", dpi=110)
     text = buf.getvalue()
     text = text[text.index("<svg"):]

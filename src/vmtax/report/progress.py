@@ -21,7 +21,7 @@ class TerminalProgress:
         n = sum(len(st.values) for st in states.values())
         msg = (f"[{index + 1}/{total}] {spec.name:<14} n={n:<5} ±{fmt_pct(precision_now, 2):>7}"
                f" (goal {fmt_pct(self.goal)})  elapsed {fmt_duration(elapsed)}  ETA {fmt_duration(eta)}")
-        self.stream.write("\r\x1b[2K" + msg[:120])
+        self.stream.write("\r\x1b[2K" + inert(msg[:120]))
         self.stream.flush()
         self._drawn = True
 
@@ -29,7 +29,7 @@ class TerminalProgress:
         if self.tty:
             return
         how = ", ".join(f"{t}: {o}" for t, o in outcome.items())
-        self.stream.write(f"[{index + 1}/{total}] {spec.name}: {how}\n")
+        self.stream.write(inert(f"[{index + 1}/{total}] {spec.name}: {how}") + "\n")
         self.stream.flush()
 
     def note(self, text: str) -> None:

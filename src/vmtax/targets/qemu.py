@@ -31,7 +31,7 @@ from ..errors import TargetError, UserError
 from . import devices
 from .base import option_number
 from .channel import ChannelTarget
-from ..hostproc import boot_id, rss_beyond_mapping, tasks
+from ..hostproc import boot_id, mem_and_swap_mb, rss_beyond_mapping, tasks
 from ..hostprobe import Qmp
 from ..proc import other_cpus
 
@@ -187,6 +187,10 @@ class QemuTarget(ChannelTarget):
         if self.mem_mb < 128:
             raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, "
                             f"got '{options['mem']}'")
+        most = mem_and_swap_mb()
+        if most is not None and self.mem_mb > most:  # QEMU could not map it: refused before it starts
+            raise UserError(f"target '{name}': mem={options['mem']} is more memory than this host has "
+                            f"({most / 1024:.1f} GiB of RAM and swap)")
         self.smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
         self.emulator = options.get("emulator", "apart")
         if self.emulator not in ("apart", "together"):
