@@ -257,3 +257,19 @@ def test_fast_mode_and_same_mode_are_one_choice(capsys, db):
     assert vmtax("compare", "local", "local:label=b", "--fast-mode", "--same-mode", db=db) == 2
     err = capsys.readouterr().err
     assert "--same-mode: not allowed with argument --fast-mode" in err and len(err.strip().splitlines()) == 1
+
+
+def test_show_of_a_run_without_ratios_gives_each_rows_reason(capsys, db):
+    """'no ratios; stopped by: budget 4' pointed to reasons it did not show."""
+    assert vmtax("compare", "fake", "fake:scale=2", "--bench", "getppid", "segv", "--max-time", "10s",
+                 "--min-time-ms", "60000", "--cpu", "none", db=db) == 1
+    capsys.readouterr()
+    assert vmtax("show", db=db) == 1
+    out = capsys.readouterr().out
+    for bench in ("getppid", "segv"):  # each row's note, cut to a line
+        assert f"{bench} on fake:scale=2: budget: left out: the budget could not finish it" in out, out
+    assert vmtax("show", "--notes", db=db) == 1
+    out = " ".join(capsys.readouterr().out.split())  # the notes in full
+    for bench in ("getppid", "segv"):
+        assert (f"{bench} on fake:scale=2: budget: left out: the budget could not finish it (its two blocks need "
+                f"1440 s or more, 10 s were left); --max-time 2") in out, out

@@ -432,12 +432,13 @@ def test_the_grace_is_a_tenth_of_the_budget_within_5_and_60_s():
 
 
 def test_a_row_whose_first_block_cannot_fit_is_not_begun_and_says_why(db):
-    # 8 batches of 60 s per target: far past a 10 s budget and its 5 s grace
+    # 8 batches of 60 s per target, then 4: far past a 10 s budget and its 5 s grace
     status, data = _run(["fake", "fake:scale=2"], [A], db, max_time=10, min_time_ms=60000)
     assert status == "complete"
     for t in ("fake", "fake:scale=2"):
         how, why = data.outcomes[(t, "getppid")]
-        assert how == "budget" and why.startswith("not begun: its first block needs at least 960 s"), why
+        assert how == "budget" and why.startswith("left out: the budget could not finish it (its two blocks "
+                                                  "need 1440 s or more, 10 s were left); --max-time 2"), why
     assert not data.samples
 
 

@@ -1,6 +1,7 @@
 """Workloads: parsers against real captured output of the Debian 12 tools,
 the registry and selection, provisioning, and the runner's handling of
 a workload (with the fake target: these tests are about the runner)."""
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -297,3 +298,73 @@ def test_a_workloads_next_block_is_judged_without_its_warmup_runs(db):
     # block 0: 2 x (warmup + timed) = 40 s; a plain block is 20 s: one more fits in 70 s, two do not
     timed = [s for s in store.load("r").samples if not s.warmup]
     assert sorted({s.block for s in timed}) == [0, 1] and t[0] <= 70, t[0]
+
+
+# -- a budget buys the rows it can finish (issue 44 item 2) ---------------------------------
+SYSBENCH = ["sysbench_cpu", "sysbench_memory", "sysbench_threads", "sysbench_fileio"]  # time-based runs
+
+
+def _tool_runs_of(seconds: float, targets: list[str], clock: list[float]):
+    """Targets whose every tool run takes `seconds` of the clock."""
+    from vmtax.targets.fake import FakeTarget
+    out = [parse_target(t) for t in targets]
+    for target in out:
+        def slow(argv, timeout, target=target):
+            clock[0] += seconds
+            return FakeTarget.run_tool(target, argv, timeout)
+        target.run_tool = slow
+    return out
+
+
+def test_a_budget_too_small_for_every_row_measures_the_rows_it_can_finish_and_names_the_others(db):
+    """Four rows on three targets, each tool run 10 s: two blocks of a row
+    (a warmup and a timed run per target, then a timed run each) cost 90 s.
+    5 minutes bought one block of every row and no ratio; they buy two
+    blocks of the first three rows in the order given, and the last is
+    left out, with the budget that would add it."""
+    t = [0.0]
+    store = Store(db)
+    targets = _tool_runs_of(10.0, ["fake", "fake:scale=2,label=b", "fake:scale=3,label=c"], t)
+    specs = suite.select(None, SYSBENCH)
+    new_run(store, targets, specs)
+    notes = []
+
+    class Notes:
+        def update(self, *a): pass
+        def finished(self, *a): pass
+        def close(self): pass
+        def note(self, text): notes.append(text)
+    Runner(RunConfig(max_time=300, min_processes=3, precision=1e-6), specs, targets, store, "r",
+           progress=Notes(), clock=lambda: t[0]).run()
+    data = store.load("r")
+    _, cs = analyse(data)
+    by_row = {}
+    for c in cs:
+        by_row.setdefault(c.benchmark.name.split(".")[0], []).append(c)
+    assert sorted(by_row) == sorted(SYSBENCH[:3]), sorted(by_row)  # the first three, in the order given
+    assert all(math.isfinite(c.ratio) and c.ratio > 0 for cs_ in by_row.values() for c in cs_)
+    for name in SYSBENCH[:3]:  # two blocks at least on every target
+        assert all(len({s.block for s in data.samples if s.benchmark.startswith(name + ".") and s.target == t.name
+                        and not s.warmup}) >= 2 for t in data.targets), name
+    for name in SYSBENCH[3:]:
+        for spec in (s for s in specs if s.name.startswith(name + ".")):
+            for target in data.targets:
+                how, why = data.outcomes[(target.name, spec.name)]
+                assert how == "budget" and why.startswith("left out:") and "--max-time" in why, (spec.name, why)
+    assert not [s for s in data.samples if s.benchmark.split(".")[0] in SYSBENCH[3:]]  # not begun
+    assert t[0] <= 300, t[0]
+    said = [n for n in notes if "left out" in n]
+    assert len(said) == 1 and all(name in said[0] for name in SYSBENCH[3:]) and "--max-time" in said[0], notes
+
+
+def test_the_time_before_the_first_measurement_counts_against_the_budget(db):
+    """Targets that took 13.6 s to start: a 20 s budget has 6.4 s left for
+    the rows (`run --target local --suite apps --max-time 20s` ran 38.6 s)."""
+    t = [0.0]
+    store = Store(db)
+    targets = _tool_runs_of(1.0, ["fake"], t)
+    specs = suite.select(None, SYSBENCH)
+    new_run(store, targets, specs, "run")
+    Runner(RunConfig(max_time=20, min_processes=3, precision=1e-6), specs, targets, store, "r",
+           clock=lambda: t[0], spent_before=13.6).run()
+    assert t[0] + 13.6 <= 20 + 0.5, t[0]

@@ -17,6 +17,7 @@ import random
 import shlex
 import signal
 import sys
+import time
 
 from . import __version__, noise, proc, suite, watch
 from .analysis import analyse
@@ -207,6 +208,7 @@ def _cpu(text: str, parallel: int) -> int | None:
 
 
 def _measure(args, kind: str, target_texts: list[str]) -> int:
+    began = time.monotonic()  # the budget's start: preparing and starting the targets count against it
     cfg = _config(args)
     specs = suite.select(args.suite, args.bench)
     inventory = inventories.load(args.inventory) if args.inventory else None
@@ -232,10 +234,11 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
         if len(targets) < 2:
             raise UserError("no candidate target works on this machine (see `vmtax targets`)")
     with _store(args) as store:
-        return _measure_into(store, args, kind, cfg, specs, targets, skipped)
+        return _measure_into(store, args, kind, cfg, specs, targets, skipped, began)
 
 
-def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped) -> int:
+def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped,
+                  began: float | None = None) -> int:
     command = command_line()
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
@@ -246,7 +249,8 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
         say(f"vmtax: {short}", sys.stderr)
     try:
         run_id, status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
-                                              notes={"skipped_targets": skipped} if skipped else None)
+                                              notes={"skipped_targets": skipped} if skipped else None,
+                                              began=began)
     finally:
         proc.kill_all()
     if failure:  # the store failed mid-run: say so, then report what it holds

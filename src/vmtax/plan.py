@@ -78,16 +78,34 @@ def first_block_floor(job: Job, targets: int, cfg: RunConfig) -> float:
     return targets * batches * cfg.min_time_ms / 1000
 
 
+def two_blocks(job: Job, targets: int, cfg: RunConfig) -> float:
+    """Seconds a row's first two blocks take at the least (the first with
+    its calibration or warmup runs): the fewest with a ratio and a spread."""
+    first = first_block_floor(job, targets, cfg)
+    return first + (first / 2 if job.workload is not None else
+                    targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000)
+
+
 def two_blocks_floor(jobs: list[Job], targets: int, cfg: RunConfig) -> float:
-    """Seconds two blocks of every row take at the least (the first with
-    its calibration or warmup runs): what a budget must buy for every row to
-    have a ratio at all."""
-    total = 0.0
-    for job in jobs:
-        first = first_block_floor(job, targets, cfg)
-        total += first + (first / 2 if job.workload is not None else
-                          targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000)
-    return total
+    """Seconds two blocks of every row take at the least: what a budget
+    must buy for every row to have a ratio at all."""
+    return sum(two_blocks(job, targets, cfg) for job in jobs)
+
+
+def floor_kind(job: Job) -> str:
+    """Rows whose floors (two_blocks) stand alike to what they take: an
+    agent row's counts its samples only, a time-based tool's its runs'
+    --tool-seconds, another tool's next to nothing.  The runner learns
+    each kind's time over its floor from the rows it has measured."""
+    if job.workload is None:
+        return "agent"
+    return "timed tool" if "$2" in job.workload.script else "tool"
+
+
+def budget_to_add(max_time: float, need: float, left: float) -> float:
+    """The --max-time (whole minutes) that would have left `need` seconds
+    where `left` were."""
+    return math.ceil(max(max_time, max_time + need - max(0.0, left)) / 60) * 60
 
 
 def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> str:
@@ -100,8 +118,9 @@ def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> st
     enough = math.ceil(need / FIRST_PASS / 60) * 60
     return (f"a budget of {fmt_duration(cfg.max_time)} cannot buy two blocks of every row: on {targets} "
             f"target{'s' if targets > 1 else ''} they need at least {fmt_duration(need)} (slow targets take "
-            f"longer), more than the first pass's {FIRST_PASS:.0%} of the budget; a row the budget does "
-            f"not reach is not begun and ends 'budget' -- give --max-time {fmt_duration(enough)}, or fewer rows")
+            f"longer), more than the first pass's {FIRST_PASS:.0%} of the budget; the run measures the rows "
+            f"it can finish, two blocks of each at least, in the order given, and names the rows it leaves out "
+            f"with the budget that would add them -- --max-time {fmt_duration(enough)} for every row, or fewer rows")
 
 
 # -- pass 2 ----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from .model import BenchSpec, Sample, Stratum, TargetInfo
 from .peers import start_peer
 from .plan import RunConfig
 from .proc import ChildFailed, controller_cpus, keep_off, kill_group
+from .report.units import fmt_duration
 from .store import Store
 from .suite import workloads
 from .suite.workloads import ParseError
@@ -207,8 +208,9 @@ LOCKSTEP_GO = "lockstep_go_ms"  # a target's fact: a go's round trip in lockstep
 class Runner:
     def __init__(self, cfg: RunConfig, specs: list[BenchSpec], targets: list[Target],
                  store: Store, run_id: str, progress: Progress | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, spent_before: float = 0.0):
         self.cfg, self.specs, self.targets = cfg, specs, targets
+        self.spent_before = spent_before  # seconds of the budget gone before the runner began (starting targets)
         self.jobs = jobs_of(specs)
         self.store, self.run_id, self.progress, self.clock = StoreRelay(store), run_id, progress, clock
         self.order = random.Random(cfg.seed)
@@ -223,6 +225,9 @@ class Runner:
         self._per_iter: dict[str, dict[str, float | None]] = {}  # each agent row's ns an iteration, per target  # each agent row's lockstep sizes (after calibration)
         self._warm_s: dict[str, float] = {}   # a workload's warmup runs (first block only), all told:
         # summed without a lock, as a workload's targets run one at a time (_in_turn, together=False)
+        self._began: dict[str, tuple[float, float]] = {}  # a row begun: (when, its two_blocks floor)
+        self._took: dict[str, list[float]] = {}  # per plan.floor_kind: [seconds its rows' two blocks took, floors]
+        self._left_out: list[tuple[str, float]] = []  # rows the budget could not finish: (name, seconds needed)
 
     # -- the main loop ------------------------------------------------------------
     COUNT_EVERY = 4   # a counting process per target every this many blocks (metrics.py)
@@ -237,7 +242,12 @@ class Runner:
         a handful of slow processes has no interval at all), then it funds
         them cheapest to finish first, so the budget buys as many rows at
         the precision asked as it can.  No pass begins a block that would
-        end past its share (_past); only a row's first block always runs."""
+        end past its share (_past); only a row's first two blocks always
+        run, and a row is begun only where they are expected to end within
+        the budget (_fits_two): the rows the budget cannot finish are left
+        out, in the order given, each with the budget that would add it.
+        The time spent before the runner began (spent_before: starting the
+        targets) is the budget's too."""
         try:
             return self._run()
         finally:
@@ -247,11 +257,11 @@ class Runner:
                     target.facts()[LOCKSTEP_GO] = round(statistics.median(took) * 1e3, 3)
 
     def _run(self) -> str:
-        t0 = self.clock()
+        t0 = self.clock() - self.spent_before
         self._t0, self._durations = t0, []
         # the hard stop, on this clock (what is begun) and on the real one (process timeouts)
         self._hard_end = t0 + self.cfg.max_time + grace_s(self.cfg.max_time)
-        self._hard_end_real = time.monotonic() + self.cfg.max_time + grace_s(self.cfg.max_time)
+        self._hard_end_real = time.monotonic() - self.spent_before + self.cfg.max_time + grace_s(self.cfg.max_time)
         by_spec = {spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher")
                                for t in self.targets} for spec in self.specs}
         states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
@@ -289,6 +299,11 @@ class Runner:
             later = self.jobs[self.jobs.index(current) + 1:] if current else []
             self._close(([current] if current else []) + [self.jobs[i] for i in pending] + later, by_spec,
                         "budget", f"stopped at the budget plus its grace ({grace_s(self.cfg.max_time):.0f} s)")
+        if self._left_out and self.progress:
+            add = plan.budget_to_add(self.cfg.max_time, sum(need for _, need in self._left_out), 0.0)
+            self.progress.note(f"vmtax: left out by the budget (each row's reason says why): "
+                               f"{', '.join(name for name, _ in self._left_out)}; --max-time {fmt_duration(add)} "
+                               f"or more would add them")
         return "complete"
 
     def _close(self, jobs: list[Job], by_spec: dict[str, dict[str, TargetState]], how: str,
@@ -348,7 +363,7 @@ class Runner:
         states = sts[0]
         if until_enough and self._enough(states):
             return "budget"
-        if not self._block_s.get(job.name) and not self._fits_first(job, states):
+        if not self._block_s.get(job.name) and not self._fits_two(job, states):
             return "budget"
         while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
             self._calibrate(job.specs[0], states)
@@ -378,6 +393,11 @@ class Runner:
                 self._count_s[job.name] = self.clock() - timed
             took = self._block_s.setdefault(job.name, [])
             took.append(timed - began - (self._warm_s.get(job.name, 0.0) - warm))  # what the next one takes
+            if len(took) == 2 and job.name in self._began:  # what its two blocks took against their floor
+                since, floor = self._began.pop(job.name)
+                kind = self._took.setdefault(plan.floor_kind(job), [0.0, 0.0])
+                kind[0] += self.clock() - since
+                kind[1] += floor
             worst = self._stop_precise(sts)
             active = [t.name for t in self.targets if states[t.name].done is None]
             if self.progress:
@@ -388,8 +408,8 @@ class Runner:
                 return "budget"  # every target skipped or failed: _outcome says which
             if self._enough(states) and worst <= self.cfg.precision:
                 return "precision"
-            if self.clock() >= deadline or (until_enough and self._enough(states)):
-                return "budget"
+            if (self.clock() >= deadline and len(took) >= 2) or (until_enough and self._enough(states)):
+                return "budget"  # a row begun gets two blocks, the fewest with a ratio (_past)
 
     def _stop_precise(self, sts: list[dict[str, TargetState]]) -> float:
         """The widest interval over the job's figures that still decides
@@ -418,17 +438,27 @@ class Runner:
                         s[name].done = "precision"
         return max((w for s, per in zip(sts, widths) for n, w in per.items() if s[n].done is None), default=0.0)
 
-    def _fits_first(self, job: Job, states: dict[str, TargetState]) -> bool:
-        """Whether a row's first block can end by the budget plus its grace;
-        if not, the row is not begun and its targets say why."""
-        need = plan.first_block_floor(job, sum(1 for st in states.values() if st.done is None), self.cfg)
-        left = self._hard_end - self.clock()
+    def _fits_two(self, job: Job, states: dict[str, TargetState]) -> bool:
+        """Whether a row's first two blocks (the fewest with a ratio) can end
+        within the budget: their floor (plan.two_blocks) times what the rows
+        of its kind measured so far took over theirs: an estimate, low
+        for a row slower than those (a compile after a sysbench).  If not,
+        the row is left out, and its targets say so and what budget at the
+        least would add it."""
+        floor = plan.two_blocks(job, sum(1 for st in states.values() if st.done is None), self.cfg)
+        took, floors = self._took.get(plan.floor_kind(job), (0.0, 0.0))
+        need = floor * max(1.0, took / floors if floors > 0 else 1.0)
+        left = self._t0 + self.cfg.max_time - self.clock()
         if need <= left:
+            self._began[job.name] = (self.clock(), floor)
             return True
+        add = plan.budget_to_add(self.cfg.max_time, need, left)
         for st in states.values():
             if st.done is None:
-                st.done, st.reason = "budget", (f"not begun: its first block needs at least {need:.0f} s and "
-                                                f"{max(0.0, left):.0f} s were left of the budget and its grace")
+                st.done, st.reason = "budget", (
+                    f"left out: the budget could not finish it (its two blocks need {need:.0f} s or more, "
+                    f"{max(0.0, left):.0f} s were left); --max-time {fmt_duration(add)} or more would add it")
+        self._left_out.append((job.name, need))
         return False
 
     def _timeout(self, own: float) -> float:
@@ -443,8 +473,11 @@ class Runner:
         """Whether this job's next block would end past the deadline: then it
         is not begun (a compile under TCG makes blocks of minutes; the budget
         is the user's, and what it leaves flows to the rows still to come).
-        False before the job's first block: every row gets one."""
-        return bool(self._block_s.get(job.name)) and self.clock() + self._next_block_s(job) > deadline
+        False before the job's first block, and its second unless that
+        would end past the budget plus its grace: a row begun gets two (the
+        fewest with a ratio; _fits_two begins only a row they should fit)."""
+        blocks = len(self._block_s.get(job.name, ()))
+        return blocks > 0 and self.clock() + self._next_block_s(job) > (deadline if blocks >= 2 else self._hard_end)
 
     def _next_block_s(self, job: Job) -> float:
         """How long this job's next block should take: its last three
@@ -826,13 +859,17 @@ def per_unit(target: Target, work: str, values: dict[str, float], before: dict[s
 
 def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 targets: list[Target], store: Store, progress: Progress | None = None,
-                notes: dict | None = None) -> tuple[str, str, str]:
+                notes: dict | None = None, began: float | None = None) -> tuple[str, str, str]:
     """Start the targets, record the run (core.recorded), measure, and tear
     everything down on every exit path.  A remote candidate (another host)
     that cannot be reached is recorded with every benchmark failed, and the
     others are measured.  Returns (run_id, status, failure): failure is
     what went wrong with the store mid-run ('' when nothing did) -- the
-    samples stored before it are kept and can be reported."""
+    samples stored before it are kept and can be reported.  The budget
+    runs from `began` (time.monotonic(): when the command began; else now):
+    starting the targets is part of it."""
+    began = time.monotonic() if began is None else began
+
     def measure(run_id: str) -> str:
         with ExitStack() as stack:
             stack.enter_context(keep_off(cfg.cpu))  # vmtax off the targets' CPU, from their start
@@ -861,7 +898,8 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 for spec in specs:
                     store.set_outcome(run_id, name, spec.name, "error", why)
             try:
-                return Runner(cfg, specs, started, store, run_id, progress).run()
+                return Runner(cfg, specs, started, store, run_id, progress,
+                              spent_before=time.monotonic() - began).run()
             finally:  # what lockstep measured of each target (Runner.run) joins its facts
                 for position, target in enumerate(targets):
                     if target in started and LOCKSTEP_GO in target.facts():

@@ -66,19 +66,25 @@ class Cell:
 
     @property
     def stopped(self) -> Measurement | None:
-        """The side, the candidate's first, that was skipped or failed."""
-        return next((m for m in (self.cand, self.base) if m is not None and m.stopped_by in ("skipped", "error")),
-                    None)
+        """The side, the candidate's first, that was skipped or failed; or,
+        where there is no ratio, one whose stop has a reason (a row the
+        budget left out): its note says why."""
+        sides = [m for m in (self.cand, self.base) if m is not None]
+        return next((m for m in sides if m.stopped_by in ("skipped", "error")), None) or (
+            None if self._compared else next((m for m in sides if m.reason), None))
+
+    @property
+    def _compared(self) -> bool:
+        return bool(self.c is not None and self.cand is not None and self.base is not None and self.cand.summary
+                    and self.base.summary)
 
     @property
     def state(self) -> str:
-        """'stopped' (a side skipped or failed), 'ratio', or 'none' (nothing to compare)."""
+        """'stopped' (a side skipped or failed, or holds no ratio for a
+        reason), 'ratio', or 'none' (nothing to compare)."""
         if self.stopped is not None:
             return "stopped"
-        if (self.c is not None and self.cand is not None and self.base is not None and self.cand.summary
-                and self.base.summary):
-            return "ratio"
-        return "none"
+        return "ratio" if self._compared else "none"
 
     @property
     def precise(self) -> bool:

@@ -136,6 +136,7 @@ class FakeTarget(Target):
         secs = 3 * math.exp(self.rng.gauss(0, self.noise))  # a time-based run
         return iter(["sysbench 1.0.20 (fake)", f"    events per second: {v:.2f}",
                      f"    total time:  {secs:.4f}s", f"    total number of events: {round(v * secs)}",
+                     f"{v * secs:.2f} MiB transferred ({v:.2f} MiB/sec)",
                      f"    read, MiB/s:  {v / 10:.2f}", f"    written, MiB/s:  {v / 20:.2f}"])
 
     def _metrics(self, value: float) -> dict[str, float]:
