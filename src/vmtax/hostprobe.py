@@ -14,83 +14,32 @@ Sources, each said in the target's facts when it is missing:
   events task-clock and context-switches, and the raw_syscalls:sys_enter
   tracepoint (root or CAP_PERFMON, and tracefs);
 - /proc/PID/stat: user and system ticks, to split the CPU time;
-- QMP `query-stats` (QEMU >= 7.1) for the KVM vCPUs' exit counters.
+- under KVM, the vCPU threads' exits by reason from KVM's kvm:kvm_exit
+  tracepoint (kvmexits.py), else their total from QMP `query-stats`
+  (QEMU >= 7.1: KVM's binary statistics).
 """
 from __future__ import annotations
 
-import ctypes
-import fcntl
 import functools
 import json
 import os
 import socket
-import struct
-import subprocess
 import time
 from typing import Callable
 
 from .hostproc import TICK, descendants, tasks
-
-_SYS_PERF_EVENT_OPEN = 298  # x86_64
-_PERF_FLAG_FD_CLOEXEC = 8
-_TYPE_SOFTWARE, _TYPE_TRACEPOINT = 1, 2
-_SW_TASK_CLOCK, _SW_CONTEXT_SWITCHES = 1, 3
-_DISABLED, _INHERIT = 1 << 0, 1 << 1
-_IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
-_READ_FORMAT = 1 | 2  # total time enabled, total time running
-_TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover
-    _libc = None
-
-
-def _perf_open(pid: int, type_: int, config: int) -> int:
-    """A counting event on one task, inherited by what it starts, disabled
-    until enable(): counting costs the counted time (a syscall tracepoint
-    sends every system call down the kernel's slow path), so it runs only
-    around the counted batches.  Raises OSError with the kernel's reason."""
-    if _libc is None:
-        raise OSError(0, "no libc")
-    attr = struct.pack("<IIQQQQQIIQ", type_, 64, config, 0, 0, _READ_FORMAT, _DISABLED | _INHERIT, 0, 0, 0)
-    buf = ctypes.create_string_buffer(attr, 64)
-    fd = _libc.syscall(_SYS_PERF_EVENT_OPEN, buf, ctypes.c_int(pid), ctypes.c_int(-1),
-                       ctypes.c_int(-1), ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC))
-    if fd < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-    return fd
-
-
-def _perf_read(fd: int) -> float:
-    try:
-        value, enabled, running = struct.unpack("<QQQ", os.read(fd, 24))
-    except OSError:
-        return 0.0
-    return value * enabled / running if running and running < enabled else float(value)
+from .kvmexits import ExitCounter
+from .perfevent import (IOC_DISABLE, IOC_ENABLE, SW_CONTEXT_SWITCHES, SW_TASK_CLOCK, TYPE_SOFTWARE,
+                        TYPE_TRACEPOINT, ioctl_all, perf_open, perf_read, read_tracefs)
 
 
 @functools.lru_cache(maxsize=1)
 def syscall_tracepoint() -> tuple[int | None, str]:
-    """The id of raw_syscalls:sys_enter, or None and why not.  Where tracefs
-    is not mounted, root reads it from a tracefs mounted in a private mount
-    namespace of a short-lived child: nothing stays mounted."""
-    for base in _TRACEFS:
-        try:
-            with open(f"{base}/events/raw_syscalls/sys_enter/id") as f:
-                return int(f.read()), ""
-        except (OSError, ValueError):
-            continue
-    if os.geteuid() != 0:
-        return None, "no tracefs mounted, and mounting one needs root"
+    """The id of raw_syscalls:sys_enter, or None and why not (read_tracefs)."""
+    found, why = read_tracefs("events/raw_syscalls/sys_enter/id")
     try:
-        out = subprocess.run(["unshare", "--mount", "sh", "-c",
-                              'mount -t tracefs tracefs "$1" && cat "$1/events/raw_syscalls/sys_enter/id"',
-                              "sh", _TRACEFS[0]], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL)
-        return int(out.stdout), ""
-    except (OSError, ValueError, subprocess.SubprocessError):
+        return (int(found[0]), "") if found else (None, why)
+    except ValueError:
         return None, "no tracefs with raw_syscalls:sys_enter (kernel without tracepoints?)"
 
 
@@ -157,19 +106,16 @@ class Qmp:
         return msg.get("return")
 
     def vcpu_exits(self) -> dict[str, float]:
-        """Sums over the vCPUs of KVM's exit counters: `exits`, and each
-        `<reason>_exits` as `exits_<reason>` (query-stats, QEMU >= 7.1)."""
+        """KVM's `exits` counter summed over the vCPUs (query-stats, QEMU >=
+        7.1), or {} where it has none.  Its `<kind>_exits` counters (halt,
+        io, mmio, irq, signal...) are left out: they count exits that reach
+        QEMU or halt, not the hardware's exit reasons, which kvmexits counts
+        under names such a counter would clash with (`io`)."""
         out: dict[str, float] = {}
         for entry in self.execute("query-stats", {"target": "vcpu"}) or []:
             for stat in entry.get("stats", []):
-                name, value = stat.get("name", ""), stat.get("value")
-                if not isinstance(value, (int, float)):
-                    continue
-                if name == "exits":
-                    out["exits"] = out.get("exits", 0.0) + value
-                elif name.endswith("_exits"):
-                    key = "exits_" + name[:-len("_exits")]
-                    out[key] = out.get(key, 0.0) + value
+                if stat.get("name") == "exits" and isinstance(stat.get("value"), (int, float)):
+                    out["exits"] = out.get("exits", 0.0) + stat["value"]
         return out
 
     def close(self) -> None:
@@ -185,8 +131,10 @@ class HostProbe:
         """roots: the target's long-lived host processes (their descendants
         are found here); vcpu_tids (KVM): the vCPU threads, whose system
         calls are almost all ioctl(KVM_RUN) -- one per exit that reaches
-        user space, counted as exits_userspace."""
+        user space, counted as exits_userspace -- and whose VM exits are
+        counted by reason (kvmexits.ExitCounter)."""
         self.roots, self.qmp = roots, qmp
+        self.kvm = None
         self.fds: dict[str, list[int]] = {"host_cpu_ns": [], "host_context_switches": [],
                                           "host_syscalls": [], "exits_userspace": []}
         self.missing: dict[str, str] = {}
@@ -194,16 +142,16 @@ class HostProbe:
         self.refresh()
         tid = tasks(self.pids)
         trace, why = syscall_tracepoint()
-        events = [("host_cpu_ns", _TYPE_SOFTWARE, _SW_TASK_CLOCK),
-                  ("host_context_switches", _TYPE_SOFTWARE, _SW_CONTEXT_SWITCHES)]
+        events = [("host_cpu_ns", TYPE_SOFTWARE, SW_TASK_CLOCK),
+                  ("host_context_switches", TYPE_SOFTWARE, SW_CONTEXT_SWITCHES)]
         if trace is not None:
-            events.append(("host_syscalls", _TYPE_TRACEPOINT, trace))
+            events.append(("host_syscalls", TYPE_TRACEPOINT, trace))
         else:
             self.missing["host_syscalls"] = why
         for name, type_, config in events:
             for t in tid:
                 try:
-                    self.fds[name].append(_perf_open(t, type_, config))
+                    self.fds[name].append(perf_open(t, type_, config))
                 except OSError as e:
                     self.missing[name] = f"perf_event_open: {e.strerror or e}"
                     break
@@ -212,11 +160,16 @@ class HostProbe:
         if vcpu_tids and trace is not None:
             for t in vcpu_tids:
                 try:
-                    self.fds["exits_userspace"].append(_perf_open(t, _TYPE_TRACEPOINT, trace))
+                    self.fds["exits_userspace"].append(perf_open(t, TYPE_TRACEPOINT, trace))
                 except OSError as e:  # the ones already open are closed: none is read
                     self.missing["exits_userspace"] = f"perf_event_open: {e.strerror or e}"
                     self._close("exits_userspace")
                     break
+        if vcpu_tids:
+            try:
+                self.kvm = ExitCounter(vcpu_tids)
+            except OSError as e:
+                self.missing["exits_by_reason"] = e.strerror or str(e)
 
     def refresh(self) -> None:
         """Find the target's host processes again (a short-lived one missed
@@ -229,7 +182,7 @@ class HostProbe:
         self.fds[name] = []
 
     def read(self) -> dict[str, float]:
-        out = {name: sum(_perf_read(fd) for fd in fds) for name, fds in self.fds.items() if fds}
+        out = {name: sum(perf_read(fd) for fd in fds) for name, fds in self.fds.items() if fds}
         user, system = ticks(self.pids)
         out["host_ticks_user"], out["host_ticks_sys"] = float(user), float(system)
         if self.qmp is not None:
@@ -239,21 +192,23 @@ class HostProbe:
                 self.missing["exits"] = f"QMP query-stats: {e}"
                 self.qmp.close()
                 self.qmp = None
+        if self.kvm is not None:  # every exit and each by reason, counted together: they add up
+            out.update(self.kvm.read())
         return out
 
     def _ioctl(self, request: int) -> None:
         for fds in self.fds.values():
-            for fd in fds:
-                try:
-                    fcntl.ioctl(fd, request, 0)
-                except OSError:
-                    pass
+            ioctl_all(fds, request)
 
     def enable(self) -> None:
-        self._ioctl(_IOC_ENABLE)
+        self._ioctl(IOC_ENABLE)
+        if self.kvm is not None:
+            self.kvm.enable()
 
     def disable(self) -> None:
-        self._ioctl(_IOC_DISABLE)
+        self._ioctl(IOC_DISABLE)
+        if self.kvm is not None:
+            self.kvm.disable()
 
     def measure_idle(self, seconds: float) -> None:
         """The target's own cost per second while its guest is idle, counted
@@ -290,7 +245,8 @@ class HostProbe:
 
     def facts(self) -> dict:
         """What this probe counts, and why not the rest: for the target's facts."""
-        have = [k for k, fds in self.fds.items() if fds] + (["exits"] if self.qmp else [])
+        have = [k for k, fds in self.fds.items() if fds] + (
+            [self.kvm.describe()] if self.kvm else ["exits"] if self.qmp else [])
         return {"host_probe": ", ".join(have) or "nothing",
                 **({"host_probe_missing": "; ".join(f"{k}: {v}" for k, v in self.missing.items())}
                    if self.missing else {})}
@@ -298,6 +254,9 @@ class HostProbe:
     def close(self) -> None:
         for name in list(self.fds):
             self._close(name)
+        if self.kvm is not None:
+            self.kvm.close()
+            self.kvm = None
         if self.qmp is not None:
             self.qmp.close()
             self.qmp = None

@@ -49,7 +49,8 @@ _ALL = [
            "context switches of the target's host processes and threads per operation"),
     Metric("host_syscalls", "syscalls", "host", "host syscalls",
            "system calls the target's host processes and threads made per operation"),
-    Metric("exits", "exits", "host", "VM exits", "VM exits per operation (KVM: QMP query-stats)"),
+    Metric("exits", "exits", "host", "VM exits",
+           "VM exits per operation (KVM: its kvm:kvm_exit tracepoint, by reason; else QMP query-stats)"),
     # a workload's, per unit of the work it did (seed 003's figure of merit)
     # (units: per GB moved, or per 1000 transactions: WORK below)
     Metric("host_cpu_per_unit", "s/GB", "host", "host CPU per unit",
@@ -65,7 +66,7 @@ _ALL = [
            "per unit of work"),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
-EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_io, exits_mmio, exits_halt, ...
+EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_cpuid, exits_io, exits_npf, exits_other, ...
 
 
 @dataclass(frozen=True)
