@@ -3,7 +3,8 @@ kernel=PATH) with an initramfs of busybox-static and the agent.
 
 Options: accel=kvm|tcg|auto (auto: KVM only if a guest actually boots with
 it -- /dev/kvm can exist and still not run a standard kernel, as on nested
-or PVM hosts), smp=N, mem=SIZE (512M, 1G), cpu=MODEL, machine=pc|microvm,
+or PVM hosts; the probe waits 15 s, or boot_timeout= where given), smp=N,
+mem=SIZE (512M, 1G), cpu=MODEL, machine=pc|microvm,
 kernel=PATH, boot_timeout=SECONDS (default 120).  The channel is the guest's second serial port (ttyS1) on
 QEMU's stdio; the first (the console) goes to a log file.
 
@@ -403,7 +404,11 @@ class QemuTarget(ChannelTarget):
             ok, why = kvm_usable(self.binary)
             if ok:
                 self.accel = "kvm"
-                wanted_timeout, self.boot_timeout = self.boot_timeout, KVM_PROBE_TIMEOUT
+                # the probe gives up early, unless boot_timeout= says how long a boot may take
+                # here (a working KVM nested under TCG boots a guest in ~20 s)
+                wanted_timeout = self.boot_timeout
+                if "boot_timeout" not in self.options:
+                    self.boot_timeout = KVM_PROBE_TIMEOUT
                 try:
                     super().start()
                     return
