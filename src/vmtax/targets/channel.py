@@ -243,11 +243,14 @@ class ChannelTarget(Target):
         reading of its probe, or the batch's first operations go uncounted:
         the class's pause, or twice a PING's round trip and a reading where
         that is longer (a slow controller: vmtax inside a TCG guest, driving
-        a guest nested in it, is ~20 ms late), MAX_SETTLE_MS at most."""
-        t0 = time.monotonic()
-        for _ in range(self.PINGS):
+        a guest nested in it, is ~20 ms late), MAX_SETTLE_MS at most.  The
+        round trip is the median of PINGS."""
+        took = []
+        for _ in range(self.PINGS):  # their median: one slow answer on a busy host sets no pause
+            t0 = time.monotonic()
             list(self.channel.command("PING", 30))
-        rtt = (time.monotonic() - t0) / self.PINGS
+            took.append(time.monotonic() - t0)
+        rtt = sorted(took)[len(took) // 2]
         t0 = time.monotonic()
         self.host_probe.enable()
         try:
