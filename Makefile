@@ -69,8 +69,9 @@ readme: setup
 # a TCG guest with an emulated AMD-V loads kvm-amd and runs vmtax's compare of
 # itself against qemu:accel=kvm, its explain and the KVM-only tests (pytest -m
 # kvm); VM exits per op are checked (docs/kvm.md). Not part of `test`.
+# KVM_RIG="--keep DIR" keeps its results (scripts/kvm-rig/rig.py --help).
 test-kvm: setup
-	$(VENV)/bin/python scripts/kvm-rig/rig.py
+	$(VENV)/bin/python scripts/kvm-rig/rig.py $(KVM_RIG)
 
 clean:
 	$(MAKE) -C agent clean
