@@ -159,6 +159,7 @@ def test_the_agent_waits_for_a_slow_host_before_its_counted_batch():
     where the host is slower (vmtax under TCG: 165-241 ms), capped."""
     import time
     from types import SimpleNamespace
+
     from vmtax.targets.channel import ChannelTarget
 
     class Guest:  # what settle_for_the_host uses of a started channel target

@@ -60,7 +60,8 @@ BENCH = ("getppid", "cpuid", "page_fault", "pi")
 # against the agent's report of it over the serial channel (~300 bytes, each written an `io` exit);
 # processes one after another (lockstep's 1-ms samples are a few CPUIDs in there: its sample of
 # cpuid on the nested guest came back as 0.0 and the row failed)
-COMPARE_ARGS = "--pairing blocks --min-time-ms 300 --samples 2 --warmup 1 --min-processes 5 --precision 99% --max-time 4m"
+COMPARE_ARGS = ("--pairing blocks --min-time-ms 300 --samples 2 --warmup 1 --min-processes 5 --precision 99% "
+                "--max-time 4m")
 CPUID_RANGE = (0.9, 1.1)   # exits of reason cpuid per CPUID
 GETPPID_MAX = 0.1          # VM exits per getppid
 
@@ -167,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvm rig: an outer TCG guest with AMD-V ({kernel.name}, -smp {args.smp}, -m {args.mem}M, "
               f"no network) runs vmtax from this host's root; its timings are TCG's, its exit counts KVM's",
               flush=True)
-        qemu = proc.spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=open(work / "qemu.log", "wb"))
+        with open(work / "qemu.log", "wb") as log:  # QEMU holds its own copy
+            qemu = proc.spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
         timer = threading.Timer(args.timeout, lambda: proc.kill_group(qemu))
         timer.daemon = True
         timer.start()
@@ -258,7 +259,8 @@ def checks(out: Path) -> list[tuple[bool, str]]:
         if any(b["benchmark"] == bench for b in explain.get("benchmarks", [])):
             npf = _row(explain, bench, "exits_npf", TARGET)
             res.append((True, f"{bench}: {_g(_row(explain, bench, 'exits', TARGET))} VM exits per op"
-                        + (f", {_g(npf)} of them nested page faults" if npf is not None else "") + " (shown, not checked)"))
+                        + (f", {_g(npf)} of them nested page faults" if npf is not None else "")
+                        + " (shown, not checked)"))
     try:
         suite = ET.parse(out / "kvm-tests.xml").getroot()
         suite = suite.find("testsuite") if suite.tag == "testsuites" else suite

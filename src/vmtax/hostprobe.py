@@ -29,8 +29,18 @@ from typing import Callable
 
 from .hostproc import TICK, descendants, tasks
 from .kvmexits import ExitCounter
-from .perfevent import (IOC_DISABLE, IOC_ENABLE, SW_CONTEXT_SWITCHES, SW_TASK_CLOCK, TYPE_SOFTWARE,
-                        TYPE_TRACEPOINT, ioctl_all, perf_open, perf_read, read_tracefs)
+from .perfevent import (
+    IOC_DISABLE,
+    IOC_ENABLE,
+    SW_CONTEXT_SWITCHES,
+    SW_TASK_CLOCK,
+    TYPE_SOFTWARE,
+    TYPE_TRACEPOINT,
+    ioctl_all,
+    perf_open,
+    perf_read,
+    read_tracefs,
+)
 
 
 @functools.lru_cache(maxsize=1)

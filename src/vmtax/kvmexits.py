@@ -22,8 +22,16 @@ import fcntl
 import os
 import re
 
-from .perfevent import IOC_DISABLE, IOC_ENABLE, IOC_SET_FILTER, TYPE_TRACEPOINT, ioctl_all, perf_open, \
-    perf_read, read_tracefs
+from .perfevent import (
+    IOC_DISABLE,
+    IOC_ENABLE,
+    IOC_SET_FILTER,
+    TYPE_TRACEPOINT,
+    ioctl_all,
+    perf_open,
+    perf_read,
+    read_tracefs,
+)
 
 VMX, SVM = 1, 2  # the tracepoint's isa field (KVM_ISA_VMX, KVM_ISA_SVM)
 

@@ -20,7 +20,7 @@ _READ_FORMAT = 1 | 2  # total time enabled, total time running
 _TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 try:
-    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
 except OSError:  # pragma: no cover
     _libc = None
 

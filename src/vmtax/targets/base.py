@@ -30,8 +30,9 @@ class Target(ABC):
     # The bare machine is its own host: its agent's counts are its host cost.
     mirror_host: ClassVar[bool] = False
     # ms the agent waits before a counted batch, for the host probe to start
-    # counting after the agent's line crossed the channel
-    count_settle_ms: ClassVar[int] = 0
+    # counting after the agent's line crossed the channel (a channel target
+    # sets its own once started: ChannelTarget.settle_for_the_host)
+    count_settle_ms: int = 0
     # the option a bare first word of the target string sets (`ssh:HOST`)
     positional: ClassVar[str | None] = None
     # another machine: a candidate that cannot be reached is recorded as
