@@ -233,7 +233,8 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
     the count that makes the baseline's sample last --step-ms, halved while
     the slowest target's would last more than SLOWEST_SAMPLE times that, as
     long as the baseline's stays above 1/FASTEST_SHARE of it (as sizes()
-    does for --min-time-ms), and as many rounds as make the baseline's timed
+    does for --min-time-ms), and raised until the quickest target's lasts
+    that long too, and as many rounds as make the baseline's timed
     samples last what --samples samples of --min-time-ms do; the first
     STEP_WARMUP_ROUNDS per --warmup are discarded."""
     goal_ns = cfg.step_ms * 1e6
@@ -244,6 +245,9 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
         while shared > 1 and shared * max(per_iter) > SLOWEST_SAMPLE * goal_ns \
                 and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE:
             shared //= 2
+        # and raised where a candidate far quicker than the baseline (the bare machine's cpuid beside a
+        # guest's, which exits) would take too short a sample for its clock to time
+        shared = max(shared, math.ceil(goal_ns / FASTEST_SHARE / min(per_iter)))
     else:  # a time per iteration unknown: the baseline's count, scaled
         shared = max(1, round((count or 1) * cfg.step_ms / max(cfg.min_time_ms, 1)))
     timed = max(2, round(cfg.samples_per_process * cfg.min_time_ms / cfg.step_ms))
