@@ -22,7 +22,7 @@ import time
 import weakref
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Sequence
+from typing import BinaryIO, Callable, Collection, Iterator, Sequence
 
 from .errors import TargetError
 from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running, tasks
@@ -142,18 +142,22 @@ def other_cpus(cpu: int | None) -> list[int]:
     return sorted(os.sched_getaffinity(0) - {cpu})
 
 
-def controller_cpus(cpu: int | None) -> list[int]:
+def controller_cpus(cpu: int | Collection[int] | None) -> list[int]:
     """The host CPUs vmtax itself keeps to while its targets run on host
-    CPU `cpu` (keep_off): every other CPU it may use; empty (it stays where
-    it is) when unpinned, when there is no other, or when `cpu` is not one
+    CPU `cpu` (or on these CPUs: scale's copies spread over them;
+    keep_off): every other CPU it may use; empty (it stays where it is)
+    when unpinned, when there is no other, or when a CPU given is not one
     it may use."""
-    return other_cpus(cpu) if cpu in os.sched_getaffinity(0) else []
+    pinned = {cpu} if isinstance(cpu, int) else set(cpu or ())
+    mine = os.sched_getaffinity(0)
+    return sorted(mine - pinned) if pinned and pinned <= mine else []
 
 
 @contextmanager
-def keep_off(cpu: int | None) -> Iterator[list[int]]:
-    """While the targets run on host CPU `cpu`, every thread of this process
-    runs on the other CPUs (controller_cpus; yielded), as QEMU's emulator
+def keep_off(cpu: int | Collection[int] | None) -> Iterator[list[int]]:
+    """While the targets run on host CPU `cpu` (or on these CPUs), every
+    thread of this process runs on the other CPUs (controller_cpus;
+    yielded), as QEMU's emulator
     threads do (qemu.pin_emulator_apart): vmtax reads each sample line as
     the agent writes it, and a reader woken by a writer on one CPU is
     often put there, where it took the CPU from the agent's next sample
