@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from vmtax.cli import main
-from vmtax.core import free_port
+from vmtax.peers import free_port
 from vmtax.targets import devices
 
 T = TypeVar("T")

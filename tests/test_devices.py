@@ -215,7 +215,7 @@ def test_fsync_latency_is_read_from_fios_sync_section():
 
 def test_host_cost_per_unit_is_the_cost_less_the_idle_rate_over_the_work():
     from types import SimpleNamespace
-    from vmtax.runner import per_unit
+    from vmtax.engine.hostcost import per_unit
     # 0.1 s of CPU and 50 context switches per second while the guest idles
     guest = SimpleNamespace(host_probe=SimpleNamespace(idle={"host_cpu_ns": 0.1e9, "host_context_switches": 50.0}))
     before = {"user": 10.0, "sys": 0.0, "switches": 1000.0}

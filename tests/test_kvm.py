@@ -11,7 +11,7 @@ import os
 import pytest
 
 from vmtax import guest, kvmexits
-from vmtax.core import agent_argv, read_agent
+from vmtax.engine.protocol import agent_argv, read_agent
 from vmtax.suite import select
 from vmtax.targets import parse_target
 from vmtax.targets.qemu import QemuTarget, _probe_key

@@ -103,8 +103,8 @@ class Recording(FakeTarget):
 
 def test_compare_and_scale_calibrate_through_one_implementation(db, monkeypatch):
     """A change to the calibration (here: 5 samples, not 3) reaches both."""
-    from vmtax import core
-    monkeypatch.setattr(core, "CALIBRATION_SAMPLES", 5)
+    from vmtax.engine import protocol
+    monkeypatch.setattr(protocol, "CALIBRATION_SAMPLES", 5)
     seen_compare, seen_scale = [], []
     store = Store(db)
     targets = [Recording("fake a", {}, seen_compare), Recording("fake b", {}, seen_compare)]
@@ -124,14 +124,14 @@ def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
     """A change to how an agent's lines are read (here: the reader drops
     every sample of seq 1) reaches compare's processes, compare's
     calibration and scale's rounds alike: all three read through
-    core.read_agent, whose one reader is agent.events."""
-    from vmtax import core
-    real, read = core.events, []
+    engine.protocol.read_agent, whose one reader is agent.events."""
+    from vmtax.engine import protocol
+    real, read = protocol.events, []
 
     def changed(lines, spec):
         read.append(spec.name)
         return (ev for ev in real(lines, spec) if not (ev.kind == "sample" and ev.fields["seq"] == 1))
-    monkeypatch.setattr(core, "events", changed)
+    monkeypatch.setattr(protocol, "events", changed)
     store = Store(db)
     targets = [FakeTarget("fake a", {}), FakeTarget("fake b", {})]
     store.new_run("r", "compare", "test", "0", {})

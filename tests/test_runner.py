@@ -379,13 +379,41 @@ def test_targets_on_different_machines_run_at_the_same_time(db):
 
 
 def test_on_one_machine_the_block_is_a_plain_loop(db, monkeypatch):
-    from vmtax.runner import StoreRelay
+    from vmtax.engine.writer import ThreadRelay
 
     def no_threads(self, lanes):
         raise AssertionError("threads for targets on one machine")
-    monkeypatch.setattr(StoreRelay, "serve", no_threads)
+    monkeypatch.setattr(ThreadRelay, "serve", no_threads)
     status, data = _run(["fake", "fake:label=b"], [A], db, max_time=2)
     assert status == "complete" and len(data.samples) > 10
+
+
+def test_a_block_executor_given_to_the_runner_runs_every_block_with_the_lines_it_opens(db):
+    """The seam of another way to run a block (lockstep: every side's
+    process alive at once, paced sample by sample): the runner hands each
+    block's turns to the executor it was given; a turn of an agent row says
+    its process's arguments, and measures the process from the Lines the
+    executor opened, calling their per-sample hook."""
+    from vmtax.engine.execute import Lines
+    blocks, paced = [], []
+
+    class Opening:
+        def run(self, turns):
+            blocks.append(sorted(t.target.name for t in turns))
+            for t in turns:
+                argv = t.argv()
+                assert argv[:2] == ["run", "getppid"] and "--iters" in argv
+                t.run(Lines(lambda t=t, argv=argv: t.target.run_agent(argv, timeout=60), sampled=paced.append))
+    store = Store(db)
+    targets = new_run(store, ["fake", "fake:label=b"], [A])
+    status = Runner(RunConfig(precision=0.05, max_time=100, min_processes=3), [A], targets, store, "r",
+                    clock=Steps(), executor=lambda job: Opening()).run()
+    data = store.load("r")
+    assert status == "complete" and len(blocks) >= 3 and all(b == ["fake", "fake:label=b"] for b in blocks)
+    counting = {s.process for s in data.samples if s.counting}  # its counting processes run in turn
+    timed = [s for s in data.samples if s.process not in counting]
+    assert {s.block for s in timed} == set(range(len(blocks)))
+    assert [s.process for s in paced] == [s.process for s in timed]  # every sample went through the hook
 
 
 def test_a_qemu_guest_is_on_this_machine_whatever_its_machine_type():
@@ -427,7 +455,7 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
 
 # -- honest budgets: nothing begun that cannot end by the budget plus its grace --------
 def test_the_grace_is_a_tenth_of_the_budget_within_5_and_60_s():
-    from vmtax.core import grace_s
+    from vmtax.engine.budget import grace_s
     assert grace_s(10) == 5 and grace_s(300) == 30 and grace_s(3600) == 60
 
 
@@ -512,72 +540,3 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     same.config["same_mode"] = True
     (c,) = analyse(same)[1]
     assert c.estimand == "same mode" and c.ratio == c.same_mode.ratio == pytest.approx(1.05, rel=0.005)
-
-
-def test_a_stop_on_a_mode_stratum_waits_for_one_the_report_will_have(tmp_path):
-    """--same-mode and --fast-mode judge a row over the blocks each side's
-    own cut puts in a mode (analysis.stop_blocks); where the report will
-    have no such ratio (the pooled modes are not each side's own: a TCG
-    guest's cpuid tail beside the host's state, analysis.modes_agree), the
-    stop must not end the row on that stratum's width: it judges every
-    block, as the report will."""
-    import random as _random
-    from vmtax.model import Sample
-    from vmtax.runner import TargetState
-    rng = _random.Random(11)
-    states = {"fake": TargetState(), "fake:label=b": TargetState()}
-    for blk in range(92):
-        state = 1.5 if rng.random() < 0.46 else 1.0  # the host's, on both sides
-        for name, st in states.items():
-            tail = 3.0 if name != "fake" and rng.random() < 0.26 else 1.0  # the candidate's own
-            mean = (4000.0 if name == "fake" else 5.1) * state * tail
-            for seq in range(3):
-                st.take(Sample("getppid", name, mean * (1 + rng.gauss(0, 0.01)), "ns", process=blk, seq=seq,
-                               t=1.0 + blk, block=blk))
-    store = Store(tmp_path / "r.db")
-    targets = new_run(store, list(states), [A])
-    for flag in ("same_mode", "fast_mode"):
-        runner = Runner(RunConfig(precision=0.01, **{flag: True}), [A], targets, store, "r")
-        (width,) = runner.precision_by_target(states).values()
-        assert width > 0.05, (flag, width)  # over every block: the tail's spread, not the stratum's +-0.1%
-    quiet = {n: TargetState() for n in states}  # the same host state, no tail: the stratum is kept, and narrow
-    rng = _random.Random(12)
-    for blk in range(40):
-        state = 1.5 if rng.random() < 0.46 else 1.0
-        for name, st in quiet.items():
-            for seq in range(3):
-                st.take(Sample("getppid", name, (4000.0 if name == "fake" else 5.1) * state * (1 + rng.gauss(0, 0.01)),
-                               "ns", process=blk, seq=seq, t=1.0 + blk, block=blk))
-    runner = Runner(RunConfig(precision=0.01, same_mode=True), [A], targets, store, "r")
-    (width,) = runner.precision_by_target(quiet).values()
-    assert width < 0.01, width
-
-
-def test_a_row_stops_only_once_the_interval_the_report_will_give_is_as_narrow(tmp_path):
-    """The stop's estimate (stats.stop_halfwidth) can call a row precise
-    at a block where the sign-flip interval the report then gives is
-    still wider than the goal (a quiet AMD demo: 6 of 27 rows stopped on
-    precision reported +-1.01-1.05%); the runner's width is the wider of
-    the two once the estimate reaches the goal, so the row goes on."""
-    import random as _random
-    from vmtax.model import Sample
-    from vmtax.runner import TargetState
-    rng = _random.Random(25)
-    base = [4000.0 * (1 + rng.gauss(0, 0.012)) for _ in range(10)]
-    cand = [5.1 * (1 + rng.gauss(0, 0.012)) for _ in range(10)]
-    assert stats.stop_halfwidth(cand, base) <= 0.01  # the estimate alone would stop here
-    reported = stats.ratio_ci_rel(*stats.compare_paired(cand, base)[:3])
-    assert 0.0101 < reported < 0.011
-    states = {"fake": TargetState(), "fake:label=b": TargetState()}
-    for name, values in (("fake", base), ("fake:label=b", cand)):
-        for blk, v in enumerate(values):
-            for seq in range(3):
-                states[name].take(Sample("getppid", name, v, "ns", process=blk, seq=seq, t=1.0 + blk, block=blk))
-    store = Store(tmp_path / "r.db")
-    targets = new_run(store, list(states), [A])
-    runner = Runner(RunConfig(precision=0.01), [A], targets, store, "r")
-    (width,) = runner.precision_by_target(states).values()
-    assert width == pytest.approx(reported)
-    runner = Runner(RunConfig(precision=0.005), [A], targets, store, "r")  # estimate short of the goal: it alone
-    (width,) = runner.precision_by_target(states).values()
-    assert width == pytest.approx(stats.stop_halfwidth(cand, base))

@@ -13,7 +13,7 @@ from vmtax import suite
 from vmtax.analysis import analyse
 from vmtax.errors import TargetError, UserError
 from vmtax.guest import closure
-from vmtax.core import jobs_of
+from vmtax.engine.jobs import jobs_of
 from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
 from vmtax.suite import workloads
@@ -239,7 +239,7 @@ def test_a_peer_listens_on_loopback_alone(name):
     (here the bare machine's loopback), never a wildcard address."""
     from vmtax.peers import start_peer
     from vmtax.proc import kill_group
-    from vmtax.core import free_port
+    from vmtax.peers import free_port
     port = free_port()
     p = start_peer(BY_NAME[name], port, None)
     try:
@@ -254,7 +254,7 @@ def test_a_peer_listens_on_loopback_alone(name):
 def test_a_peer_listens_before_the_run_and_is_gone_after():
     from vmtax.peers import listening, start_peer
     from vmtax.proc import kill_group
-    from vmtax.core import free_port
+    from vmtax.peers import free_port
     port = free_port()
     p = start_peer(BY_NAME["net_rr"], port, None)
     try:

@@ -14,7 +14,7 @@ relabelings and asks, of each:
          sign-flip test over every block) at the row's own block count: an
          exact test flags 5% of them;
   stop   (rows stopped on precision) whether the runner's stop
-         (Runner.precision_by_target, the row's candidates `aa` and `slow`
+         (engine.stop.widths, the row's candidates `aa` and `slow`
          together, as the runner stopped rows until 2026-11-27) would have
          ended the row at that block and not the one before, and the
          report's p then: a stop that picks labelings the test flags would
@@ -25,7 +25,7 @@ labels as measured are not a coin's: the two targets differ, or chance.
 
 Usage: .venv/bin/python bench/relabel.py [--draws 40] [--jobs 2] [--own] DB:JSON_GLOB ...
   e.g. results/validity-hog-amd.db:'results/validity-hog-amd-same-*.json'
-  --own: runs where each candidate stopped on its own (Runner._stop_precise,
+  --own: runs where each candidate stopped on its own (engine.stop.judge,
   since 2026-11-27): the stop asked is `aa`'s alone, over its blocks shared
   with the baseline
 """
@@ -45,23 +45,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 from vmtax import analysis, stats  # noqa: E402
 from vmtax.model import Sample  # noqa: E402
 from vmtax.plan import RunConfig  # noqa: E402
-from vmtax.runner import Runner, TargetState  # noqa: E402
+from vmtax.engine.stop import StopRule, widths  # noqa: E402
+from vmtax.runner import TargetState  # noqa: E402
 from vmtax.store import Store  # noqa: E402
 
 NAMES = ("local", "local:label=aa", "local:inject=3,label=slow")
 
 
-class RowStop(Runner):
-    """The runner's stop alone (precision_by_target), over the three targets."""
-    def __init__(self, cfg: RunConfig):
-        self.cfg = cfg
-        self.targets = [type("T", (), {"name": n})() for n in NAMES]
-
-
 def row_stops(cfg: RunConfig, vals: dict, blocks: list[int], own: bool = False) -> bool:
     """Whether the row's stop ends the A/A ratio after these blocks: every
     candidate precise (the row's stop), or with own the `aa` candidate's
-    ratio alone (each candidate's own stop, Runner._stop_precise, since
+    ratio alone (each candidate's own stop, engine.stop.judge, since
     2026-11-27)."""
     sts = {n: TargetState() for n in NAMES}
     for n in NAMES:
@@ -71,8 +65,8 @@ def row_stops(cfg: RunConfig, vals: dict, blocks: list[int], own: bool = False) 
         for k in blocks:
             sts[n].take(Sample(benchmark="b", target=n, value=vals[n][k], unit="ns", process=k, seq=0, block=k))
             sts[n].processes += 1
-    widths = RowStop(cfg).precision_by_target(sts)
-    return len(blocks) >= cfg.min_processes and (widths[NAMES[1]] if own else max(widths.values())) <= cfg.precision
+    w = widths(StopRule.of(cfg), list(NAMES), {n: st.side() for n, st in sts.items()})  # the runner's stop alone
+    return len(blocks) >= cfg.min_processes and (w[NAMES[1]] if own else max(w.values())) <= cfg.precision
 
 
 def report_p(base: dict, cand: dict) -> float:

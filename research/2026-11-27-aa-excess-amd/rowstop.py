@@ -7,7 +7,7 @@ bench/samestop.py's simulated host (a state that flips in stretches of
 within-mode spread of SD), here with three targets in each block in a random
 order, as bench/validity.py runs them: the baseline, an A/A twin and a
 candidate 3% slower.  Each trial runs blocks through the runner's own stop
-(Runner.precision_by_target, --same-mode, precision +-1%, 10 processes) in
+(engine.stop.widths, --same-mode, precision +-1%, 10 processes) in
 one of three ways, "row": until every candidate is precise (the runner until
 2026-11-27), "own": each candidate stops when its own ratio is (since), or
 "fixed": 60 blocks; at most 120.  Then the report's test (analysis.same_mode
@@ -25,7 +25,8 @@ import numpy as np
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 from vmtax import stats, analysis
-from vmtax.runner import Runner, TargetState
+from vmtax.engine.stop import StopRule, widths
+from vmtax.runner import TargetState
 from vmtax.plan import RunConfig
 from vmtax.model import Sample
 PROCESS_S = 0.09
@@ -45,14 +46,7 @@ def blocks(rng, slow_by, sd, inject, straddle=1.0):
             vals.append(100 * (1 + (slow_by - 1) * part) * math.exp(rng.normal(0, sd)))
         v = [vals[i] for i in order]
         yield v[0], v[1], v[2] * inject
-class R(Runner):
-    def __init__(self, cfg):
-        self.cfg = cfg
-        class T:
-            def __init__(self, n): self.name = n
-        self.targets = [T(n) for n in NAMES]
 def trial(rng, way, nmax, slow_by, sd, inject, cfg):
-    r = R(cfg)
     sts = {n: TargetState() for n in NAMES}
     for k, vals in zip(range(nmax), blocks(rng, slow_by, sd, inject)):
         for n, v in zip(NAMES, vals):
@@ -61,7 +55,7 @@ def trial(rng, way, nmax, slow_by, sd, inject, cfg):
                 sts[n].processes += 1
         if k + 1 < cfg.min_processes:
             continue
-        w = r.precision_by_target(sts)
+        w = widths(StopRule.of(cfg), list(NAMES), {n: s.side() for n, s in sts.items()})
         if way == "fixed": continue
         if way == "row":
             if max(w.values()) <= cfg.precision: break

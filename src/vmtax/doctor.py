@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from .core import agent_argv, read_agent
+from .engine.execute import Lines, Recorder, Where, run_process
+from .engine.protocol import agent_argv
 from .errors import AgentError, TargetError
 from . import stats
 from .model import BenchSpec, Modes
@@ -233,29 +234,28 @@ def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
     """(each process's mean time per operation, when each began, the mean
     wall time of one process, each process's mean reference time per step
     -- empty where the agent took none) over `processes` fresh agent
-    processes."""
+    processes, each run by the engine (execute.run_process) and recorded
+    nowhere."""
     args = agent_argv(target, spec, samples=3, warmup=1, min_time_ms=10)
+    rec = Recorder(None, "")
     means, starts, took, refs = [], [], [], []
     for i in range(processes):
         began = time.monotonic()
-        values, ref = [], []
-
-        def take(f: dict, _t: float) -> None:
-            if not f["warmup"] and not f["counting"]:
-                values.append(f["value"])
-                if f.get("ref_before") is not None:
-                    ref.append((f["ref_before"] + f["ref_after"]) / 2)
-        try:
-            got = read_agent(target, target.run_agent(args, timeout=120), spec, take)
-        except ChildFailed as e:
-            raise TargetError(f"{target.name}: agent {e}") from None
-        if got.skipped:
-            raise AgentError(got.skipped)
-        if not values:
+        got = run_process(target, spec, Where(target.name, spec.name), rec,
+                          Lines(lambda: target.run_agent(args, timeout=120)), check=None)
+        if isinstance(got.failure, ChildFailed):
+            raise TargetError(f"{target.name}: {got.error}")
+        if got.failure is not None:
+            raise got.failure
+        if got.read.skipped:
+            raise AgentError(got.read.skipped)
+        timed = [s for s in got.samples if not s.warmup and not s.counting]
+        if not timed:
             raise AgentError(f"{target.name}: the agent gave no sample of {spec.name}")
         starts.append(began)
         took.append(time.monotonic() - began)
-        means.append(statistics.fmean(values))
+        means.append(statistics.fmean(s.value for s in timed))
+        ref = [(s.ref_before + s.ref_after) / 2 for s in timed if s.ref_before is not None]
         if ref:
             refs.append(statistics.fmean(ref))
         if progress:

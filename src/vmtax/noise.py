@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from .core import agent_argv, calibrate, read_agent
+from .engine.execute import Lines, Recorder, Where, calibrate, run_process
+from .engine.protocol import agent_argv
 from .errors import AgentError, TargetError
 from .model import BenchSpec
 from .proc import ChildFailed
@@ -100,26 +101,24 @@ def series(target, spec: BenchSpec, seconds: float, timeout: float = 120.0) -> t
     to back for `seconds`: the positions are the samples' own times laid
     end to end, each line's printing spread evenly over them (the time
     between the first and the last line's arrival)."""
-    try:
-        cal = calibrate(target, spec, 1, timeout)
-    except ChildFailed as e:
-        raise TargetError(f"{target.name}: agent {e}") from None
-    if cal.skipped or cal.iters is None:
-        raise AgentError(cal.skipped or f"{target.name}: the agent calibrated nothing")
+    rec, at = Recorder(None, ""), Where(target.name, spec.name)  # recorded nowhere
+    cal = calibrate(target, spec, at, rec, 1, timeout)
+    _raise(target, cal.result.failure)
+    if cal.result.read.skipped or cal.iters is None:
+        raise AgentError(cal.result.read.skipped or f"{target.name}: the agent calibrated nothing")
     iters = max(1, round(cal.iters * SAMPLE_MS))
     count = max(2 * MIN_PAIRS, int(seconds * 1e3 / SAMPLE_MS))
     args = agent_argv(target, spec, samples=count, warmup=5, iters=iters) + ["--ref-steps", "0"]
     got: list[tuple[float, float]] = []  # (the sample's own time in s, its value)
     arrived: list[float] = []
 
-    def take(f: dict, _t: float) -> None:
-        if not f["warmup"] and not f["counting"]:
-            got.append((f["value"] * f["ops"] / 1e9, f["value"]))
+    def take(s) -> None:
+        if not s.warmup and not s.counting:
+            got.append((s.value * s.ops / 1e9, s.value))
             arrived.append(time.monotonic())
-    try:
-        read_agent(target, target.run_agent(args, timeout=timeout + seconds * 4), spec, take)
-    except ChildFailed as e:
-        raise TargetError(f"{target.name}: agent {e}") from None
+    read = run_process(target, spec, at, rec, Lines(lambda: target.run_agent(args, timeout=timeout + seconds * 4)),
+                       on_sample=take, check=None)
+    _raise(target, read.failure)
     if len(got) < 2:
         raise AgentError(f"{target.name}: the agent gave too few samples of {spec.name}")
     gap = max(0.0, (arrived[-1] - arrived[0]) - sum(s for s, _ in got[1:])) / (len(got) - 1)
@@ -128,3 +127,11 @@ def series(target, spec: BenchSpec, seconds: float, timeout: float = 120.0) -> t
         times.append(at_s + s / 2)
         at_s += s + gap
     return times, [v for _, v in got]
+
+
+def _raise(target, failure: Exception | None) -> None:
+    """A process's failure as series() says it: the agent's exit as the target's error."""
+    if isinstance(failure, ChildFailed):
+        raise TargetError(f"{target.name}: agent {failure}") from None
+    if failure is not None:
+        raise failure

@@ -9,12 +9,20 @@ namespace vmtax made for that target -- never on a wildcard address."""
 from __future__ import annotations
 
 import shlex
+import socket
 import subprocess
 import tempfile
 import time
 
 from .errors import TargetError
 from .proc import kill_group, other_cpus, spawn
+
+
+def free_port() -> int:
+    """A TCP port free on this host's loopback now (a workload's server or peer)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def start_peer(w, port: int, target_cpu: int | None, bind: str = "127.0.0.1", ns=None) -> subprocess.Popen:

@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass, replace
 
 from . import stats
-from .core import CALIBRATION_SAMPLES, Job, jobs_of
+from .engine.jobs import Job, jobs_of
+from .engine.protocol import CALIBRATION_SAMPLES
 from .model import BenchSpec
 from .report.units import fmt_duration
 from .suite import workloads

@@ -37,12 +37,16 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from .agent import agent_hash, parse_line
-from .core import (BudgetSpent, Job, agent_argv, calibrate, free_port, grace_s, jobs_of, read_agent, recorded,
-                   tool_samples)
+from .agent import parse_line
+from .engine.budget import BudgetSpent
+from .engine.execute import Lines, Where, calibrate, run_process, run_tool
+from .engine.jobs import Job, jobs_of
+from .engine.protocol import agent_argv
+from .engine.session import Session, TargetPool, run_session
 from .errors import AgentError, StoreError, TargetError, UserError
 from .hostproc import host_cpu_times, mem_available_mb, pss_mb
 from .model import BenchSpec, Sample, TargetInfo
+from .peers import free_port
 from .proc import ChildFailed
 from .scaling import instance_rates, is_throughput, rate_unit
 from .stats import jain, summarize
@@ -115,94 +119,22 @@ def check_jobs(specs: list[BenchSpec]) -> list[Job]:
 
 
 # -- the pool of copies ------------------------------------------------------------
-class Pool:
-    """The copies of one target, grown stage by stage; close() stops them all."""
-
-    def __init__(self, label: str, make: Callable[[int], Target], files: tuple, pin: str, cpus: list[int],
-                 note: Callable[[str], None]):
-        self.label, self.make, self.files, self.pin, self.cpus, self.note = label, make, files, pin, cpus, note
-        self.targets: list[Target] = []
-
-    def grow(self, n: int) -> None:
-        """Start copies until there are n, in parallel (the very first
-        alone where its start settles something the others reuse)."""
-        start = len(self.targets)
-        if n <= start:
-            return
-        fresh = []
-        for i in range(start, n):
-            t = self.make(i)
-            t.pin(self.cpus[i % len(self.cpus)] if self.pin == "spread" else None)
-            t.provide(self.files)
-            fresh.append(t)
-        self.targets += fresh  # before any starts: close() stops whatever did
-        t0 = time.monotonic()
-        alone = start == 0 and fresh[0].settles_at_start()
-        if alone:
-            self._start_one(0, fresh.pop(0))
-        parallel = [t for t in fresh if "parallel_start" in t.capabilities]
-        for t in fresh:
-            if "parallel_start" not in t.capabilities:
-                self._start_one(self.targets.index(t), t)
-        for t in parallel:
-            try:
-                t.begin_start()
-            except TargetError as e:
-                raise TargetError(f"instance {self.targets.index(t) + 1} of {n} did not start: {e}") from None
-        done: "queue.Queue[tuple[int, BaseException | None]]" = queue.Queue()
-
-        def finish(i: int, t: Target) -> None:
-            error = None
-            try:
-                t.end_start()
-            except BaseException as e:  # told to this thread
-                error = e
-            done.put((i, error))
-        for t in parallel:
-            threading.Thread(target=finish, args=(self.targets.index(t), t), daemon=True).start()
-        for _ in parallel:  # the first failure ends the wait: close() stops the others mid-boot
-            i, error = _get(done)
-            if error is not None:
-                raise TargetError(f"instance {i + 1} of {n} ({self.targets[i].name}) did not boot: {error}")
-        how = f"{len(parallel)} in parallel" + (", after the first alone" if alone else "")
-        self.note(f"{n - start} instance(s) of {self.label} started in {time.monotonic() - t0:.1f} s"
-                  + (f" ({how})" if len(parallel) > 1 else ""))
-
-    def _start_one(self, i: int, t: Target) -> None:
-        try:
-            t.start()
-        except TargetError as e:
-            raise TargetError(f"instance {i + 1} ({t.name}) did not start: {e}") from None
-
-    def close(self) -> None:
-        """Stop every copy, in parallel (a container's removal takes a
-        while); a second Ctrl-C does not cut it short."""
-        threads = [threading.Thread(target=_stop_quietly, args=(t,), daemon=True) for t in self.targets]
-        for th in threads:
-            th.start()
-        for th in threads:
-            while th.is_alive():
-                try:
-                    th.join(0.5)
-                except KeyboardInterrupt:
-                    continue
-        self.targets = []
-
-
-def _get(q: queue.Queue):
-    """The next item, waiting in short steps (a Ctrl-C is taken at once)."""
-    while True:
-        try:
-            return q.get(timeout=0.5)
-        except queue.Empty:
-            continue
-
-
-def _stop_quietly(t: Target) -> None:
-    try:
-        t.stop()
-    except Exception:  # noqa: BLE001 - the others must still be stopped
-        pass
+def grow(pool: TargetPool, make: Callable[[int], Target], n: int, pin: str, cpus: list[int], files: tuple,
+         label: str, note: Callable[[str], None]) -> None:
+    """Start copies until the session's pool has n (TargetPool.start_all:
+    in parallel, the very first alone where its start settles something
+    the others reuse), pinned round-robin over the host CPUs with --pin
+    spread (vmtax then keeps off the CPUs they are on, where others are
+    left); say how long they took."""
+    start = len(pool.targets)
+    if n <= start:
+        return
+    fresh = [make(i) for i in range(start, n)]
+    pool.add(fresh, [cpus[i % len(cpus)] if pin == "spread" else None for i in range(start, n)], files)
+    got = pool.start_all(fresh, lambda i: f"instance {i + 1} of {n}")
+    how = f"{got.parallel} in parallel" + (", after the first alone" if got.alone else "")
+    note(f"{n - start} instance(s) of {label} started in {got.seconds:.1f} s"
+         + (f" ({how})" if got.parallel > 1 else ""))
 
 
 # -- one round ---------------------------------------------------------------------
@@ -300,34 +232,35 @@ def stage_name(target: str, n: int) -> str:
 
 
 class ScaleRun:
+    """The stages of a scale run in one session (engine.session): its copies
+    started in the session's pool, every process read and recorded by the
+    engine (execute), rounds until the aggregate is precise."""
+
     def __init__(self, text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs: list[BenchSpec],
-                 store: Store, run_id: str, note: Callable[[str], None]):
+                 session: Session, note: Callable[[str], None]):
         self.text, self.make, self.cfg, self.specs = text, make, cfg, specs
         self.jobs = jobs_of(specs)  # checked by check_jobs before the run was recorded
-        self.store, self.run_id, self.note = store, run_id, note
+        self.pool, self.rec, self.note = session.pool, session.recorder, note
         self.cpus = host_cpus()
         self.iters: dict[str, int] = {}
         self.skipped: dict[str, str] = {}
-        self._process = 0
         self.rounds = 0  # rounds measured and stored, every stage's
-        self.t0 = time.monotonic()
-        self.hard_end = self.t0 + cfg.max_time + grace_s(cfg.max_time)  # see core.grace_s
+        self.deadline = session.begin(cfg.max_time)
 
     def run(self) -> None:
-        pool = Pool(self.text, self.make, workloads.provision(self.specs), self.cfg.pin, self.cpus, self.note)
+        files = workloads.provision(self.specs)
         try:
             items = len(self.cfg.instances) * len(self.jobs)
             for position, n in enumerate(self.cfg.instances):
-                pool.grow(n)
+                grow(self.pool, self.make, n, self.cfg.pin, self.cpus, files, self.text, self.note)
                 stage = stage_name(self.text, n)
-                copies = pool.targets[:n]
+                copies = self.pool.targets[:n]
                 facts = {"n": n, "vcpus": sum(t.vcpus() for t in copies), "host_cpus": len(self.cpus),
                          "pinning": pinning_text(self.cfg.pin, n, self.cpus),
                          "instances": [t.name for t in copies], "rounds": {}}
                 self._store_stage(position, stage, copies, facts)
                 for job in self.jobs:
-                    left = max(0.0, self.cfg.max_time - (time.monotonic() - self.t0))
-                    share = left / items
+                    share = max(0.0, self.cfg.max_time - (time.monotonic() - self.deadline.t0)) / items
                     items -= 1
                     try:
                         self._measure(job, stage, copies, facts, time.monotonic() + share)
@@ -339,21 +272,19 @@ class ScaleRun:
             if not self.rounds:  # nothing measured: the run failed, it is not complete
                 raise TargetError(f"{e}; no round was measured") from None
             self.note(f"vmtax: {e}")
-        finally:
-            pool.close()
 
     def _timeout(self) -> float:
         """A round's (or calibration's) timeout, never past budget + grace."""
-        return max(0.1, min(self.cfg.timeout, self.hard_end - time.monotonic()))
+        return self.deadline.timeout(self.cfg.timeout)
 
     def _cut(self, e: Exception, stage: str, names: list[str]) -> None:
         """A failure at the hard stop is the budget's, not the target's:
         the rows end 'budget' and the run stops (BudgetSpent)."""
-        if time.monotonic() < self.hard_end - 0.05:
+        if not self.deadline.spent():
             return
-        why = f"stopped at --max-time plus its grace ({grace_s(self.cfg.max_time):.0f} s): {e}"
+        why = f"stopped at --max-time plus its grace ({self.deadline.grace:.0f} s): {e}"
         for name in names:
-            self.store.set_outcome(self.run_id, stage, name, "budget", why[:500])
+            self.rec.outcome(stage, name, "budget", why[:500])
         raise BudgetSpent(why) from None
 
     def _store_stage(self, position: int, stage: str, copies: list[Target], facts: dict) -> None:
@@ -365,40 +296,40 @@ class ScaleRun:
                           boot_s=max(boots) if boots else None,            # the slowest of the parallel boots
                           idle_cpu_pct=sum(idle) if idle else None,          # all N idle together
                           mem_overhead_mb=sum(over) / len(over) if over else None)
-        self.store.add_target(self.run_id, position, info, agent_hash())
+        self.rec.target(position, info)
 
     def _measure(self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float) -> None:
         names = [s.name for s in job.specs]
-        if any(name in self.skipped for name in names):
-            for name in names:
-                self.store.set_outcome(self.run_id, stage, name, "skipped", self.skipped.get(name, ""))
-            return
-        tool = job.workload is not None
-        if not tool and job.name not in self.iters:
+        if job.workload is None and job.name not in self.iters and not any(n in self.skipped for n in names):
             try:
                 self.iters[job.name] = self._calibrate(copies[0], job.specs[0], stage)
             except (TargetError, AgentError) as e:
                 self._cut(e, stage, names)
                 raise
-            if job.name in self.skipped:
-                self.store.set_outcome(self.run_id, stage, job.name, "skipped", self.skipped[job.name])
-                return
-        aggregates, took, how, why = [], [], "budget", f"--max-rounds {self.cfg.max_rounds}"
+        stopped = None if any(n in self.skipped for n in names) else self._rounds(job, stage, copies, facts, deadline)
+        for name in names:
+            how, why = stopped or ("skipped", self.skipped.get(name, ""))
+            self.rec.outcome(stage, name, how, why)
+
+    def _rounds(self, job: Job, stage: str, copies: list[Target], facts: dict,
+                deadline: float) -> tuple[str, str] | None:
+        """Rounds until the aggregate is precise ('precision', ''), or
+        --max-rounds or the job's share of the budget is reached ('budget',
+        why); None where the copies skipped the benchmark."""
+        names = [s.name for s in job.specs]
+        aggregates, took = [], []
         for name in names:
             facts["rounds"][name] = []
         for r in range(self.cfg.max_rounds):
             try:
-                res = run_round(copies, self._argv_maker(job), tool, self._timeout(), memory=r == 0)
+                res = run_round(copies, self._argv_maker(job), job.workload is not None, self._timeout(),
+                                memory=r == 0)
             except TargetError as e:
                 self._cut(e, stage, names)
                 raise
             samples = self._samples(job, stage, copies, r, res)
             if samples is None:  # skipped in the copies
-                for name in names:
-                    self.store.set_outcome(self.run_id, stage, name, "skipped", self.skipped.get(name, ""))
-                return
-            for s in samples:
-                self.store.add_sample(self.run_id, s)
+                return None
             self.rounds += 1
             for name in names:
                 facts["rounds"][name].append({"round": r, "host_cpu_pct": res.host_cpu_pct,
@@ -412,13 +343,10 @@ class ScaleRun:
             if r + 1 < self.cfg.min_rounds:
                 continue
             if _ci_rel(aggregates) <= self.cfg.precision:
-                how = "precision"
-                break
+                return "precision", ""
             if time.monotonic() + max(took) + 1.0 > deadline:
-                why = "its share of --max-time"
-                break
-        for name in names:
-            self.store.set_outcome(self.run_id, stage, name, how, why if how == "budget" else "")
+                return "budget", "its share of --max-time"
+        return "budget", f"--max-rounds {self.cfg.max_rounds}"
 
     def _argv_maker(self, job: Job) -> Callable[[int, Target], list[str]]:
         c = self.cfg
@@ -431,68 +359,43 @@ class ScaleRun:
 
     def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:
         """One copy alone finds the iteration count every process then uses
-        (the same work per sample at every N): core.calibrate, as compare's."""
-        started = time.time()
-        try:
-            got = calibrate(target, spec, self.cfg.min_time_ms, self._timeout())
-        except ChildFailed as e:
+        (the same work per sample at every N): execute.calibrate, as
+        compare's.  Its row is kept only when it calibrated (a failure ends
+        the run)."""
+        held = self.rec.batch()
+        got = calibrate(target, spec, Where(stage, spec.name), held, self.cfg.min_time_ms, self._timeout())
+        e = got.result.failure
+        if isinstance(e, ChildFailed):
             raise TargetError(f"{target.name}: calibrating {spec.name}: agent {e}") from None
-        except AgentError as e:
+        if isinstance(e, AgentError):
             raise AgentError(f"{target.name}: {spec.name}: {e}") from None
-        if got.skipped:
-            self.skipped[spec.name] = got.skipped
-        self.store.add_process(self.run_id, self._next_process(), stage, spec.name, -1, 0, started, None,
-                               time.time(), "skipped" if got.skipped else "calibration")
+        if e is not None:
+            raise e
+        if got.result.read.skipped:
+            self.skipped[spec.name] = got.result.read.skipped
+        held.commit()
         return got.iters
 
-    def _next_process(self) -> int:
-        self._process += 1
-        return self._process - 1
-
     def _samples(self, job: Job, stage: str, copies: list[Target], r: int, res: RoundResult) -> list[Sample] | None:
-        """The round's samples, every copy's, checked; None when the copies
-        skipped the benchmark (its reason kept)."""
-        out = []
+        """The round's samples, every copy's, read and recorded by the
+        engine (execute); written only when every copy delivered (a copy's
+        failure: AgentError naming it, the rows read so far kept); None
+        when the copies skipped the benchmark (its reason kept)."""
+        held, out = self.rec.batch(), []
         for i, t in enumerate(copies):
-            process = self._next_process()
-            got = (self._tool_samples(job, stage, i, t, process, r, res.lines[i]) if job.workload
-                   else self._agent_samples(job.specs[0], stage, i, t, process, r, res.lines[i]))
-            if got is None:
+            lines = Lines.read_before(res.lines[i], res.started)
+            at = Where(stage, job.specs[0].name, r, i, instance=i)
+            got = (run_tool(t, job, at, held, lines) if job.workload is not None
+                   else run_process(t, job.specs[0], at, held, lines, check=_timed_sample))
+            if got.error or got.read.skipped:
+                held.commit(samples=False)
+                if got.error:
+                    raise AgentError(f"instance {i + 1}: {got.error}")
+                self.skipped[job.specs[0].name] = got.read.skipped
                 return None
-            self.store.add_process(self.run_id, process, stage, job.specs[0].name, r, i, res.started,
-                                   res.lines[i][0][0] if res.lines[i] else None,
-                                   res.lines[i][-1][0] if res.lines[i] else time.time(), "ok")
-            out += got
+            out += got.samples
+        held.commit()
         return out
-
-    def _agent_samples(self, spec: BenchSpec, stage: str, i: int, copy: Target, process: int, r: int,
-                       lines: list[tuple[float, str]]) -> list[Sample] | None:
-        out = []
-        arrived = iter(t for t, line in lines if line.strip())
-        try:
-            got = read_agent(copy, (line for _, line in lines), spec,
-                             lambda f, t: out.append(Sample(benchmark=spec.name, target=stage, process=process,
-                                                            block=r, t=t, **{**f, "instance": i})),
-                             when=lambda: next(arrived))
-        except AgentError as e:
-            raise AgentError(f"instance {i + 1}: {e}") from None
-        if got.skipped:
-            self.skipped[spec.name] = got.skipped
-            return None
-        if not got.finished or not got.timed:
-            raise AgentError(f"instance {i + 1}: the agent stopped without a timed sample")
-        return out
-
-    def _tool_samples(self, job: Job, stage: str, i: int, t: Target, process: int, r: int,
-                      lines: list[tuple[float, str]]) -> list[Sample]:
-        w = job.workload
-        try:
-            return tool_samples(job, w.parse("\n".join(line for _, line in lines)), stage, process, r,
-                                lines[-1][0] if lines else time.time(), t.host_cpu, instance=i)
-        except workloads.ParseError as e:
-            raise AgentError(f"instance {i + 1}: {w.name}: {e}") from None
-        except AgentError as e:
-            raise AgentError(f"instance {i + 1}: {e}") from None
 
     def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
         v = list(rates.values())
@@ -501,14 +404,20 @@ class ScaleRun:
                   f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s")
 
 
+def _timed_sample(read) -> str:
+    """A copy's check: it finished with a timed sample (or skipped the benchmark)."""
+    return "" if read.skipped or (read.finished and read.timed) else "the agent stopped without a timed sample"
+
+
 def _ci_rel(values: list[float]) -> float:
     return summarize(values).ci_rel if len(values) >= 2 else float("inf")
 
 
 def run_scale(text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs: list[BenchSpec],
               store: Store, command: str, note: Callable[[str], None]) -> tuple[str, str, str]:
-    """Record the run (core.recorded, as compare's), measure every stage,
-    stop every copy on every exit path.  Returns (run_id, status, failure):
+    """Record the run and measure every stage in one session
+    (engine.session, as compare's): every copy stopped and vmtax's CPUs
+    given back on every exit path.  Returns (run_id, status, failure):
     status complete, failed or interrupted; failure what went wrong ('' when
     nothing did).  What was measured before a failure or a Ctrl-C is kept."""
     cpus = host_cpus()
@@ -516,10 +425,10 @@ def run_scale(text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs:
               "benchmarks": [s.name for s in specs], "host_cpus": len(cpus),
               "pinning": pinning_text(cfg.pin, max(cfg.instances), cpus)}
 
-    def measure(run_id: str) -> str:
-        scale = ScaleRun(text, make, cfg, specs, store, run_id, note)
-        store.add_benchmarks(run_id, specs)
+    def measure(s: Session) -> str:
+        scale = ScaleRun(text, make, cfg, specs, s, note)
+        s.recorder.benchmarks(specs)
         scale.run()
         return "complete"
-    return recorded(store, "scale", command, config, measure, failures=(TargetError, AgentError, StoreError),
-                    describe=lambda e: f"{e}; every instance was stopped")
+    return run_session(store, "scale", command, config, measure, failures=(TargetError, AgentError, StoreError),
+                       describe=lambda e: f"{e}; every instance was stopped")

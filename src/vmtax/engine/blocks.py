@@ -1,0 +1,55 @@
+"""How a block's processes are run: the runner (runner.py) schedules
+blocks and draws each one's order; a BlockExecutor runs the block's turns.
+InTurn is today's: one process at a time on each machine, in the order
+drawn, machines at once.  A lockstep executor (every side's process alive
+at once, samples alternating between them) replaces it without touching
+the runner: a turn carries its agent's arguments, and its run() takes the
+Lines the executor opened and paces (execute.Lines.sampled)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from ..targets.base import Target
+from .execute import Lines
+from .writer import ThreadRelay
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One process of a block: its slot in the order drawn, its target, and
+    run(lines) measuring it -- with the lines given, or (None) opening its
+    own.  argv(): the agent process's arguments (None: a tool's runs, which
+    open their own)."""
+    slot: int
+    target: Target
+    run: Callable[[Lines | None], None]
+    argv: Callable[[], list[str]] | None = None
+
+
+class BlockExecutor(Protocol):
+    def run(self, turns: list[Turn]) -> None: ...
+
+
+class InTurn:
+    """Each turn in the order drawn.  Targets on different machines
+    (Target.host_machine: other hosts over ssh) do not share CPUs, so each
+    machine's turns run at the same time as the others', in a thread of
+    its own, their writes handed to this thread (ThreadRelay); on one
+    machine, one at a time.  With every target on this machine it is a
+    plain loop; so it is for a workload (together=False: the host CPU a
+    local tool used is read from this process's reaped children, which the
+    other machines' ssh clients would join)."""
+
+    def __init__(self, relay: ThreadRelay | None, together: bool = True):
+        self.relay, self.together = relay, together
+
+    def run(self, turns: list[Turn]) -> None:
+        lanes: dict[str, list[Turn]] = {}
+        for turn in turns:
+            lanes.setdefault(turn.target.host_machine(), []).append(turn)
+        if len(lanes) == 1 or not self.together or self.relay is None:
+            for turn in turns:
+                turn.run(None)
+            return
+        self.relay.serve([lambda lane=lane: [turn.run(None) for turn in lane] for lane in lanes.values()])

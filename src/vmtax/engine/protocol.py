@@ -1,0 +1,154 @@
+"""The agent's protocol on the controller's side, for every process of
+compare, scale and doctor: an agent process's arguments (agent_argv), what
+its lines give (read_agent: the samples, with the target's host cost on a
+counted batch), a calibration process's arguments, and a tool run's
+samples (tool_samples).  The agent's lines have one reader, agent.events,
+which read_agent wraps."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..agent import events
+from ..errors import AgentError
+from ..model import BenchSpec, Sample
+from ..suite import workloads
+from .jobs import Job
+
+CALIBRATION_SAMPLES = 3
+
+
+def agent_argv(target, spec: BenchSpec, *, warmup: int, samples: int | None = None,
+               min_time_ms: int | None = None, iters: int | None = None, duration_ms: int | None = None,
+               count_settle_ms: int | None = None, parallel: int = 1, tracepoint: int | None = None,
+               go: bool = False) -> list[str]:
+    """One agent process's arguments on `target`, for every process of
+    compare, scale and doctor: `samples` timed samples after `warmup` (a
+    counting process, count_settle_ms given: no timed sample, one batch
+    with counters on),
+    batches of --min-time-ms at the agent's own count or of `iters` given
+    (then no sample is cut short), tiled for duration_ms (scale's rounds),
+    on the target's agent CPU, `parallel` instances, held at the barrier
+    until released (go)."""
+    args = ["run", spec.name]
+    if count_settle_ms is not None:
+        args += ["--samples", "0", "--count", "1", "--count-settle-ms", str(count_settle_ms)]
+    elif samples is not None:
+        args += ["--samples", str(samples)]
+    args += ["--warmup", str(warmup)]
+    if min_time_ms is not None:
+        args += ["--min-time-ms", str(min_time_ms)]
+    if iters:
+        args += ["--iters", str(iters), "--max-sample-ms", "0"]
+    if duration_ms is not None:
+        args += ["--duration-ms", str(duration_ms)]
+    if target.agent_cpu() is not None:
+        args += ["--cpu", str(target.agent_cpu())]
+    if parallel > 1:
+        args += ["--parallel", str(parallel)]
+    if tracepoint is not None:
+        args += ["--tracepoint-id", str(tracepoint)]
+    return args + target.agent_extra_args() + (["--go"] if go else [])
+
+
+def calibration_args(target, spec: BenchSpec, min_time_ms: int) -> list[str]:
+    """A calibration process's arguments: CALIBRATION_SAMPLES samples after
+    one warmup (a fresh process's first batches are cold: tlb_4k's read
+    162, 132, 100, 77 ns here, so a count found on the first batch alone is
+    too small)."""
+    return agent_argv(target, spec, samples=CALIBRATION_SAMPLES, warmup=1, min_time_ms=min_time_ms)
+
+
+@dataclass
+class AgentRead:
+    """What one agent process said, its samples aside (they go to the caller's take())."""
+    iters: int | None = None     # the count it calibrated (instance 0's)
+    skipped: str = ""            # its reason, where it skipped the benchmark
+    finished: bool = False       # it said 'done'
+    first: float | None = None   # when its first line arrived
+    timed: int = 0               # its timed samples
+
+
+def read_agent(target, lines: Iterable[str], spec: BenchSpec, take: Callable[[dict, float], None],
+               probe=None, when: Callable[[], float] = time.time, into: AgentRead | None = None) -> AgentRead:
+    """Every line of one agent process on `target` (agent.events checks
+    them): take(fields, t) for each sample as it comes, t when it arrived
+    (when()).  A counted batch's sample carries what it cost the host per
+    operation beside the agent's own counts: the bare machine's are its
+    agent's own, mirrored under the host's names (mirror_host); another
+    target's are read by its host probe (given: enabled when the agent says
+    it is counting, read at each counted sample).  AgentError for anything
+    a real agent would not say (what was read before it is in `into`,
+    where given); the caller decides what a process that did not finish
+    means."""
+    got = into if into is not None else AgentRead()
+    mark = None  # the probe's reading when the counted batch began
+    try:
+        for ev in events(lines, spec):
+            t = when()
+            got.first = got.first or t
+            if ev.kind == "counting" and probe is not None:
+                probe.enable()
+                mark = (probe.read(), time.monotonic())
+            elif ev.kind == "sample":
+                f = dict(ev.fields)
+                if f["counting"]:
+                    f["metrics"], mark = _host_cost(target, probe, mark, f)
+                elif not f["warmup"]:
+                    got.timed += 1
+                take(f, t)
+            elif ev.kind == "calibration" and got.iters is None and ev.instance == 0:
+                got.iters = ev.iters
+            elif ev.kind == "skip":
+                got.skipped = ev.reason
+            elif ev.kind == "done":
+                got.finished = True
+    finally:
+        if probe is not None:
+            probe.disable()
+    return got
+
+
+def _host_cost(target, probe, mark, f: dict) -> tuple[dict, tuple | None]:
+    """A counted sample's metrics with its host cost per operation beside
+    them, and the probe's reading it ends at (the next counted sample's
+    start)."""
+    host = {}
+    if target.mirror_host:
+        host = mirror(f["metrics"])
+    elif probe is not None and mark is not None:
+        now = (probe.read(), time.monotonic())
+        host = probe.per_op(mark[0], now[0], now[1] - mark[1], f["ops"])
+        mark = now
+    return {**f["metrics"], **host}, mark
+
+
+def mirror(m: dict[str, float]) -> dict[str, float]:
+    """The bare machine's host cost is its agent's own: the same counts,
+    under the host's names, so that it sits beside a guest's in `explain`."""
+    out = {}
+    if "task_clock_ns" in m or "cpu_user_ns" in m:
+        out["host_cpu_ns"] = m.get("task_clock_ns", m.get("cpu_user_ns", 0.0) + m.get("cpu_sys_ns", 0.0))
+    for own, host in (("cpu_user_ns", "host_cpu_user_ns"), ("cpu_sys_ns", "host_cpu_sys_ns"),
+                      ("context_switches", "host_context_switches"), ("syscalls", "host_syscalls")):
+        if own in m:
+            out[host] = m[own]
+    return out
+
+
+def tool_samples(job: Job, values: dict[str, float], target: str, process: int, block: int, t: float,
+                 cpu: int | None, warmup: bool = False, instance: int = 0) -> list[Sample]:
+    """One run of a workload's tool, its figures parsed (values): a sample
+    of each of the job's rows.  AgentError naming the figure that is not a
+    positive number."""
+    out = []
+    for spec in job.specs:
+        try:
+            v = workloads.figure(spec, values)
+        except workloads.ParseError as e:
+            raise AgentError(str(e)) from None
+        out.append(Sample(benchmark=spec.name, target=target, value=v, unit=spec.unit, process=process, seq=0,
+                          instance=instance, warmup=warmup, iters=1, ops=1.0, block=block, t=t,
+                          cpu=cpu if cpu is not None else -1))
+    return out

@@ -1,0 +1,95 @@
+"""What a run writes to its store, typed: the StoreWriter protocol (a
+Store is one), and ThreadRelay, a StoreWriter that hands the writes of
+other threads to the thread that owns the store."""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Protocol
+
+from ..errors import StoreError
+from ..model import BenchSpec, Sample, TargetInfo
+
+
+class StoreWriter(Protocol):
+    """The writes of a run in progress (store.base.Store has them all)."""
+    def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None: ...
+    def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None: ...
+    def add_sample(self, run_id: str, s: Sample) -> None: ...
+    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
+                    started: float, first_line: float | None, ended: float, outcome: str) -> None: ...
+    def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None: ...
+
+
+class ThreadRelay:
+    """A store's writes, made in the thread that made the relay whatever
+    thread calls: the threads that measure other machines at the same time
+    (blocks.InTurn) hand their writes to it, each sample still stored as it
+    arrives, and a store that keeps to one thread (SQLite) works."""
+
+    def __init__(self, store: StoreWriter):
+        self._store, self._home = store, threading.get_ident()
+        self._calls: "queue.Queue[tuple]" = queue.Queue()
+        self._open = False
+
+    def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
+        self._call(self._store.add_target, run_id, position, info, agent_hash)
+
+    def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None:
+        self._call(self._store.add_benchmarks, run_id, specs)
+
+    def add_sample(self, run_id: str, s: Sample) -> None:
+        self._call(self._store.add_sample, run_id, s)
+
+    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
+                    started: float, first_line: float | None, ended: float, outcome: str) -> None:
+        self._call(self._store.add_process, run_id, process, target, bench, block, slot, started, first_line,
+                   ended, outcome)
+
+    def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
+        self._call(self._store.set_outcome, run_id, target, bench, stopped_by, reason)
+
+    def _call(self, method: Callable, *args) -> None:
+        if threading.get_ident() == self._home:
+            method(*args)
+            return
+        if not self._open:
+            raise StoreError("the run ended: nothing more is stored")
+        done, box = threading.Event(), {}
+        self._calls.put((method, args, done, box))
+        while not done.wait(0.5):
+            if not self._open:
+                raise StoreError("the run ended: nothing more is stored")
+        if "error" in box:
+            raise box["error"]
+
+    def serve(self, lanes: list[Callable[[], object]]) -> None:
+        """Run each lane in a thread of its own, doing their store calls
+        here until all have ended; the first error of one is raised here
+        once all have ended (a Ctrl-C at once: the lanes' calls fail)."""
+        errors: list[BaseException] = []
+
+        def run(lane):
+            try:
+                lane()
+            except BaseException as e:  # handed to the serving thread
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(lane,), daemon=True) for lane in lanes]
+        self._open = True
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads) or not self._calls.empty():
+                try:
+                    method, args, done, box = self._calls.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                try:
+                    method(*args)
+                except Exception as e:
+                    box["error"] = e
+                done.set()
+        finally:
+            self._open = False
+        if errors:
+            raise errors[0]
