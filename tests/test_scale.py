@@ -202,3 +202,16 @@ def test_a_hung_copy_ends_the_run_at_the_budget_plus_its_grace(db):
     assert status == "failed" and "no round was measured" in failure  # no round: not complete
     how, why = data.outcomes[("fake x2", "getppid")]
     assert how == "budget" and "stopped at --max-time plus its grace (5 s)" in why
+
+
+def test_an_agent_row_is_told_by_its_kind_not_its_unit():
+    """scale sums an agent row's operations per second and a workload's
+    rate; a workload's figure in ns (a latency, lower is better) is neither,
+    whatever its unit says."""
+    from vmtax.scaling import is_throughput, rate_unit
+    agent = BenchSpec("getppid", "kernel", "ns", "lower", "d")
+    latency = BenchSpec("tool.p99_ns", "io", "ns", "lower", "d", kind="workload")
+    rate = BenchSpec("tool.ops_per_s", "io", "ops/s", "higher", "d", kind="workload")
+    assert agent.agent_row and is_throughput(agent) and rate_unit(agent) == "ops/s"
+    assert not latency.agent_row and not is_throughput(latency) and rate_unit(latency) == "ns"
+    assert is_throughput(rate) and rate_unit(rate) == "ops/s"

@@ -19,6 +19,11 @@ class BenchSpec:
     requires: str = ""
     kind: str = "micro"  # "micro" (a row of the agent's table) or "workload" (suite/workloads.py)
 
+    @property
+    def agent_row(self) -> bool:
+        """A row of the agent's table (its value: time per operation), not a workload's figure."""
+        return self.kind == "micro"
+
 
 @dataclass(frozen=True)
 class Sample:

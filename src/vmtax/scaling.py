@@ -23,13 +23,13 @@ from .model import BenchSpec, Estimate, RunData, Sample, ScalePoint
 
 def rate_unit(spec: BenchSpec) -> str:
     """The unit of an instance's throughput on this row."""
-    return "ops/s" if spec.unit == "ns" else spec.unit
+    return "ops/s" if spec.agent_row else spec.unit
 
 
 def is_throughput(spec: BenchSpec) -> bool:
     """Whether a row gives a throughput: an agent row (time per operation)
     or a workload's rate (higher is better); a workload's total time does not."""
-    return spec.unit == "ns" or spec.direction == "higher"
+    return spec.agent_row or spec.direction == "higher"
 
 
 def instance_rates(samples: list[Sample], spec: BenchSpec) -> dict[int, float]:
@@ -40,12 +40,12 @@ def instance_rates(samples: list[Sample], spec: BenchSpec) -> dict[int, float]:
     for s in samples:
         if s.warmup or s.counting or s.benchmark != spec.name:
             continue
-        if spec.unit == "ns":
+        if spec.agent_row:
             ops[s.instance] += s.ops
             ns[s.instance] += s.value * s.ops
         else:
             vals[s.instance].append(s.value)
-    if spec.unit == "ns":
+    if spec.agent_row:
         return {i: 1e9 * ops[i] / ns[i] for i in sorted(ops) if ns[i] > 0}
     return {i: sum(v) / len(v) for i, v in sorted(vals.items())}
 

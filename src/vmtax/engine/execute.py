@@ -226,7 +226,7 @@ def calibrate(target, spec: BenchSpec, where: Where, rec: Recorder, min_time_ms:
                       deadline=deadline)
     if res.error or res.read.skipped:
         return Calibration(None, None, res)
-    per_iter = [s.value * s.ops / s.iters for s in res.samples if not s.warmup] if spec.kind == "micro" else []
+    per_iter = [s.value * s.ops / s.iters for s in res.samples if not s.warmup] if spec.agent_row else []
     return Calibration(res.read.iters, statistics.median(per_iter) if per_iter else None, res)
 
 
