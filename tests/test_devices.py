@@ -302,3 +302,108 @@ def test_a_vcpu_thread_that_cannot_be_counted_leaves_no_counter_open():
     finally:
         p.close()
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_qemu_command_line_is_built_for_every_device_option_and_makes_nothing(monkeypatch):
+    """qemu_argv is a pure function of a guest's config and its plumbing:
+    every disk model, image format, cache mode and backing, every NIC
+    model on either network, each machine and accelerator, built without
+    root, files or devices (whatever would make one refuses here)."""
+    from vmtax.targets import qemu
+
+    def refuse(*a, **kw):
+        raise AssertionError("the command line made something")
+    for name in ("make_image", "image_dir", "LoopDevice", "Tap", "module_files"):
+        monkeypatch.setattr(devices, name, refuse)
+    monkeypatch.setattr(qemu.guest, "initramfs", refuse)
+    tap = qemu.TapEnds(7, devices.TAP_GUEST, devices.TAP_HOST)
+    built = 0
+    for machine in ("pc", "q35", "microvm"):
+        for disk in (*devices.DISKS, "none"):
+            if disk != "none" and machine not in devices.DISKS[disk].machines:
+                continue
+            for image, cache, backing in ((i, c, b) for i in devices.IMAGES for c in devices.CACHES
+                                          for b in devices.BACKINGS if not (b == "block" and i != "raw")):
+                for nic, net in [("none", "user")] + [(n, w) for n in devices.NICS for w in devices.NETS
+                                                      if machine != "microvm"]:
+                    for accel in ("kvm", "tcg"):
+                        cfg = qemu.QemuConfig(accel=accel, machine=machine, smp=2, mem_mb=512, nic=nic, net=net,
+                                              disk=disk, image=image, cache=cache, backing=backing,
+                                              modules=("kernel/virtio_pci.ko",))
+                        path = "/dev/loop7" if backing == "block" else f"/img/disk.{image}"
+                        p = qemu.Plumbing(Path("/k/vmlinuz"), Path("/k/initrd"), Path("/w/console.log"),
+                                          Path("/w/qmp.sock"), path if disk != "none" else None,
+                                          tap if net == "tap" else None, 2_000_000, vhost_net=True)
+                        _check_argv(qemu.qemu_argv(cfg, accel, p), cfg, accel, p)
+                        built += 1
+    assert built > 500
+
+
+def _check_argv(argv: list[str], cfg, accel: str, p) -> None:
+    def after(flag: str) -> list[str]:
+        return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+    append = after("-append")[0].split()
+    assert argv[0] == cfg.binary and after("-accel") == [accel] and after("-smp") == ["2"] and after("-m") == ["512M"]
+    assert after("-cpu") == ["host" if accel == "kvm" else "max"] and after("-M")[0].split(",")[0] == cfg.machine
+    assert after("-kernel") == ["/k/vmlinuz"] and after("-initrd") == ["/k/initrd"]
+    assert "vmtax.modules=kernel/virtio_pci.ko" in append
+    assert ("tsc_early_khz=2000000" in append) == (cfg.machine == "microvm")
+    assert ("isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3" in argv) == (cfg.machine == "microvm")
+    assert after("-qmp") == ["unix:/w/qmp.sock,server=on,wait=off"] and "file:/w/console.log" in after("-serial")
+    devs = after("-device")
+    if cfg.disk == "none":
+        assert not after("-drive") and not any(a.startswith("vmtax.disk=") for a in append)
+    else:
+        model = devices.DISKS[cfg.disk]
+        assert after("-drive") == [f"file={p.disk},if=none,id=d0,format={cfg.image},cache={cfg.cache},"
+                                   "aio=threads,discard=ignore"]
+        assert all(d.format(drive="d0") in devs for d in model.devices) and f"vmtax.disk={model.node}" in append
+    if cfg.nic == "none":
+        assert not after("-netdev") and not any(a.startswith("vmtax.net=") for a in append)
+        return
+    assert f"{devices.NICS[cfg.nic].device},netdev=n0" in devs
+    if cfg.net == "tap":
+        vhost = "on" if accel == "kvm" else "off"  # vhost-net needs KVM's ioeventfds
+        assert after("-netdev") == [f"tap,id=n0,fd=7,vhost={vhost}"]
+        assert f"vmtax.net={devices.TAP_GUEST},{devices.TAP_HOST}" in append
+    else:
+        assert after("-netdev") == ["user,id=n0"]
+        assert f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}" in append
+
+
+def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkeypatch, tmp_path):
+    """acquire() makes a guest's image directory, loop device and tap at
+    launch; its exit stack lets them go, last made first, when the guest
+    stops -- and when a later step fails, what was made before it."""
+    from contextlib import ExitStack
+    from vmtax.errors import TargetError
+    from vmtax.targets import qemu
+    gone = []
+
+    class Held:
+        def __init__(self, what, *a):
+            self.what, self.path, self.fd, self.guest, self.host = what, "/dev/loop9", 9, "g", "h"
+
+        def release(self):
+            gone.append(self.what)
+        close = release
+    monkeypatch.setattr(devices, "image_dir", lambda: tmp_path / "img")
+    monkeypatch.setattr(devices, "make_image", lambda where, mb, fmt: (where.mkdir(), where / "disk.raw")[1])
+    monkeypatch.setattr(devices, "LoopDevice", lambda image: Held("loop"))
+    monkeypatch.setattr(devices, "Tap", lambda: Held("tap"))
+    monkeypatch.setattr(qemu.guest, "initramfs", lambda files: tmp_path / "initrd")
+    cfg = qemu.QemuConfig(disk="virtio", backing="block", nic="virtio", net="tap", kernel=Path("/k/vmlinuz"))
+    with ExitStack() as held:
+        got = qemu.acquire(cfg, tmp_path, (), held)
+        assert got.plumbing.disk == "/dev/loop9" and got.plumbing.tap.fd == 9 and (tmp_path / "img").is_dir()
+        assert gone == []
+    assert gone == ["tap", "loop"] and not (tmp_path / "img").exists()
+    gone.clear()
+
+    def no_tap():
+        raise TargetError("net=tap: no")
+    monkeypatch.setattr(devices, "Tap", no_tap)
+    with pytest.raises(TargetError):
+        with ExitStack() as held:
+            qemu.acquire(cfg, tmp_path, (), held)
+    assert gone == ["loop"] and not (tmp_path / "img").exists()

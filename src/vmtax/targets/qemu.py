@@ -15,6 +15,15 @@ the image, as an LVM volume would be), disk_size=SIZE (default 1G).  The guest
 mounts it at /mnt/disk, and workloads and the agent's file rows work there.
 A NIC: nic=virtio|e1000|rtl8139|none (default none), net=user (QEMU's
 user-mode network: the host's loopback is 10.0.2.2 from the guest).
+
+In pieces: the options are parsed and checked once into a frozen QemuConfig
+(which also gives the facts they fix); qemu_argv() builds the command line
+from it and a Plumbing (the paths and descriptors one boot is given) and
+creates nothing; acquire() makes what a boot needs -- the guest's disk
+image, the loop device over it, the tap -- at launch, each released by the
+target's one exit stack on every path; the accelerator (accel_without_probe,
+guest_cpu, vhost_net; the KVM probe in QemuTarget.start) and the placement of
+QEMU's threads (place_threads) are units of their own.
 """
 from __future__ import annotations
 
@@ -24,7 +33,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import replace
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import guest
@@ -40,6 +50,7 @@ QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
 
 
+# -- the guest kernel ---------------------------------------------------------------------
 def find_kernel(explicit: str | None = None) -> Path:
     if explicit:
         p = Path(explicit)
@@ -88,24 +99,26 @@ def _modules(kernel: Path, needs) -> list[str]:
 def agree_kernels(targets: list) -> str | None:
     """QEMU targets compared with each other boot one kernel, or the kernel
     would be measured with the device: those without kernel=PATH move to the
-    first kernel every one of them can use.  A line saying what was done or
-    why not; None when they already agree."""
-    free = [t for t in targets if isinstance(t, QemuTarget) and not t.options.get("kernel")]
+    first kernel every one of them can use (their configs replaced).  A line
+    saying what was done or why not; None when they already agree."""
+    free = [t for t in targets if isinstance(t, QemuTarget) and not t.config.kernel_path]
     default = (kernels() or [None])[0]
-    if len({t.kernel or default for t in free}) <= 1:
+    if len({t.config.kernel or default for t in free}) <= 1:
         return None
     for kernel in kernels():
         try:
-            mods = [_modules(kernel, t.needs) for t in free]
+            mods = [_modules(kernel, t.config.needs) for t in free]
         except UserError:
             continue
         for t, m in zip(free, mods):
-            t.kernel, t.modules = kernel, m
+            t.config = replace(t.config, kernel=kernel, modules=tuple(m))
         return f"every qemu target boots {kernel.name}: one of them needs a driver only it has"
     return ("the qemu targets boot different kernels (no kernel under /boot has every driver they need): "
-            + ", ".join(f"{t.name}: {t.kernel.name}" for t in free))
+            + ", ".join(f"{t.name}: {(t.config.kernel or default).name}" for t in free))
 
 
+
+# -- the host --------------------------------------------------------------------------
 def _version_key(path: str) -> list:
     return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", path)]
 
@@ -127,6 +140,19 @@ def parse_size_mb(text: str) -> int:
     return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
 
 
+def qemu_binary(path: str, name: str) -> str:
+    """A QEMU executable given by binary=PATH (what an A/B of two QEMU
+    builds names), checked: UserError unless it says it is QEMU."""
+    real = shutil.which(path)
+    if not real:
+        raise UserError(f"target '{name}': binary={path}: no such executable")
+    if not _qemu_version(real).startswith("QEMU emulator version"):
+        raise UserError(f"target '{name}': binary={path} is not a QEMU (its --version does not say "
+                        f"'QEMU emulator version')")
+    return real
+
+
+# -- the accelerator ---------------------------------------------------------------------
 def kvm_usable(binary: str = QEMU) -> tuple[bool, str]:
     if not os.path.exists("/dev/kvm"):
         return False, "no /dev/kvm"
@@ -148,321 +174,264 @@ def _probe_key(binary: str = QEMU) -> str:
     return f"{boot_id()}|{_qemu_version(binary)}|{kernel}"
 
 
-def qemu_binary(path: str, name: str) -> str:
-    """A QEMU executable given by binary=PATH (what an A/B of two QEMU
-    builds names), checked: UserError unless it says it is QEMU."""
-    real = shutil.which(path)
-    if not real:
-        raise UserError(f"target '{name}': binary={path}: no such executable")
-    if not _qemu_version(real).startswith("QEMU emulator version"):
-        raise UserError(f"target '{name}': binary={path} is not a QEMU (its --version does not say "
-                        f"'QEMU emulator version')")
-    return real
+
+def accel_without_probe(wanted: str, binary: str = QEMU) -> tuple[str, str]:
+    """The accelerator a guest boots with where none is probed by booting
+    (vmtax scale's parallel boots, a memory estimate), and why: as asked;
+    for auto, KVM where it is not known to fail (a failed probe is
+    remembered: kvm_usable), else TCG."""
+    if wanted != "auto":
+        return wanted, ""
+    ok, why = kvm_usable(binary)
+    return ("kvm", "") if ok else ("tcg", f"TCG: {why}")
 
 
-class QemuTarget(ChannelTarget):
-    kind = "qemu"
-    summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
-    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
-                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary",
-                                 "emulator"})
+def guest_cpu(model: str | None, accel: str) -> str:
+    """The guest's -cpu: the model asked (cpu=MODEL); else the host's own
+    under KVM, the most TCG emulates under TCG."""
+    return model or ("host" if accel == "kvm" else "max")
+
+
+def vhost_net(accel: str, available: bool) -> bool:
+    """Whether a tap NIC uses vhost-net (the virtio rings in the host
+    kernel: what a KVM user runs); it needs KVM's ioeventfds, so not under
+    TCG, and /dev/vhost-net (available)."""
+    return accel == "kvm" and available
+
+
+# -- the configuration -------------------------------------------------------------------
+Needs = tuple[tuple[tuple[tuple[str, str], ...], str], ...]  # (drivers, what needs them), for the guest kernel
+
+
+@dataclass(frozen=True)
+class QemuConfig:
+    """A QEMU target's options, parsed and checked once (UserError: one
+    line, exit 2, before anything starts); the kernel chosen for its
+    devices' drivers (agree_kernels may choose another: a new config)."""
+    binary: str = QEMU
+    accel: str = "auto"              # kvm | tcg | auto (KVM where a guest boots with it)
+    machine: str = "pc"              # pc | q35 | microvm
+    mem_mb: int = 1024
+    smp: int = 1
+    cpu: str | None = None           # cpu=MODEL (None: guest_cpu's choice)
+    emulator: str = "apart"          # apart | together: QEMU's own threads beside the vCPUs or not
+    nic: str = "none"
+    net: str = "user"
+    disk: str = "none"
+    image: str = "raw"
+    cache: str = "none"
+    backing: str = "file"
+    disk_mb: int = 1024
+    kernel_path: str | None = None   # kernel=PATH as given
+    kernel: Path | None = None       # the kernel its devices' drivers chose (None: the default, found at launch)
+    modules: tuple[str, ...] = ()    # the module files the guest loads, in order
+    needs: Needs = ()
 
     @classmethod
-    def prepare(cls, targets: list["QemuTarget"]) -> str | None:
-        return agree_kernels(targets)
-
-    def __init__(self, name: str, options: dict[str, str]):
-        super().__init__(name, options)
+    def parse(cls, name: str, options: dict[str, str]) -> "QemuConfig":
         where = tempfile.gettempdir()
         if "," in where:  # -qmp unix:PATH,server=on and -serial file:PATH read a comma as a separator
             raise UserError(f"target '{name}': the temporary directory {where} holds a comma, which QEMU's "
                             f"option syntax cannot take in a path: give a TMPDIR without one")
-        self.binary = qemu_binary(options["binary"], name) if "binary" in options else QEMU
-        self.accel_wanted = options.get("accel", "auto")
-        if self.accel_wanted not in ("auto", "kvm", "tcg"):
-            raise UserError(f"accel must be kvm, tcg or auto, got '{self.accel_wanted}'")
-        self.machine = options.get("machine", "pc")
-        if self.machine not in ("pc", "q35", "microvm"):
-            raise UserError(f"machine must be pc, q35 or microvm, got '{self.machine}'")
-        self.mem_mb = parse_size_mb(options.get("mem", "1G"))
-        if self.mem_mb < 128:
+        binary = qemu_binary(options["binary"], name) if "binary" in options else QEMU
+        accel = options.get("accel", "auto")
+        if accel not in ("auto", "kvm", "tcg"):
+            raise UserError(f"accel must be kvm, tcg or auto, got '{accel}'")
+        machine = options.get("machine", "pc")
+        if machine not in ("pc", "q35", "microvm"):
+            raise UserError(f"machine must be pc, q35 or microvm, got '{machine}'")
+        mem_mb = parse_size_mb(options.get("mem", "1G"))
+        if mem_mb < 128:
             raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, "
                             f"got '{options['mem']}'")
         most = mem_and_swap_mb()
-        if most is not None and self.mem_mb > most:  # QEMU could not map it: refused before it starts
+        if most is not None and mem_mb > most:  # QEMU could not map it: refused before it starts
             raise UserError(f"target '{name}': mem={options['mem']} is more memory than this host has "
                             f"({most / 1024:.1f} GiB of RAM and swap)")
-        self.smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
-        self.emulator = options.get("emulator", "apart")
-        if self.emulator not in ("apart", "together"):
-            raise UserError(f"target '{name}': emulator must be apart or together, got '{self.emulator}'")
-        self._devices_from(name, options)
-        self.accel: str | None = None
-        self.accel_note = ""
-        self.emulator_cpus: list[int] = []
-        self.vcpu_cpus: list[int] = []
+        smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
+        emulator = options.get("emulator", "apart")
+        if emulator not in ("apart", "together"):
+            raise UserError(f"target '{name}': emulator must be apart or together, got '{emulator}'")
+        nic, net, needs = _nic_options(name, options, machine)
+        disk, disk_needs = _disk_options(name, options, machine)
+        needs += disk_needs
+        kernel, modules = choose_kernel(options.get("kernel"), list(needs)) if needs else (None, [])
+        return cls(binary, accel, machine, mem_mb, smp, options.get("cpu"), emulator, nic, net, **disk,
+                   kernel_path=options.get("kernel"), kernel=kernel, modules=tuple(modules), needs=needs)
 
-    def _devices_from(self, name: str, options: dict[str, str]) -> None:
-        """The disk options, checked before anything boots (UserError: exit 2)."""
-        def choice(key: str, allowed, default: str) -> str:
-            v = options.get(key, default)
-            if v not in allowed:
-                raise UserError(f"target '{name}': {key} must be one of {', '.join(allowed)}, got '{v}'")
-            return v
-        self.nic = choice("nic", (*devices.NICS, "none"), "none")
-        self.net = choice("net", devices.NETS, "user")
-        self.needs: list = []  # (drivers, what) the guest kernel must have
-        if self.nic != "none":
-            if self.machine == "microvm":
-                raise UserError(f"target '{name}': nic={self.nic} needs machine=pc or q35 (microvm has no PCI bus)")
-            self.needs.append((devices.NICS[self.nic].drivers, f"target '{name}': nic={self.nic}"))
-        elif "net" in options:
-            raise UserError(f"target '{name}': net= without a NIC: add nic=virtio (or e1000, rtl8139)")
-        if self.net == "tap" and devices.tap_allowed():
-            raise UserError(f"target '{name}': net=tap: {devices.tap_allowed()}")
-        self.tap: devices.Tap | None = None
-        self.tap_link = ""
-        self._disk_from(name, options, choice)
-        self.kernel, self.modules = (choose_kernel(options.get("kernel"), self.needs) if self.needs
-                                     else (None, []))
-
-    def _disk_from(self, name: str, options: dict[str, str], choice) -> None:
-        self.disk = choice("disk", (*devices.DISKS, "none"), "none")
-        self.image = choice("image", devices.IMAGES, "raw")
-        self.cache = choice("cache", devices.CACHES, "none")
-        self.backing = choice("backing", devices.BACKINGS, "file")
-        try:
-            self.disk_mb = parse_size_mb(options.get("disk_size", "1G"))
-        except UserError:
-            raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") \
-                from None
-        self.loop: devices.LoopDevice | None = None
-        self.image_dir: Path | None = None
-        if self.disk == "none":
-            extra = [k for k in ("image", "cache", "backing", "disk_size") if k in options]
-            if extra:
-                raise UserError(f"target '{name}': {', '.join(extra)} without a disk: add disk=virtio "
-                                f"(or scsi, nvme, ahci, ide)")
-            return
-        model = devices.DISKS[self.disk]
-        if self.machine not in model.machines:
-            raise UserError(f"target '{name}': disk={self.disk} needs machine={' or '.join(model.machines)}"
-                            f"{' (microvm has no PCI bus)' if self.machine == 'microvm' else ''}, "
-                            f"not {self.machine}")
-        if self.disk_mb < 64:
-            raise UserError(f"target '{name}': disk_size must be at least 64M, got '{options['disk_size']}'")
-        if self.backing == "block" and self.image != "raw":
-            raise UserError(f"target '{name}': backing=block is a loop device over a raw image: "
-                            f"image=qcow2 cannot go with it")
-        if self.backing == "block" and not os.access("/dev/loop-control", os.R_OK | os.W_OK):
-            raise UserError(f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
-                            f"which this user cannot use: run as root")
-        self.needs.append((model.drivers + devices.EXT4, f"target '{name}': disk={self.disk}"))
-
-    def scratch_dir(self) -> str | None:
-        return devices.MOUNT if self.disk != "none" else super().scratch_dir()
-
-    def on_disk(self) -> bool:
-        return self.disk != "none"
-
-    def peer_address(self) -> str | None:
-        """Where the guest reaches the host's peers (asked once started)."""
-        if self.nic == "none":
-            return None
-        return self.tap.host if self.net == "tap" and self.tap else devices.HOST_FROM_GUEST
-
-    def peer_listen(self) -> tuple[str, object]:
-        """net=tap: the tap's host end, in its namespace; net=user: the
-        host's loopback, which slirp's 10.0.2.2 leads to."""
-        return (self.tap.host, self.tap.ns) if self.net == "tap" and self.tap else super().peer_listen()
-
-    def _disk_args(self) -> list[str]:
-        if self.disk == "none":
-            return []
-        self.image_dir = devices.image_dir()  # before anything that can fail: stop() removes it
-        img = devices.make_image(self.image_dir, self.disk_mb, self.image)
-        path = str(img)
-        if self.backing == "block":
-            self.loop = devices.LoopDevice(img)
-            path = self.loop.path
-        drive = (f"file={path},if=none,id=d0,format={self.image},cache={self.cache},aio=threads,"
-                 f"discard=ignore")
-        out = ["-drive", drive]
-        for dev in devices.DISKS[self.disk].devices:
-            out += ["-device", dev.format(drive="d0")]
-        return out
-
-    @classmethod
-    def available(cls) -> tuple[bool, str]:
-        if not shutil.which(QEMU):
-            return False, f"{QEMU} is missing (apt install qemu-system-x86)"
-        try:
-            find_kernel()
-            guest.busybox_path()
-        except (TargetError, UserError) as e:
-            return False, str(e)
-        ok, why = kvm_usable()
-        return True, "KVM may work (probed at boot)" if ok else f"TCG only: {why}"
-
-    def argv(self, accel: str) -> list[str]:
-        kernel = self.kernel or find_kernel(self.options.get("kernel"))
-        append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "vmtax.chan=/dev/ttyS1"]
-        disk = self._disk_args()
-        if disk:
-            append += [f"vmtax.disk={devices.DISKS[self.disk].node}"]
-        nic = []
-        if self.nic != "none":
-            netdev = "user,id=n0"
-            if self.net == "tap":
-                self.tap = devices.Tap()  # closed in stop(); gone once QEMU's copy closes too
-                append += [f"vmtax.net={self.tap.guest},{self.tap.host}"]
-                # vhost-net moves the virtio rings into the host kernel: what a
-                # KVM user runs; it needs KVM's ioeventfds, so not under TCG
-                vhost = "on" if accel == "kvm" and os.path.exists("/dev/vhost-net") else "off"
-                netdev = f"tap,id=n0,fd={self.tap.fd},vhost={vhost}"
-                self.tap_link = f"{self.tap.describe()}, vhost-net {vhost}"
-            else:
-                append += [f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}"]
-            nic = ["-netdev", netdev, "-device", f"{devices.NICS[self.nic].device},netdev=n0"]
-        if self.modules:
-            append += ["vmtax.modules=" + ",".join(self.modules)]
-        machine = self.machine
-        if machine == "microvm":
-            khz = host_tsc_khz()
-            if khz:
-                append.append(f"tsc_early_khz={khz}")  # without it some microvm boots hang
-            machine = "microvm,isa-serial=on,rtc=on"
-        cpu = self.options.get("cpu", "host" if accel == "kvm" else "max")
-        # ttyS0: the console, to a log file; ttyS1: the channel, on stdio.
-        # microvm wires only one -serial, so its second port is named explicitly.
-        channel = (["-chardev", "stdio,id=vmtaxchan", "-device",
-                    "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
-                   if self.machine == "microvm" else ["-serial", "stdio"])
-        # debug-threads=on names the vCPU threads "CPU n/TCG" (or /KVM): the pinning and the exit probe find them by it
-        return [self.binary, "-name", "vmtax,debug-threads=on", "-nodefaults", "-no-user-config", "-display", "none",
-                "-accel", accel, "-M", machine, "-cpu", cpu, "-smp", str(self.smp),
-                "-m", f"{self.mem_mb}M", "-kernel", str(kernel),
-                "-initrd", str(guest.initramfs(self.files + devices.module_files(kernel, self.modules))),
-                "-append", " ".join(append), "-serial", f"file:{self.console_log}",
-                *channel, *disk, *nic, "-qmp", f"unix:{self.workdir / 'qmp.sock'},server=on,wait=off",
-                "-no-reboot"]
-
-    def stop(self) -> None:
-        super().stop()
-        if self.tap is not None:
-            self.tap.close()  # QEMU is gone: the tap goes with this last descriptor
-            self.tap = None
-        if self.loop is not None:
-            self.loop.release()  # nobody holds it now: it detaches
-            self.loop = None
-        if self.image_dir is not None:
-            shutil.rmtree(self.image_dir, ignore_errors=True)
-            self.image_dir = None
-
-    def agent_cpu(self) -> int | None:
-        """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
-        return 0 if self.host_cpu is not None else None
-
-    # what QEMU takes beyond the guest's RAM (MiB): its own heap and, under
-    # TCG, the translated code (a 256M TCG guest here: ~220 MiB resident)
-    OVERHEAD_MB = {"kvm": 64.0, "tcg": 160.0}
-
-    def memory_need_mb(self) -> float:
-        accel = self.accel or self._accel_without_probe()
-        return self.mem_mb + self.OVERHEAD_MB[accel]
-
-    def vcpus(self) -> int:
-        return self.smp
-
-    def settles_at_start(self) -> bool:
-        return self.accel_wanted == "auto" and kvm_usable(self.binary)[0]  # KVM not known to fail: start() probes it
-
-    def begin_start(self) -> None:
-        """Started in two halves (vmtax scale), accel=auto takes KVM if it
-        is usable, without start()'s fallback: where that is not known yet,
-        scale starts its first guest with start(), which settles it (a
-        failed KVM probe is remembered; kvm_usable() then says no)."""
-        if self.accel is None:
-            self.accel = self._accel_without_probe()
-        super().begin_start()
-
-    def _accel_without_probe(self) -> str:
-        if self.accel_wanted != "auto":
-            return self.accel_wanted
-        ok, why = kvm_usable(self.binary)
-        if not ok:
-            self.accel_note = f"TCG: {why}"
-        return "kvm" if ok else "tcg"
-
-    def launch(self) -> subprocess.Popen:
-        argv = self.argv(self.accel)
-        return self.spawn(argv, pass_fds=(self.tap.fd,) if self.tap else ())
-
-    def start(self) -> None:
-        want = self.accel_wanted
-        if want == "auto":
-            ok, why = kvm_usable(self.binary)
-            if ok:
-                self.accel = "kvm"
-                # the probe gives up early, unless boot_timeout= says how long a boot may take
-                # here (a working KVM nested under TCG boots a guest in ~20 s)
-                wanted_timeout = self.boot_timeout
-                if "boot_timeout" not in self.options:
-                    self.boot_timeout = KVM_PROBE_TIMEOUT
-                try:
-                    super().start()
-                    return
-                except TargetError as e:
-                    self.accel_note = f"KVM probe failed, fell back to TCG: {e}"
-                    guest.remember_probe("kvm", _probe_key(self.binary), str(e))
-                    self.stop()
-                    self.boot_timeout = wanted_timeout
-            else:
-                self.accel_note = f"TCG: {why}"
-            want = "tcg"
-        self.accel = want
-        super().start()
-
-    def after_boot(self) -> None:
-        if self.loop is not None:
-            self.loop.release()  # QEMU holds it: it detaches when QEMU goes
-        if self.disk != "none":
-            devices.check_mounted(self, devices.DISKS[self.disk].node)
-        if self.emulator == "apart":
-            pin_emulator_apart(self.p.pid, self.host_cpu)
-        vcpus = vcpu_threads(self.p.pid)  # where each kind of thread may run, read back from the kernel
-        self.vcpu_cpus = threads_cpus(self.p.pid, vcpus)
-        self.emulator_cpus = threads_cpus(self.p.pid, [t for t in tasks([self.p.pid]) if t not in vcpus])
-        qmp = None
-        if self.accel == "kvm":  # TCG has no VM exits to count
-            try:
-                qmp = Qmp(str(self.workdir / "qmp.sock"))
-            except (OSError, ValueError) as e:
-                self.probe_note = f"no QMP for exit counts: {e}"
-        self.start_probe(lambda: [self.p.pid], qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
-        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.mem_mb)
-
-    def own_facts(self) -> dict:
-        return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
-                "machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb,
-                "guest_kernel_image": str(self.kernel or find_kernel(self.options.get("kernel"))),
-                "nic": self.nic, **({"net": self.net, "nic_device": devices.NICS[self.nic].note,
-                                     **({"tap": self.tap_link} if self.net == "tap" else {})}
-                                    if self.nic != "none" else {}),
-                "disk": self.disk, **({"image": self.image, "cache": self.cache, "backing": self.backing,
-                                       "disk_mb": self.disk_mb, "disk_device": devices.DISKS[self.disk].note,
-                                       "loop_direct_io": self.loop.direct_io if self.loop else None}
-                                      if self.disk != "none" else {}),
-                "emulator": self.emulator if self.host_cpu is not None else None,
-                "emulator_threads_on": self.emulator_cpus or None,
-                "vcpu_threads_on": self.vcpu_cpus or None, **self.probe_facts(),
+    def facts(self) -> dict:
+        """What its options fix about the guest, as the run's facts say it."""
+        return {"machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb, "nic": self.nic,
+                **({"net": self.net, "nic_device": devices.NICS[self.nic].note} if self.nic != "none" else {}),
+                "disk": self.disk,
+                **({"image": self.image, "cache": self.cache, "backing": self.backing, "disk_mb": self.disk_mb,
+                    "disk_device": devices.DISKS[self.disk].note} if self.disk != "none" else {}),
                 "qemu": _qemu_version(self.binary), "qemu_binary": shutil.which(self.binary) or self.binary}
 
-    def info(self):
-        return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
-                       mem_overhead_mb=self.mem_overhead)
+
+def _choice(name: str, options: dict[str, str], key: str, allowed, default: str) -> str:
+    v = options.get(key, default)
+    if v not in allowed:
+        raise UserError(f"target '{name}': {key} must be one of {', '.join(allowed)}, got '{v}'")
+    return v
 
 
+def _nic_options(name: str, options: dict[str, str], machine: str) -> tuple[str, str, Needs]:
+    """The NIC options, checked: (nic, net, the drivers it needs)."""
+    nic = _choice(name, options, "nic", (*devices.NICS, "none"), "none")
+    net = _choice(name, options, "net", devices.NETS, "user")
+    needs: Needs = ()
+    if nic != "none":
+        if machine == "microvm":
+            raise UserError(f"target '{name}': nic={nic} needs machine=pc or q35 (microvm has no PCI bus)")
+        needs = ((devices.NICS[nic].drivers, f"target '{name}': nic={nic}"),)
+    elif "net" in options:
+        raise UserError(f"target '{name}': net= without a NIC: add nic=virtio (or e1000, rtl8139)")
+    if net == "tap" and devices.tap_allowed():
+        raise UserError(f"target '{name}': net=tap: {devices.tap_allowed()}")
+    return nic, net, needs
+
+
+def _disk_options(name: str, options: dict[str, str], machine: str) -> tuple[dict, Needs]:
+    """The disk options, checked: (QemuConfig's disk fields, the drivers it needs)."""
+    got = {"disk": _choice(name, options, "disk", (*devices.DISKS, "none"), "none"),
+           "image": _choice(name, options, "image", devices.IMAGES, "raw"),
+           "cache": _choice(name, options, "cache", devices.CACHES, "none"),
+           "backing": _choice(name, options, "backing", devices.BACKINGS, "file")}
+    try:
+        got["disk_mb"] = parse_size_mb(options.get("disk_size", "1G"))
+    except UserError:
+        raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") from None
+    disk = got["disk"]
+    if disk == "none":
+        extra = [k for k in ("image", "cache", "backing", "disk_size") if k in options]
+        if extra:
+            raise UserError(f"target '{name}': {', '.join(extra)} without a disk: add disk=virtio "
+                            f"(or scsi, nvme, ahci, ide)")
+        return got, ()
+    model = devices.DISKS[disk]
+    if machine not in model.machines:
+        raise UserError(f"target '{name}': disk={disk} needs machine={' or '.join(model.machines)}"
+                        f"{' (microvm has no PCI bus)' if machine == 'microvm' else ''}, not {machine}")
+    if got["disk_mb"] < 64:
+        raise UserError(f"target '{name}': disk_size must be at least 64M, got '{options['disk_size']}'")
+    if got["backing"] == "block" and got["image"] != "raw":
+        raise UserError(f"target '{name}': backing=block is a loop device over a raw image: "
+                        f"image=qcow2 cannot go with it")
+    if got["backing"] == "block" and not os.access("/dev/loop-control", os.R_OK | os.W_OK):
+        raise UserError(f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
+                        f"which this user cannot use: run as root")
+    return got, ((model.drivers + devices.EXT4, f"target '{name}': disk={disk}"),)
+
+
+# -- the command line ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TapEnds:
+    """What the command line needs of a tap: QEMU's descriptor of it, the guest's address and the host's."""
+    fd: int
+    guest: str
+    host: str
+
+
+@dataclass(frozen=True)
+class Plumbing:
+    """What one boot of a guest is given (made by acquire(), or by hand in
+    a test): the kernel and initramfs, the console log and QMP socket, the
+    disk (the image file, or the loop device over it), the tap, the host's
+    TSC rate (microvm) and whether /dev/vhost-net is there."""
+    kernel: Path
+    initrd: Path
+    console: Path
+    qmp: Path
+    disk: str | None = None
+    tap: TapEnds | None = None
+    tsc_khz: int | None = None
+    vhost_net: bool = False
+
+
+def qemu_argv(cfg: QemuConfig, accel: str, p: Plumbing) -> list[str]:
+    """The QEMU command line of a guest booted with `accel`: a pure
+    function of its config and its plumbing, which creates nothing."""
+    append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "vmtax.chan=/dev/ttyS1"]
+    if cfg.disk != "none":
+        append.append(f"vmtax.disk={devices.DISKS[cfg.disk].node}")
+    nic, net = _nic_args(cfg, accel, p)
+    append += net
+    if cfg.modules:
+        append.append("vmtax.modules=" + ",".join(cfg.modules))
+    machine = cfg.machine
+    if machine == "microvm":
+        if p.tsc_khz:
+            append.append(f"tsc_early_khz={p.tsc_khz}")  # without it some microvm boots hang
+        machine = "microvm,isa-serial=on,rtc=on"
+    # ttyS0: the console, to a log file; ttyS1: the channel, on stdio.
+    # microvm wires only one -serial, so its second port is named explicitly.
+    channel = (["-chardev", "stdio,id=vmtaxchan", "-device", "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
+               if cfg.machine == "microvm" else ["-serial", "stdio"])
+    # debug-threads=on names the vCPU threads "CPU n/TCG" (or /KVM): the pinning and the exit probe find them by it
+    return [cfg.binary, "-name", "vmtax,debug-threads=on", "-nodefaults", "-no-user-config", "-display", "none",
+            "-accel", accel, "-M", machine, "-cpu", guest_cpu(cfg.cpu, accel), "-smp", str(cfg.smp),
+            "-m", f"{cfg.mem_mb}M", "-kernel", str(p.kernel), "-initrd", str(p.initrd),
+            "-append", " ".join(append), "-serial", f"file:{p.console}",
+            *channel, *_disk_args(cfg, p), *nic, "-qmp", f"unix:{p.qmp},server=on,wait=off", "-no-reboot"]
+
+
+def _disk_args(cfg: QemuConfig, p: Plumbing) -> list[str]:
+    if cfg.disk == "none":
+        return []
+    out = ["-drive", f"file={p.disk},if=none,id=d0,format={cfg.image},cache={cfg.cache},aio=threads,discard=ignore"]
+    for dev in devices.DISKS[cfg.disk].devices:
+        out += ["-device", dev.format(drive="d0")]
+    return out
+
+
+def _nic_args(cfg: QemuConfig, accel: str, p: Plumbing) -> tuple[list[str], list[str]]:
+    """The NIC's arguments and what the guest's command line tells its init."""
+    if cfg.nic == "none":
+        return [], []
+    if cfg.net == "tap":
+        vhost = "on" if vhost_net(accel, p.vhost_net) else "off"
+        netdev, told = f"tap,id=n0,fd={p.tap.fd},vhost={vhost}", f"{p.tap.guest},{p.tap.host}"
+    else:
+        netdev, told = "user,id=n0", f"{devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}"
+    return ["-netdev", netdev, "-device", f"{devices.NICS[cfg.nic].device},netdev=n0"], [f"vmtax.net={told}"]
+
+
+# -- what a boot is given -----------------------------------------------------------------
+@dataclass
+class Acquired:
+    plumbing: Plumbing
+    tap: devices.Tap | None
+    loop: devices.LoopDevice | None
+
+
+def acquire(cfg: QemuConfig, workdir: Path, files: tuple, held: ExitStack) -> Acquired:
+    """Make what one boot needs: the guest's disk image in a private
+    directory (a loop device over it, backing=block), its tap, its
+    initramfs; each is released by `held` (the image's directory removed,
+    the loop device and the tap let go), whatever fails after it."""
+    kernel = cfg.kernel or find_kernel(cfg.kernel_path)
+    disk, loop, tap = None, None, None
+    if cfg.disk != "none":
+        where = devices.image_dir()
+        held.callback(shutil.rmtree, where, ignore_errors=True)
+        image = devices.make_image(where, cfg.disk_mb, cfg.image)
+        disk = str(image)
+        if cfg.backing == "block":
+            loop = devices.LoopDevice(image)
+            held.callback(loop.release)  # nobody holds it then: it detaches
+            disk = loop.path
+    if cfg.nic != "none" and cfg.net == "tap":
+        tap = devices.Tap()
+        held.callback(tap.close)  # QEMU is gone: the tap goes with this last descriptor
+    initrd = guest.initramfs(files + devices.module_files(kernel, list(cfg.modules)))
+    return Acquired(Plumbing(kernel, initrd, workdir / "console.log", workdir / "qmp.sock", disk,
+                             TapEnds(tap.fd, tap.guest, tap.host) if tap else None,
+                             host_tsc_khz() if cfg.machine == "microvm" else None,
+                             os.path.exists("/dev/vhost-net")), tap, loop)
+
+
+# -- QEMU's threads -----------------------------------------------------------------------
 def vcpu_threads(pid: int) -> list[int]:
     """QEMU's vCPU threads (named "CPU n/KVM" or "CPU n/TCG": -name ...,debug-threads=on)."""
     out = []
@@ -507,6 +476,189 @@ def threads_cpus(pid: int, tids: list[int]) -> list[int]:
         except OSError:
             continue
     return sorted(out)
+
+
+def place_threads(pid: int, cpu: int | None, emulator: str) -> tuple[list[int], list[int], list[int]]:
+    """QEMU's threads placed (emulator=apart: pin_emulator_apart) and read
+    back from the kernel: (its vCPU threads, the CPUs they may run on, the
+    CPUs its other threads may)."""
+    if emulator == "apart":
+        pin_emulator_apart(pid, cpu)
+    vcpus = vcpu_threads(pid)
+    return vcpus, threads_cpus(pid, vcpus), threads_cpus(pid, [t for t in tasks([pid]) if t not in vcpus])
+
+
+# -- the target ------------------------------------------------------------------------------
+class QemuTarget(ChannelTarget):
+    kind = "qemu"
+    summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
+    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
+                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary",
+                                 "emulator"})
+    # what QEMU takes beyond the guest's RAM (MiB): its own heap and, under
+    # TCG, the translated code (a 256M TCG guest here: ~220 MiB resident)
+    OVERHEAD_MB = {"kvm": 64.0, "tcg": 160.0}
+
+    @classmethod
+    def prepare(cls, targets: list["QemuTarget"]) -> str | None:
+        return agree_kernels(targets)
+
+    def __init__(self, name: str, options: dict[str, str]):
+        super().__init__(name, options)
+        self.config = QemuConfig.parse(name, options)
+        self.accel: str | None = None
+        self.accel_note = ""
+        self.emulator_cpus: list[int] = []
+        self.vcpu_cpus: list[int] = []
+        self.tap: devices.Tap | None = None        # while booted with net=tap
+        self.loop: devices.LoopDevice | None = None  # while booted with backing=block
+        self.tap_link = ""
+        self._held = ExitStack()  # what launch() made, released by stop()
+
+    @property
+    def binary(self) -> str:
+        return self.config.binary
+
+    @property
+    def kernel(self) -> Path | None:
+        return self.config.kernel
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return self.config.modules
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if not shutil.which(QEMU):
+            return False, f"{QEMU} is missing (apt install qemu-system-x86)"
+        try:
+            find_kernel()
+            guest.busybox_path()
+        except (TargetError, UserError) as e:
+            return False, str(e)
+        ok, why = kvm_usable()
+        return True, "KVM may work (probed at boot)" if ok else f"TCG only: {why}"
+
+    def scratch_dir(self) -> str | None:
+        return devices.MOUNT if self.config.disk != "none" else super().scratch_dir()
+
+    def on_disk(self) -> bool:
+        return self.config.disk != "none"
+
+    def peer_address(self) -> str | None:
+        """Where the guest reaches the host's peers (asked once started)."""
+        if self.config.nic == "none":
+            return None
+        return self.tap.host if self.config.net == "tap" and self.tap else devices.HOST_FROM_GUEST
+
+    def peer_listen(self) -> tuple[str, object]:
+        """net=tap: the tap's host end, in its namespace; net=user: the
+        host's loopback, which slirp's 10.0.2.2 leads to."""
+        return (self.tap.host, self.tap.ns) if self.config.net == "tap" and self.tap else super().peer_listen()
+
+    def agent_cpu(self) -> int | None:
+        """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
+        return 0 if self.host_cpu is not None else None
+
+    def memory_need_mb(self) -> float:
+        return self.config.mem_mb + self.OVERHEAD_MB[self.accel or self._accel_without_probe()]
+
+    def vcpus(self) -> int:
+        return self.config.smp
+
+    # -- the accelerator: chosen without a probe, or probed by a boot with KVM ----------------
+    def settles_at_start(self) -> bool:
+        return self.config.accel == "auto" and kvm_usable(self.binary)[0]  # KVM not known to fail: start() probes it
+
+    def _accel_without_probe(self) -> str:
+        accel, note = accel_without_probe(self.config.accel, self.binary)
+        self.accel_note = note or self.accel_note
+        return accel
+
+    def begin_start(self) -> None:
+        """Started in two halves (vmtax scale), accel=auto takes KVM if it
+        is usable, without start()'s fallback: where that is not known yet,
+        scale starts its first guest with start(), which settles it (a
+        failed KVM probe is remembered; kvm_usable() then says no)."""
+        if self.accel is None:
+            self.accel = self._accel_without_probe()
+        super().begin_start()
+
+    def start(self) -> None:
+        """accel=auto: boot with KVM where it is usable, within
+        KVM_PROBE_TIMEOUT, else (or where that boot fails: remembered) TCG."""
+        want = self.config.accel
+        if want == "auto":
+            ok, why = kvm_usable(self.binary)
+            if ok and self._boots_with_kvm():
+                return
+            if not ok:
+                self.accel_note = f"TCG: {why}"
+            want = "tcg"
+        self.accel = want
+        super().start()
+
+    def _boots_with_kvm(self) -> bool:
+        self.accel = "kvm"
+        # the probe gives up early, unless boot_timeout= says how long a boot may take
+        # here (a working KVM nested under TCG boots a guest in ~20 s)
+        wanted_timeout = self.boot_timeout
+        if "boot_timeout" not in self.options:
+            self.boot_timeout = KVM_PROBE_TIMEOUT
+        try:
+            super().start()
+            return True
+        except TargetError as e:
+            self.accel_note = f"KVM probe failed, fell back to TCG: {e}"
+            guest.remember_probe("kvm", _probe_key(self.binary), str(e))
+            self.stop()
+            self.boot_timeout = wanted_timeout
+            return False
+
+    # -- a boot ------------------------------------------------------------------------------
+    def launch(self) -> subprocess.Popen:
+        self._held = ExitStack()
+        got = acquire(self.config, self.workdir, self.files, self._held)
+        self.tap, self.loop = got.tap, got.loop
+        if self.tap is not None:
+            vhost = "on" if vhost_net(self.accel, got.plumbing.vhost_net) else "off"
+            self.tap_link = f"{self.tap.describe()}, vhost-net {vhost}"
+        return self.spawn(qemu_argv(self.config, self.accel, got.plumbing),
+                          pass_fds=(self.tap.fd,) if self.tap else ())
+
+    def stop(self) -> None:
+        super().stop()
+        self._held.close()  # QEMU is gone: its tap, loop device and image go too
+        self.tap = self.loop = None
+
+    def after_boot(self) -> None:
+        if self.loop is not None:
+            self.loop.release()  # QEMU holds it: it detaches when QEMU goes
+        if self.config.disk != "none":
+            devices.check_mounted(self, devices.DISKS[self.config.disk].node)
+        vcpus, self.vcpu_cpus, self.emulator_cpus = place_threads(self.p.pid, self.host_cpu, self.config.emulator)
+        qmp = None
+        if self.accel == "kvm":  # TCG has no VM exits to count
+            try:
+                qmp = Qmp(str(self.workdir / "qmp.sock"))
+            except (OSError, ValueError) as e:
+                self.probe_note = f"no QMP for exit counts: {e}"
+        self.start_probe(lambda: [self.p.pid], qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
+        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.config.mem_mb)
+
+    def own_facts(self) -> dict:
+        c = self.config
+        return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
+                "guest_kernel_image": str(c.kernel or find_kernel(c.kernel_path)), **c.facts(),
+                **({"tap": self.tap_link} if c.nic != "none" and c.net == "tap" else {}),
+                **({"loop_direct_io": self.loop.direct_io if self.loop else None} if c.disk != "none" else {}),
+                "emulator": c.emulator if self.host_cpu is not None else None,
+                "emulator_threads_on": self.emulator_cpus or None,
+                "vcpu_threads_on": self.vcpu_cpus or None, **self.probe_facts()}
+
+    def info(self):
+        return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
+                       mem_overhead_mb=self.mem_overhead)
 
 
 def _qemu_version(binary: str = QEMU) -> str:
