@@ -162,7 +162,7 @@ class Comparison:
     # and this the all-blocks one
     all_modes: Stratum | None = field(default=None, compare=False)
     headline: str = field(default=ALL_BLOCKS, compare=False)  # which: FAST_MODE or SAME_MODE, set with all_modes
-    # a candidate that stopped before the baseline (Runner._stop_precise) was judged by the baseline's modes
+    # a candidate that stopped before the baseline (engine.stop.judge) was judged by the baseline's modes
     # over the blocks the two share: those modes (None: one mode there) and that block count; 0 where the
     # baseline's blocks are all shared and its modes its row's
     base_modes: Modes | None = field(default=None, compare=False)
