@@ -1,0 +1,50 @@
+"""The engine's shape, checked: compare (runner.py) and scale (scale.py)
+both measure through the one engine package and share nothing else of
+it; the engine depends on neither; and its modules, the runner, scale and
+the QEMU target stay small (no class over 250 lines, no function over 60)."""
+import ast
+
+from test_layout import SRC, imports, modules
+
+SMALL = ["vmtax/engine", "vmtax/runner.py", "vmtax/scale.py", "vmtax/doctor.py", "vmtax/targets/qemu.py",
+         "vmtax/targets/devices.py"]
+
+
+def _edges() -> dict[str, set[str]]:
+    return {m: {t for t, _ in found} for m, found in imports(modules()).items()}
+
+
+def test_compare_and_scale_both_measure_through_the_engine_package():
+    graph = _edges()
+    for user in ("vmtax.runner", "vmtax.scale"):
+        assert any(t.startswith("vmtax.engine") for t in graph[user]), user
+    engine = {m for m in graph if m.startswith("vmtax.engine")}
+    assert engine >= {"vmtax.engine.execute", "vmtax.engine.session", "vmtax.engine.stop"}
+    for m in engine:  # the engine is below both: it imports neither
+        assert not graph[m] & {"vmtax.runner", "vmtax.scale", "vmtax.cli"}, m
+    assert "vmtax.core" not in graph  # one engine, not a core beside it
+
+
+def test_one_place_writes_a_process_row():
+    calls = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_process":
+                calls.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert len(calls) == 1 and calls[0].startswith("vmtax/engine/execute.py"), calls
+
+
+def _sizes(path) -> list[tuple[str, int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            kind = "class" if isinstance(node, ast.ClassDef) else "def"
+            out.append((kind, node.end_lineno - node.lineno + 1, f"{path.relative_to(SRC)}:{node.lineno} {node.name}"))
+    return out
+
+
+def test_the_engine_runner_scale_and_qemu_target_are_small_pieces():
+    files = [p for s in SMALL for p in ((SRC / s).rglob("*.py") if (SRC / s).is_dir() else [SRC / s])]
+    big = [(kind, n, where) for f in files for kind, n, where in _sizes(f)
+           if n > (250 if kind == "class" else 60)]
+    assert files and not big, big
