@@ -217,6 +217,7 @@ def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
 
 # -- lockstep pairs ----------------------------------------------------------------------
 STEP_WARMUP_ROUNDS = 3  # lockstep: rounds discarded at the start of each block, per --warmup sample
+MAX_ITERS = 1 << 40      # the agent's --iters at most
 MIN_STEP_ROUNDS = 10    # lockstep: timed rounds a block takes at the least, however slow a round
 STEP_GO_MS = 1.0        # a go's round trip assumed for a target before its first lockstep block
 
@@ -248,7 +249,7 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
             shared //= 2
         # and raised where a candidate far quicker than the baseline (the bare machine's cpuid beside a
         # guest's, which exits) would take too short a sample for its clock to time
-        shared = max(shared, math.ceil(goal_ns / FASTEST_SHARE / min(per_iter)))
+        shared = max(shared, math.ceil(min(goal_ns / FASTEST_SHARE / min(per_iter), MAX_ITERS)))
     else:  # a time per iteration unknown: the baseline's count, scaled
         shared = max(1, round((count or 1) * cfg.step_ms / max(cfg.min_time_ms, 1)))
     timed = max(2, round(cfg.samples_per_process * cfg.min_time_ms / cfg.step_ms))
