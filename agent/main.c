@@ -256,8 +256,6 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 		double ref[2] = {0, 0};
 		if (o->step && s > 0)
 			read_go_line("--step"); /* the first sample's go was the barrier's */
-		if (o->step && o->preroll_pct > 0) /* untimed: what waking up left behind runs out first */
-			time_batch(b, &c, iters * (uint64_t)o->preroll_pct / 100 ? iters * (uint64_t)o->preroll_pct / 100 : 1);
 		if (with_ref)
 			ref[0] = reference_ns((uint64_t)o->ref_steps);
 		struct batch r = time_batch(b, &c, iters);

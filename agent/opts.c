@@ -92,7 +92,6 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(f, "--count")) o->count = num_arg(f, v, 0, 1000);
 		else if (!strcmp(f, "--count-settle-ms")) o->count_settle_ms = num_arg(f, v, 0, 10000);
 		else if (!strcmp(f, "--duration-ms")) o->duration_ms = num_arg(f, v, 1, 86400000);
-		else if (!strcmp(f, "--preroll-pct")) o->preroll_pct = num_arg(f, v, 0, 1000);
 		else if (!strcmp(f, "--ref-steps")) o->ref_steps = num_arg(f, v, 0, 1L << 24);
 		else if (!strcmp(f, "--go")) {
 			o->go = 1;

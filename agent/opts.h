@@ -15,7 +15,6 @@ struct opts {
 	long duration_ms;    /* --duration-ms: timed samples until this long after the start */
 	int go;              /* --go: after calibration, say ready and wait for "go" on stdin */
 	int step;            /* --step: that, and a "go" line before every later sample too */
-	long preroll_pct;    /* --preroll-pct: with --step, an untimed batch of this share of --iters after each go */
 	long ref_steps;      /* --ref-steps: the reference's length around each timed sample (0: none) */
 };
 

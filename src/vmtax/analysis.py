@@ -272,7 +272,7 @@ def base_modes(spec: BenchSpec, base: dict[int, float], cand: dict[int, float],
     """The baseline's modes for its comparison with `cand`, over the blocks
     the two share, and how many those are (0 where it shares them all).  A
     candidate that stopped on precision while the baseline went on with
-    others (Runner._stop_precise) was judged, and its interval confirmed, by
+    others (engine.stop.judge) was judged, and its interval confirmed, by
     the baseline's modes over their shared blocks; judged by the baseline's
     modes over all its blocks instead, its cut could move and the report
     fall back to every block, wider than the stop saw.  `every`, the modes

@@ -31,7 +31,6 @@ from .proc import ChildFailed
 
 STEP = "step"  # the capability of a target whose agent can be held sample by sample (Target.step)
 STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, before its side is dropped
-PREROLL_PCT = 0  # an untimed batch of this share of the count after each go (agent --preroll-pct)
 
 
 @dataclass

@@ -585,7 +585,7 @@ class Processes:
             self.rec.sample(s)
             st.take(s)
         argv = agent_argv(target, spec, samples=(size.rounds - size.warmup) * times,
-                          warmup=size.warmup * times, iters=size.iters) + ["--step"] + self._preroll()
+                          warmup=size.warmup * times, iters=size.iters) + ["--step"]
         side = lockstep.Side(target.name, target, argv, take)
         side.process, side.started = process, time.time()
         return side
@@ -594,10 +594,6 @@ class Processes:
         """A go's round trip to this target so far (its last block's median), in ms."""
         took = self.step_latency.get(target.name)
         return statistics.median(took[-50:]) * 1e3 if took else plan.STEP_GO_MS
-
-    @staticmethod
-    def _preroll() -> list[str]:
-        return ["--preroll-pct", str(lockstep.PREROLL_PCT)] if lockstep.PREROLL_PCT else []
 
 
 def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
