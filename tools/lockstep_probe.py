@@ -15,8 +15,16 @@ doctor`).  The candidate is the baseline again (A/A), or with --inject PCT
 the agent adding PCT% to every operation.  Prints the SD of the block log
 ratios each way and the mean ratio, as JSON and text.
 
+With --rows (names, or `all`: every row of `vmtax-agent --list`), each
+row instead runs --blocks lockstep blocks of three sides, as `vmtax compare
+local local:label=aa local:inject=3,label=slow` pairs them (the baseline
+with each candidate in turn, a coin for each pair's order): per row and
+candidate, the ratio and its 95% interval over the blocks (Student), and
+whether it excludes 1; the A/A rows flagged and the injected rows found.
+
 Usage: python3 tools/lockstep_probe.py [--agent agent/build/vmtax-agent]
        [--bench getppid] [--blocks 40] [--rounds 30] [--cpu N] [--inject PCT]
+       python3 tools/lockstep_probe.py --rows all [--blocks 30] [--inject 3] [--cpu N]
 """
 from __future__ import annotations
 
@@ -73,8 +81,8 @@ def series(agent, bench, cpu, seconds):
     return curve
 
 
-def step_agent(agent, bench, cpu, iters, samples, inject):
-    argv = [agent, "run", bench, "--samples", str(samples), "--warmup", "3", "--iters", str(iters),
+def step_agent(agent, bench, cpu, iters, samples, inject, warmup=3):
+    argv = [agent, "run", bench, "--samples", str(samples), "--warmup", str(warmup), "--iters", str(iters),
             "--max-sample-ms", "0", "--cpu", str(cpu), "--step"] + (["--inject", str(inject)] if inject else [])
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     it = lines_of(p)
@@ -100,6 +108,62 @@ def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
         p.stdin.close()
         p.wait()
     return math.log(statistics.fmean(vals[1]) / statistics.fmean(vals[0]))
+
+
+def t975(df: int) -> float:
+    """Student's 97.5% quantile (Cornish-Fisher, within 1e-3 from 5 degrees of freedom)."""
+    z = 1.959964
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def three_sides_block(agent, bench, cpu, iters, rounds, inject, rng):
+    """One block of the baseline, an A/A side and an injected side in lockstep: (log ratio aa, log ratio slow)."""
+    sides = [step_agent(agent, bench, cpu, iters, rounds * 2, 0, warmup=6), step_agent(agent, bench, cpu, iters, rounds, 0),
+             step_agent(agent, bench, cpu, iters, rounds, inject)]
+    vals = [[], [], []]
+    seen = [0, 0, 0]
+    for _ in range(rounds + 3):
+        for cand in rng.sample([1, 2], 2):
+            for k in ((0, cand) if rng.random() < 0.5 else (cand, 0)):
+                p, it = sides[k]
+                p.stdin.write("go\n")
+                p.stdin.flush()
+                m = next(it)
+                while m["type"] != "sample":
+                    m = next(it)
+                seen[k] += 1
+                if not m["warmup"]:
+                    vals[k].append(m["value"])
+    for p, it in sides:
+        p.stdin.close()
+        p.wait()
+    base = statistics.fmean(vals[0])
+    return math.log(statistics.fmean(vals[1]) / base), math.log(statistics.fmean(vals[2]) / base)
+
+
+def rows_mode(a) -> None:
+    names = ([m["name"] for m in json.loads(subprocess.run([a.agent, "--list"], capture_output=True, text=True,
+                                                              check=True).stdout)] if a.rows == ["all"] else a.rows)
+    rng = random.Random(1)
+    out = []
+    for bench in names:
+        iters = calibrate(a.agent, bench, a.cpu, a.step_ms)
+        t0 = time.monotonic()
+        got = [three_sides_block(a.agent, bench, a.cpu, iters, a.rounds, a.inject, rng) for _ in range(a.blocks)]
+        row = {"bench": bench, "seconds": round(time.monotonic() - t0, 1)}
+        for k, name in ((0, "aa"), (1, "slow")):
+            xs = [g[k] for g in got]
+            mean, half = statistics.fmean(xs), t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+            row[name] = {"ratio": round(math.exp(mean), 5), "halfwidth_pct": round((math.exp(half) - 1) * 100, 3),
+                         "flagged": abs(mean) > half, "above": mean > half}
+        out.append(row)
+        print(json.dumps(row), flush=True)
+    aa = sum(r["aa"]["flagged"] for r in out)
+    found = sum(r["slow"]["above"] for r in out)
+    halves = sorted(r[k]["halfwidth_pct"] for r in out for k in ("aa", "slow"))
+    print(f"{len(out)} rows, {a.blocks} lockstep blocks each: A/A flagged {aa} of {len(out)}; "
+          f"+{a.inject:g}% found {found} of {len(out)}; median 95% CI ±{statistics.median(halves):.2f}%, "
+          f"{sum(h <= 1.0 for h in halves)} of {len(halves)} within ±1%")
 
 
 def process_mean(agent, bench, cpu, iters, inject):
@@ -129,7 +193,10 @@ def main():
     ap.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
     ap.add_argument("--inject", type=float, default=0.0)
     ap.add_argument("--series-seconds", type=float, default=3.0)
+    ap.add_argument("--rows", nargs="+")
     a = ap.parse_args()
+    if a.rows:
+        return rows_mode(a)
     rng = random.Random(1)
     out = {"bench": a.bench, "cpu": a.cpu, "inject": a.inject, "nproc": os.cpu_count(),
            "noise_by_distance": series(a.agent, a.bench, a.cpu, a.series_seconds)}
