@@ -17,8 +17,8 @@ ratios each way and the mean ratio, as JSON and text.
 
 With --rows (names, or `all`: every row of `vmtax-agent --list`), each
 row instead runs --blocks lockstep blocks of three sides, as `vmtax compare
-local local:label=aa local:inject=3,label=slow` pairs them (the baseline
-with each candidate in turn, a coin for each pair's order): per row and
+local local:label=aa local:inject=3,label=slow` runs them (each round a
+sample of every side, in an order drawn at random): per row and
 candidate, the ratio and its 95% interval over the blocks (Student), and
 whether it excludes 1; the A/A rows flagged and the injected rows found.
 
@@ -118,22 +118,19 @@ def t975(df: int) -> float:
 
 def three_sides_block(agent, bench, cpu, iters, rounds, inject, rng):
     """One block of the baseline, an A/A side and an injected side in lockstep: (log ratio aa, log ratio slow)."""
-    sides = [step_agent(agent, bench, cpu, iters, rounds * 2, 0, warmup=6), step_agent(agent, bench, cpu, iters, rounds, 0),
+    sides = [step_agent(agent, bench, cpu, iters, rounds, 0), step_agent(agent, bench, cpu, iters, rounds, 0),
              step_agent(agent, bench, cpu, iters, rounds, inject)]
     vals = [[], [], []]
-    seen = [0, 0, 0]
     for _ in range(rounds + 3):
-        for cand in rng.sample([1, 2], 2):
-            for k in ((0, cand) if rng.random() < 0.5 else (cand, 0)):
-                p, it = sides[k]
-                p.stdin.write("go\n")
-                p.stdin.flush()
+        for k in rng.sample([0, 1, 2], 3):  # a round: every side once, in a random order (lockstep.round_order)
+            p, it = sides[k]
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            m = next(it)
+            while m["type"] != "sample":
                 m = next(it)
-                while m["type"] != "sample":
-                    m = next(it)
-                seen[k] += 1
-                if not m["warmup"]:
-                    vals[k].append(m["value"])
+            if not m["warmup"]:
+                vals[k].append(m["value"])
     for p, it in sides:
         p.stdin.close()
         p.wait()

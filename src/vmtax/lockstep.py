@@ -5,11 +5,12 @@ operation 1 ms apart differ far less than two 100 ms apart (`vmtax doctor`
 measures it: noise_by_distance).  So a lockstep block starts the
 baseline's and every candidate's fresh agent process together (`--step`:
 each holds before every sample until it gets a go line), then runs rounds:
-in each, every candidate in a random order forms a pair with the baseline,
-the two sides of a pair in an order drawn by a coin, one sample of each,
-back to back.  A pair's two samples then share the host's state, and the
-block's ratio of means (analysis.block_means, as for any block) holds what
-both sides met alike only once.  The interval stays over blocks of fresh
+in each, every process takes one sample, in an order drawn at random, back
+to back.  The baseline's sample and a candidate's of one round are then
+milliseconds apart and share the host's state, and the block's ratio of
+means (analysis.block_means, as for any block) holds what both sides met
+alike only once.  Every side is treated alike (round_order), so that an
+A/A pair stays exchangeable, as the sign-flip test over blocks asks.  The interval stays over blocks of fresh
 processes (what differs between processes still counts).
 
 This module knows nothing of the runner: it runs one block's processes,
@@ -38,7 +39,7 @@ class Side:
     """One target's process in a lockstep block."""
     name: str
     target: object                     # a Target with the "step" capability
-    argv: list[str]                    # the agent's arguments, --step included (samples: rounds x its pairs)
+    argv: list[str]                    # the agent's arguments, --step included (samples: the rounds)
     take: Callable[[dict, float], None]  # each sample line's fields, and when it arrived
     error: str = ""                    # why it stopped taking part ('' while it does)
     skipped: str = ""                  # the agent's reason, where it skipped the benchmark
@@ -126,22 +127,24 @@ def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: flo
     return None
 
 
-def rounds_order(rng: random.Random, base: int, candidates: list[int]) -> list[tuple[int, int]]:
-    """One round's pairs: every candidate once, in a random order, each
-    with the baseline, the two sides' order drawn by a coin: a list of
-    (first, second) indices."""
-    order = list(candidates)
+def round_order(rng: random.Random, sides: list[int]) -> list[int]:
+    """One round: every side once, in an order drawn at random.  Every side
+    is treated alike, the baseline too: with the baseline in a pair with
+    each candidate in turn, it took two samples a round for two candidates,
+    and on rows that keep a working set warm (tlb_4k, page_fault, ctx_16p)
+    its more frequent samples found caches warmer: an A/A candidate read
+    1.31-1.37 times the baseline on tlb_4k and tlb_2m (results/lockstep-cloud.md)."""
+    order = list(sides)
     rng.shuffle(order)
-    return [(base, c) if rng.random() < 0.5 else (c, base) for c in order]
+    return order
 
 
 def run_block(sides: list[Side], spec: BenchSpec, rounds: int, rng: random.Random,
               step_timeout: Callable[[], float], timeout: float) -> None:
     """One lockstep block: sides[0] the baseline, the others candidates,
-    each an agent process started with --step and `rounds` (the
-    candidates) or rounds x candidates (the baseline) samples, warmups
-    included.  Starts every process at once, waits until each is ready,
-    then steps them pair by pair (rounds_order), each sample handed to its
+    each an agent process started with --step and `rounds` samples,
+    warmups included.  Starts every process at once, waits until each is ready,
+    then steps them round by round (round_order), each sample handed to its
     side's take() as it arrives.  A side that fails, skips or falls silent
     stops taking part (its error or skip says why) and the others go on.
     `timeout` bounds each process from its start to its end, as a process
@@ -160,20 +163,14 @@ def run_block(sides: list[Side], spec: BenchSpec, rounds: int, rng: random.Rando
         for s in sides:
             if s.live and _wait_for(s, spec, ("ready",), ready) is None:
                 pass  # its error or skip says why
-        base = 0
         for _ in range(rounds):
-            if not sides[base].live:
-                break
-            cands = [i for i in range(1, len(sides)) if sides[i].live]
-            if not cands:
-                break
-            for pair in rounds_order(rng, base, cands):
-                if not all(sides[i].live for i in pair):
-                    continue
-                for i in pair:
+            if not sides[0].live or not any(s.live for s in sides[1:]):
+                break  # no baseline, or no candidate: no pair left
+            for i in round_order(rng, [i for i, s in enumerate(sides) if s.live]):
+                if sides[i].live:
                     _step(sides[i], spec, step_timeout())
-        for i, s in enumerate(sides):  # a side that took all its samples ends of itself
-            if s.live and s.samples == rounds * (len(sides) - 1 if i == base else 1):
+        for s in sides:  # a side that took all its samples ends of itself
+            if s.live and s.samples == rounds:
                 _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
     finally:  # the others, held at a go that will not come, are let go
         for s in sides:

@@ -258,15 +258,14 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
 
 
 def step_rounds(size: StepSizes, sample_ms: list[float], go_ms: list[float], cfg: RunConfig) -> StepSizes:
-    """A lockstep block's rounds for the targets taking part (the
-    baseline's first: each one's sample and a go's round trip, in ms): as
+    """A lockstep block's rounds for the targets taking part (each one's
+    sample and a go's round trip, in ms; a round takes a sample of each): as
     step_sizes says where a round is quick, fewer where a round is slow (a
     candidate whose samples last tens of ms, a guest whose go takes ms), so
     that a block's timed rounds last about what a block of the same targets
     in turn does (--warmup and --samples samples of --min-time-ms each),
     never fewer than MIN_STEP_ROUNDS."""
-    base = sample_ms[0] + go_ms[0]
-    round_ms = sum(base + s + g for s, g in zip(sample_ms[1:], go_ms[1:]))
+    round_ms = sum(s + g for s, g in zip(sample_ms, go_ms))  # a round: a sample of each
     goal_ms = (cfg.samples_per_process + cfg.warmup) * cfg.min_time_ms * len(sample_ms)
     most = size.rounds - size.warmup
     timed = most if round_ms <= 0 else max(min(MIN_STEP_ROUNDS, most), min(most, round(goal_ms / round_ms)))

@@ -555,8 +555,7 @@ class Processes:
         spec, size = job.specs[0], self.steps[job.specs[0].name]
         size = plan.step_rounds(size, [size.iters * (self.per_iter[spec.name].get(t.name) or 0.0) / 1e6
                                        for t in targets], [self._go_ms(t) for t in targets], self.cfg)
-        sides = [self._side(spec, target, states[target.name], block, size, len(targets) - 1 if slot == 0 else 1)
-                 for slot, target in enumerate(targets)]  # the baseline's sample is in every pair of a round
+        sides = [self._side(spec, target, states[target.name], block, size) for target in targets]
         lockstep.run_block(sides, spec, size.rounds, rng,
                            step_timeout=lambda: self.deadline.timeout(lockstep.STEP_TIMEOUT),
                            timeout=self.deadline.timeout(self.cfg.agent_timeout))
@@ -575,17 +574,17 @@ class Processes:
                                 ended=time.time(), error=side.error)
             self.rec.process(got, {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
 
-    def _side(self, spec: BenchSpec, target: Target, st: TargetState, block: int, size: plan.StepSizes,
-              times: int) -> lockstep.Side:
-        """One target's process in a lockstep block: `times` samples a round."""
+    def _side(self, spec: BenchSpec, target: Target, st: TargetState, block: int,
+              size: plan.StepSizes) -> lockstep.Side:
+        """One target's process in a lockstep block: a sample a round."""
         process = self.rec.new_process()
 
         def take(f: dict, t: float) -> None:
             s = Sample(benchmark=spec.name, target=target.name, process=process, block=block, t=t, **f)
             self.rec.sample(s)
             st.take(s)
-        argv = agent_argv(target, spec, samples=(size.rounds - size.warmup) * times,
-                          warmup=size.warmup * times, iters=size.iters) + ["--step"]
+        argv = agent_argv(target, spec, samples=size.rounds - size.warmup, warmup=size.warmup,
+                          iters=size.iters) + ["--step"]
         side = lockstep.Side(target.name, target, argv, take)
         side.process, side.started = process, time.time()
         return side
