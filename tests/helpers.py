@@ -11,8 +11,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from vmtax.cli import main
 from vmtax.peers import free_port

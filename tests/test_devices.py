@@ -169,6 +169,7 @@ def test_images_are_made_with_their_filesystem(tmp_path, fmt, magic, offset):
 def test_a_loop_device_detaches_itself_when_its_last_user_closes_it(tmp_path):
     import fcntl
     import time
+
     from vmtax.errors import TargetError
     img = devices.make_image(tmp_path, 64, "raw")
     try:
@@ -215,6 +216,7 @@ def test_fsync_latency_is_read_from_fios_sync_section():
 
 def test_host_cost_per_unit_is_the_cost_less_the_idle_rate_over_the_work():
     from types import SimpleNamespace
+
     from vmtax.engine.hostcost import per_unit
     # 0.1 s of CPU and 50 context switches per second while the guest idles
     guest = SimpleNamespace(host_probe=SimpleNamespace(idle={"host_cpu_ns": 0.1e9, "host_context_switches": 50.0}))
@@ -236,9 +238,10 @@ def test_host_cost_per_unit_is_the_cost_less_the_idle_rate_over_the_work():
 
 
 def test_per_unit_metrics_carry_the_workloads_unit_of_work():
+    from types import SimpleNamespace
+
     from vmtax.metrics import unit_of
     from vmtax.report.jsondoc import metric_rows
-    from types import SimpleNamespace
     assert BY_NAME["net_rr"].work == "1000tx" and BY_NAME["net_stream_tx"].work == "GB"
     assert BY_NAME["disk_fsync"].work == "GB" and BY_NAME["sysbench_cpu"].work == ""
     assert unit_of("host_cpu_per_unit", "1000tx") == "ms/1000tx" and unit_of("host_cpu_per_unit", "GB") == "s/GB"
@@ -291,6 +294,7 @@ def test_a_vcpu_thread_that_cannot_be_counted_leaves_no_counter_open():
     """exits_userspace counts every vCPU thread or none: where one cannot be opened (a thread
     gone), those already opened are closed, and the facts say why."""
     import os
+
     from vmtax.hostprobe import HostProbe, syscall_tracepoint
     if syscall_tracepoint()[0] is None:
         pytest.skip("no syscall tracepoint here: exits_userspace is not counted at all")
@@ -376,6 +380,7 @@ def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkey
     launch; its exit stack lets them go, last made first, when the guest
     stops -- and when a later step fails, what was made before it."""
     from contextlib import ExitStack
+
     from vmtax.errors import TargetError
     from vmtax.targets import qemu
     gone = []

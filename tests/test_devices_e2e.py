@@ -2,6 +2,7 @@
 loop device against the host's own disk, through fio with direct I/O; and
 what is left after a run and after Ctrl-C (nothing: no image, no loop
 device, no QEMU)."""
+import glob
 import json
 import os
 import shutil
@@ -11,7 +12,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-import glob
 
 import pytest
 

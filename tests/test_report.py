@@ -2,8 +2,8 @@
 import csv
 import io
 import json
-import os
 import math
+import os
 import re
 from pathlib import Path
 
@@ -220,6 +220,7 @@ def test_explain_shows_a_workloads_host_cost_per_unit_of_work():
     user/system split), host context switches and the peer's CPU, in
     ms/1000tx, with a reading when the guest's unit costs far more."""
     import random as _random
+
     from vmtax.model import RunData, Sample
     from vmtax.report import explain
     from vmtax.suite.workloads import BY_NAME
@@ -254,7 +255,6 @@ def test_explain_shows_a_workloads_host_cost_per_unit_of_work():
 def test_a_note_several_targets_share_is_said_once():
     """Five QEMU guests of a disk comparison share one failed KVM probe:
     the note under the targets names them together, once."""
-    from vmtax.report import scoreboard
     data = run(names=("local", "qemu:disk=virtio", "qemu:disk=scsi"), facts={"accel_note": "TCG: no KVM"})
     data.targets[0].facts.pop("accel_note")
     data.config["skipped_targets"] = {"uml": "FPU too small"}
@@ -453,6 +453,7 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     (c,) = analyse(data)[1]
     assert c.estimand == "same mode" and c.same_mode.slow_blocks > 20
     from dataclasses import replace
+
     from vmtax.model import Stratum
     data.config["same_mode"] = False
     ms, (c,) = analyse(data)
@@ -612,6 +613,7 @@ def _demo_run():
     quarter of its blocks (two modes on local, qemu and container, one on
     uml's slower processes), with --same-mode; a KVM probe's long note."""
     import random as _random
+
     from vmtax.model import BenchSpec
     data = run(names=("local", "qemu", "uml", "container"), facts={"accel_note": "TCG: " + "no KVM guest " * 30})
     for t in data.targets:

@@ -499,6 +499,7 @@ def test_a_stop_signal_while_the_run_is_recorded_leaves_it_interrupted_not_half_
     'abandoned' (1 in 20 before, when the signal fell inside the write)."""
     import os
     import signal
+
     from vmtax.cli import _terminate
 
     class Signalled(type(Store(db))):
@@ -525,7 +526,7 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     status, fast = _run([one, two], [A], tmp_path / "f.db", kind="compare", precision=0.01, max_time=300,
                         fast_mode=True)
     assert status == "complete" and fast.outcomes[(two, "getppid")][0] == "precision"
-    blocks = lambda d: len({s.block for s in d.samples if s.target == two and not s.warmup})  # noqa: E731
+    blocks = lambda d: len({s.block for s in d.samples if s.target == two and not s.warmup})
     assert blocks(fast) * 3 < blocks(plain)
     fast.config["fast_mode"] = True  # as the CLI stores its RunConfig
     (c,) = analyse(fast)[1]

@@ -15,7 +15,6 @@ import pytest
 
 from helpers import closed_port, leftovers, stored, vmtax_process, wait_samples, wait_until
 from sshfleet import PRIVSEP, Fleet, _sshd_running, netns_works
-
 from vmtax.agent import agent_hash
 from vmtax.errors import TargetError
 from vmtax.targets import parse_target
@@ -267,6 +266,7 @@ def test_sigkill_of_the_controller_leaves_no_ssh_behind(fleet, tmp_path):
     assert wait_until(lambda: _lines(["ip", "netns", "pids", a.netns], "") == _sshd_only(a), 10)
     # its private directory (the control socket's) is left, and the next run's start() sweeps it
     import tempfile
+
     from vmtax import proc
     mine = f"vmtax-ssh-{p.pid}-"
     assert [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(mine)]

@@ -314,7 +314,7 @@ def test_one_mode_or_a_skew_is_not_called_two(name, f):
 
 
 def test_modes_need_units_and_a_share_each_and_skip_broken_values():
-    two = lambda r: r.normal(100, 2) if r.random() < 0.5 else r.normal(140, 2)  # noqa: E731
+    two = lambda r: r.normal(100, 2) if r.random() < 0.5 else r.normal(140, 2)
     assert stats.modes(_draw(2, stats.MODES_MIN_UNITS - 1, two)) is None
     assert stats.modes(_draw(2, 40, two) + [math.nan, math.inf, 0.0, -5.0]).units == 40
     assert stats.modes([100.0] * 39 + [140.0]) is None            # one odd process is no mode

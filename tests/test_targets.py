@@ -44,6 +44,7 @@ def test_qemu_threads_not_named_as_vcpus_stay_where_they_are():
     import os
     import subprocess
     import sys
+
     from vmtax.targets.qemu import pin_emulator_apart, threads_cpus
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -63,6 +64,7 @@ def test_qemu_vcpu_threads_stay_on_the_cpu_and_the_others_move_apart():
     import os
     import subprocess
     import sys
+
     from vmtax.targets.qemu import pin_emulator_apart, threads_cpus, vcpu_threads
     code = ("import threading, time, ctypes\n"
             "def vcpu():\n"
@@ -91,6 +93,7 @@ def test_qemu_vcpu_threads_stay_on_the_cpu_and_the_others_move_apart():
 def test_keep_off_moves_every_thread_and_gives_the_cpus_back_on_an_exception():
     import os
     import threading
+
     from vmtax.proc import controller_cpus, keep_off, spawn
     mine = os.sched_getaffinity(0)
     cpu = max(mine)

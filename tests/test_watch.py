@@ -5,7 +5,8 @@ import math
 import xml.etree.ElementTree as ET
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vmtax import watch
 from vmtax.analysis import analyse, reference_adjusted, runs_reference_alike

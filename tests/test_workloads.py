@@ -11,9 +11,9 @@ import pytest
 from helpers import Steps, new_run, run_fake
 from vmtax import suite
 from vmtax.analysis import analyse
+from vmtax.engine.jobs import jobs_of
 from vmtax.errors import TargetError, UserError
 from vmtax.guest import closure
-from vmtax.engine.jobs import jobs_of
 from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
 from vmtax.suite import workloads
@@ -237,9 +237,8 @@ def test_a_network_workload_is_skipped_where_the_target_has_no_way_to_the_host(d
 def test_a_peer_listens_on_loopback_alone(name):
     """Each server vmtax starts binds the one address its target reaches
     (here the bare machine's loopback), never a wildcard address."""
-    from vmtax.peers import start_peer
+    from vmtax.peers import free_port, start_peer
     from vmtax.proc import kill_group
-    from vmtax.peers import free_port
     port = free_port()
     p = start_peer(BY_NAME[name], port, None)
     try:
@@ -252,9 +251,8 @@ def test_a_peer_listens_on_loopback_alone(name):
 
 @pytest.mark.skipif(not shutil.which("sockperf"), reason="sockperf is not installed (make setup installs it)")
 def test_a_peer_listens_before_the_run_and_is_gone_after():
-    from vmtax.peers import listening, start_peer
+    from vmtax.peers import free_port, listening, start_peer
     from vmtax.proc import kill_group
-    from vmtax.peers import free_port
     port = free_port()
     p = start_peer(BY_NAME["net_rr"], port, None)
     try:

@@ -7,13 +7,13 @@ import functools
 import json
 import random
 import re
-import sys
 import unicodedata
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import store_run
 from reportdata import run

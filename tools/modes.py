@@ -43,8 +43,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from vmtax import stats  # noqa: E402
-from vmtax.analysis import fast_mode, same_mode, slow_mode, stop_blocks  # noqa: E402
+from vmtax import stats
+from vmtax.analysis import fast_mode, same_mode, slow_mode, stop_blocks
 
 SPREADS = {
     "normal, SD 3%": (False, lambda r: r.normal(100, 3)),

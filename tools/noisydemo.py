@@ -39,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from demojob import WAY_FLAG, WAY_NAME, demo_args, rotated, ways_arg  # noqa: E402
-from hog import hog, stop  # noqa: E402
+from demojob import WAY_FLAG, WAY_NAME, demo_args, rotated, ways_arg
+from hog import hog, stop
 
 REPO = Path(__file__).resolve().parents[1]
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")

@@ -54,7 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from demojob import WAY_FLAG, WAY_NAME, rotated, ways_arg  # noqa: E402
+from demojob import WAY_FLAG, WAY_NAME, rotated, ways_arg
 
 REPO = Path(__file__).resolve().parents[1]
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")

@@ -6,10 +6,10 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from .errors import AgentError, UserError
 from .metrics import METRICS

@@ -11,8 +11,19 @@ import numpy as np
 
 from . import metrics as metrics_registry
 from . import stats
-from .model import (FAST_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, Sample, Stratum,
-                    Summary, TargetInfo, headline_of)
+from .model import (
+    FAST_MODE,
+    BenchSpec,
+    Comparison,
+    Measurement,
+    Modes,
+    RunData,
+    Sample,
+    Stratum,
+    Summary,
+    TargetInfo,
+    headline_of,
+)
 
 ALPHA = 0.05
 

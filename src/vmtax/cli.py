@@ -20,19 +20,19 @@ import sys
 import time
 
 from . import __version__, noise, proc, suite, watch
+from . import inventory as inventories
 from .analysis import analyse
 from .errors import UserError, VmtaxError
+from .plan import RunConfig, budget_shortfall, precision_for
 from .report import console, csvout, explain, facts, html, jsondoc, markdown, terminal
 from .report import doctor as doctor_report
+from .report import watch as watch_report
 from .report.progress import TerminalProgress
 from .report.safe import inert
-from .report import watch as watch_report
 from .report.units import parse_duration, parse_precision
-from .plan import RunConfig, budget_shortfall, precision_for
 from .runner import run_session
 from .store import Store, default_db_path, redact
 from .suite import workloads
-from . import inventory as inventories
 from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
 

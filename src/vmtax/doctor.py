@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
+from . import stats
 from .engine.execute import Lines, Recorder, Where, run_process
 from .engine.protocol import agent_argv
 from .errors import AgentError, TargetError
-from . import stats
 from .model import BenchSpec, Modes
 from .proc import ChildFailed
 

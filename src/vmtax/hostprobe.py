@@ -25,7 +25,7 @@ import json
 import os
 import socket
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .hostproc import TICK, descendants, tasks
 from .kvmexits import ExitCounter

@@ -22,8 +22,8 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from .agent import events
 from .errors import AgentError, TargetError

@@ -15,8 +15,8 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 from . import proc
 from .errors import TargetError

@@ -16,7 +16,7 @@ samples with the analysis functions `show` uses (analysis.block_means).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from . import stats
 from .engine.jobs import Job, jobs_of

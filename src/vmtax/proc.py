@@ -20,9 +20,10 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import BinaryIO, Callable, Collection, Iterator, Sequence
+from typing import BinaryIO
 
 from .errors import TargetError
 from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running, tasks

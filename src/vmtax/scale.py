@@ -34,8 +34,8 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Callable
 
 from .agent import parse_line
 from .engine.budget import BudgetSpent

@@ -17,6 +17,24 @@ from .jobs import Job, jobs_of
 from .protocol import CALIBRATION_SAMPLES, agent_argv, read_agent
 from .session import Session, TargetPool, new_run_id, run_session
 
-__all__ = ["BudgetSpent", "CALIBRATION_SAMPLES", "Deadline", "Job", "Lines", "ProcessResult", "Recorder",
-           "Session", "TargetPool", "Where", "agent_argv", "calibrate", "grace_s", "jobs_of", "new_run_id",
-           "read_agent", "run_process", "run_session", "run_tool"]
+__all__ = [
+           "CALIBRATION_SAMPLES",
+           "BudgetSpent",
+           "Deadline",
+           "Job",
+           "Lines",
+           "ProcessResult",
+           "Recorder",
+           "Session",
+           "TargetPool",
+           "Where",
+           "agent_argv",
+           "calibrate",
+           "grace_s",
+           "jobs_of",
+           "new_run_id",
+           "read_agent",
+           "run_process",
+           "run_session",
+           "run_tool",
+]

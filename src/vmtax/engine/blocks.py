@@ -7,8 +7,9 @@ the runner: a turn carries its agent's arguments, and its run() takes the
 Lines the executor opened and paces (execute.Lines.sampled)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..targets.base import Target
 from .execute import Lines

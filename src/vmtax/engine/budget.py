@@ -4,7 +4,7 @@ and every process still running at budget + grace is stopped (Deadline)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def grace_s(max_time: float) -> float:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
 
 from ..agent import agent_hash
 from ..errors import AgentError, TargetError

@@ -7,8 +7,8 @@ import resource
 import subprocess
 import time
 
-from ..hostproc import TICK
 from ..hostprobe import switches, ticks
+from ..hostproc import TICK
 from ..metrics import WORK
 from ..peers import start_peer
 from ..proc import kill_group

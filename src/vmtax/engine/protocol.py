@@ -7,8 +7,8 @@ which read_agent wraps."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from ..agent import events
 from ..errors import AgentError

@@ -9,9 +9,9 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .. import __version__
 from ..errors import StoreError, TargetError
@@ -195,7 +195,7 @@ def _get(q: queue.Queue):
 def _stop_quietly(t: Target) -> None:
     try:
         t.stop()
-    except Exception:  # noqa: BLE001 - the others must still be stopped
+    except Exception:  # the others must still be stopped
         pass
 
 

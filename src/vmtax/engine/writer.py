@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from ..errors import StoreError
 from ..model import BenchSpec, Sample, TargetInfo

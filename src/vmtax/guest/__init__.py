@@ -12,9 +12,9 @@ import re
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from .. import proc
 from ..agent import agent_path

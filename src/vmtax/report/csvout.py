@@ -11,6 +11,7 @@ from ..model import Comparison, Measurement, RunData
 from . import view
 from .view import CSV, Table
 
+
 def _field(x: object) -> str:
     if x is None:
         return ""

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from html import escape
 
 from ..metrics import PER_UNIT, describe, order, unit_of
-from ..suite.workloads import of_spec
 from ..model import Comparison, Measurement, RunData, Summary
+from ..suite.workloads import of_spec
 from . import table
 from .mdkit import md_cell
 from .units import fmt_value, json_number

@@ -4,8 +4,8 @@ it, and warnings where runs that are shown together differ (pyperf refuses
 to mix apples and oranges; we warn)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..model import RunData, TargetInfo
 from .view import ALL, HTML, JSON, PEOPLE

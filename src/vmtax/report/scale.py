@@ -10,12 +10,13 @@ import time
 from dataclasses import dataclass
 from html import escape
 
-from ..model import Estimate, RunData, ScalePoint
 from .. import scaling
+from ..model import Estimate, RunData, ScalePoint
 from . import plots, table
-from .htmlkit import table as table_html, td
+from .htmlkit import table as table_html
+from .htmlkit import td
 from .mdkit import md_cell
-from .units import json_number, sig, fmt_duration, fmt_pct, fmt_rate, fmt_rate_range
+from .units import fmt_duration, fmt_pct, fmt_rate, fmt_rate_range, json_number, sig
 
 SCHEMA = 1
 HEADER = ["N", "vCPUs / host CPUs", "aggregate (95% CI)", "per instance: mean [min–max]",

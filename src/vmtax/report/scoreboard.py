@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .. import stats
 from ..doctor import MIN_BLOCKS

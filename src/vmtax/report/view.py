@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, headline_of
 from ..stats import MODE_AGREE, STRATUM_MIN

@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 import time
 from html import escape
-from xml.sax.saxutils import quoteattr
 from xml.sax.saxutils import escape as xml_escape
+from xml.sax.saxutils import quoteattr
 
 from ..model import ALL_BLOCKS
 from ..watch import Diff, Gate, Series
 from . import plots, table
 from .htmlkit import page, td
 from .htmlkit import table as html_table
-from .safe import inert
 from .mdkit import md_cell, md_mark
+from .safe import inert
 from .units import json_number
 from .view import MODES_MARK
 

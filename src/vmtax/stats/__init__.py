@@ -12,17 +12,77 @@ strata    the test over strata (StratifiedTest) and within the host's modes
 
 Every name is re-exported here: `from vmtax import stats; stats.summarize`
 and `from vmtax.stats import jain` work as they did when this was one module."""
-from .modes import (MODES_BIC_GAIN, MODES_LOG_FLOOR, MODES_MIN_GAP, MODES_MIN_SHARE, MODES_MIN_UNITS,
-                    MODES_SEPARATION, modes)
+from .modes import (
+                    MODES_BIC_GAIN,
+                    MODES_LOG_FLOOR,
+                    MODES_MIN_GAP,
+                    MODES_MIN_SHARE,
+                    MODES_MIN_UNITS,
+                    MODES_SEPARATION,
+                    modes,
+)
 from .signflip import DRAWS, EXACT_PAIRS, PairedTest, as_pairs, compare_paired, paired, sign_chunks, stop_halfwidth
-from .strata import (FAST, MODE_AGREE, MODE_MARGIN, MODE_MIN_PAIRS, SAME, SLOW, STRATUM_MIN, ModeTest,
-                     StratifiedTest, compare_strata, mode_sides, stop_halfwidth_strata)
-from .summary import (CONFIDENCE, best_k_of_n, cluster_means, geomean, jain, ratio_ci_rel, ratio_unpaired,
-                      summarize, t_quantile)
+from .strata import (
+                    FAST,
+                    MODE_AGREE,
+                    MODE_MARGIN,
+                    MODE_MIN_PAIRS,
+                    SAME,
+                    SLOW,
+                    STRATUM_MIN,
+                    ModeTest,
+                    StratifiedTest,
+                    compare_strata,
+                    mode_sides,
+                    stop_halfwidth_strata,
+)
+from .summary import (
+                    CONFIDENCE,
+                    best_k_of_n,
+                    cluster_means,
+                    geomean,
+                    jain,
+                    ratio_ci_rel,
+                    ratio_unpaired,
+                    summarize,
+                    t_quantile,
+)
 
-__all__ = ["CONFIDENCE", "DRAWS", "EXACT_PAIRS", "FAST", "MODES_BIC_GAIN", "MODES_LOG_FLOOR", "MODES_MIN_GAP",
-           "MODES_MIN_SHARE", "MODES_MIN_UNITS", "MODES_SEPARATION", "MODE_AGREE", "MODE_MARGIN", "MODE_MIN_PAIRS",
-           "ModeTest", "PairedTest", "SAME", "SLOW", "STRATUM_MIN", "StratifiedTest", "as_pairs", "best_k_of_n",
-           "cluster_means", "compare_paired", "compare_strata", "geomean", "jain", "mode_sides", "modes", "paired",
-           "ratio_ci_rel", "ratio_unpaired", "sign_chunks", "stop_halfwidth", "stop_halfwidth_strata", "summarize",
-           "t_quantile"]
+__all__ = [
+                    "CONFIDENCE",
+                    "DRAWS",
+                    "EXACT_PAIRS",
+                    "FAST",
+                    "MODES_BIC_GAIN",
+                    "MODES_LOG_FLOOR",
+                    "MODES_MIN_GAP",
+                    "MODES_MIN_SHARE",
+                    "MODES_MIN_UNITS",
+                    "MODES_SEPARATION",
+                    "MODE_AGREE",
+                    "MODE_MARGIN",
+                    "MODE_MIN_PAIRS",
+                    "SAME",
+                    "SLOW",
+                    "STRATUM_MIN",
+                    "ModeTest",
+                    "PairedTest",
+                    "StratifiedTest",
+                    "as_pairs",
+                    "best_k_of_n",
+                    "cluster_means",
+                    "compare_paired",
+                    "compare_strata",
+                    "geomean",
+                    "jain",
+                    "mode_sides",
+                    "modes",
+                    "paired",
+                    "ratio_ci_rel",
+                    "ratio_unpaired",
+                    "sign_chunks",
+                    "stop_halfwidth",
+                    "stop_halfwidth_strata",
+                    "summarize",
+                    "t_quantile",
+]

@@ -3,7 +3,7 @@ two normals on the logs, called only where it clearly beats one.  Pure."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

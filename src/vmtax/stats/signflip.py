@@ -3,8 +3,8 @@ interval, and the label-free precision the runner stops on.  Pure."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Iterator, Sequence
 
 import numpy as np
 from scipy import stats as sst

@@ -5,7 +5,7 @@ sides pooled at each ratio tried).  Pure."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -4,7 +4,7 @@ a geometric mean, Jain's index, an unpaired ratio).  Pure: no I/O."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats as sst

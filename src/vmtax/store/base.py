@@ -15,9 +15,9 @@ import numbers
 import os
 import re
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo

@@ -9,8 +9,8 @@ PostgreSQL keeps its schema version in a table instead (postgres.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import json
 import math
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..model import BenchSpec
 
@@ -284,6 +284,7 @@ def lua_toolchain() -> tuple:
     """gcc, make and binutils with every file the build reads, as found by
     building once on this host (remembered while those files are unchanged)."""
     import os
+
     from ..errors import TargetError
     from ..guest import traced_cached
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 from ..errors import UserError
 from ..model import TargetInfo
-
 
 # Every kind takes these: label=TEXT, so that `local local:label=b` is an A/A
 # pair, and inject=PCT, which makes the agent add PCT percent of extra work to

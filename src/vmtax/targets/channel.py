@@ -17,14 +17,14 @@ import subprocess
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .. import proc
 from ..errors import TargetError
-from ..proc import ChildFailed
-from ..hostproc import descendants, idle_cpu_pct
 from ..hostprobe import HostProbe
+from ..hostproc import descendants, idle_cpu_pct
+from ..proc import ChildFailed
 from .base import Target, option_number
 
 READY = "@@VMTAX-READY"

@@ -27,7 +27,7 @@ import random
 import threading
 import time
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..agent import parse_line
 from ..errors import UserError

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .. import proc
 from ..agent import agent_path

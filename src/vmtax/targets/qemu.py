@@ -39,12 +39,12 @@ from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError, UserError
+from ..hostprobe import Qmp
+from ..hostproc import boot_id, mem_and_swap_mb, rss_beyond_mapping, tasks
+from ..proc import other_cpus
 from . import devices
 from .base import option_number
 from .channel import ChannelTarget
-from ..hostproc import boot_id, mem_and_swap_mb, rss_beyond_mapping, tasks
-from ..hostprobe import Qmp
-from ..proc import other_cpus
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here

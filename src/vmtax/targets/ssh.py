@@ -24,8 +24,8 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .. import proc
 from ..agent import agent_hash, agent_path

@@ -13,15 +13,15 @@ import os
 import re
 import shutil
 import subprocess
-from functools import lru_cache
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 from .. import guest
 from ..errors import TargetError, UserError
+from ..hostproc import boot_id
 from . import devices
 from .channel import ChannelTarget
-from ..hostproc import boot_id
 from .qemu import parse_size_mb
 
 UML_BINARIES = ("linux.uml", "linux")
