@@ -159,7 +159,7 @@ class Fleet:
         self.made_privsep = False
         self.hosts, self.with_netns = hosts, with_netns
 
-    def __enter__(self) -> "Fleet":
+    def __enter__(self) -> Fleet:
         try:
             self._setup()
         except BaseException:

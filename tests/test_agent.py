@@ -32,7 +32,7 @@ def run(binary, *args, timeout=120):
 
 def test_list_has_every_seed_benchmark():
     rows = _list()
-    assert NAMES == [r["name"] for r in rows] and set(SEEDS) <= set(NAMES)
+    assert [r["name"] for r in rows] == NAMES and set(SEEDS) <= set(NAMES)
     for r in rows:
         assert r["direction"] in ("lower", "higher") and r["unit"] and r["description"]
 

@@ -88,6 +88,6 @@ def test_explain_prints_the_counts_side_by_side(counted, short_compare, tmp_path
     assert p.returncode == 0, p.stderr
     assert "host ctx switches / op" in p.stdout and "page faults / op" in p.stdout
     ex = json.loads((tmp_path / "e.json").read_text())
-    assert AGENT_ROWS <= {b["benchmark"] for b in ex["benchmarks"]}
+    assert {b["benchmark"] for b in ex["benchmarks"]} >= AGENT_ROWS
     if UML_OK:
         assert any("ptrace" in r for b in ex["benchmarks"] for r in b["readings"])

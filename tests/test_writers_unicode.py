@@ -38,7 +38,7 @@ SPECIAL = frozenset(XML_FORBIDDEN | HTML_FORBIDDEN | set(range(0x202A, 0x202F)) 
                     | {0x2028, 0x2029, 0x200B, 0xFEFF})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def by_category() -> dict[str, list[int]]:
     """Every code point, by its general category (Lu, Cc, Cn ... 30 of them)."""
     out: dict[str, list[int]] = {}

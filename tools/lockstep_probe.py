@@ -210,7 +210,7 @@ def main():
         out[name] = {"blocks": len(xs), "ratio": round(math.exp(statistics.fmean(xs)), 5),
                      "block_sd_pct": round(statistics.stdev(xs) * 100, 3), "seconds_per_block": round(t / len(xs), 3)}
     print(json.dumps(out))
-    print(f"noise by distance: " + " · ".join(f"{c['ms']} ms {c['sd_pct']}%" for c in out["noise_by_distance"]))
+    print("noise by distance: " + " · ".join(f"{c['ms']} ms {c['sd_pct']}%" for c in out["noise_by_distance"]))
     for name in ("lockstep", "blocks"):
         r = out[name]
         print(f"{name:9s} ratio {r['ratio']:.4f}  SD of a block's log ratio {r['block_sd_pct']:.2f}%  "

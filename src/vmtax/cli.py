@@ -348,7 +348,7 @@ def _since(text: str | None) -> float | None:
         when = datetime.datetime.fromisoformat(text)
     except ValueError:
         raise UserError(f"--since takes a date or time (2026-11-23, 2026-11-23T08:00), got '{text}'") from None
-    return (when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)).timestamp()
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def cmd_history(args) -> int:

@@ -51,7 +51,7 @@ class Side:
     #                                                       the sample's own time less: the go's round trip
     process: int = -1                  # the caller's process id and start time, for its record
     started: float = 0.0
-    _lines: "queue.Queue" = field(default_factory=queue.Queue)
+    _lines: queue.Queue = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
 
     @property

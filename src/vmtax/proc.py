@@ -28,7 +28,7 @@ from typing import BinaryIO
 from .errors import TargetError
 from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running, tasks
 
-_live: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+_live: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 _given_back: set[int] | None = None  # while vmtax keeps off a CPU (keep_off): the CPUs it had
 _PR_SET_PDEATHSIG = 1
 try:

@@ -157,7 +157,7 @@ def run_round(targets: list[Target], argv_of: Callable[[int, Target], list[str]]
     n = len(targets)
     lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
     reached = [False] * n
-    events: "queue.Queue[tuple[str, int, BaseException | None]]" = queue.Queue()
+    events: queue.Queue[tuple[str, int, BaseException | None]] = queue.Queue()
 
     def work(i: int) -> None:
         error = None

@@ -48,7 +48,7 @@ class Lines:
     sampled: Callable[[Sample], None] | None = None
 
     @classmethod
-    def read_before(cls, got: list[tuple[float, str]], started: float) -> "Lines":
+    def read_before(cls, got: list[tuple[float, str]], started: float) -> Lines:
         """Lines already read, each with its arrival time, after a start at `started`."""
         arrived = iter(t for t, line in got if line.strip())
         return cls(lambda: (line for _, line in got), lambda: next(arrived), started,
@@ -126,7 +126,7 @@ class Recorder:
         if self.writer is not None:
             self.writer.add_benchmarks(self.run_id, specs)
 
-    def batch(self) -> "Batch":
+    def batch(self) -> Batch:
         return Batch(self)
 
 

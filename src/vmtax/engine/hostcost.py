@@ -68,7 +68,7 @@ class ToolCost:
         self.t0 = self.seconds = 0.0
         self.peer_s: float | None = None
 
-    def __enter__(self) -> "ToolCost":
+    def __enter__(self) -> ToolCost:
         try:
             if self.workload.peer:
                 self.peer = start_peer(self.workload, self.port, self.target.host_cpu, *self.target.peer_listen())

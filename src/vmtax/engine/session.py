@@ -92,7 +92,7 @@ class TargetPool:
         self._cpus: set[int] = set()
         self._kept = ExitStack()
 
-    def __enter__(self) -> "TargetPool":
+    def __enter__(self) -> TargetPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -149,7 +149,7 @@ class TargetPool:
             raise TargetError(f"{self._named(t, label)} did not start: {e}") from None
 
     def _end_all(self, parallel: list[Target], label: Callable[[int], str]) -> None:
-        done: "queue.Queue[tuple[Target, BaseException | None]]" = queue.Queue()
+        done: queue.Queue[tuple[Target, BaseException | None]] = queue.Queue()
 
         def finish(t: Target) -> None:
             error = None

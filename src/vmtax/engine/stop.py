@@ -44,7 +44,7 @@ class StopRule:
     fast_mode: bool = False      # or over its fast-mode blocks
 
     @classmethod
-    def of(cls, cfg) -> "StopRule":
+    def of(cls, cfg) -> StopRule:
         """The rule of a run's configuration (plan.RunConfig)."""
         return cls(cfg.precision, cfg.min_processes, cfg.same_mode, cfg.fast_mode)
 

@@ -30,7 +30,7 @@ class ThreadRelay:
 
     def __init__(self, store: StoreWriter):
         self._store, self._home = store, threading.get_ident()
-        self._calls: "queue.Queue[tuple]" = queue.Queue()
+        self._calls: queue.Queue[tuple] = queue.Queue()
         self._open = False
 
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:

@@ -105,7 +105,7 @@ class Store:
             cls = next(load() for accepts, load in Store.backends if accepts(location))
         return super().__new__(cls)
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

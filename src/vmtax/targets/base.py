@@ -178,7 +178,7 @@ class Target(ABC):
         return out
 
     @classmethod
-    def prepare(cls, targets: list["Target"]) -> str | None:
+    def prepare(cls, targets: list[Target]) -> str | None:
         """Called once per kind, before anything starts, with the targets
         of that kind to be measured together: what they must agree on is
         settled here (QEMU guests boot one kernel).  A line to tell the
@@ -238,7 +238,7 @@ class Target(ABC):
         return TargetInfo(name=self.name, kind=self.kind, facts=self.facts(),
                           accel=self.options.get("accel"), boot_s=self.boot_s)
 
-    def __enter__(self) -> "Target":
+    def __enter__(self) -> Target:
         try:
             self.start()
         except BaseException:

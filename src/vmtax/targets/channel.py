@@ -35,7 +35,7 @@ END = "@@VMTAX-END "
 class Channel:
     def __init__(self, p: subprocess.Popen, name: str, log: Path | None = None):
         self.p, self.name, self.log = p, name, log
-        self.lines: "queue.Queue[str | None]" = queue.Queue()
+        self.lines: queue.Queue[str | None] = queue.Queue()
         self.broken: str | None = None
         self._refused: str | None = None  # why the pump stopped reading
         self._lock = threading.Lock()

@@ -228,7 +228,7 @@ class QemuConfig:
     needs: Needs = ()
 
     @classmethod
-    def parse(cls, name: str, options: dict[str, str]) -> "QemuConfig":
+    def parse(cls, name: str, options: dict[str, str]) -> QemuConfig:
         where = tempfile.gettempdir()
         if "," in where:  # -qmp unix:PATH,server=on and -serial file:PATH read a comma as a separator
             raise UserError(f"target '{name}': the temporary directory {where} holds a comma, which QEMU's "
@@ -500,7 +500,7 @@ class QemuTarget(ChannelTarget):
     OVERHEAD_MB = {"kvm": 64.0, "tcg": 160.0}
 
     @classmethod
-    def prepare(cls, targets: list["QemuTarget"]) -> str | None:
+    def prepare(cls, targets: list[QemuTarget]) -> str | None:
         return agree_kernels(targets)
 
     def __init__(self, name: str, options: dict[str, str]):
