@@ -67,7 +67,7 @@ def main() -> int:
           f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `examples/history.py --runs {args.runs} "
           f"--changed {args.changed} --inject {args.inject:g} --max-time {args.max_time}` "
           f"({(time.time() - t0) / 60:.0f} min). Runs, oldest first:", ""]
-    md += [f"{i + 1}. `{c}` → `{r['id']}`" for i, (c, r) in enumerate(zip(commands, runs))]
+    md += [f"{i + 1}. `{c}` → `{r['id']}`" for i, (c, r) in enumerate(zip(commands, runs, strict=True))]
     md += ["", f"**Change points found at the first changed run ({first_changed}) and nowhere else: "
                f"{right} of {len(found)} rows.**{shot}", "",
            f"`vmtax history` (`{' '.join(['vmtax', *hist[3:]])}`):", "", "```", text.rstrip(), "```", ""]

@@ -203,7 +203,7 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
     doc = json.loads(p.stdout)
     rows = {(r["target"], r["benchmark"]): r for r in doc["results"]}
     facts = {t["name"]: t["facts"] for t in doc["targets"]}
-    for t, n in zip(targets, nets):
+    for t, n in zip(targets, nets, strict=True):
         r = rows[(t, "net_rr.tx_per_s")]
         assert r["mean"] > 0 and r["metrics"]["host_cpu_per_unit"]["unit"] == "ms/1000tx"
         assert facts[t]["net"] == n

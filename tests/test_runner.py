@@ -225,7 +225,7 @@ def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeyp
     baseline's count; a counted batch its own target's."""
     targets = [parse_target("fake"), parse_target("fake:label=b")]
     seen = []
-    for t, iters in zip(targets, (250, 1000)):
+    for t, iters in zip(targets, (250, 1000), strict=True):
         real = t.run_agent
 
         def spy(args, timeout, t=t, real=real, iters=iters):

@@ -97,7 +97,7 @@ def test_paired_comparison_invariant_to_common_scale(ab, k):
     a, b = ab
     r1 = stats.compare_paired(a, b)
     r2 = stats.compare_paired([x * k for x in a], [x * k for x in b])
-    for u, v in zip(r1, r2):
+    for u, v in zip(r1, r2, strict=True):
         if math.isfinite(u):
             assert v == pytest.approx(u, rel=1e-6)
 
@@ -273,7 +273,7 @@ def test_stop_halfwidth_is_blind_to_which_side_is_ahead():
     rng = np.random.default_rng(15)
     c, b = rng.lognormal(0, 0.05, 20) * 1.3, rng.lognormal(0, 0.05, 20)
     w = stats.stop_halfwidth(c, b)
-    swapped = [(y, x) if i % 3 == 0 else (x, y) for i, (x, y) in enumerate(zip(c, b))]
+    swapped = [(y, x) if i % 3 == 0 else (x, y) for i, (x, y) in enumerate(zip(c, b, strict=True))]
     assert stats.stop_halfwidth([x for x, _ in swapped], [y for _, y in swapped]) == pytest.approx(w)
     # ... yet it follows the spread both with and without a difference
     for effect in (1.0, 1.5, 3.0, 12.0, 98.0, 1 / 700):  # ... and far past 40 SDs (a UML getppid, a TCG cpuid)
@@ -394,7 +394,7 @@ def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rat
         swapped_c[k], swapped_b[k] = b[k], c[k]
     one, two = stats.StratifiedTest(c, b, strata), stats.StratifiedTest(swapped_c, swapped_b, strata)
     assert one._weights(1.0) == pytest.approx(two._weights(1.0))
-    spread = [np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb))))
+    spread = [np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb, strict=True))))
               for t in (one, two)]
     assert spread[0] == pytest.approx(spread[1])
     assert stats.stop_halfwidth_strata(c, b, strata) == pytest.approx(

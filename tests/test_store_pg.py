@@ -159,7 +159,7 @@ def test_two_runs_from_two_hosts_write_at_once_and_read_back_by_host(location, t
                                "--bench", "getppid", "--max-time", "5s", "--precision", "0.0001%",
                                "--json", str(doc)],  # each runs 5 s: they overlap unless one starts 5 s late
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for h, doc in zip(hosts, docs)]
+             for h, doc in zip(hosts, docs, strict=True)]
     try:
         outs = [p.communicate(timeout=120) for p in procs]
     finally:
@@ -193,7 +193,7 @@ def test_two_runs_from_two_hosts_write_at_once_and_read_back_by_host(location, t
     page = tmp_path / "r.html"
     assert main(["--db", db, "report", *ids, "--csv", "-", "--html", str(page)]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert sorted((r["run_id"], r["host"]) for r in rows) == sorted(zip(ids, hosts))
+    assert sorted((r["run_id"], r["host"]) for r in rows) == sorted(zip(ids, hosts, strict=True))
     assert "on hosta" in page.read_text() and "on hostb" in page.read_text()
 
 

@@ -39,7 +39,7 @@ def test_holm_by_hand():
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
 def test_holm_never_lowers_a_p_and_keeps_the_order(ps):
     adj = watch.holm(ps)
-    assert all(a >= p - 1e-12 and a <= 1 for a, p in zip(adj, ps))
+    assert all(a >= p - 1e-12 and a <= 1 for a, p in zip(adj, ps, strict=True))
     order = sorted(range(len(ps)), key=lambda i: ps[i])
     assert all(adj[order[k]] <= adj[order[k + 1]] + 1e-12 for k in range(len(ps) - 1))
 

@@ -70,7 +70,7 @@ def _hostile_run(run_id: str, labels: list[str]):
     data.benchmarks = [b for b in data.benchmarks if b.name in ("getppid", "forkwait")]
     data.samples = [s for s in data.samples if s.benchmark == "getppid" or s.target == "local"]
     data.outcomes = {k: v for k, v in data.outcomes.items() if k[1] in ("getppid", "forkwait")}
-    for t, x in zip(data.targets[1:], labels):
+    for t, x in zip(data.targets[1:], labels, strict=True):
         t.facts["label"] = x
         data.outcomes[(t.name, "forkwait")] = ("error", f"agent said: {x}")
     return data

@@ -94,7 +94,7 @@ def comparisons(store: Store, rnd: dict) -> list[dict]:
                  "low": c.ratio_ci_low, "high": c.ratio_ci_high, "significant": c.significant} for c in compared]
     per = [process_means(store.load(r)) for r in rnd["runs"]]
     out = []
-    for target, means in zip(TARGETS[1:], per[1:]):
+    for target, means in zip(TARGETS[1:], per[1:], strict=True):
         for bench, cand in means.items():
             base = per[0].get(bench)
             if base:

@@ -58,7 +58,7 @@ def time_split(rows: list[dict]) -> dict[str, float]:
     wall = [r["ended"] - r["started"] for r in ok]
     start = [r["first_line"] - r["started"] for r in ok]
     timed = [r["timed"] for r in ok]
-    rest = [w - s - t for w, s, t in zip(wall, start, timed)]
+    rest = [w - s - t for w, s, t in zip(wall, start, timed, strict=True)]
     return {"wall": statistics.median(wall), "startup": statistics.median(start),
             "timed": statistics.median(timed), "rest": statistics.median(rest)}
 
@@ -146,7 +146,7 @@ def report(data, procs: list[dict]) -> str:
                 f"within ±2%: {sum(x <= 0.02 for x in widths)}; unbounded: {len(widths) - len(finite)}",
                 "", "| candidate | ratios | median ±% | within ±1% | within ±2% |", "|---|---:|---:|---:|---:|"]
         for cand in [t.name for t in data.targets[1:]]:
-            mine = [w for c, w in zip(cs, widths) if c.candidate == cand]
+            mine = [w for c, w in zip(cs, widths, strict=True) if c.candidate == cand]
             if mine:
                 out.append(f"| {cand} | {len(mine)} | {statistics.median(mine) * 100:.2f} | "
                            f"{sum(x <= 0.01 for x in mine)} | {sum(x <= 0.02 for x in mine)} |")

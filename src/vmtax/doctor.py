@@ -11,6 +11,7 @@ and whether its own means split where the benchmark's modes do.
 The analysis is pure (noise, buyable); measure() runs the processes."""
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -56,7 +57,7 @@ def noise(means: list[float], starts: list[float]) -> Noise:
     if two is not None:
         fast, slow, share, slow_above = two.fast, two.slow, two.slow_share, two.cut
         modes = [two.is_slow(m) for m in means]
-        runs = 1 + sum(a != b for a, b in zip(modes, modes[1:]))
+        runs = 1 + sum(a != b for a, b in itertools.pairwise(modes))
         run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
     return Noise(n, mu, sd / mu if mu else math.inf, _bimodality(means), two is not None, fast, slow, share,
                  run_s, slow_above, two)
@@ -86,8 +87,8 @@ def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | N
         corr = statistics.correlation(lm, lr)
     fast = slow = sep = None
     if n.bimodal:
-        a = [r for m, r in zip(means, refs) if m <= n.cut]  # the processes of each mode, as noise() split them
-        b = [r for m, r in zip(means, refs) if m > n.cut]
+        a = [r for m, r in zip(means, refs, strict=True) if m <= n.cut]  # the processes of each mode, as noise() split them
+        b = [r for m, r in zip(means, refs, strict=True) if m > n.cut]
         if a and b:
             fast, slow = statistics.fmean(a), statistics.fmean(b)
             within = math.sqrt((_var(a) + _var(b)) / 2)
@@ -124,7 +125,7 @@ def _kept_pairs(means: list[float], targets: int, keep) -> list[tuple[float, int
     block's two sides (none at a lag past the processes)."""
     out = []
     for k, w in slot_lags(targets).items():
-        pairs = [(a, b) for a, b in zip(means, means[k:]) if a > 0 and b > 0]
+        pairs = [(a, b) for a, b in zip(means, means[k:], strict=False) if a > 0 and b > 0]
         out.append((w, len(pairs), [(a, b) for a, b in pairs if keep(a, b)]))
     return out
 
@@ -197,8 +198,8 @@ def _level_variance(means: list[float], targets: int, keep) -> float:
         weights += [w / len(got)] * len(got) if got else []
     if len(levels) < 2:
         return math.nan
-    mean = sum(w * x for w, x in zip(weights, levels)) / sum(weights)
-    var = sum(w * (x - mean) ** 2 for w, x in zip(weights, levels)) / sum(weights) * len(levels) / (len(levels) - 1)
+    mean = sum(w * x for w, x in zip(weights, levels, strict=True)) / sum(weights)
+    var = sum(w * (x - mean) ** 2 for w, x in zip(weights, levels, strict=True)) / sum(weights) * len(levels) / (len(levels) - 1)
     return max(var, stats.MODES_LOG_FLOOR ** 2)
 
 

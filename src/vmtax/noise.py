@@ -13,6 +13,7 @@ the process."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import random
 import statistics
@@ -70,7 +71,7 @@ def unpaired_sd_pct(values: list[float], seed: int = 0) -> float:
     logs = [math.log(v) for v in values]
     other = logs[:]
     random.Random(seed).shuffle(other)
-    return statistics.stdev(a - b for a, b in zip(logs, other)) * 100
+    return statistics.stdev(a - b for a, b in zip(logs, other, strict=True)) * 100
 
 
 def at(curve: list[AtDistance], ms: float) -> float | None:
@@ -80,7 +81,7 @@ def at(curve: list[AtDistance], ms: float) -> float | None:
         return None
     if ms <= curve[0].ms:
         return curve[0].sd_pct
-    for a, b in zip(curve, curve[1:]):
+    for a, b in itertools.pairwise(curve):
         if ms <= b.ms:
             w = math.log(ms / a.ms) / math.log(b.ms / a.ms)
             return a.sd_pct + w * (b.sd_pct - a.sd_pct)

@@ -265,7 +265,7 @@ def step_rounds(size: StepSizes, sample_ms: list[float], go_ms: list[float], cfg
     that a block's timed rounds last about what a block of the same targets
     in turn does (--warmup and --samples samples of --min-time-ms each),
     never fewer than MIN_STEP_ROUNDS."""
-    round_ms = sum(s + g for s, g in zip(sample_ms, go_ms))  # a round: a sample of each
+    round_ms = sum(s + g for s, g in zip(sample_ms, go_ms, strict=True))  # a round: a sample of each
     goal_ms = (cfg.samples_per_process + cfg.warmup) * cfg.min_time_ms * len(sample_ms)
     most = size.rounds - size.warmup
     timed = most if round_ms <= 0 else max(min(MIN_STEP_ROUNDS, most), min(most, round(goal_ms / round_ms)))

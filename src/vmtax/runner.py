@@ -249,7 +249,7 @@ class Runner:
         by_spec = {spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher")
                                for t in self.targets} for spec in self.specs}
         states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
-        for job, sts in zip(self.jobs, states):
+        for job, sts in zip(self.jobs, states, strict=True):
             why = job.workload.missing() if job.workload else ""
             for st in (st for per in sts for st in per.values()) if why else ():
                 st.end("skipped", why)
@@ -515,7 +515,7 @@ class Processes:
                 st.end("skipped", why)
             return
         peer_at = target.peer_address() if w.peer else None
-        by_spec = {spec.name: st for spec, st in zip(job.specs, sts)}
+        by_spec = {spec.name: st for spec, st in zip(job.specs, sts, strict=True)}
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
             began, port = self.clock(), free_port()
             argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, port, peer_at or "127.0.0.1")
@@ -562,7 +562,7 @@ class Processes:
                            timeout=self.deadline.timeout(self.cfg.agent_timeout))
         if any(s.error for s in sides) and self.deadline.spent():
             raise BudgetSpent
-        for slot, (target, side) in enumerate(zip(targets, sides)):
+        for slot, (target, side) in enumerate(zip(targets, sides, strict=True)):
             st = states[target.name]
             if side.skipped:
                 st.end("skipped", side.skipped)

@@ -80,7 +80,7 @@ def pinning_text(pin: str, n: int, cpus: list[int]) -> str:
     if pin == "none":
         return f"unpinned: the host's scheduler places every instance on its {len(cpus)} CPUs"
     counts = [sum(1 for i in range(n) if i % len(cpus) == k) for k in range(len(cpus))]
-    share = ", ".join(f"CPU {c}: {k}" for c, k in zip(cpus, counts) if k)
+    share = ", ".join(f"CPU {c}: {k}" for c, k in zip(cpus, counts, strict=True) if k)
     return (f"pinned round-robin: instance i on host CPU i mod {len(cpus)} (a guest's vCPU "
             f"threads; its emulator threads on the other CPUs; at N={n}: {share})")
 

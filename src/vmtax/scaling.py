@@ -122,7 +122,7 @@ def _point(spec: BenchSpec, stage: str, scale: dict, n: int, rounds: dict[int, l
         slowdown = Estimate(r, "x", lo, hi)
     else:
         slowdown = None
-    instances = list(zip(*rounds.values()))  # per instance, its rate in each round
+    instances = list(zip(*rounds.values(), strict=True))  # per instance, its rate in each round
     return ScalePoint(
         n=n, rounds=len(rounds),
         aggregate=estimate([sum(v) for v in rounds.values()], unit, lo=0.0),

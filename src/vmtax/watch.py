@@ -95,7 +95,7 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
     could not compare is an error where the candidate or the baseline
     failed it (their message says why), else inconclusive."""
     tested = [c for c in comparisons if math.isfinite(c.p_value)]
-    adjusted = dict(zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested])))
+    adjusted = dict(zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested]), strict=True))
     limit = 1 + threshold
     rows = []
     for c in comparisons:

@@ -101,7 +101,7 @@ class TargetPool:
     def add(self, targets: list[Target], cpus: Iterable[int | None], files: tuple = ()) -> None:
         cpus = list(cpus)
         self.targets += targets  # before any starts: close() stops whatever did
-        for t, cpu in zip(targets, cpus):
+        for t, cpu in zip(targets, cpus, strict=True):
             t.pin(cpu)
             t.provide(files)
         pinned = self._cpus | {c for c in cpus if c is not None}

@@ -108,7 +108,7 @@ def judge(rule: StopRule, names: list[str], figures: list[dict[str, Side]]) -> J
     if len(names) >= 3 and base.active and base.processes >= rule.min_processes:
         precise = frozenset(n for n in per[0] if figures[0][n].processes >= rule.min_processes
                             and max(w.get(n, math.inf) for w in per) <= rule.precision)
-    return Judgement(max((w for sides, by in zip(figures, per) for n, w in by.items()
+    return Judgement(max((w for sides, by in zip(figures, per, strict=True) for n, w in by.items()
                           if sides[n].active and n not in precise), default=0.0), precise)
 
 

@@ -232,7 +232,7 @@ def to_json(blocks: list[Block]) -> list[dict]:
     return [{"benchmark": b.benchmark, "unit": b.unit, "targets": b.targets,
              "rows": [{"key": k, "label": label.strip(), "unit": unit,
                        "values": {t: {"mean": json_number(c.mean), "ci_low": json_number(c.low), "ci_high": json_number(c.high)}
-                                  for t, c in zip(b.targets, cells)}}
+                                  for t, c in zip(b.targets, cells, strict=True)}}
                       for k, label, unit, cells in b.rows],
              "readings": b.readings} for b in blocks]
 

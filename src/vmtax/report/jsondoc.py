@@ -18,7 +18,7 @@ SCHEMA = 1
 def result_rows(t: Table) -> list[dict]:
     return [{**{k: json_number(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name),
              "modes": modes_row(r.m.modes)}
-            for r, values in zip(t.rows, t.values(JSON))]
+            for r, values in zip(t.rows, t.values(JSON), strict=True)]
 
 
 def metric_rows(metrics: dict, benchmark: str = "") -> dict:

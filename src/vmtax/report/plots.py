@@ -201,7 +201,7 @@ def history(title: str, direction: str, points: list[tuple[float, float, float]]
         ax = fig.add_subplot()
         xs = list(range(len(points)))
         ys = [p[0] for p in points]
-        finite = [(x, lo, hi) for x, (_, lo, hi) in zip(xs, points) if math.isfinite(lo) and math.isfinite(hi)]
+        finite = [(x, lo, hi) for x, (_, lo, hi) in enumerate(points) if math.isfinite(lo) and math.isfinite(hi)]
         if finite:
             ax.fill_between([f[0] for f in finite], [f[1] for f in finite], [f[2] for f in finite],
                             color=colour(0), alpha=0.2, linewidth=0, label="95% CI")

@@ -7,10 +7,11 @@ def render(header: list[str], rows: list[list[str]], align: str | None = None,
     """align: one 'l' or 'r' per column.  groups: (row index, title) lines
     printed before that row."""
     align = align or "l" + "r" * (len(header) - 1)
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    # strict=False: the callers give every row the header's columns; render keeps zip's old truncation
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
 
     def line(cells: list[str]) -> str:
-        out = [(c.ljust(w) if a == "l" else c.rjust(w)) for c, w, a in zip(cells, widths, align)]
+        out = [(c.ljust(w) if a == "l" else c.rjust(w)) for c, w, a in zip(cells, widths, align, strict=False)]
         return "  ".join(out).rstrip()
 
     titles = dict(groups or [])

@@ -27,13 +27,13 @@ def _strata_ratio(C: Sequence[float], B: Sequence[float], w: Sequence[float]) ->
     """Where StratifiedTest's statistic, sum of w (C - theta B) / (C + theta B)
     over the strata, crosses 0 (each term falls from + to - across its own
     ratio C/B: one crossing, between them)."""
-    ratios = [cs / bs for cs, bs in zip(C, B)]
+    ratios = [cs / bs for cs, bs in zip(C, B, strict=True)]
     lo, hi = min(ratios), max(ratios)
     if hi <= lo * (1 + 1e-12):
         return lo
     for _ in range(80):
         mid = math.sqrt(lo * hi)
-        stat = sum(wi * (cs - mid * bs) / (cs + mid * bs) for wi, cs, bs in zip(w, C, B))
+        stat = sum(wi * (cs - mid * bs) / (cs + mid * bs) for wi, cs, bs in zip(w, C, B, strict=True))
         lo, hi = (mid, hi) if stat > 0 else (lo, mid)
     return math.sqrt(lo * hi)
 
@@ -86,7 +86,7 @@ class StratifiedTest(PairedTest):
 
     def _weights(self, theta: float) -> list[float]:
         """Per stratum, what multiplies its sum(cand - theta*base): n / v / sum(cand + theta*base)."""
-        return [w / (cs + theta * bs) for w, cs, bs in zip(self.w, self.C, self.B)]
+        return [w / (cs + theta * bs) for w, cs, bs in zip(self.w, self.C, self.B, strict=True)]
 
     def _root(self) -> float:
         return _strata_ratio(self.C, self.B, self.w)
@@ -98,9 +98,9 @@ class StratifiedTest(PairedTest):
     def p(self, theta: float = 1.0) -> float:
         """Two-sided p-value of "cand/base = theta" in every stratum."""
         u = self._weights(theta)
-        t = abs(sum(w * (cs - theta * bs) for w, cs, bs in zip(u, self.C, self.B)))
-        perm = sum(w * (sc - theta * sb) for w, sc, sb in zip(u, self.sc, self.sb))
-        scale = sum(w * (cs + theta * bs) for w, cs, bs in zip(u, self.C, self.B))
+        t = abs(sum(w * (cs - theta * bs) for w, cs, bs in zip(u, self.C, self.B, strict=True)))
+        perm = sum(w * (sc - theta * sb) for w, sc, sb in zip(u, self.sc, self.sb, strict=True))
+        scale = sum(w * (cs + theta * bs) for w, cs, bs in zip(u, self.C, self.B, strict=True))
         hits = int(np.count_nonzero(np.abs(perm) >= t - 1e-9 * scale))
         return hits / perm.size if self.exact else (hits + 1) / (perm.size + 1)
 
@@ -126,7 +126,7 @@ def stop_halfwidth_strata(cand: Sequence[float], base: Sequence[float], strata: 
     h = [stop_halfwidth(c[idx], b[idx]) for idx in groups]
     if not all(math.isfinite(x) for x in h):
         return float("inf")
-    return math.sqrt(sum((wi * hi) ** 2 for wi, hi in zip(w, h))) / sum(w)
+    return math.sqrt(sum((wi * hi) ** 2 for wi, hi in zip(w, h, strict=True))) / sum(w)
 
 
 # -- the test within the host's modes ------------------------------------------------

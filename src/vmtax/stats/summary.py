@@ -41,7 +41,7 @@ def cluster_means(values: Sequence[float], groups: Sequence[int] | None) -> list
     if len(groups) != len(values):
         raise ValueError("one group per value")
     sums: dict[int, list[float]] = {}
-    for v, g in zip(values, groups):
+    for v, g in zip(values, groups, strict=True):
         acc = sums.setdefault(g, [0.0, 0])
         acc[0] += v
         acc[1] += 1

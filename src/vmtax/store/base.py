@@ -221,7 +221,7 @@ class Store:
         keys = ("process", "target", "benchmark", "block", "slot", "started", "first_line", "ended",
                 "outcome")
         rows = self._rows(f"SELECT {','.join(keys)} FROM processes WHERE run_id=? ORDER BY process", (run_id,))
-        return [dict(zip(keys, r)) for r in rows]
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         with self._write("store an outcome"):
@@ -256,7 +256,7 @@ class Store:
             f" FROM runs r {where} ORDER BY r.started DESC LIMIT ?", params)
         keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples",
                 "host", "user", "vmtax_version", "pid", "pid_start", "boot_id")
-        runs = [dict(zip(keys, r)) for r in rows]
+        runs = [dict(zip(keys, r, strict=True)) for r in rows]
         for run in runs:
             run["command"] = redact(run["command"])
             pid_start, boot = run.pop("pid_start"), run.pop("boot_id")

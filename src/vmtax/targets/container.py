@@ -16,6 +16,7 @@ slirp4netns is the rootless user-mode stack (the host's loopback at
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -52,7 +53,7 @@ NAME = re.compile(r"^vmtax-(\d+)-[0-9a-f]+$")
 def podman_run(runtime: str = "runc") -> list[str]:
     """podman run's fixed arguments, with the OCI runtime given."""
     return [("--runtime" if a == "--runtime" else runtime if prev == "--runtime" else a)
-            for prev, a in zip([None] + PODMAN_RUN, PODMAN_RUN)]
+            for prev, a in itertools.pairwise([None, *PODMAN_RUN])]
 
 
 def oci_runtime(text: str, name: str) -> str:

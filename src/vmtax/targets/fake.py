@@ -149,7 +149,7 @@ class FakeTarget(Target):
         end = time.monotonic() + timeout  # a real agent is killed there (proc.stream_lines)
         stepping = "--step" in rest
         rest = [a for a in rest if a != "--step"]
-        opts = dict(zip(rest[::2], rest[1::2]))
+        opts = dict(zip(rest[::2], rest[1::2], strict=False))  # a last option without its value: dropped
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
         count = int(opts.get("--count", 0))
         base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark

@@ -110,7 +110,7 @@ def agree_kernels(targets: list) -> str | None:
             mods = [_modules(kernel, t.config.needs) for t in free]
         except UserError:
             continue
-        for t, m in zip(free, mods):
+        for t, m in zip(free, mods, strict=True):
             t.config = replace(t.config, kernel=kernel, modules=tuple(m))
         return f"every qemu target boots {kernel.name}: one of them needs a driver only it has"
     return ("the qemu targets boot different kernels (no kernel under /boot has every driver they need): "
