@@ -27,7 +27,7 @@ SEEDS = ["getppid", "divzero", "segv", "threadswitch", "forkwait", "null_call", 
 
 def run(binary, *args, timeout=120):
     p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
-    return p.returncode, [json.loads(l) for l in p.stdout.splitlines()], p.stderr
+    return p.returncode, [json.loads(line) for line in p.stdout.splitlines()], p.stderr
 
 
 def test_list_has_every_seed_benchmark():
@@ -84,12 +84,12 @@ def test_static_binary():
 def test_benchmark_runs_and_speaks_protocol(binary, name):
     rc, lines, err = run(binary, "run", name, "--samples", "2", "--warmup", "1", "--iters", "2")
     assert rc == 0, err
-    assert all(l["schema"] == 1 for l in lines)
+    assert all(line["schema"] == 1 for line in lines)
     assert lines[-1] == {"schema": 1, "type": "done", "bench": name}
     if lines[0]["type"] == "skip":
         assert lines[0]["reason"]
         return
-    samples = [l for l in lines if l["type"] == "sample"]
+    samples = [line for line in lines if line["type"] == "sample"]
     assert [s["warmup"] for s in samples] == [True, False, False]
     for s in samples:
         assert s["bench"] == name and s["unit"] == "ns" and s["iters"] == 2
@@ -98,8 +98,8 @@ def test_benchmark_runs_and_speaks_protocol(binary, name):
 
 def test_calibration_reaches_min_time():
     rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "1", "--min-time-ms", "20")
-    cal = next(l for l in lines if l["type"] == "calibration")
-    s = [l for l in lines if l["type"] == "sample"][-1]
+    cal = next(line for line in lines if line["type"] == "calibration")
+    s = [line for line in lines if line["type"] == "sample"][-1]
     assert cal["iters"] == s["iters"] and s["ops"] == s["iters"] * 10
     assert s["value"] * s["ops"] >= 20e6 * 0.5  # a sample lasts about the goal
     assert s["overhead"] < 0.01 * s["value"]  # harness cost well under 1%
@@ -111,12 +111,12 @@ def test_parallel_ring_benchmarks_finish(name):
     rc, lines, err = run(AGENT, "run", name, "--parallel", "2", "--iters", "2", "--samples", "1",
                          timeout=30)
     assert rc == 0 and lines[-1]["type"] == "done", err
-    assert len([l for l in lines if l["type"] == "sample"]) == 2 * 2
+    assert len([line for line in lines if line["type"] == "sample"]) == 2 * 2
 
 
 def test_parallel_instances_and_pinning():
     rc, lines, _ = run(AGENT, "run", "getppid", "--parallel", "3", "--samples", "2", "--cpu", "0")
-    samples = [l for l in lines if l["type"] == "sample"]
+    samples = [line for line in lines if line["type"] == "sample"]
     assert sorted({s["instance"] for s in samples}) == [0, 1, 2]
     assert len(samples) == 3 * 3 and all(s["cpu"] == 0 for s in samples)
 
@@ -148,7 +148,7 @@ def test_env_names_the_tmpdir_filesystem(tmp_path, where):
 
 def test_pi_self_checks_its_digits():
     rc, lines, _ = run(AGENT, "run", "pi", "--samples", "1", "--iters", "1")
-    s = [l for l in lines if l["type"] == "sample"][-1]
+    s = [line for line in lines if line["type"] == "sample"][-1]
     assert rc == 0 and s["tsc_per_op"] > 0
 
 
@@ -205,11 +205,11 @@ def test_max_sample_ms_bounds_a_sample_given_by_iters():
     assert p.returncode == 2 and "--max-sample-ms 1000" in p.stderr
     rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "1000",
                          "--samples", "1")
-    assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
+    assert rc == 0 and [line["iters"] for line in lines if line["type"] == "sample"] == [100, 100], err
     # 0: no probe -- the caller (vmtax, reusing its first process's calibration) vouches for --iters
     rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "0",
                          "--samples", "1")
-    assert rc == 0 and [l["iters"] for l in lines if l["type"] == "sample"] == [100, 100], err
+    assert rc == 0 and [line["iters"] for line in lines if line["type"] == "sample"] == [100, 100], err
 
 
 @pytest.mark.parametrize("name", ["rdtsc", "getppid", "page_fault_file"])
@@ -223,7 +223,7 @@ def test_inject_slows_every_operation_down(name):
         for args, into in (([], plain), (["--inject", "50"], injected)):
             rc, lines, err = run(AGENT, "run", name, "--samples", "3", "--min-time-ms", "20", *args)
             assert rc == 0, err
-            samples = [l for l in lines if l["type"] == "sample" and not l["warmup"]]
+            samples = [line for line in lines if line["type"] == "sample" and not line["warmup"]]
             assert all(("inject_pct" in s) == bool(args) for s in samples)
             assert all(s["inject_pct"] == 50 for s in samples if args)
             into += [s["value"] for s in samples]
@@ -401,7 +401,7 @@ def test_go_holds_every_instance_until_the_go_line(parallel):
     t0 = time.monotonic()
     p.stdin.write("go\n")
     p.stdin.close()
-    rest = [json.loads(l) for l in p.stdout]
+    rest = [json.loads(line) for line in p.stdout]
     took = time.monotonic() - t0
     assert p.wait() == 0 and rest[-1]["type"] == "done"
     timed = [m for m in rest if m["type"] == "sample" and not m["warmup"]]
@@ -437,14 +437,14 @@ def test_every_timed_sample_carries_the_reference_around_it():
     timed sample (the host's state it was taken in); none on a counted
     batch, none with --ref-steps 0, none between tiled samples."""
     rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "3", "--count", "1", "--min-time-ms", "1")
-    samples = [l for l in lines if l["type"] == "sample"]
-    timed = [l for l in samples if not l.get("counting")]
+    samples = [line for line in lines if line["type"] == "sample"]
+    timed = [line for line in samples if not line.get("counting")]
     assert rc == 0 and len(timed) == 4 and len(samples) == 5
-    for l in timed:
-        before, after = l["ref_ns"]
+    for line in timed:
+        before, after = line["ref_ns"]
         assert 0 < before < 1000 and 0 < after < 1000
         assert 0.5 < before / after < 2  # the same loop, microseconds apart
-    assert "ref_ns" not in [l for l in samples if l.get("counting")][0]
+    assert "ref_ns" not in [line for line in samples if line.get("counting")][0]
     for args in (("--ref-steps", "0"), ("--duration-ms", "20")):
         rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "2", "--min-time-ms", "1", *args)
-        assert rc == 0 and not any("ref_ns" in l for l in lines if l["type"] == "sample"), args
+        assert rc == 0 and not any("ref_ns" in line for line in lines if line["type"] == "sample"), args

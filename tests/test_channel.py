@@ -28,7 +28,7 @@ def chan(tmp_path):
 def test_command_yields_whole_lines_then_stops_at_the_frame(chan):
     lines = list(chan.command("RUN run getppid --samples 3 --warmup 0 --iters 10", 30))
     assert lines[-1].startswith('{"schema":1,"type":"done"')
-    assert sum('"sample"' in l for l in lines) == 3
+    assert sum('"sample"' in line for line in lines) == 3
     # the channel is in step for the next command
     assert list(chan.command("PING", 5)) == []
 
@@ -71,9 +71,9 @@ def _until_ready(gen):
 
 def test_go_holds_the_agent_at_the_barrier_until_its_go_line(chan):
     gen = chan.command("GO run getppid --iters 10 --samples 2 --warmup 0 --go", 30)
-    assert not any('"sample"' in l for l in _until_ready(gen))
+    assert not any('"sample"' in line for line in _until_ready(gen))
     chan.send("go")
-    assert sum('"sample"' in l for l in gen) == 2
+    assert sum('"sample"' in line for line in gen) == 2
     assert list(chan.command("PING", 5)) == []  # the agent took its go line and nothing more
     gen = chan.command("GO run getppid --iters 10 --samples 2 --warmup 0 --go", 30)
     _until_ready(gen)

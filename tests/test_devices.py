@@ -109,7 +109,7 @@ def test_a_tap_lives_in_a_namespace_of_its_own_and_goes_with_its_last_descriptor
     held = os.dup(tap.fd)  # QEMU's copy, in a real run
     try:
         inside = _links(ns_pid)
-        assert any(name in l and f"inet {tap.host}/30" in l for l in inside.splitlines()), inside
+        assert any(name in line and f"inet {tap.host}/30" in line for line in inside.splitlines()), inside
         assert tap.guest.startswith(tap.host.rsplit(".", 1)[0])
         # the host's own namespace: not a device, address or route more
         assert (_links(), subprocess.run(["ip", "route"], capture_output=True, text=True).stdout) == host

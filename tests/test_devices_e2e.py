@@ -93,8 +93,8 @@ def host_network() -> tuple[str, ...]:
 def wildcard_peers() -> list[str]:
     """The peers vmtax started that listen on a wildcard address (none should)."""
     out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if ("iperf3" in l or "sockperf" in l)
-            and l.split()[3].rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")]
+    return [line for line in out.splitlines() if ("iperf3" in line or "sockperf" in line)
+            and line.split()[3].rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")]
 
 
 def watched(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -112,7 +112,7 @@ def watched(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess
         now = host_network()
         if now != before:
             seen.append(f"host network changed: {now}")
-        seen += [f"wildcard peer: {l}" for l in wildcard_peers()]
+        seen += [f"wildcard peer: {line}" for line in wildcard_peers()]
         time.sleep(0.3)
     if p.poll() is None:
         p.kill()
@@ -177,7 +177,7 @@ def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
         time.sleep(0.2)
     assert not namespaces() - before
     left = subprocess.run(["pgrep", "-af", "iperf3 -s|sockperf server"], capture_output=True, text=True).stdout
-    assert not [l for l in left.splitlines() if "pgrep" not in l]
+    assert not [line for line in left.splitlines() if "pgrep" not in line]
 
 
 @pytest.mark.skipif(not shutil.which("sockperf"), reason="sockperf is needed (make setup installs it)")

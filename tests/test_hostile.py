@@ -175,7 +175,7 @@ def test_the_container_root_is_read_only():
     for engine in ("auto", "unshare"):
         t = parse_target(f"container:engine={engine}")
         with t:
-            lines = [json.loads(l) for l in t.run_agent(["run", "stat", "--samples", "1", "--warmup", "0",
+            lines = [json.loads(line) for line in t.run_agent(["run", "stat", "--samples", "1", "--warmup", "0",
                                                          "--iters", "10", "--tmpdir", "/"], 30)]
         assert lines[0]["type"] == "skip" and "Read-only file system" in lines[0]["reason"], lines
 

@@ -113,8 +113,8 @@ def test_a_column_is_one_entry_in_the_view():
     t.columns.append(view.Column("answer", "the answer", lambda r: 42, show=frozenset({view.TEXT, view.CSV})))
     out = {fmt: w(t) for fmt, w in WRITERS.items()}
     lines = out["txt"].splitlines()
-    data = [l for l in lines if l.startswith(("getppid", "forkwait"))]
-    assert "the answer" in lines[0] and data and all(l.rstrip().endswith("42") for l in data)
+    data = [line for line in lines if line.startswith(("getppid", "forkwait"))]
+    assert "the answer" in lines[0] and data and all(line.rstrip().endswith("42") for line in data)
     assert csvout.header(t)[-1] == "answer" and all(r[-1] == "42" for r in csvout.rows(t))
     assert all("answer" not in out[f] for f in ("md", "html", "json"))
 
@@ -146,7 +146,7 @@ def test_csv_golden():
 def test_markdown_is_pasteable():
     data = run(facts={"cpu_model": "A|B"})
     text = markdown.document(data, *analyse(data))
-    table = [l for l in text.splitlines() if l.startswith("| getppid")]
+    table = [line for line in text.splitlines() if line.startswith("| getppid")]
     assert table and table[0].count("|") == 4  # benchmark + 2 cells per candidate, no stray pipes
     assert "A\\|B" in text
 

@@ -38,7 +38,7 @@ def fleet(tmp_path_factory):
 
 def _lines(argv, marker):
     out = subprocess.run(argv, capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if marker in l and "pgrep" not in l]
+    return [line for line in out.splitlines() if marker in line and "pgrep" not in line]
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_a_remote_runs_the_agent_copied_once_by_its_hash(fleet, tmp_path):
     with t:
         assert t.facts()["agent_copied"] is False
         lines = list(t.run_agent(["run", "getppid", "--samples", "1", "--warmup", "0"], 30))
-        assert any('"sample"' in l for l in lines)
+        assert any('"sample"' in line for line in lines)
     after = cached.stat()
     assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
     # a damaged copy is replaced, not run
@@ -126,7 +126,7 @@ def test_the_cli_says_it_in_one_line_without_a_traceback(fleet, tmp_path):
               db=tmp_path / "v.db", timeout=60)
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
-    lines = [l for l in p.stderr.splitlines() if l.startswith("vmtax: ssh:")]
+    lines = [line for line in p.stderr.splitlines() if line.startswith("vmtax: ssh:")]
     assert len(lines) == 1 and CASES["wrong host key"] in lines[0], p.stderr
 
 
@@ -207,7 +207,7 @@ def test_hosts_on_one_kernel_one_at_a_time_and_one_that_cannot_log_in(fleet, tmp
     p = vmtax_process("compare", "@a", "@b", "@c", "--inventory", str(inv), *QUICK, "--json", str(out), db=db)
     assert p.returncode == 3, p.stderr
     assert "Traceback" not in p.stderr
-    assert [l for l in p.stderr.splitlines() if "ssh:c: authentication failed" in l and "measuring the others" in l]
+    assert [line for line in p.stderr.splitlines() if "ssh:c: authentication failed" in line and "measuring the others" in line]
     rows = results(out)
     assert rows[("ssh:a", "getppid")]["n"] >= 3 and rows[("ssh:b", "getppid")]["n"] >= 3
     assert rows[("ssh:c", "getppid")]["stopped_by"] == "error"

@@ -23,7 +23,7 @@ needs_qemu = pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
 
 
 def samples(lines):
-    return [json.loads(l) for l in lines if '"sample"' in l]
+    return [json.loads(line) for line in lines if '"sample"' in line]
 
 
 @needs_qemu

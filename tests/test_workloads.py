@@ -243,7 +243,7 @@ def test_a_peer_listens_on_loopback_alone(name):
     p = start_peer(BY_NAME[name], port, None)
     try:
         lines = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout.split("\n")
-        local = [l.split()[3] for l in lines if l.strip()]
+        local = [line.split()[3] for line in lines if line.strip()]
         assert local == [f"127.0.0.1:{port}"], local
     finally:
         kill_group(p)

@@ -50,7 +50,7 @@ def lines_of(p):
 def calibrate(agent, bench, cpu, ms):
     p = subprocess.run([agent, "run", bench, "--samples", "3", "--warmup", "1", "--min-time-ms", "10",
                         "--cpu", str(cpu)], capture_output=True, text=True, check=True)
-    msgs = [json.loads(l) for l in p.stdout.splitlines()]
+    msgs = [json.loads(line) for line in p.stdout.splitlines()]
     iters = next(m["iters"] for m in msgs if m["type"] == "calibration")
     return max(1, round(iters * ms / 10))
 
@@ -61,7 +61,7 @@ def series(agent, bench, cpu, seconds):
     p = subprocess.run([agent, "run", bench, "--samples", str(n), "--warmup", "5", "--iters", str(iters),
                         "--max-sample-ms", "0", "--ref-steps", "0", "--cpu", str(cpu)],
                        capture_output=True, text=True, check=True)
-    got = [m for m in (json.loads(l) for l in p.stdout.splitlines()) if m["type"] == "sample" and not m["warmup"]]
+    got = [m for m in (json.loads(line) for line in p.stdout.splitlines()) if m["type"] == "sample" and not m["warmup"]]
     times, t = [], 0.0
     for m in got:
         d = m["value"] * m["ops"] / 1e9
@@ -167,7 +167,7 @@ def process_mean(agent, bench, cpu, iters, inject):
     argv = [agent, "run", bench, "--samples", "3", "--warmup", "1", "--iters", str(iters), "--max-sample-ms", "0",
             "--cpu", str(cpu)] + (["--inject", str(inject)] if inject else [])
     p = subprocess.run(argv, capture_output=True, text=True, check=True)
-    return statistics.fmean(m["value"] for m in (json.loads(l) for l in p.stdout.splitlines())
+    return statistics.fmean(m["value"] for m in (json.loads(line) for line in p.stdout.splitlines())
                             if m["type"] == "sample" and not m["warmup"])
 
 

@@ -180,7 +180,7 @@ def redis_benchmark(tests: tuple[str, ...]) -> Callable[[str], dict[str, float]]
     """--csv: a header naming the columns, then one row per test."""
     def parse(text: str) -> dict[str, float]:
         import csv
-        rows = list(csv.reader([l for l in text.splitlines() if l.startswith('"')]))
+        rows = list(csv.reader([line for line in text.splitlines() if line.startswith('"')]))
         if not rows or "test" not in rows[0] or "rps" not in rows[0]:
             raise ParseError("redis-benchmark --csv printed no header with 'test' and 'rps' "
                              "(vmtax reads redis-benchmark 7)")

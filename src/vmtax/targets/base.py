@@ -214,7 +214,7 @@ class Target(ABC):
             from ..proc import ChildFailed
             args = ["--env"] + (["--tmpdir", self.scratch_dir()] if self.scratch_dir() else [])
             try:
-                lines = [l for l in self.run_agent(args, timeout=60) if l.strip()]
+                lines = [line for line in self.run_agent(args, timeout=60) if line.strip()]
                 facts = clean_facts(parse_line(lines[-1])) if lines else {}
             except (ChildFailed, AgentError) as e:
                 raise TargetError(f"{self.name}: the agent could not report its environment: {e}") from None

@@ -64,7 +64,7 @@ class Channel:
     def console_tail(self, n: int = 3) -> str:
         if not self.log or not self.log.exists():
             return ""
-        lines = [l for l in self.log.read_text(errors="replace").splitlines() if l.strip()]
+        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
         return ("; console: " + " | ".join(lines[-n:])) if lines else ""
 
     def wait_ready(self, timeout: float, failed: Callable[[], str | None] | None = None) -> None:

@@ -216,7 +216,7 @@ class SshTarget(Target):
 
     def _probe(self) -> dict[str, str]:
         out = self._call(PROBE, [self._hash], "probe")
-        return {k: v.strip() for k, _, v in (l.partition(" ") for l in out.splitlines())}
+        return {k: v.strip() for k, _, v in (line.partition(" ") for line in out.splitlines())}
 
     def _copy_agent(self) -> None:
         with open(agent_path(), "rb") as f:
@@ -256,7 +256,7 @@ class SshTarget(Target):
             return f"lost the connection to {self.where}: {_last(self._master_err() or stderr) or 'no message'}"
         if status == 255:
             return explain(stderr, self)
-        lines = [l for l in stderr.strip().splitlines() if l.strip()]
+        lines = [line for line in stderr.strip().splitlines() if line.strip()]
         return lines[-1] if lines else f"exit status {status}"
 
     def stop(self) -> None:
@@ -375,5 +375,5 @@ def explain(stderr: str, t: SshTarget) -> str:
 
 
 def _last(text: str) -> str:
-    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""

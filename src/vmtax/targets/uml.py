@@ -50,7 +50,7 @@ def diagnose(console: Path) -> str | None:
                 + (f" ({size} bytes, CPUID leaf 0xD)" if size else "")
                 + ", so PTRACE_SETREGSET fails with EFAULT and init dies; newer UML kernels size "
                 "it from the host")
-    panic = [l for l in text.splitlines() if "Kernel panic" in l or "segfault" in l]
+    panic = [line for line in text.splitlines() if "Kernel panic" in line or "segfault" in line]
     return f"User-mode Linux did not boot: {panic[0].strip()}" if panic else None
 
 
