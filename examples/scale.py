@@ -104,7 +104,7 @@ def fairness_rows(results: dict[str, dict]) -> list[str]:
     rows = ["| target | benchmark | N | vCPUs/host CPUs | Jain (95% CI) | mean difference from the mean copy "
             "| slowest / fastest copy | slowdown vs N=1 (ideal N/CPUs) | aggregate vs N=1 | host CPU |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for kind, docs in results.items():
+    for docs in results.values():
         for bench, doc in docs.items():
             top, one = doc["instances"][-1], at(doc, 1)
             j, s, st = top["jain"], top["slowdown"], top["per_instance_stats"]
@@ -177,7 +177,7 @@ def reading(results: dict[str, dict]) -> list[str]:
             "runs only partly overlap: their aggregate and spread are not the share's alone (vmtax marks "
             "such an N with a warning).  The agent's rows, held after their setup and calibration, took "
             f"{min(agent_s):.1f}–{max(agent_s):.1f} s rounds at N=17.")
-    for kind, docs in results.items():
+    for docs in results.values():
         for bench, d in docs.items():
             two = at(d, 2)
             if two and two["slowdown"] and two["slowdown"]["ci_high"] < 0.97:
@@ -186,7 +186,7 @@ def reading(results: dict[str, dict]) -> list[str]:
                            "task on the other CPU, which is high on this host -- one copy alone bounces between "
                            "its host processes across the 2 CPUs (UML's kernel and its guest's process wake each "
                            "other through ptrace on every system call); with two, each CPU stays busy.")
-    for kind, docs in results.items():
+    for docs in results.values():
         d = docs.get("pi")
         if d and at(d, 1) and d["instances"][-1]["n"] > 1:
             top = d["instances"][-1]

@@ -73,7 +73,7 @@ class PgServer:
         subprocess.run([*self.as_user, str(self.bin / "initdb"), "-D", str(data), "-U", "vmtax", "-E", "UTF8",
                         "--locale=C", "--no-sync", "--auth=trust"], check=True, capture_output=True, cwd="/")
         (data / "pg_hba.conf").write_text(HBA)
-        for attempt in range(3):  # the free port may be taken before postgres binds it
+        for _attempt in range(3):  # the free port may be taken before postgres binds it
             self.port = _free_port()
             log = open(self.dir / "postgres.log", "w")
             self.proc = subprocess.Popen(

@@ -97,7 +97,7 @@ def test_benchmark_runs_and_speaks_protocol(binary, name):
 
 
 def test_calibration_reaches_min_time():
-    rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "1", "--min-time-ms", "20")
+    _rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "1", "--min-time-ms", "20")
     cal = next(line for line in lines if line["type"] == "calibration")
     s = [line for line in lines if line["type"] == "sample"][-1]
     assert cal["iters"] == s["iters"] and s["ops"] == s["iters"] * 10
@@ -115,14 +115,14 @@ def test_parallel_ring_benchmarks_finish(name):
 
 
 def test_parallel_instances_and_pinning():
-    rc, lines, _ = run(AGENT, "run", "getppid", "--parallel", "3", "--samples", "2", "--cpu", "0")
+    _rc, lines, _ = run(AGENT, "run", "getppid", "--parallel", "3", "--samples", "2", "--cpu", "0")
     samples = [line for line in lines if line["type"] == "sample"]
     assert sorted({s["instance"] for s in samples}) == [0, 1, 2]
     assert len(samples) == 3 * 3 and all(s["cpu"] == 0 for s in samples)
 
 
 def test_env_reports_the_system():
-    rc, (env,), _ = run(AGENT, "--env")
+    _rc, (env,), _ = run(AGENT, "--env")
     for key in ("kernel", "cpu_model", "cpus_online", "cpuid_hypervisor_bit", "clocksource",
                 "thp_enabled", "mitigations", "hypervisor_vendor", "systemd_detect_virt",
                 "tmpdir", "tmpdir_fs", "sh"):
@@ -444,7 +444,7 @@ def test_every_timed_sample_carries_the_reference_around_it():
         before, after = line["ref_ns"]
         assert 0 < before < 1000 and 0 < after < 1000
         assert 0.5 < before / after < 2  # the same loop, microseconds apart
-    assert "ref_ns" not in [line for line in samples if line.get("counting")][0]
+    assert "ref_ns" not in next(line for line in samples if line.get("counting"))
     for args in (("--ref-steps", "0"), ("--duration-ms", "20")):
         rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "2", "--min-time-ms", "1", *args)
         assert rc == 0 and not any("ref_ns" in line for line in lines if line["type"] == "sample"), args

@@ -61,7 +61,7 @@ def test_uml_pays_host_context_switches_for_each_guest_syscall(counted):
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
 def test_tcg_host_user_time_is_about_the_guest_time(counted):
-    rows, doc = counted
+    rows, _doc = counted
     for bench in ("getppid", "threadswitch"):
         row = rows[("qemu:accel=tcg", bench)]
         # the host's CPU time is the guest's CPU time, in the same counted

@@ -72,7 +72,7 @@ def report(tmp_path_factory):
 
 
 def test_charts_draw_and_hostile_text_stays_text(report, tmp_path):
-    tmp, page = report
+    _tmp, page = report
     dom, requests, err = load(tmp_path, page)
     assert "<h1>vmtax report</h1>" in dom, err[-2000:]
     svgs = re.findall(r"<svg.*?</svg>", dom, flags=re.S)
@@ -94,7 +94,7 @@ def test_the_network_check_can_fail(tmp_path):
 
 
 def test_sortable_table_and_screenshot(report, tmp_path):
-    tmp, page = report
+    _tmp, page = report
     shot = tmp_path / "shot.png"
     p = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,900", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 10000, p.stderr[-2000:]

@@ -29,7 +29,7 @@ def test_stops_on_precision_when_quiet(db):
 
 
 def test_stops_on_budget_when_noisy(db):
-    status, data = _run(["fake:noise=0.5"], [A, B], db, precision=0.001, max_time=2,
+    _status, data = _run(["fake:noise=0.5"], [A, B], db, precision=0.001, max_time=2,
                         clock=Steps(0.05))
     assert [data.outcomes[("fake:noise=0.5", b)][0] for b in ("getppid", "segv")] == ["budget"] * 2
 
@@ -69,7 +69,7 @@ def test_skip_and_crash_and_garbage_are_per_benchmark(db):
     targets = ["fake:skip=getppid,crash=segv,garbage=forkwait"]
     C = BenchSpec("forkwait", "kernel", "ns", "lower", "d")
     D = BenchSpec("divzero", "kernel", "ns", "lower", "d")
-    status, data = _run(targets, [A, B, C, D], db, max_time=100)
+    _status, data = _run(targets, [A, B, C, D], db, max_time=100)
     out = {b: data.outcomes[(targets[0], b)] for b in ("getppid", "segv", "forkwait", "divzero")}
     assert out["getppid"] == ("skipped", "fake target skips it")
     assert out["segv"][0] == "error" and "Segmentation fault" in out["segv"][1]
@@ -80,7 +80,7 @@ def test_skip_and_crash_and_garbage_are_per_benchmark(db):
 
 
 def test_blocks_hold_each_target_once_in_a_random_order(db):
-    status, data = _run(["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4,
+    _status, data = _run(["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4,
                         precision=1e-9, max_time=2, clock=Steps(0.01), seed=7)
     by_block: dict[int, list[tuple[int, str]]] = {}
     counting = {s.process for s in data.samples if s.counting}  # the extra processes of a block
@@ -91,7 +91,7 @@ def test_blocks_hold_each_target_once_in_a_random_order(db):
         if pair not in by_block.setdefault(s.block, []):
             by_block[s.block].append(pair)
     firsts = []
-    for block, procs in sorted(by_block.items()):
+    for _block, procs in sorted(by_block.items()):
         assert sorted(t for _, t in procs) == ["fake:seed=1", "fake:seed=2"]  # each target once
         firsts.append(min(procs)[1])
     assert len(firsts) >= 20
@@ -105,7 +105,7 @@ def test_blocks_hold_each_target_once_in_a_random_order(db):
 
 
 def test_compare_stops_on_ratio_precision(db):
-    status, data = _run(["fake:noise=0.005", "fake:scale=1.2,noise=0.005"], [A], db,
+    _status, data = _run(["fake:noise=0.005", "fake:scale=1.2,noise=0.005"], [A], db,
                         precision=0.01, max_time=100)
     _, (c,) = analyse(data)
     assert c.ratio == __import__("pytest").approx(1.2, rel=0.01)

@@ -91,7 +91,7 @@ def test_a_guest_that_does_not_boot_stops_the_others_even_mid_boot(db):
         return parse_target(f"{TCG},boot_timeout=0.5" if i == 2 else TCG)
     cfg = scale.ScaleConfig(instances=(3,), round_time=0.3, min_rounds=2, max_rounds=2)
     with Store(db) as store:
-        run_id, status, failure = scale.run_scale(TCG, make, cfg, suite.select(None, ["getppid"]), store,
+        _run_id, status, failure = scale.run_scale(TCG, make, cfg, suite.select(None, ["getppid"]), store,
                                                   "test", lambda text: None)
     assert status == "failed" and "instance 3 of 3" in failure and "did not boot" in failure
     time.sleep(0.3)
@@ -136,7 +136,7 @@ def test_local_copies_run_a_workload_and_an_agent_row_released_together(tmp_path
     out = tmp_path / "s.json"
     p = start(db, "local", "--instances", "2", "--bench", "sysbench_cpu", "getppid", "--round-time", "0.5s",
               "--rounds", "2", "--max-rounds", "2", "--json", str(out))
-    stdout, stderr = p.communicate(timeout=120)
+    _stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 0, stderr
     docs = {d["benchmark"]: d for d in json.loads(out.read_text())}
     assert set(docs) == {"getppid", "sysbench_cpu.events_per_s"}

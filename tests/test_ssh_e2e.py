@@ -235,7 +235,7 @@ def test_a_host_that_dies_mid_run_is_recorded_and_the_others_kept(fleet, tmp_pat
     watcher = threading.Thread(target=kill_b_once_it_measured)
     watcher.start()
     try:
-        stdout, stderr = p.communicate(timeout=90)
+        _stdout, stderr = p.communicate(timeout=90)
     finally:
         watcher.join()
         b.start()  # the host comes back for the tests after this one

@@ -153,9 +153,9 @@ def test_interval_is_the_set_the_test_accepts():
 def test_too_few_pairs_give_an_unbounded_interval_and_no_flag():
     """With 5 pairs no pattern is rarer than 2/32 > 5%: nothing can be
     rejected, whatever the data say."""
-    r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11], [1, 1.1, 1.2, 1, 1.1])
+    _r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11], [1, 1.1, 1.2, 1, 1.1])
     assert (lo, hi) == (-math.inf, math.inf) and p == pytest.approx(2 / 32)
-    r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11, 12], [1, 1.1, 1.2, 1, 1.1, 1.2])
+    _r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11, 12], [1, 1.1, 1.2, 1, 1.1, 1.2])
     assert math.isfinite(lo) and p == pytest.approx(2 / 64)
 
 
@@ -165,7 +165,7 @@ def test_paired_test_ignores_drift_but_sees_a_shift():
     base = drift * rng.normal(1, 0.01, 30)
     same = drift * rng.normal(1, 0.01, 30)
     assert stats.compare_paired(same, base)[3] > 0.01
-    r, lo, hi, p = stats.compare_paired(same * 1.02, base)
+    _r, lo, hi, p = stats.compare_paired(same * 1.02, base)
     assert p < 0.001 and lo < 1.02 < hi and hi - lo < 0.02
 
 
@@ -226,7 +226,7 @@ def test_the_old_stopping_rule_inflated_the_a_a_rate():
             if blk >= 2 and _fieller_halfwidth(cs, bs) <= 0.01:
                 break
         old += sst.ttest_1samp(np.log(cs) - np.log(bs), 0).pvalue < 0.05
-        r, *_, p = _stop_run(rng, 1.0)
+        _r, *_, p = _stop_run(rng, 1.0)
         new += p < 0.05
     assert old > bound and new <= bound
 
@@ -236,7 +236,7 @@ def test_interval_covers_a_known_slowdown_at_the_nominal_rate():
     n, hits, flagged = 400, 0, 0
     for _ in range(n):
         c, b = _simulate("random", 30, rng, effect=1.03)
-        r, lo, hi, p = stats.compare_paired(c, b)
+        _r, lo, hi, p = stats.compare_paired(c, b)
         hits += lo <= 1.03 <= hi
         flagged += p < 0.05
     assert hits >= n * 0.95 - 3 * math.sqrt(n * 0.05 * 0.95)
@@ -377,7 +377,7 @@ def test_a_stratum_needs_three_pairs_and_one_without_spread_does_not_break_it():
     rng = np.random.default_rng(2)
     b = np.r_[rng.normal(100, 1, 10), [140.0] * 4]
     c = np.r_[b[:10] * 1.02 * rng.normal(1, 0.005, 10), [142.8] * 4]  # the slow stratum exactly 1.02, no spread
-    r, lo, hi, p = stats.compare_strata(c, b, [0] * 10 + [1] * 4)
+    r, lo, hi, _p = stats.compare_strata(c, b, [0] * 10 + [1] * 4)
     assert math.isfinite(r) and lo <= r <= hi and abs(r - 1.02) < 0.01
 
 
@@ -520,9 +520,9 @@ def test_the_interval_is_around_a_ratio_its_test_accepts_and_holds_1_wherever_th
                   149.3310423302077, 100.711754512513, 99.77401378268969, 151.07006335968757, 145.99599942529036,
                   150.8561351287783, 151.63256973334197])
     rng = np.random.default_rng(23)
-    for c, b in [(c, b)] + [_two_state(rng, 30, tax=1.2, between=0.3) for _ in range(30)]:
+    for cand, base in [(c, b)] + [_two_state(rng, 30, tax=1.2, between=0.3) for _ in range(30)]:
         for which in (stats.FAST, stats.SLOW, stats.SAME):
-            t = stats.ModeTest(c, b, which)
+            t = stats.ModeTest(cand, base, which)
             lo, hi = t.interval()
             if math.isfinite(lo) and math.isfinite(hi):
                 assert lo < t.ratio < hi and t.p(t.ratio) > 0.05

@@ -278,7 +278,7 @@ def test_ctrl_c_keeps_what_was_stored_in_postgresql(pg_url):
         n = samples()
         assert n >= 5, "no samples arrived"
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        _out, err = p.communicate(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()

@@ -75,7 +75,7 @@ def test_ctrl_c_during_compare_kills_the_guest_and_keeps_samples(tmp_path):
     assert n >= 4, "the guest never delivered samples"
     assert left_behind(p.pid)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
+    _out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert wait_until(lambda: not left_behind(p.pid), 5, 0.2), left_behind(p.pid)
     assert stored(db) >= n

@@ -77,7 +77,7 @@ def test_holm_is_over_every_row_compared():
 def test_ratio_of_ratios_adds_the_log_variances():
     a = comp(LAT, 2.0, 2.0 / math.exp(0.1), 2.0 * math.exp(0.1), 0.0)
     b = comp(LAT, 2.2, 2.2 / math.exp(0.1), 2.2 * math.exp(0.1), 0.0)
-    change, lo, hi = watch.ratio_of_ratios(a, b)
+    change, _lo, hi = watch.ratio_of_ratios(a, b)
     assert change == pytest.approx(1.1)
     assert math.log(hi / change) == pytest.approx(0.1 * math.sqrt(2))
     assert watch.ratio_of_ratios(a, comp(LAT, 2.0, 0.0, math.inf, math.nan))[2] == math.inf

@@ -190,7 +190,7 @@ def test_one_run_gives_every_figure_and_the_first_is_a_warmup(db):
     for target in ("fake", "fake:scale=2,label=b"):
         mine = sorted((s for s in wl if s.target == target), key=lambda s: s.process)
         assert mine[0].warmup and not any(s.warmup for s in mine[1:])
-    ms, cs = analyse(data)
+    _ms, cs = analyse(data)
     c = next(c for c in cs if c.benchmark.name == "sysbench_threads.events_per_s")
     assert c.ratio == pytest.approx(0.5, rel=0.05)  # the candidate is twice as slow: half the rate
 

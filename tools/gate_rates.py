@@ -92,7 +92,7 @@ def pyperf_says(a: list[float], b: list[float]) -> str:
     values rejects at 95%; then 'slower' or 'faster' (means)."""
     if len(a) < 2 or len(b) < 2:
         return "not significant"
-    t, p = sps.ttest_ind(a, b)
+    _t, p = sps.ttest_ind(a, b)
     if not p < 0.05:
         return "not significant"
     return "slower" if np.mean(b) > np.mean(a) else "faster"

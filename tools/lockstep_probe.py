@@ -104,7 +104,7 @@ def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
                 m = next(it)
             if not m["warmup"]:
                 vals[k].append(m["value"])
-    for p, it in sides:
+    for p, _ in sides:
         p.stdin.close()
         p.wait()
     return math.log(statistics.fmean(vals[1]) / statistics.fmean(vals[0]))

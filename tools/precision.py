@@ -136,7 +136,7 @@ def report(data, procs: list[dict]) -> str:
         d = f"{statistics.median(ds) * 100:.1f}%" if ds else "-"
         n = statistics.median(best) if best else float("nan")
         out.append(f"| {t} | {w * 100:.1f}% | {bt * 100:.1f}% | {d} | {n:.1f} |")
-    ms, cs = analyse(data)
+    _ms, cs = analyse(data)
     if cs:
         widths = [stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs]
         finite = [x for x in widths if math.isfinite(x)]

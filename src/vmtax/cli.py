@@ -248,7 +248,7 @@ def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets,
     if short:
         say(f"vmtax: {short}", sys.stderr)
     try:
-        run_id, status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
+        run_id, _status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
                                               notes={"skipped_targets": skipped} if skipped else None,
                                               began=began)
     finally:
@@ -411,7 +411,7 @@ def cmd_scale(args) -> int:
             f"{', '.join(map(str, cfg.instances))}; {scale.pinning_text(cfg.pin, max(cfg.instances), scale.host_cpus())}"
             f"; results in {store.location}", sys.stderr)
         try:
-            run_id, status, failure = scale.run_scale(args.target, make, cfg, specs, store, command,
+            run_id, _status, failure = scale.run_scale(args.target, make, cfg, specs, store, command,
                                                       lambda text: say(text, sys.stderr))
         finally:
             proc.kill_all()

@@ -99,7 +99,7 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
     limit = 1 + threshold
     rows = []
     for c in comparisons:
-        r, lo, hi = _worse(c)
+        r, _lo, hi = _worse(c)
         p_adj = adjusted.get((c.benchmark.name, c.candidate))
         significant = p_adj is not None and p_adj < alpha
         if significant and r > limit:

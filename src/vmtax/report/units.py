@@ -89,7 +89,7 @@ def fmt_goal(frac: float | None) -> str:
 
 
 def fmt_duration(s: float) -> str:
-    s = max(0, int(round(s)))
+    s = max(0, round(s))
     if s >= 3600:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     if s >= 60:
