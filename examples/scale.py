@@ -75,7 +75,7 @@ def run(kind: str, target: str, ns: list[int], max_time: str, reuse: bool) -> tu
     if not reuse:
         print("$ " + " ".join(cmd), file=sys.stderr)
         t0 = time.time()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"{kind} failed ({p.returncode}): {p.stderr[-2000:]}")
         text_path.write_text(p.stdout)

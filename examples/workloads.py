@@ -37,7 +37,7 @@ def scoreboard(cmd: list[str], path: Path, reuse: bool) -> str:
     printed in path; with reuse, what path already holds."""
     if not reuse:
         print("$ " + " ".join(cmd), file=sys.stderr)
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode not in (0, 3):
             sys.exit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
         path.write_text(p.stdout)

@@ -101,9 +101,9 @@ def left_behind(pid: int, files: bool = True) -> list[str]:
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             cwd = os.readlink(f"/proc/{entry}/cwd")
-            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
         if state != "Z" and any(m in cmd + " " + cwd for m in marks):

@@ -75,13 +75,12 @@ class PgServer:
         (data / "pg_hba.conf").write_text(HBA)
         for _attempt in range(3):  # the free port may be taken before postgres binds it
             self.port = _free_port()
-            log = open(self.dir / "postgres.log", "w")
-            self.proc = subprocess.Popen(
-                [*(self.as_user or ["setpriv"]), "--pdeathsig=SIGQUIT", str(self.bin / "postgres"), "-D", str(data),
-                 "-k", str(self.dir), "-h", "127.0.0.1", "-p", str(self.port),
-                 *[arg for s in SETTINGS for arg in ("-c", s)]],
-                stdout=log, stderr=subprocess.STDOUT, cwd="/")
-            log.close()
+            with open(self.dir / "postgres.log", "w") as log:
+                self.proc = subprocess.Popen(
+                    [*(self.as_user or ["setpriv"]), "--pdeathsig=SIGQUIT", str(self.bin / "postgres"), "-D",
+                     str(data), "-k", str(self.dir), "-h", "127.0.0.1", "-p", str(self.port),
+                     *[arg for s in SETTINGS for arg in ("-c", s)]],
+                    stdout=log, stderr=subprocess.STDOUT, cwd="/")
             if self._wait_ready():
                 break
         else:

@@ -104,11 +104,8 @@ class Server:
         if self.netns:  # sh sets the hostname ($0), then is sshd: every value an argument
             argv = ["ip", "netns", "exec", self.netns, "unshare", "--uts", "sh", "-c",
                     'hostname "$0" && exec "$@"', self.hostname or self.name, *argv]
-        log = open(self.config.with_suffix(".log"), "ab")
-        try:
+        with open(self.config.with_suffix(".log"), "ab") as log:
             self.p = proc.spawn(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        finally:
-            log.close()
         deadline = time.monotonic() + 10
         while not self.listening():
             if self.p.poll() is not None or time.monotonic() > deadline:

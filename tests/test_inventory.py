@@ -113,7 +113,7 @@ def _keys_exist(monkeypatch):
 
 
 def test_unknown_names_and_missing_inventory(inventory):
-    with pytest.raises(UserError, match="names no group or host 'nope'.*groups: db, prod, web"):
+    with pytest.raises(UserError, match=r"names no group or host 'nope'.*groups: db, prod, web"):
         parse_targets("@nope", inventory)
     with pytest.raises(UserError, match="give --inventory FILE"):
         parse_targets("@web")
@@ -261,7 +261,7 @@ def test_group_vars_beside_the_inventory_are_said_not_read(tmp_path):
     (tmp_path / "group_vars").mkdir()
     f = tmp_path / "hosts.ini"
     f.write_text("[web]\nw1\n")
-    with pytest.raises(UserError, match="not the group_vars/ beside it.*ansible-inventory"):
+    with pytest.raises(UserError, match=r"not the group_vars/ beside it.*ansible-inventory"):
         load(str(f))
 
 

@@ -6,6 +6,7 @@ import random
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -94,7 +95,7 @@ def _my_agents() -> list[str]:
     out = []
     for entry in filter(str.isdigit, __import__("os").listdir("/proc")):
         try:
-            stat = open(f"/proc/{entry}/stat").read()
+            stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
         name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()

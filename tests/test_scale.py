@@ -4,6 +4,7 @@ Real guests: test_scale_e2e.py."""
 import json
 import math
 import os
+from typing import ClassVar
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_several_benchmarks_give_a_list_and_pinning_is_said(tmp_path, capsys, db
 
 
 class CountingFake(FakeTarget):
-    stopped: list = []
+    stopped: ClassVar[list] = []
 
     def stop(self) -> None:
         CountingFake.stopped.append(self.name)
@@ -177,7 +178,7 @@ def test_rates_are_scaled_for_people():
 
 def test_check_memory_passes_what_fits():
     scale.check_memory(FakeTarget("fake", {}), 10, available=1000.0)
-    with pytest.raises(UserError, match="at most|fit"):
+    with pytest.raises(UserError, match=r"at most|fit"):
         scale.check_memory(FakeTarget("fake", {}), 1000, available=1000.0)
 
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -145,4 +146,4 @@ def test_local_copies_run_a_workload_and_an_agent_row_released_together(tmp_path
     assert all(e["value"] > 0 for e in sb[0]["per_instance"])
     left = subprocess.run(["pgrep", "-f", "vmtax-sysbench_cpu"], capture_output=True, text=True).stdout.split()
     assert not [x for x in left if os.path.exists(f"/proc/{x}") and
-                open(f"/proc/{x}/stat").read().rsplit(")", 1)[1].split()[1] == str(p.pid)]
+                Path(f"/proc/{x}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(p.pid)]

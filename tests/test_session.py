@@ -3,6 +3,7 @@ and stopped in one place, in parallel where a kind can, with vmtax kept off
 the CPUs they are pinned to -- compare's and scale's alike."""
 import os
 import threading
+from typing import ClassVar
 
 import pytest
 
@@ -22,7 +23,7 @@ two_cpus = pytest.mark.skipif(len(MINE) < 2, reason="keeping off a CPU needs ano
 
 class Seeing(FakeTarget):
     """A fake that notes where vmtax's own threads may run whenever it is asked to run something."""
-    seen: list = []
+    seen: ClassVar[list] = []
 
     def run_agent(self, args, timeout):  # a round's process too (FakeTarget.run_gated), in its reader thread
         if args and args[0] == "run":
@@ -63,7 +64,7 @@ def test_compare_and_scale_keep_vmtax_off_the_cpus_their_targets_are_pinned_to(d
 class Booting(FakeTarget):
     """A fake that boots in two halves (as a guest does), the second in another thread."""
     capabilities = frozenset({"barrier", "parallel_start"})
-    log: list = []
+    log: ClassVar[list] = []
 
     def __init__(self, name, options, fail=False):
         super().__init__(name, options)

@@ -219,7 +219,7 @@ def test_refuses_another_programs_database_and_writes_nothing(tmp_path, sql, say
 def test_refuses_a_file_that_is_not_sqlite(tmp_path, readonly):
     path = tmp_path / "notes.txt"
     path.write_text("not a database, but long enough to have a header " * 10)
-    with pytest.raises(UserError, match="notes.txt is not a vmtax results database \\(not an SQLite file\\)"):
+    with pytest.raises(UserError, match=r"notes.txt is not a vmtax results database \(not an SQLite file\)"):
         Store(path, readonly=readonly)
     assert path.read_text().startswith("not a database")
 
@@ -248,7 +248,7 @@ def _current_db(path, run_id="20260101-000000-0002"):
 
 
 def test_readonly_open_of_a_missing_file_is_one_clear_error(tmp_path):
-    with pytest.raises(UserError, match="no results database at .*sub/vmtax.db$"):
+    with pytest.raises(UserError, match=r"no results database at .*sub/vmtax.db$"):
         Store(tmp_path / "sub" / "vmtax.db", readonly=True)
     assert os.listdir(tmp_path) == []
 
@@ -357,7 +357,7 @@ def test_a_read_only_store_refuses_writes_with_a_store_error(location):
     s = Store(location, readonly=True)
     with pytest.raises(StoreError, match="cannot record run r9: it was opened read-only"):
         s.new_run("r9", "run", "vmtax run", "0", {})
-    with pytest.raises(StoreError, match="opened read-only$"):
+    with pytest.raises(StoreError, match=r"opened read-only$"):
         s.finish_run("r9", "complete")
 
 
@@ -471,7 +471,7 @@ def test_sample_metrics_round_trip(location):
 def test_add_sample_refuses_what_is_not_a_finite_number(location, value, metrics):
     s = Store(location)
     s.new_run("r1", "run", "vmtax run", "0", {})
-    with pytest.raises(ValueError, match="getppid on local: (not a finite number|a metric name that is not)"):
+    with pytest.raises(ValueError, match=r"getppid on local: (not a finite number|a metric name that is not)"):
         s.add_sample("r1", Sample("getppid", "local", value, "ns", 0, 0, metrics=metrics))
     assert s.db.execute("SELECT count(*) FROM samples").fetchone() == (0,)
     assert s.db.execute("SELECT count(*) FROM sample_metrics").fetchone() == (0,)

@@ -250,7 +250,7 @@ def test_a_lost_connection_is_one_store_error_and_what_was_stored_stays(pg_serve
     s.add_sample("r1", Sample("getppid", "local", 40.0, "ns", 0, 0))
     pid = s.db.info.backend_pid
     pg_server.admin(f"SELECT pg_terminate_backend({pid})")
-    with pytest.raises(StoreError, match="^results database .*: cannot store a sample: ") as lost:
+    with pytest.raises(StoreError, match=r"^results database .*: cannot store a sample: ") as lost:
         s.add_sample("r1", Sample("getppid", "local", 41.0, "ns", 0, 1))
     assert "\n" not in str(lost.value) and lost.value.__suppress_context__
     s.close()

@@ -111,7 +111,7 @@ def main() -> int:
                 i += 1
     paths = sorted(OUT.glob(a.runs))
     docs = [json.loads(p.read_text()) for p in paths]
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "?")
     span = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(min(d['started'] for d in docs)))}-"
             f"{time.strftime('%H:%M UTC', time.gmtime(max(d['finished'] for d in docs)))}") if docs else "-"
     cmd = " ".join(demo_command())

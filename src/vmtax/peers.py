@@ -34,7 +34,8 @@ def start_peer(w, port: int, target_cpu: int | None, bind: str = "127.0.0.1", ns
     argv = shlex.split(w.peer.format(port=port, bind=bind))
     if ns is not None:
         argv = ns.argv(argv)
-    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty peer never blocks on it
+    # a file, not a pipe: a chatty peer never blocks on it; read on failure, closed on every way out below
+    err = tempfile.TemporaryFile()  # noqa: SIM115
     try:
         p = spawn(argv, cpu=others[0] if others else None, stdin=subprocess.DEVNULL,
                   stdout=subprocess.DEVNULL, stderr=err)

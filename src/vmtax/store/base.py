@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
@@ -98,7 +99,7 @@ class Store:
 
     # (accepts(location), load() -> the backend's class): registered by store/__init__.py,
     # so that this interface knows none of its backends (no import cycle)
-    backends: list[tuple[Callable[[str | Path], bool], Callable[[], type]]] = []
+    backends: ClassVar[list[tuple[Callable[[str | Path], bool], Callable[[], type]]]] = []
 
     def __new__(cls, location: str | Path, readonly: bool = False):
         if cls is Store:

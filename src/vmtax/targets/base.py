@@ -110,7 +110,7 @@ class Target(ABC):
         from ..errors import TargetError
         raise TargetError(f"{self.name}: a {self.kind} target cannot hold an agent sample by sample")
 
-    def release(self) -> None:
+    def release(self) -> None:  # noqa: B027 - optional: a kind that cannot hold its agent has none to release
         """End the agent run_gated holds with --step before its last
         sample: a line that is not "go" makes it stop (an error of its
         own), and, where the run has ended already, is ignored."""
@@ -185,7 +185,7 @@ class Target(ABC):
         user, or None."""
         return None
 
-    def start(self) -> None:
+    def start(self) -> None:  # noqa: B027 - optional: a target with nothing to boot starts at once
         """Bring the target up (boot a guest, open a connection)."""
 
     def begin_start(self) -> None:
@@ -193,11 +193,11 @@ class Target(ABC):
         "parallel_start")."""
         self.start()
 
-    def end_start(self) -> None:
+    def end_start(self) -> None:  # noqa: B027 - optional: a start in one piece has no second half
         """The second half of start(): waits until the target is ready
         (nothing, for a kind without "parallel_start")."""
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 - optional: a target with nothing running stops at once
         """Tear everything down; must be safe to call twice."""
 
     @abstractmethod

@@ -173,12 +173,9 @@ class ChannelTarget(Target):
         """Start the guest/container with the channel on stdin/stdout."""
 
     def spawn(self, argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
-        log = open(self.console_log, "ab")
-        try:
+        with open(self.console_log, "ab") as log:
             return proc.spawn(argv, cpu=self.host_cpu, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=log, env=env, cwd=self.workdir, **kw)
-        finally:
-            log.close()
 
     @property
     def console_log(self) -> Path:

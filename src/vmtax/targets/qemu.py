@@ -36,6 +36,7 @@ import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 from .. import guest
 from ..errors import TargetError, UserError
@@ -125,9 +126,10 @@ def _version_key(path: str) -> list:
 
 def host_tsc_khz() -> int | None:
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("cpu MHz"):
-                return int(float(line.split(":")[1]) * 1000)
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("cpu MHz"):
+                    return int(float(line.split(":")[1]) * 1000)
     except OSError:
         pass
     return None
@@ -497,7 +499,7 @@ class QemuTarget(ChannelTarget):
                                  "emulator"})
     # what QEMU takes beyond the guest's RAM (MiB): its own heap and, under
     # TCG, the translated code (a 256M TCG guest here: ~220 MiB resident)
-    OVERHEAD_MB = {"kvm": 64.0, "tcg": 160.0}
+    OVERHEAD_MB: ClassVar[dict[str, float]] = {"kvm": 64.0, "tcg": 160.0}
 
     @classmethod
     def prepare(cls, targets: list[QemuTarget]) -> str | None:
