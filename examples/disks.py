@@ -6,7 +6,8 @@ fsync latency), each a side-by-side comparison in one run, written with
 their commands into results/disks.md (the JSON beside it):
 
   models:  vmtax compare local:dir=/var/tmp qemu:disk=virtio qemu:disk=scsi qemu:disk=nvme \\
-               qemu:disk=ahci qemu:disk=ide --suite disk --tool-seconds 2 --min-processes 4 --precision 5% --max-time 12m
+               qemu:disk=ahci qemu:disk=ide --suite disk --tool-seconds 2 --min-processes 4 --precision 5% \\
+               --max-time 12m
   images:  vmtax compare qemu:disk=virtio qemu:disk=virtio,image=qcow2 qemu:disk=virtio,backing=block \\
                qemu:disk=virtio,cache=writeback --suite disk ... (the same options)
 

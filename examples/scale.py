@@ -113,7 +113,8 @@ def fairness_rows(results: dict[str, dict]) -> list[str]:
             cpu = top["host_cpu_pct"]
             dev = _dev(top)
             rows.append(
-                f"| {doc['target']} | {bench}{' †' if drawn_out(top) else ''} | {top['n']} | {top['vcpus']}/{top['host_cpus']} | "
+                f"| {doc['target']} | {bench}{' †' if drawn_out(top) else ''} | {top['n']} | "
+                f"{top['vcpus']}/{top['host_cpus']} | "
                 f"{j['value']:.3f} ({j['ci_low']:.3f}–{j['ci_high']:.3f}) | {dev:.1%} | {st['min'] / st['max']:.2f} | "
                 + (f"{s['value']:.2f}x ({ideal:.1f}x)" if s else "-") + " | "
                 + (f"{agg:.2f}x" if agg else "-") + " | "

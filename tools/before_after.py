@@ -106,7 +106,8 @@ def main() -> int:
              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
         lines.append(f"| {r['round']} | {r['started']} | {r['variant']} | {r['rc']} | {r['wall_s'] / 60:.1f} min | "
-                     f"{r['ratios']} | ±{r['median'] * 100:.2f}% | {r['within1']} ({r['within1'] / max(1, r['ratios']) * 100:.0f}%) | "
+                     f"{r['ratios']} | ±{r['median'] * 100:.2f}% | "
+                     f"{r['within1']} ({r['within1'] / max(1, r['ratios']) * 100:.0f}%) | "
                      f"{r['within2']} ({r['within2'] / max(1, r['ratios']) * 100:.0f}%) |")
     lines.append("")
     (OUT / "before-after.md").write_text("\n".join(lines))

@@ -222,7 +222,8 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
              f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
              + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "") + "; each trial: "
              f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
-             f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), gated per candidate at "
+             f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), "
+             "gated per candidate at "
              f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).", ""]
     if secs:
         lines += [f"Trials ran on: {'; '.join(cpus)}; one trial took {min(secs) / 60:.1f}-"

@@ -408,7 +408,8 @@ def cmd_scale(args) -> int:
     command = command_line()
     with _store(args) as store:
         say(f"vmtax scale: {', '.join(s.name for s in specs)} on {args.target} at N = "
-            f"{', '.join(map(str, cfg.instances))}; {scale.pinning_text(cfg.pin, max(cfg.instances), scale.host_cpus())}"
+            f"{', '.join(map(str, cfg.instances))}; "
+            f"{scale.pinning_text(cfg.pin, max(cfg.instances), scale.host_cpus())}"
             f"; results in {store.location}", sys.stderr)
         try:
             run_id, _status, failure = scale.run_scale(args.target, make, cfg, specs, store, command,

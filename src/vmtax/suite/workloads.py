@@ -266,7 +266,8 @@ SERVE = ("$D {server} & srv=$!; trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/nu
          "sleep 0.1; done; ")
 REDIS = ("redis-server --port $3 --bind 127.0.0.1 --save '' --appendonly no --protected-mode no "
          "--daemonize no --logfile ''")
-STRESS = "stress-ng --{stressor} 1 -t $2 --metrics-brief --yaml sng.yaml >&2 && cat sng.yaml; rc=$?; rm -f sng.yaml; exit $rc"
+STRESS = ("stress-ng --{stressor} 1 -t $2 --metrics-brief --yaml sng.yaml >&2 && cat sng.yaml; "
+          "rc=$?; rm -f sng.yaml; exit $rc")
 
 
 # the compile: Lua 5.4 from Debian's lua5.4 source package (scripts/fetch-sources.sh

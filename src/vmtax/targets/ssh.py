@@ -48,7 +48,8 @@ PROBE = ('h=$1; a=' + CACHE + '/agent-$h; echo "os $(uname -s) $(uname -m)"; '
 # another vmtax copying at the same time never sees a partial file.
 COPY = ('h=$1; d=' + CACHE + '; mkdir -p "$d" && t=$(mktemp "$d/.agent-$h.XXXXXX") || exit 1; '
         'if cat > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t" | cut -c1-64)" = "$h" ]; '
-        'then mv -f "$t" "$d/agent-$h"; else rm -f "$t"; echo "the copy of the agent does not have its sha256 (is sha256sum there?)" >&2; '
+        'then mv -f "$t" "$d/agent-$h"; else rm -f "$t"; '
+        'echo "the copy of the agent does not have its sha256 (is sha256sum there?)" >&2; '
         'exit 1; fi')
 # The remote end of the channel (channel.py): one session for the whole run,
 # an agent process per RUN line, its stdout, then @@VMTAX-END <status>.  The
