@@ -159,7 +159,7 @@ def alike(per_iter: dict[str, float]) -> list[list[str]]:
     host, and they must still run alike."""
     groups: list[list[str]] = []
     last = None
-    for name in sorted(per_iter, key=per_iter.get):
+    for name in sorted(per_iter, key=per_iter.__getitem__):
         if last is None or per_iter[name] >= SCALE_BEYOND * last:
             groups.append([])
         groups[-1].append(name)
@@ -198,18 +198,21 @@ def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
     costs about the same.  Targets whose operations take about the same
     time (alike) run alike: the baseline's twins exactly as the baseline,
     other groups by their mean time."""
-    shared, base_ns = found[first]
+    shared = found[first][0]
+    assert shared is not None, "first: a target that calibrated"
     per_iter = {name: ns for name, (n, ns) in found.items() if n is not None}  # every target calibrated
+    times = {name: ns for name, ns in per_iter.items() if ns}  # those whose time per iteration is known
     goal_ns = cfg.min_time_ms * 1e6
     out: dict[str, tuple[int, int]] = {}
-    if goal_ns > 0 and all(per_iter.values()):  # scaled only where every time per iteration is known
+    if goal_ns > 0 and len(times) == len(per_iter):  # scaled only where every time per iteration is known
+        base_ns = times[first]
         nominal = shared * base_ns  # the baseline's sample at its own count, in ns
-        while (shared % 2 == 0 and shared * max(per_iter.values()) > SLOWEST_SAMPLE * goal_ns
+        while (shared % 2 == 0 and shared * max(times.values()) > SLOWEST_SAMPLE * goal_ns
                and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE):
             shared //= 2
-        for group in alike(per_iter):
+        for group in alike(times):
             # one (samples, warmup) per group of alike targets: the baseline's, or their mean's
-            ns = base_ns if first in group else stats.geomean([per_iter[n] for n in group])
+            ns = base_ns if first in group else stats.geomean([times[n] for n in group])
             for name in group:
                 out[name] = per_process(shared * ns / nominal, cfg)
     return shared, out
@@ -242,14 +245,15 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
     goal_ns = cfg.step_ms * 1e6
     count, base_ns = found[first]
     per_iter = [ns for n, ns in found.values() if n is not None]
-    if base_ns and all(per_iter):
+    times = [ns for ns in per_iter if ns]  # those known
+    if base_ns and len(times) == len(per_iter):
         shared = max(1, round(goal_ns / base_ns))
-        while shared > 1 and shared * max(per_iter) > SLOWEST_SAMPLE * goal_ns \
+        while shared > 1 and shared * max(times) > SLOWEST_SAMPLE * goal_ns \
                 and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE:
             shared //= 2
         # and raised where a candidate far quicker than the baseline (the bare machine's cpuid beside a
         # guest's, which exits) would take too short a sample for its clock to time
-        shared = max(shared, math.ceil(min(goal_ns / FASTEST_SHARE / min(per_iter), MAX_ITERS)))
+        shared = max(shared, math.ceil(min(goal_ns / FASTEST_SHARE / min(times), MAX_ITERS)))
     else:  # a time per iteration unknown: the baseline's count, scaled
         shared = max(1, round((count or 1) * cfg.step_ms / max(cfg.min_time_ms, 1)))
     timed = max(2, round(cfg.samples_per_process * cfg.min_time_ms / cfg.step_ms))

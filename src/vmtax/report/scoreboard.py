@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .. import stats
 from ..doctor import MIN_BLOCKS
-from ..model import BenchSpec, Comparison, Measurement, RunData
+from ..model import BenchSpec, Comparison, Measurement, RunData, Summary
 from . import facts, view
 from .jsonparts import metric_ratios, modes_row, stratum
 from .units import fmt_duration, fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
@@ -86,6 +86,22 @@ class Cell:
             return "stopped"
         return "ratio" if self._compared else "none"
 
+    # a cell whose state is "ratio" holds a comparison and both sides' summaries: its fields read them here
+    @property
+    def comparison(self) -> Comparison:
+        assert self.c is not None, "a cell with a ratio"
+        return self.c
+
+    @property
+    def cand_summary(self) -> Summary:
+        assert self.cand is not None and self.cand.summary is not None, "a cell with a ratio"
+        return self.cand.summary
+
+    @property
+    def base_summary(self) -> Summary:
+        assert self.base is not None and self.base.summary is not None, "a cell with a ratio"
+        return self.base.summary
+
     @property
     def precise(self) -> bool:
         return self.c is not None and precise(self.c, self.goal)
@@ -117,31 +133,32 @@ def _pct(f: float) -> str:
 
 
 def _means(x: Cell) -> str:
-    return fmt_pair(x.cand.summary.mean, x.base.summary.mean, x.spec.unit) if x.state == "ratio" else ""
+    return fmt_pair(x.cand_summary.mean, x.base_summary.mean, x.spec.unit) if x.state == "ratio" else ""
 
 
 def _ratio_text(x: Cell, fmt: str) -> str:
     if fmt == HTML:
         if x.state != "ratio":
             return x.why
-        lo, hi = x.c.ratio_ci_low, x.c.ratio_ci_high
+        lo, hi = x.comparison.ratio_ci_low, x.comparison.ratio_ci_high
         ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
-        return f"{fmt_ratio3(x.c.ratio)} ({ci})"
-    text = (f"{x.stopped.stopped_by} [{x.note}]" if x.state == "stopped" else "-" if x.state == "none"
-            else f"{fmt_ratio2(x.c.ratio)}{x.flags(pad=True)}")
+        return f"{fmt_ratio3(x.comparison.ratio)} ({ci})"
+    stopped = x.stopped  # there when the state is "stopped"
+    text = (f"{stopped.stopped_by} [{x.note}]" if stopped is not None else "-" if x.state == "none"
+            else f"{fmt_ratio2(x.comparison.ratio)}{x.flags(pad=True)}")
     return f"{text.strip()} {_means(x)}" if fmt == MD else text  # Markdown: the raw means in the ratio's cell
 
 
 def _means_text(x: Cell, fmt: str) -> str:
     if fmt == HTML:
         unit = x.spec.unit
-        return f"{fmt_value(x.cand.summary.mean, unit)} vs {fmt_value(x.base.summary.mean, unit)}" \
+        return f"{fmt_value(x.cand_summary.mean, unit)} vs {fmt_value(x.base_summary.mean, unit)}" \
             if x.state == "ratio" else "-"
     return _means(x)
 
 
 def _ci_text(x: Cell, fmt: str) -> str:
-    return f"±{_pct(x.cand.summary.ci_rel)}/{_pct(x.base.summary.ci_rel)}" if x.state == "ratio" else ""
+    return f"±{_pct(x.cand_summary.ci_rel)}/{_pct(x.base_summary.ci_rel)}" if x.state == "ratio" else ""
 
 
 @dataclass(frozen=True)
@@ -203,29 +220,29 @@ FIELDS: list[Field] = [
            HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
                  "reject, over process means paired block by block (each block in random order), so host drift "
                  "cancels and the error rate holds on a noisy host"},
-          show=_PEOPLE_JSON, sort=lambda x: x.c.ratio if x.state == "ratio" else None,
+          show=_PEOPLE_JSON, sort=lambda x: x.comparison.ratio if x.state == "ratio" else None,
           cls=lambda x: "" if x.state == "ratio" else "wrap"),
     Field("ratio_ci_low", _c("ratio_ci_low")), Field("ratio_ci_high", _c("ratio_ci_high")),
     Field("p_value", _c("p_value")), Field("significant", _c("significant")), Field("stopped_by", _c("stopped_by")),
-    Field("metrics", lambda x: metric_ratios(x.c.metrics)),
-    Field("fast_mode", lambda x: stratum(x.c.fast_mode)),
-    Field("same_mode", lambda x: stratum(x.c.same_mode, slow=True)),  # both fast or both slow, the modes weighted
-    Field("slow_mode", lambda x: stratum(x.c.slow_mode, slow=True)),
+    Field("metrics", lambda x: metric_ratios(x.comparison.metrics)),
+    Field("fast_mode", lambda x: stratum(x.comparison.fast_mode)),
+    Field("same_mode", lambda x: stratum(x.comparison.same_mode, slow=True)),  # both fast or both slow, the modes weighted
+    Field("slow_mode", lambda x: stratum(x.comparison.slow_mode, slow=True)),
     # --fast-mode (--same-mode) on a row with two modes: ratio/ratio_ci_* are fast_mode's (same_mode's), and
     # all_modes every block's
-    Field("estimand", lambda x: x.c.estimand), Field("all_modes", lambda x: stratum(x.c.all_modes)),
+    Field("estimand", lambda x: x.comparison.estimand), Field("all_modes", lambda x: stratum(x.comparison.all_modes)),
     # a candidate that stopped before the baseline: the baseline's modes over the blocks the two share, which the
     # ratio was judged by (null: one mode there), and that block count; absent otherwise
-    Field("baseline_shared_blocks", lambda x: x.c.base_shared if x.c.base_shared else OMIT),
-    Field("baseline_modes", lambda x: modes_row(x.c.base_modes) if x.c.base_shared else OMIT),
+    Field("baseline_shared_blocks", lambda x: x.comparison.base_shared if x.comparison.base_shared else OMIT),
+    Field("baseline_modes", lambda x: modes_row(x.comparison.base_modes) if x.comparison.base_shared else OMIT),
     Field("means", lambda x: OMIT, _means_text, "[{c}/{b}]", {HTML: "{cand} vs {base}"},
           "[candidate/baseline] raw means", {TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
-          show=frozenset({TEXT, HTML}), sort=lambda x: x.cand.summary.mean if x.state == "ratio" else None, drop=1),
+          show=frozenset({TEXT, HTML}), sort=lambda x: x.cand_summary.mean if x.state == "ratio" else None, drop=1),
     Field("ci", lambda x: OMIT, _ci_text, "±c/b %", legend="±c/b = 95% CI half-width of each mean",
           legends={TEXT: "±c/b %: each mean's 95% CI"}, show=frozenset({TEXT, MD})),
     Field("flags", lambda x: x.flags(), lambda x, fmt: x.flags() if x.state == "ratio" else "", "",
           show=frozenset({HTML, JSON}),
-          cls=lambda x: "" if x.state != "ratio" else "l sig" if x.c.significant else "l prec"),
+          cls=lambda x: "" if x.state != "ratio" else "l sig" if x.comparison.significant else "l prec"),
 ]
 
 

@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, headline_of
 from ..stats import MODE_AGREE, STRATUM_MIN
@@ -235,15 +236,16 @@ def per_process(data: RunData) -> str:
 def header(data: RunData) -> Header:
     cfg = data.config
     env = data.targets[0].facts if data.targets else {}
+    headline = headline_of(cfg)
     return Header(data.id, data.kind, data.status, data.started, data.host or "", data.user or "",
                   data.vmtax_version, data.command, [t.name for t in data.targets],
                   fmt_goal(cfg.get("precision")), fmt_duration(cfg.get("max_time", 0)),
                   f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
                   per_process(data),
                   str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
-                  f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline_of(cfg)]}, "
-                  "where those blocks give an interval" if headline_of(cfg) else "",
-                  HEADLINE_FLAG.get(headline_of(cfg), ""))
+                  f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
+                  "where those blocks give an interval" if headline else "",
+                  HEADLINE_FLAG[headline] if headline else "")
 
 
 HEADLINE_SAID = {FAST_MODE: "in the fast mode (--fast-mode)",
@@ -302,10 +304,12 @@ def _modes_of(target: str, m: Measurement | None, c: Comparison | None = None) -
     judged by (_base_modes)."""
     shared = c.base_shared if c is not None else 0
     md = _base_modes(c, m) if c is not None else m.modes if m is not None else None
-    over = f" over the {shared} blocks it shared with {c.candidate}" if shared else ""
+    over = f" over the {shared} blocks it shared with {c.candidate}" if c is not None and shared else ""
     if md is None:
         return f"{target}: one mode{over}"
-    unit = m.benchmark.unit if m is not None else c.benchmark.unit
+    row = m if m is not None else c
+    assert row is not None  # a side's row, or the comparison whose baseline it is
+    unit = row.benchmark.unit
     return (f"{target}: two modes{over}, {fmt_value(md.fast, unit)} ({1 - md.slow_share:.0%}) and "
             f"{fmt_value(md.slow, unit)} ({md.slow_share:.0%} of {md.units} processes)")
 
@@ -342,7 +346,7 @@ def _same_said(ratio: str, same, fast, slow, every) -> str:
                "--fast-mode gives the fast mode's alone." if apart else ""))
 
 
-def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> bool:
+def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> TypeGuard[Comparison]:
     """Whether a ratio's row is marked: either side's process means fell in
     two modes (a fast-mode ratio needs both)."""
     if c is None:
@@ -397,6 +401,7 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
     """(the figure a two-mode candidate row gives, why, the note's sentence
     on its ratios) for a row of mode_notes."""
     c = r.c
+    assert c is not None  # a candidate's row: bimodal() holds for none other
     which = headline_of(r.run.config)  # its run's --fast-mode or --same-mode
     f, every = c.fast_mode, c.all_modes
     ratio = _interval(c.ratio, c.ratio_ci_low, c.ratio_ci_high)
@@ -423,13 +428,13 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
                 f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
                 f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
     if which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
-        s, ran = ((f, "ran with both sides in their fast mode") if which == FAST_MODE else
-                  (c.same_mode, "count as run with both sides in one mode (a mode counts from "
-                   f"{STRATUM_MIN} such blocks)"))
+        ran = ("ran with both sides in their fast mode" if which == FAST_MODE else
+               f"count as run with both sides in one mode (a mode counts from {STRATUM_MIN} such blocks)")
         return (ALL_BLOCKS_SAID, f"too few {which.replace(' ', '-')} blocks",
-                f"The ratio {ratio} is of the means over the modes as they fell: {s.blocks} of {s.of_blocks} "
+                f"The ratio {ratio} is of the means over the modes as they fell: {asked.blocks} of {asked.of_blocks} "
                 f"blocks {ran}, too few for an interval, so it stays the ratio over all blocks ({flag} "
                 "reports a stratum with one).")
+    assert f is not None  # no stratum asked for: the one said (asked) is the fast mode's
     return (ALL_BLOCKS_SAID, "two modes on both sides",
             f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
             f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
