@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats as sst
 
-from .summary import CONFIDENCE, t_quantile
+from .summary import CONFIDENCE, Values, t_quantile
 
 # -- comparing two targets measured side by side ----------------------------------
 #
@@ -62,7 +62,7 @@ def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], list[
     return [a[k] for k in common], [b[k] for k in common]
 
 
-def as_pairs(cand: Sequence[float], base: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def as_pairs(cand: Values, base: Values) -> tuple[np.ndarray, np.ndarray]:
     k = min(len(cand), len(base))
     c, b = np.asarray(cand[:k], dtype=float), np.asarray(base[:k], dtype=float)
     if not (np.isfinite(c).all() and np.isfinite(b).all()) or (c <= 0).any() or (b <= 0).any():
@@ -89,7 +89,7 @@ def _folded_lambda(r: float) -> float:
     return lo
 
 
-def stop_halfwidth(cand: Sequence[float], base: Sequence[float]) -> float:
+def stop_halfwidth(cand: Values, base: Values) -> float:
     """The precision the runner stops on, for block-paired values: about
     the relative 95% half-width of the ratio, estimated from the distance
     between the two sides of each block, |log(cand/base)|, alone.  Swapping
@@ -129,7 +129,7 @@ class PairedTest:
 
     EDGE_TOL = 1e-7  # an interval's ends are found to this share of the ratio
 
-    def __init__(self, cand: Sequence[float], base: Sequence[float]):
+    def __init__(self, cand: Values, base: Values):
         self.c, self.b = as_pairs(cand, base)
         self.k = k = self.c.size
         if k < 2:
@@ -191,7 +191,7 @@ class PairedTest:
         return inside
 
 
-def compare_paired(cand: Sequence[float], base: Sequence[float],
+def compare_paired(cand: Values, base: Values,
                    confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(ratio of means, CI low, CI high, p-value of "no difference") for
     values paired block by block (cand[i] and base[i] measured side by side,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model import Modes
 from .modes import MODES_LOG_FLOOR, modes
-from .signflip import EXACT_PAIRS, PairedTest, as_pairs, sign_chunks, stop_halfwidth
+from .signflip import EXACT_PAIRS, PairedTest, Values, as_pairs, sign_chunks, stop_halfwidth
 from .summary import CONFIDENCE
 
 STRATUM_MIN = 3  # pairs a stratum needs (a spread to weigh it by)
@@ -62,7 +62,7 @@ class StratifiedTest(PairedTest):
     (each process's own noise); a state shared by a block's two processes
     weighs its stratum down, which costs precision, never the error rate."""
 
-    def __init__(self, cand: Sequence[float], base: Sequence[float], strata: Sequence[int]):
+    def __init__(self, cand: Values, base: Values, strata: Sequence[int]):
         self.c, self.b = as_pairs(cand, base)
         self.k = k = self.c.size
         if len(strata) < k:
@@ -80,16 +80,16 @@ class StratifiedTest(PairedTest):
                 sb[g].append(signs[:, idx] @ self.b[idx])
         self.sc = [np.concatenate(x) for x in sc]
         self.sb = [np.concatenate(x) for x in sb]
-        self.C = [float(self.c[idx].sum()) for idx in self.groups]
-        self.B = [float(self.b[idx].sum()) for idx in self.groups]
+        self.Cs = [float(self.c[idx].sum()) for idx in self.groups]  # PairedTest's C and B, per stratum
+        self.Bs = [float(self.b[idx].sum()) for idx in self.groups]
         self._ratio = self._root()
 
     def _weights(self, theta: float) -> list[float]:
         """Per stratum, what multiplies its sum(cand - theta*base): n / v / sum(cand + theta*base)."""
-        return [w / (cs + theta * bs) for w, cs, bs in zip(self.w, self.C, self.B, strict=True)]
+        return [w / (cs + theta * bs) for w, cs, bs in zip(self.w, self.Cs, self.Bs, strict=True)]
 
     def _root(self) -> float:
-        return _strata_ratio(self.C, self.B, self.w)
+        return _strata_ratio(self.Cs, self.Bs, self.w)
 
     @property
     def ratio(self) -> float:
@@ -98,14 +98,14 @@ class StratifiedTest(PairedTest):
     def p(self, theta: float = 1.0) -> float:
         """Two-sided p-value of "cand/base = theta" in every stratum."""
         u = self._weights(theta)
-        t = abs(sum(w * (cs - theta * bs) for w, cs, bs in zip(u, self.C, self.B, strict=True)))
+        t = abs(sum(w * (cs - theta * bs) for w, cs, bs in zip(u, self.Cs, self.Bs, strict=True)))
         perm = sum(w * (sc - theta * sb) for w, sc, sb in zip(u, self.sc, self.sb, strict=True))
-        scale = sum(w * (cs + theta * bs) for w, cs, bs in zip(u, self.C, self.B, strict=True))
+        scale = sum(w * (cs + theta * bs) for w, cs, bs in zip(u, self.Cs, self.Bs, strict=True))
         hits = int(np.count_nonzero(np.abs(perm) >= t - 1e-9 * scale))
         return hits / perm.size if self.exact else (hits + 1) / (perm.size + 1)
 
 
-def compare_strata(cand: Sequence[float], base: Sequence[float], strata: Sequence[int],
+def compare_strata(cand: Values, base: Values, strata: Sequence[int],
                    confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """compare_paired over pairs in strata (StratifiedTest)."""
     t = StratifiedTest(cand, base, strata)
@@ -113,7 +113,7 @@ def compare_strata(cand: Sequence[float], base: Sequence[float], strata: Sequenc
     return t.ratio, lo, hi, t.p(1.0)
 
 
-def stop_halfwidth_strata(cand: Sequence[float], base: Sequence[float], strata: Sequence[int]) -> float:
+def stop_halfwidth_strata(cand: Values, base: Values, strata: Sequence[int]) -> float:
     """stop_halfwidth for StratifiedTest's ratio: each stratum's, combined
     with the test's weights (the half-width of a weighted mean of the
     strata's log ratios); inf where a stratum has fewer than STRATUM_MIN
@@ -136,7 +136,7 @@ MODE_MARGIN = 0.2   # the middle 2 x this of the distance between the modes' mea
 MODE_AGREE = 0.8    # at the ratio, the pooled modes must put this share of each side's processes where its own fit does
 
 
-def mode_sides(m: Modes, values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def mode_sides(m: Modes, values: Values) -> tuple[np.ndarray, np.ndarray]:
     """(in the fast mode, in the slow mode) for each value, as ModeTest counts
     a process: on the fast or slow side of the middle 2 x MODE_MARGIN of the
     distance between the two modes' means (on logs); one in that middle,
@@ -171,7 +171,7 @@ class ModeTest(PairedTest):
 
     EDGE_TOL = 1e-5  # each theta tried costs a fit of the modes: ends to 0.001% of the ratio
 
-    def __init__(self, cand: Sequence[float], base: Sequence[float], which: str,
+    def __init__(self, cand: Values, base: Values, which: str,
                  higher_is_better: bool = False, starts: Sequence[float] = ()):
         if which not in (FAST, SLOW, SAME):
             raise ValueError(f"no stratum {which!r}")
@@ -207,7 +207,7 @@ class ModeTest(PairedTest):
         leaves slow empty, SLOW fast; SAME leaves out a mode with fewer than
         STRATUM_MIN blocks."""
         theta = (self._ratio if math.isfinite(self._ratio) else self._tried) if theta is None else theta
-        fast, slow = (x.tolist() for x in self.split(theta))
+        fast, slow = ([int(i) for i in x] for x in self.split(theta))
         if self.which == FAST:
             return fast, []
         if self.which == SLOW:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 from scipy import stats as sst
@@ -12,6 +13,7 @@ from scipy import stats as sst
 from ..model import Summary
 
 CONFIDENCE = 0.95
+Values: TypeAlias = Sequence[float] | np.ndarray  # a side's values: a list, or a numpy array of floats
 
 
 def t_quantile(df: float, confidence: float) -> float:
@@ -99,7 +101,7 @@ def jain(values: Sequence[float]) -> float:
     return float(x.sum() ** 2 / (x.size * sq)) if sq > 0 else 1.0
 
 
-def ratio_unpaired(a: Sequence[float], b: Sequence[float],
+def ratio_unpaired(a: Values, b: Values,
                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
     at one instance count against rounds at another): the delta method on

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import StoreError, UserError
 from ..model import BenchSpec, RunData, Sample, TargetInfo
@@ -95,7 +95,7 @@ class Store:
     dialect: Dialect
     location: str  # for messages: the file, or the URL less its password
     readonly: bool
-    db = None      # the backend's DB-API connection
+    db: Any = None  # the backend's DB-API connection (sqlite3 or psycopg: no type in common)
 
     # (accepts(location), load() -> the backend's class): registered by store/__init__.py,
     # so that this interface knows none of its backends (no import cycle)
@@ -285,7 +285,8 @@ class Store:
         if not rows:
             raise UserError(f"no run '{run_id}' in {self.location}")
         r = rows[0]
-        data = RunData(*r[:7], config=json.loads(r[7]), host=r[8], user=r[12])
+        data = RunData(id=r[0], kind=r[1], started=r[2], finished=r[3], status=r[4], command=r[5],
+                       vmtax_version=r[6], config=json.loads(r[7]), host=r[8], user=r[12])
         data.command = redact(data.command)  # a run stored before vmtax redacted its command line
         data.status = effective_status(r[4], *r[8:12])
         for row in self._rows("SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
@@ -297,7 +298,9 @@ class Store:
         for row in self._rows("SELECT name,suite,unit,direction,description,kind FROM run_benchmarks"
                               " WHERE run_id=? ORDER BY position", (run_id,)):
             # the kind as stored; a run stored before kinds were (schema < 9): from the name, as then
-            data.benchmarks.append(BenchSpec(*row[:5], kind=row[5] or ("workload" if "." in row[0] else "micro")))
+            data.benchmarks.append(BenchSpec(name=row[0], suite=row[1], unit=row[2], direction=row[3],
+                                             description=row[4],
+                                             kind=row[5] or ("workload" if "." in row[0] else "micro")))
         metrics: dict[int, dict[str, float]] = {}
         for sample_id, name, value in self._rows(
                 "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"
@@ -307,7 +310,8 @@ class Store:
         for row in self._rows("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
                               "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting,ref_before,ref_after FROM samples"
                               " WHERE run_id=? ORDER BY id", (run_id,)):
-            data.samples.append(Sample(*row[:6], instance=row[6], warmup=bool(row[7]), iters=row[8],
+            data.samples.append(Sample(benchmark=row[0], target=row[1], value=row[2], unit=row[3], process=row[4],
+                                       seq=row[5], instance=row[6], warmup=bool(row[7]), iters=row[8],
                                        ops=row[9], overhead=row[10], tsc_per_op=row[11], cpu=row[12],
                                        t=row[13], metrics=metrics.get(row[14], {}),
                                        block=row[15] if row[15] is not None else -1,

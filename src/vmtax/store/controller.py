@@ -46,9 +46,11 @@ def start_time(pid: int) -> int | None:
     """Field 22 of /proc/PID/stat: when the process started, in clock ticks
     after boot, which tells a reused pid apart."""
     text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return None
     try:
         return int(text.rsplit(")", 1)[1].split()[19])  # fields from the 3rd on, after "(comm)"
-    except (AttributeError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -39,7 +40,7 @@ class _TextDumper(StrDumperUnknown):
 def connect(url: str) -> psycopg.Connection:
     where = redact(url)
     try:
-        params = conninfo_to_dict(url)
+        params: dict[str, Any] = conninfo_to_dict(url)  # libpq keywords, as psycopg.connect takes them
     except psycopg.Error as e:
         raise UserError(f"bad PostgreSQL URL {where}: {one_line(e).replace(url, where)}") from None
     if "PGCONNECT_TIMEOUT" not in os.environ:
@@ -109,7 +110,9 @@ def _tables(db: psycopg.Connection) -> list[str]:
 
 
 def _version(db: psycopg.Connection) -> int:
-    return db.execute("SELECT version FROM vmtax_schema").fetchone()[0]
+    row = db.execute("SELECT version FROM vmtax_schema").fetchone()
+    assert row is not None, "vmtax_schema holds one row from its creation on"
+    return row[0]
 
 
 def _check_ours(db: psycopg.Connection, where: str) -> int:
