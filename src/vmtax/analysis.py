@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
     in that block} (warmups left out): the units of comparison, paired
     across targets by block.  Runs stored before samples carried their
     block pair the k-th process of each target, as their runner did."""
-    acc: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(dict)
+    acc: dict[tuple[str, str], dict[int, tuple[int, list[float]]]] = defaultdict(dict)  # (block, [sum, n])
     order: dict[tuple[str, str], list[int]] = defaultdict(list)
     for s in samples:
         if s.warmup or s.counting:
@@ -41,14 +42,14 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
         key = (s.target, s.benchmark)
         if s.process not in acc[key]:
             order[key].append(s.process)
-            acc[key][s.process] = [s.block, 0.0, 0]
-        unit = acc[key][s.process]
-        unit[1] += s.value
-        unit[2] += 1
+            acc[key][s.process] = (s.block, [0.0, 0])
+        unit = acc[key][s.process][1]
+        unit[0] += s.value
+        unit[1] += 1
     out = {}
     for key, units in acc.items():
         out[key] = {(block if block >= 0 else order[key].index(proc)): total / n
-                    for proc, (block, total, n) in units.items()}
+                    for proc, (block, (total, n)) in units.items()}
     return out
 
 
@@ -227,7 +228,7 @@ def slow_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     return s if s is not None and s.blocks >= SAME_MIN else None
 
 
-def _headlines(f: Stratum | None) -> bool:
+def _headlines(f: Stratum | None) -> TypeGuard[Stratum]:
     """Whether a row reports this stratum as its ratio (headline_stratum): it has a finite interval."""
     return f is not None and math.isfinite(f.ci_low) and math.isfinite(f.ci_high)
 
@@ -365,7 +366,7 @@ MIN_BLOCKS = 6     # fewer paired blocks and no 95% sign-flip interval is finite
 MAX_BETA = 3.0     # a slope beyond this is the fit's noise, not the host's state
 
 
-def _ref_ok(v: float | None) -> bool:
+def _ref_ok(v: float | None) -> TypeGuard[float]:
     return v is not None and math.isfinite(v) and v > 0
 
 
@@ -451,10 +452,10 @@ def reference_adjusted(data: RunData, comparisons: list[Comparison],
         if c.candidate not in use or key not in found:
             out.append(c)
             continue
-        cv, b, rc, rb = found[key]
-        half = np.exp(-use[c.candidate] * (np.log(rc) - np.log(rb)) / 2)
+        cm, bm, cr, br = found[key]  # the candidate's and the baseline's means and reference readings
+        half = np.exp(-use[c.candidate] * (np.log(cr) - np.log(br)) / 2)
         try:
-            r, lo, hi, p = stats.compare_paired(cv * half, b / half, confidence=1 - alpha)
+            r, lo, hi, p = stats.compare_paired(cm * half, bm / half, confidence=1 - alpha)
         except ValueError:   # not finite and positive after all: leave the row as measured
             out.append(c)
             continue

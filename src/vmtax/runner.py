@@ -35,8 +35,9 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Protocol
 
 from . import lockstep, plan
@@ -150,9 +151,9 @@ class Finishing:
 
 
 class Progress(Protocol):
-    def update(self, index: int, total: int, spec: BenchSpec, states: States,
+    def update(self, index: int, total: int, job: Job, states: States,
                precision_now: float, elapsed: float, eta: float) -> None: ...
-    def finished(self, index: int, total: int, spec: BenchSpec, outcome: dict[str, str]) -> None: ...
+    def finished(self, index: int, total: int, job: Job, outcome: dict[str, str]) -> None: ...
     def close(self) -> None: ...
     def note(self, text: str) -> None: ...  # one line of its own (a host not reached)
 
@@ -170,7 +171,7 @@ class Runner:
         self.rec, self.progress, self.clock = Recorder(self.relay, run_id), progress, clock
         self.rule, self.names = StopRule.of(cfg), [t.name for t in targets]
         self.order = random.Random(cfg.seed)
-        self.deadline, self.spent_before = deadline, spent_before  # the budget gone before (starting targets)
+        self._deadline, self.spent_before = deadline, spent_before  # the budget gone before (starting targets)
         self.procs = Processes(cfg, targets, self.rec, clock)
         self._blocks: dict[str, int] = {}
         self._recorded: set[tuple[str, str]] = set()
@@ -179,6 +180,12 @@ class Runner:
         self._count_s: dict[str, float] = {}  # and its last counting processes
         self.rows = Finishing(cfg, clock)
         self.executor = executor or (lambda job: InTurn(self.relay, together=job.workload is None))
+
+    @property
+    def deadline(self) -> Deadline:
+        """The run's budget: the one given, or made when the run begins."""
+        assert self._deadline is not None, "the run has begun"
+        return self._deadline
 
     # -- the passes ---------------------------------------------------------------------------
     def run(self) -> str:
@@ -207,8 +214,8 @@ class Runner:
                     target.facts()[LOCKSTEP_GO] = round(statistics.median(took) * 1e3, 3)
 
     def _run(self) -> str:
-        self.deadline = self.procs.deadline = self.deadline or Deadline(self.cfg.max_time, self.clock,
-                                                                        self.spent_before)
+        self._deadline = self.procs.deadline = self._deadline or Deadline(self.cfg.max_time, self.clock,
+                                                                          self.spent_before)
         t0 = self._t0 = self.deadline.t0
         self._durations: list[float] = []
         by_spec, states = self._states()
@@ -226,7 +233,7 @@ class Runner:
                 self._measure(index, job, states[index], self.clock() + left / (len(pending) - k),
                               until_enough=True)
             need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
-            pending.sort(key=need.get)
+            pending.sort(key=need.__getitem__)
             for k, index in enumerate(pending):
                 job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time - (self.clock() - t0))
@@ -409,12 +416,21 @@ class Processes:
 
     def __init__(self, cfg: RunConfig, targets: list[Target], rec: Recorder, clock: Callable[[], float]):
         self.cfg, self.targets, self.rec, self.clock = cfg, targets, rec, clock
-        self.deadline: Deadline | None = None  # the run's, once it begins
+        self._deadline: Deadline | None = None  # the run's, once it begins
         self.warm_s: dict[str, float] = {}  # a workload's warmup runs (first block only), all told:
         # summed without a lock, as a workload's targets run one at a time (InTurn, together=False)
         self.steps: dict[str, plan.StepSizes] = {}  # each agent row's lockstep sizes (after calibration)
         self.per_iter: dict[str, dict[str, float | None]] = {}  # each agent row's ns an iteration, per target
         self.step_latency: dict[str, list[float]] = {}  # lockstep: each target's go-to-sample overheads, s
+
+    @property
+    def deadline(self) -> Deadline:
+        assert self._deadline is not None, "the run has begun"
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, deadline: Deadline) -> None:
+        self._deadline = deadline
 
     def turns(self, job: Job, sts: list[States], block: int, order: list[Target],
               counting: bool = False) -> list[Turn]:
@@ -427,11 +443,11 @@ class Processes:
                 continue
             at = Where(target.name, job.specs[0].name, block, slot + (len(order) if counting else 0))
             if job.workload is not None:
-                out.append(Turn(slot, target, lambda _lines, t=target, m=mine, a=at: self._tool_runs(t, job, m, a)))
+                out.append(Turn(slot, target, partial(self._tool_runs, target, job, mine, at)))
                 continue
-            argv = (lambda t=target, st=mine[0]: self.agent_args(t, job.specs[0], st, counting))
-            out.append(Turn(slot, target, lambda lines, t=target, st=mine[0], a=at, argv=argv:
-                            self._one_process(t, job.specs[0], st, a, argv, counting, lines), argv))
+            argv = partial(self.agent_args, target, job.specs[0], mine[0], counting)
+            out.append(Turn(slot, target, partial(self._one_process, target, job.specs[0], mine[0], at, argv, counting),
+                            argv))
         return out
 
     def agent_args(self, target: Target, spec: BenchSpec, st: TargetState,
@@ -505,11 +521,14 @@ class Processes:
         if not counting:
             st.processes += 1
 
-    def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], at: Where) -> None:
+    def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], at: Where,
+                   _lines: Lines | None = None) -> None:
         """One run of a workload's tool (after a warmup run, the first time
         on this target): a sample of each of its figures (execute.run_tool),
-        its host cost per unit of work beside them (ToolCost)."""
+        its host cost per unit of work beside them (ToolCost).  A block
+        gives it no lines (_lines): each run opens its own."""
         w, why = job.workload, job.unfit(target)
+        assert w is not None, "a workload's job"
         if why:
             for st in sts:
                 st.end("skipped", why)
@@ -519,7 +538,9 @@ class Processes:
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
             began, port = self.clock(), free_port()
             argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, port, peer_at or "127.0.0.1")
-            lines = Lines(lambda argv=argv: target.run_tool(argv, timeout=self.deadline.timeout(w.timeout)))
+            def open_tool(argv: list[str] = argv) -> Iterable[str]:
+                return target.run_tool(argv, timeout=self.deadline.timeout(w.timeout))
+            lines = Lines(open_tool)
             got = run_tool(target, job, at, self.rec, lines, warmup=warmup, cost=ToolCost(target, w, port),
                            on_sample=lambda s: by_spec[s.benchmark].take(s), deadline=self.deadline)
             if warmup:
@@ -573,7 +594,7 @@ class Processes:
             got = ProcessResult(side.process, Where(target.name, spec.name, block, slot), side.started,
                                 AgentRead(side.iters, side.skipped, side.finished, side.first, side.samples),
                                 ended=time.time(), error=side.error)
-            self.rec.process(got, {"error": "error", "skipped": "skipped"}.get(st.done, "ok"))
+            self.rec.process(got, st.done if st.done in ("error", "skipped") else "ok")
 
     def _side(self, spec: BenchSpec, target: Target, st: TargetState, block: int,
               size: plan.StepSizes) -> lockstep.Side:
