@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from .errors import TargetError
 from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running, tasks
@@ -305,7 +305,7 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
 MAX_LINE = 1 << 20  # bytes of one line of a child's output
 
 
-def read_lines(stream: BinaryIO, limit: int = MAX_LINE) -> Iterator[bytes]:
+def read_lines(stream: IO[bytes], limit: int = MAX_LINE) -> Iterator[bytes]:
     """The lines of a binary stream, each read whole but never more than
     limit bytes of one: TargetError at the first longer line, the rest
     left unread (a target that prints 300 MB without a newline costs the

@@ -65,7 +65,7 @@ def parse_targets(text: str, inventory: Inventory | None = None) -> list[Target]
         return [parse_target(text)]
     name, _, rest = text[1:].partition(":")
     given = _options(text, rest)
-    out = []
+    out: list[Target] = []
     for host in inventory.select(name):
         options = {**inventory.target_options(host), **given}
         # an inventory variable that changes what is measured shows in the target's name

@@ -7,10 +7,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import UserError
 from ..model import TargetInfo
+
+if TYPE_CHECKING:
+    from ..hostprobe import HostProbe
 
 # Every kind takes these: label=TEXT, so that `local local:label=b` is an A/A
 # pair, and inject=PCT, which makes the agent add PCT percent of extra work to
@@ -43,7 +46,7 @@ class Target(ABC):
     #   "parallel_start"  begin_start() launches from the calling thread and end_start() may wait in
     #                     another: copies boot in parallel (vmtax scale)
     #   "step"            step()/release() hold an agent run with --step sample by sample (lockstep.py)
-    capabilities: ClassVar[frozenset[str]] = frozenset()
+    capabilities: frozenset[str] = frozenset()  # set on the kind's class (a fake target sets its own)
 
     def __init__(self, name: str, options: dict[str, str]):
         unknown = set(options) - self.allowed_options - COMMON_OPTIONS
@@ -61,7 +64,7 @@ class Target(ABC):
         self.counters = options.get("counters", "on")
         if self.counters not in ("on", "off"):
             raise UserError(f"target '{name}': counters must be on or off, got '{self.counters}'")
-        self.host_probe = None  # a hostprobe.HostProbe, where the kind has one (after start)
+        self.host_probe: HostProbe | None = None  # where the kind has one (after start)
         # measured at start, where the kind can: its host CPU while idle (%), and the host memory
         # its hypervisor takes beyond the guest's RAM (MiB); None where unknown
         self.idle_cpu: float | None = None
@@ -171,8 +174,9 @@ class Target(ABC):
 
     def agent_extra_args(self) -> list[str]:
         out = []
-        if self.scratch_dir():
-            out += ["--tmpdir", self.scratch_dir()]
+        scratch = self.scratch_dir()
+        if scratch:
+            out += ["--tmpdir", scratch]
         if self.inject is not None:
             out += ["--inject", f"{self.inject:g}"]
         return out
@@ -212,7 +216,8 @@ class Target(ABC):
             from ..agent import clean_facts, parse_line
             from ..errors import AgentError, TargetError
             from ..proc import ChildFailed
-            args = ["--env"] + (["--tmpdir", self.scratch_dir()] if self.scratch_dir() else [])
+            scratch = self.scratch_dir()
+            args = ["--env"] + (["--tmpdir", scratch] if scratch else [])
             try:
                 lines = [line for line in self.run_agent(args, timeout=60) if line.strip()]
                 facts = clean_facts(parse_line(lines[-1])) if lines else {}

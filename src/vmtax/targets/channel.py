@@ -34,7 +34,9 @@ END = "@@VMTAX-END "
 
 class Channel:
     def __init__(self, p: subprocess.Popen, name: str, log: Path | None = None):
+        assert p.stdin is not None and p.stdout is not None, "a channel's process has its pipes"
         self.p, self.name, self.log = p, name, log
+        self.stdin, self.stdout = p.stdin, p.stdout
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.broken: str | None = None
         self._refused: str | None = None  # why the pump stopped reading
@@ -43,7 +45,7 @@ class Channel:
 
     def _pump(self) -> None:
         try:
-            for raw in proc.read_lines(self.p.stdout):
+            for raw in proc.read_lines(self.stdout):
                 self.lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
         except TargetError as e:
             self._refused = str(e)
@@ -96,8 +98,8 @@ class Channel:
         with self._lock:
             deadline = time.monotonic() + timeout
             try:
-                self.p.stdin.write(line.encode() + b"\n")
-                self.p.stdin.flush()
+                self.stdin.write(line.encode() + b"\n")
+                self.stdin.flush()
             except OSError as e:
                 self.broken = f"{self.name}: cannot write to the channel ({e})"
                 raise TargetError(self.broken) from None
@@ -130,8 +132,8 @@ class Channel:
         if self.broken:
             raise TargetError(self.broken)
         try:
-            self.p.stdin.write(line.encode() + b"\n")
-            self.p.stdin.flush()
+            self.stdin.write(line.encode() + b"\n")
+            self.stdin.flush()
         except (OSError, ValueError) as e:
             self.broken = f"{self.name}: cannot write to the channel ({e})"
             raise TargetError(self.broken) from None
@@ -179,10 +181,16 @@ class ChannelTarget(Target):
 
     @property
     def console_log(self) -> Path:
+        assert self.workdir is not None, "begin_start made it"
         return self.workdir / "console.log"
 
     def scratch_dir(self) -> str | None:
         return "/tmp"  # a tmpfs in vmtax's guests and containers
+
+    def root_pids(self) -> list[int]:
+        """The host process launched (what a host probe watches, with its descendants)."""
+        assert self.p is not None, "started"
+        return [self.p.pid]
 
     def start(self) -> None:
         self.begin_start()
@@ -202,6 +210,7 @@ class ChannelTarget(Target):
     def end_start(self) -> None:
         """The second half of start(), in any thread: wait until the guest
         is ready, then after_boot()."""
+        assert self.channel is not None, "begin_start opened it"
         self.channel.wait_ready(self.boot_timeout, self.boot_failed)
         self.boot_s = time.monotonic() - self._launched
         self.after_boot()
@@ -219,6 +228,7 @@ class ChannelTarget(Target):
     def start_probe(self, roots, qmp=None, vcpu_tids=None) -> None:
         """The host probe of this target, and its idle cost over IDLE_WINDOW
         (the idle CPU reported with the run comes from it)."""
+        assert self.p is not None, "started"
         try:
             self.host_probe = HostProbe(roots, qmp=qmp, vcpu_tids=vcpu_tids)
         except OSError as e:
@@ -242,6 +252,7 @@ class ChannelTarget(Target):
         that is longer (a slow controller: vmtax inside a TCG guest, driving
         a guest nested in it, is ~20 ms late), MAX_SETTLE_MS at most.  The
         round trip is the median of PINGS."""
+        assert self.channel is not None and self.host_probe is not None, "started, its probe made"
         took = []
         for _ in range(self.PINGS):  # their median: one slow answer on a busy host sets no pause
             t0 = time.monotonic()

@@ -16,7 +16,6 @@ slirp4netns is the rootless user-mode stack (the host's loopback at
 """
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import shutil
@@ -53,7 +52,7 @@ NAME = re.compile(r"^vmtax-(\d+)-[0-9a-f]+$")
 def podman_run(runtime: str = "runc") -> list[str]:
     """podman run's fixed arguments, with the OCI runtime given."""
     return [("--runtime" if a == "--runtime" else runtime if prev == "--runtime" else a)
-            for prev, a in itertools.pairwise([None, *PODMAN_RUN])]
+            for prev, a in zip([None, *PODMAN_RUN], PODMAN_RUN, strict=False)]  # each with the one before it
 
 
 def oci_runtime(text: str, name: str) -> str:
@@ -243,7 +242,7 @@ class ContainerTarget(ChannelTarget):
         """The container's own processes on the host: under podman its init
         (conmon's child), under unshare what vmtax started."""
         if self.engine != "podman":
-            return [self.p.pid]
+            return self.root_pids()
         out = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", self.container_name],
                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
         return [int(out)] if out.strip().isdigit() and int(out) > 0 else []

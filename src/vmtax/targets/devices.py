@@ -340,6 +340,7 @@ class Tap:
             raise TargetError(f"net=tap: cannot make a tap device: {e.strerror or e}") from None
 
     def describe(self) -> str:
+        assert self.ns is not None, "made in __init__"
         return f"{self.name} in network namespace {self.ns.describe()}: host {self.host}, guest {self.guest}"
 
     def close(self) -> None:

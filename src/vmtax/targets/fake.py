@@ -202,7 +202,7 @@ class FakeTarget(Target):
 REF_NS = 50.0   # the fake reference loop's step, ns (with host_noise: it follows the host's state)
 
 # what a compromised guest, container or ssh host can print in a sample line
-HOSTILE = {"huge_value": {"value": 1e308}, "huge_int": {"ops": 10 ** 400}, "huge_seq": {"seq": 2 ** 70},
+HOSTILE: dict[str, dict[str, float]] = {"huge_value": {"value": 1e308}, "huge_int": {"ops": 10 ** 400}, "huge_seq": {"seq": 2 ** 70},
            "huge_instance": {"instance": 2 ** 63}, "bool_iters": {"iters": True}}
 
 

@@ -36,7 +36,7 @@ import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .. import guest
 from ..errors import TargetError, UserError
@@ -44,7 +44,7 @@ from ..hostprobe import Qmp
 from ..hostproc import boot_id, mem_and_swap_mb, rss_beyond_mapping, tasks
 from ..proc import other_cpus
 from . import devices
-from .base import option_number
+from .base import Target, option_number
 from .channel import ChannelTarget
 
 QEMU = "qemu-system-x86_64"
@@ -85,6 +85,7 @@ def choose_kernel(explicit: str | None, needs: list[tuple[tuple[tuple[str, str],
             return kernel, _modules(kernel, needs)
         except UserError as e:
             first = first or e
+    assert first is not None, "cands holds a kernel at least"
     raise first
 
 
@@ -103,7 +104,7 @@ def agree_kernels(targets: list) -> str | None:
     first kernel every one of them can use (their configs replaced).  A line
     saying what was done or why not; None when they already agree."""
     free = [t for t in targets if isinstance(t, QemuTarget) and not t.config.kernel_path]
-    default = (kernels() or [None])[0]
+    default = next(iter(kernels()), None)
     if len({t.config.kernel or default for t in free}) <= 1:
         return None
     for kernel in kernels():
@@ -114,8 +115,9 @@ def agree_kernels(targets: list) -> str | None:
         for t, m in zip(free, mods, strict=True):
             t.config = replace(t.config, kernel=kernel, modules=tuple(m))
         return f"every qemu target boots {kernel.name}: one of them needs a driver only it has"
+    booted = {t.name: t.config.kernel or default for t in free}
     return ("the qemu targets boot different kernels (no kernel under /boot has every driver they need): "
-            + ", ".join(f"{t.name}: {(t.config.kernel or default).name}" for t in free))
+            + ", ".join(f"{name}: {k.name if k else 'none under /boot'}" for name, k in booted.items()))
 
 
 
@@ -296,7 +298,7 @@ def _nic_options(name: str, options: dict[str, str], machine: str) -> tuple[str,
 
 def _disk_options(name: str, options: dict[str, str], machine: str) -> tuple[dict, Needs]:
     """The disk options, checked: (QemuConfig's disk fields, the drivers it needs)."""
-    got = {"disk": _choice(name, options, "disk", (*devices.DISKS, "none"), "none"),
+    got: dict[str, Any] = {"disk": _choice(name, options, "disk", (*devices.DISKS, "none"), "none"),
            "image": _choice(name, options, "image", devices.IMAGES, "raw"),
            "cache": _choice(name, options, "cache", devices.CACHES, "none"),
            "backing": _choice(name, options, "backing", devices.BACKINGS, "file")}
@@ -392,6 +394,7 @@ def _nic_args(cfg: QemuConfig, accel: str, p: Plumbing) -> tuple[list[str], list
     if cfg.nic == "none":
         return [], []
     if cfg.net == "tap":
+        assert p.tap is not None, "acquire() made the tap"
         vhost = "on" if vhost_net(accel, p.vhost_net) else "off"
         netdev, told = f"tap,id=n0,fd={p.tap.fd},vhost={vhost}", f"{p.tap.guest},{p.tap.host}"
     else:
@@ -423,12 +426,15 @@ def acquire(cfg: QemuConfig, workdir: Path, files: tuple, held: ExitStack) -> Ac
             loop = devices.LoopDevice(image)
             held.callback(loop.release)  # nobody holds it then: it detaches
             disk = loop.path
+    ends = None
     if cfg.nic != "none" and cfg.net == "tap":
         tap = devices.Tap()
         held.callback(tap.close)  # QEMU is gone: the tap goes with this last descriptor
+        assert tap.fd is not None, "open until closed"
+        ends = TapEnds(tap.fd, tap.guest, tap.host)
     initrd = guest.initramfs(files + devices.module_files(kernel, list(cfg.modules)))
     return Acquired(Plumbing(kernel, initrd, workdir / "console.log", workdir / "qmp.sock", disk,
-                             TapEnds(tap.fd, tap.guest, tap.host) if tap else None,
+                             ends,
                              host_tsc_khz() if cfg.machine == "microvm" else None,
                              os.path.exists("/dev/vhost-net")), tap, loop)
 
@@ -455,7 +461,7 @@ def pin_emulator_apart(pid: int, cpu: int | None) -> list[int]:
     no thread is named as a vCPU: moving every thread would take the guest
     off the CPU the run says it is on)."""
     others = other_cpus(cpu)
-    if not others:
+    if cpu is None or not others:  # unpinned, or no other CPU
         return []
     vcpus = set(vcpu_threads(pid))
     if not vcpus:
@@ -502,7 +508,7 @@ class QemuTarget(ChannelTarget):
     OVERHEAD_MB: ClassVar[dict[str, float]] = {"kvm": 64.0, "tcg": 160.0}
 
     @classmethod
-    def prepare(cls, targets: list[QemuTarget]) -> str | None:
+    def prepare(cls, targets: list[Target]) -> str | None:
         return agree_kernels(targets)
 
     def __init__(self, name: str, options: dict[str, str]):
@@ -619,6 +625,7 @@ class QemuTarget(ChannelTarget):
 
     # -- a boot ------------------------------------------------------------------------------
     def launch(self) -> subprocess.Popen:
+        assert self.workdir is not None and self.accel is not None, "begin_start made it, start() chose it"
         self._held = ExitStack()
         got = acquire(self.config, self.workdir, self.files, self._held)
         self.tap, self.loop = got.tap, got.loop
@@ -638,6 +645,7 @@ class QemuTarget(ChannelTarget):
             self.loop.release()  # QEMU holds it: it detaches when QEMU goes
         if self.config.disk != "none":
             devices.check_mounted(self, devices.DISKS[self.config.disk].node)
+        assert self.p is not None and self.workdir is not None, "started"
         vcpus, self.vcpu_cpus, self.emulator_cpus = place_threads(self.p.pid, self.host_cpu, self.config.emulator)
         qmp = None
         if self.accel == "kvm":  # TCG has no VM exits to count
@@ -645,7 +653,7 @@ class QemuTarget(ChannelTarget):
                 qmp = Qmp(str(self.workdir / "qmp.sock"))
             except (OSError, ValueError) as e:
                 self.probe_note = f"no QMP for exit counts: {e}"
-        self.start_probe(lambda: [self.p.pid], qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
+        self.start_probe(self.root_pids, qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
         self.mem_overhead = rss_beyond_mapping(self.p.pid, self.config.mem_mb)
 
     def own_facts(self) -> dict:

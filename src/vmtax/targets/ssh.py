@@ -142,6 +142,7 @@ class SshTarget(Target):
         """ssh's argv for this host: the host key checked, no prompt, no
         forwarding, the control socket; the master logs at INFO, so that
         why it ended ("Timeout, server not responding") is in its log."""
+        assert self.workdir is not None, "start() made it"
         argv = ["ssh", "-T", "-x", "-a",
                 "-o", "BatchMode=yes",
                 "-o", "StrictHostKeyChecking=" + ("accept-new" if self.accept_new == "yes" else "yes"),
@@ -202,6 +203,7 @@ class SshTarget(Target):
         """The session the agent runs in.  Not tied to the thread that
         starts it (a reopened one starts on a runner's thread): it ends
         with the master, which dies with vmtax."""
+        assert self.workdir is not None, "start() made it"
         if self.shell is not None:
             proc.kill_group(self.shell)
         with open(self.workdir / "channel.log", "ab") as log:
@@ -245,9 +247,11 @@ class SshTarget(Target):
                 pass
 
     def _master_err(self) -> str:
+        if self.workdir is None:  # stopped, or never started
+            return ""
         try:
             return (self.workdir / "master.err").read_text(errors="replace")
-        except (OSError, TypeError):
+        except OSError:
             return ""
 
     def _why(self, stderr: str, status: int) -> str:
@@ -299,6 +303,7 @@ class SshTarget(Target):
                 raise TargetError(f"cannot pass {a[:60]!r} to a remote shell (a control character or a backslash)")
         if self.channel is None or self.channel.broken:
             self._open_channel()  # an agent that timed out: the host is still there
+        assert self.channel is not None, "_open_channel opened it"
         return self._answer(self.channel.command("RUN " + shlex.join(args), timeout))
 
     def _answer(self, lines: Iterator[str]) -> Iterator[str]:
@@ -321,9 +326,11 @@ class SshTarget(Target):
         return True
 
     def _tail(self) -> str:
+        if self.workdir is None:  # stopped, or never started
+            return ""
         try:
             return (self.workdir / "channel.log").read_text(errors="replace")
-        except (OSError, TypeError):
+        except OSError:
             return ""
 
     def own_facts(self) -> dict:

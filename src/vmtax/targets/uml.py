@@ -196,7 +196,7 @@ class UmlTarget(ChannelTarget):
     def after_boot(self) -> None:
         if self.disk != "none":
             devices.check_mounted(self, "/dev/ubda")
-        self.start_probe(lambda: [self.p.pid])
+        self.start_probe(self.root_pids)
 
     def stop(self) -> None:
         super().stop()
