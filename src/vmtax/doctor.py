@@ -86,9 +86,10 @@ def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | N
     if len(refs) > 2 and statistics.pstdev(lm) > 0 and statistics.pstdev(lr) > 0:
         corr = statistics.correlation(lm, lr)
     fast = slow = sep = None
-    if n.bimodal:
-        a = [r for m, r in zip(means, refs, strict=True) if m <= n.cut]  # the processes of each mode, as noise() split them
-        b = [r for m, r in zip(means, refs, strict=True) if m > n.cut]
+    cut = n.cut  # there where n is bimodal
+    if cut is not None:
+        a = [r for m, r in zip(means, refs, strict=True) if m <= cut]  # the processes of each mode, as noise() split them
+        b = [r for m, r in zip(means, refs, strict=True) if m > cut]
         if a and b:
             fast, slow = statistics.fmean(a), statistics.fmean(b)
             within = math.sqrt((_var(a) + _var(b)) / 2)
@@ -256,7 +257,7 @@ def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
         starts.append(began)
         took.append(time.monotonic() - began)
         means.append(statistics.fmean(s.value for s in timed))
-        ref = [(s.ref_before + s.ref_after) / 2 for s in timed if s.ref_before is not None]
+        ref = [(s.ref_before + s.ref_after) / 2 for s in timed if s.ref_before is not None and s.ref_after is not None]
         if ref:
             refs.append(statistics.fmean(ref))
         if progress:

@@ -26,6 +26,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .hostproc import TICK, descendants, tasks
 from .kvmexits import ExitCounter
@@ -107,7 +108,7 @@ class Qmp:
             if "event" not in msg:  # asynchronous events are not replies
                 return msg
 
-    def execute(self, command: str, arguments: dict | None = None) -> object:
+    def execute(self, command: str, arguments: dict | None = None) -> Any:  # the reply's JSON
         req = {"execute": command, **({"arguments": arguments} if arguments else {})}
         self.sock.sendall(json.dumps(req).encode() + b"\n")
         msg = self._reply()

@@ -24,11 +24,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .agent import events
 from .errors import AgentError, TargetError
 from .model import BenchSpec
 from .proc import ChildFailed
+
+if TYPE_CHECKING:
+    from .targets.base import Target
 
 STEP = "step"  # the capability of a target whose agent can be held sample by sample (Target.step)
 STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, before its side is dropped
@@ -38,7 +42,7 @@ STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, befor
 class Side:
     """One target's process in a lockstep block."""
     name: str
-    target: object                     # a Target with the "step" capability
+    target: Target                     # one with the "step" capability
     argv: list[str]                    # the agent's arguments, --step included (samples: the rounds)
     take: Callable[[dict, float], None]  # each sample line's fields, and when it arrived
     error: str = ""                    # why it stopped taking part ('' while it does)

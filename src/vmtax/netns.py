@@ -15,13 +15,14 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from . import proc
 from .errors import TargetError
 
 _CLONE_NEWNET = 0x40000000
+_setns: Callable[..., int] | None
 try:
     _setns = ctypes.CDLL(None, use_errno=True).setns
 except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -52,6 +53,7 @@ class NetNs:
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as e:
             raise TargetError(f"{what}: cannot start unshare for a network namespace: {e.strerror}") from None
+        assert self.holder.stdout is not None and self.holder.stderr is not None, "both piped"
         line = self.holder.stdout.readline()
         if line.strip() != b"in":
             err = self.holder.stderr.read(300).decode(errors="replace").strip() if self.holder.poll() is not None \
@@ -68,6 +70,7 @@ class NetNs:
 
     @property
     def pid(self) -> int:
+        assert self.holder is not None, "open until closed"
         return self.holder.pid
 
     def argv(self, argv: Sequence[str]) -> list[str]:
@@ -89,6 +92,7 @@ class NetNs:
     def entered(self) -> Iterator[None]:
         """This thread inside the namespace (what it opens is created there),
         back in its own afterwards."""
+        assert _setns is not None, "__init__ checked it (netns_allowed)"
         own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         ours = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         try:

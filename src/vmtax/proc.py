@@ -31,6 +31,7 @@ from .hostproc import boot_id, descendants, pid_alive, pid_namespace, running, t
 _live: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 _given_back: set[int] | None = None  # while vmtax keeps off a CPU (keep_off): the CPUs it had
 _PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., int] | None
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -109,7 +110,7 @@ def sweep(parent: str | None = None) -> list[str]:
     namespace or boot made is left alone: its pid means nothing here.
     Returns what it removed."""
     parent, scope = parent or tempfile.gettempdir(), _pid_scope()
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.listdir(parent)
     except OSError:
@@ -212,7 +213,7 @@ def signals_held() -> Iterator[None]:
         for s, handler in old.items():
             signal.signal(s, handler)
         if got:
-            handler = old[got[0]]
+            handler = old[signal.Signals(got[0])]
             if callable(handler):
                 handler(got[0], None)  # vmtax's own: KeyboardInterrupt, here
             elif handler == signal.SIG_DFL:
@@ -272,19 +273,22 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
     p = spawn(argv, cpu=cpu, die_with_vmtax=die_with_vmtax,
               stdin=subprocess.PIPE if stdin_data is not None or hold else subprocess.DEVNULL,
               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err_out = p.stdout, p.stderr
+    assert out is not None and err_out is not None, "both piped"
     if hold is not None:
         hold(p)
     timer = threading.Timer(timeout, _signal_group, (p, signal.SIGKILL))
     timer.daemon = True
     timer.start()
     err_chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: err_chunks.append(p.stderr.read()), daemon=True)
+    reader = threading.Thread(target=lambda: err_chunks.append(err_out.read()), daemon=True)
     reader.start()
     try:
         if stdin_data is not None:
+            assert p.stdin is not None, "piped when there is data"
             p.stdin.write(stdin_data)
             p.stdin.close()
-        for raw in read_lines(p.stdout):
+        for raw in read_lines(out):
             yield raw.decode("utf-8", "replace").rstrip("\n")
         p.wait()
         reader.join(timeout=5)
@@ -295,7 +299,7 @@ def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None =
     finally:
         timer.cancel()
         kill_group(p)
-        if hold is not None:
+        if hold is not None and p.stdin is not None:  # piped when held
             try:
                 p.stdin.close()
             except OSError:

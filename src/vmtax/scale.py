@@ -35,7 +35,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from .agent import parse_line
 from .engine.budget import BudgetSpent
@@ -221,9 +221,8 @@ def _next_event(events: queue.Queue, deadline: float, targets: list[Target], wha
 def _fail_on(error: BaseException | None, i: int, targets: list[Target]) -> None:
     if error is None:
         return
-    if isinstance(error, ChildFailed):
-        error = f"its agent {error}"
-    raise TargetError(f"instance {i + 1} of {len(targets)} ({targets[i].name}) failed: {error}")
+    what = f"its agent {error}" if isinstance(error, ChildFailed) else error
+    raise TargetError(f"instance {i + 1} of {len(targets)} ({targets[i].name}) failed: {what}")
 
 
 # -- the run -------------------------------------------------------------------------
@@ -242,7 +241,7 @@ class ScaleRun:
         self.jobs = jobs_of(specs)  # checked by check_jobs before the run was recorded
         self.pool, self.rec, self.note = session.pool, session.recorder, note
         self.cpus = host_cpus()
-        self.iters: dict[str, int] = {}
+        self.iters: dict[str, int | None] = {}  # each agent row's count (None: skipped)
         self.skipped: dict[str, str] = {}
         self.rounds = 0  # rounds measured and stored, every stage's
         self.deadline = session.begin(cfg.max_time)
@@ -421,7 +420,7 @@ def run_scale(text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs:
     status complete, failed or interrupted; failure what went wrong ('' when
     nothing did).  What was measured before a failure or a Ctrl-C is kept."""
     cpus = host_cpus()
-    config = {**asdict(replace(cfg, instances=list(cfg.instances))), "target": text,
+    config = {**asdict(cfg), "instances": list(cfg.instances), "target": text,
               "benchmarks": [s.name for s in specs], "host_cpus": len(cpus),
               "pinning": pinning_text(cfg.pin, max(cfg.instances), cpus)}
 

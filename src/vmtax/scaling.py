@@ -87,7 +87,7 @@ def points(data: RunData) -> dict[str, list[ScalePoint]]:
     by_key: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     for s in data.samples:
         by_key[(s.target, s.benchmark)].append(s)
-    stages = sorted((t for t in data.targets if stage_n(t.facts)), key=lambda t: stage_n(t.facts))
+    stages = sorted((t for t in data.targets if stage_n(t.facts)), key=lambda t: stage_n(t.facts) or 0)
     out: dict[str, list[ScalePoint]] = {}
     for spec in data.benchmarks:
         rows, alone = [], None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from ..targets.base import Target
@@ -53,4 +54,10 @@ class InTurn:
             for turn in turns:
                 turn.run(None)
             return
-        self.relay.serve([lambda lane=lane: [turn.run(None) for turn in lane] for lane in lanes.values()])
+        self.relay.serve([partial(_run_all, lane) for lane in lanes.values()])
+
+
+def _run_all(turns: list[Turn]) -> None:
+    """One machine's turns, one at a time (a lane of InTurn.run)."""
+    for turn in turns:
+        turn.run(None)

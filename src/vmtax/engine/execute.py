@@ -137,7 +137,8 @@ class Batch(Recorder):
 
     def __init__(self, parent: Recorder):
         super().__init__(None, parent.run_id, parent._ids)
-        self._parent, self._held = parent, []
+        self._parent = parent
+        self._held: list[tuple[Sample, None] | tuple[ProcessResult, str]] = []  # samples, and processes' outcomes
 
     def sample(self, s: Sample) -> None:
         self._held.append((s, None))
@@ -147,11 +148,11 @@ class Batch(Recorder):
 
     def commit(self, samples: bool = True) -> None:
         """Write what is held, in the order it came (samples: or the process rows alone)."""
-        for item, outcome in self._held:
-            if outcome is not None:
-                self._parent.process(item, outcome)
+        for held in self._held:
+            if held[1] is not None:
+                self._parent.process(*held)
             elif samples:
-                self._parent.sample(item)
+                self._parent.sample(held[0])
         self._held = []
 
 
@@ -240,6 +241,7 @@ def run_tool(target, job: Job, where: Where, rec: Recorder, lines: Lines, *, war
     written only when the whole run parsed; its row, ok or error; on the
     hard stop, BudgetSpent as for an agent process."""
     w = job.workload
+    assert w is not None, "a workload's job"
     res = ProcessResult(rec.new_process(), where, lines.started if lines.started is not None else time.time())
     try:
         with cost if cost is not None else nullcontext():

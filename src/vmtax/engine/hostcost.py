@@ -37,7 +37,9 @@ def per_unit(target, work: str, values: dict[str, float], before: dict[str, floa
     moved, per 1000 transactions), less the target's idle rate over it:
     seed 003's figures of merit.  {} when the tool counted no work."""
     w = WORK.get(work)
-    done = values.get(w.key) if w else None
+    if w is None:
+        return {}
+    done = values.get(w.key)
     if not done or done <= 0 or before is None or after is None:
         return {}
     units = done / w.size
@@ -64,7 +66,8 @@ class ToolCost:
     def __init__(self, target, workload, port: int):
         self.target, self.workload, self.port = target, workload, port
         self.peer: subprocess.Popen | None = None
-        self.before = self.after = None
+        self.before: dict[str, float] | None = None
+        self.after: dict[str, float] | None = None
         self.t0 = self.seconds = 0.0
         self.peer_s: float | None = None
 

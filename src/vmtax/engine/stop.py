@@ -104,7 +104,7 @@ def judge(rule: StopRule, names: list[str], figures: list[dict[str, Side]]) -> J
     still decides once they have stopped."""
     base = figures[0][names[0]]
     per = [widths(rule, names, sides) for sides in figures]
-    precise = frozenset()
+    precise: frozenset[str] = frozenset()
     if len(names) >= 3 and base.active and base.processes >= rule.min_processes:
         precise = frozenset(n for n in per[0] if figures[0][n].processes >= rule.min_processes
                             and max(w.get(n, math.inf) for w in per) <= rule.precision)
@@ -145,11 +145,11 @@ def _estimate(rule: StopRule, bb_items: tuple, cb_items: tuple, bhib: bool, chib
                 return w
     if rule.fast_mode:  # judged in the fast mode where a side has two (analysis.stop_blocks)
         got = analysis.stop_blocks(bb, cb, bm, cm, same=False)
-        keep = got[0] if got is not None else None
-        if keep is not None and len(keep) < rule.min_processes:
+        kept = got[0] if got is not None else None
+        if kept is not None and len(kept) < rule.min_processes:
             return float("inf")  # the stratum needs --min-processes blocks, as a row does
-        if keep is not None:
-            w = stats.stop_halfwidth(*stats.paired({k: cb[k] for k in keep}, {k: bb[k] for k in keep}))
+        if kept is not None:
+            w = stats.stop_halfwidth(*stats.paired({k: cb[k] for k in kept}, {k: bb[k] for k in kept}))
             if w > rule.precision or _holds(stats.FAST, *key):
                 return w
     # all blocks: no stratum asked or found, or one the report will not have (_holds)

@@ -56,7 +56,8 @@ class ThreadRelay:
             return
         if not self._open:
             raise StoreError("the run ended: nothing more is stored")
-        done, box = threading.Event(), {}
+        done = threading.Event()
+        box: dict[str, BaseException] = {}  # what the store's thread raised
         self._calls.put((method, args, done, box))
         while not done.wait(0.5):
             if not self._open:

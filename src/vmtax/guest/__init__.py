@@ -12,7 +12,7 @@ import re
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,7 +56,7 @@ def remember_probe(name: str, key: str, finding: str) -> str:
     return known[key]
 
 
-def publish(dest: Path, build: Callable[[Path], None]) -> Path:
+def publish(dest: Path, build: Callable[[Path], object]) -> Path:
     """Put a cache entry (a file or a directory) in place whole: build(path)
     makes it under a private directory beside dest, then a rename publishes
     it.  Any number of vmtax processes may build one entry at once: each
@@ -109,7 +109,7 @@ def _key(extra: Extra = ()) -> str:
 LDD_LINE = re.compile(r"^\s*(?:(\S+) => )?(/\S+) \(0x[0-9a-f]+\)$")
 
 
-def closure(tools: list[str], data: list[str] = ()) -> Extra:
+def closure(tools: list[str], data: Sequence[str] = ()) -> Extra:
     """What a root needs to run these host executables: each one and every
     shared library it loads (its ELF dependencies, as ldd resolves them on
     this host, the dynamic loader included), at the same paths, plus the
@@ -183,7 +183,8 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
         if p.returncode != 0:
             tail = (err or out).strip().splitlines()[-1:] or ["no output"]
             raise TargetError(f"{' '.join(argv[:3])} failed on this host (status {p.returncode}): {tail[0][:200]}")
-        files, programs = set(), set()
+        files: set[str] = set()
+        programs: set[str] = set()
         for name in os.listdir(tmp):
             with open(os.path.join(tmp, name), errors="replace") as f:
                 for line in f:
@@ -201,9 +202,9 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
     # a plugin is kept only where the build names it itself (gcc passes its
     # LTO plugin by path), and the libraries only a dropped plugin loads go
     # with it (ldd's spelling; ld opens its link inputs by other paths)
-    real = {}
-    for f in keep:
-        real.setdefault(os.path.realpath(f), []).append(f)
+    real: dict[str, list[str]] = {}
+    for path in keep:
+        real.setdefault(os.path.realpath(path), []).append(path)
     plugins = {f for f in keep if "/bfd-plugins/" in f and len(real[os.path.realpath(f)]) == 1}
     keep = [f for f in keep if f not in plugins]
     theirs = {k for k, _ in closure(sorted(plugins))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -18,7 +19,7 @@ def _pad(n: int) -> bytes:
     return b"\0" * (-n % 4)
 
 
-def write_newc(out: Path, root: Path, extra_nodes: list[tuple[str, int, int, int]] = ()) -> None:
+def write_newc(out: Path, root: Path, extra_nodes: Sequence[tuple[str, int, int, int]] = ()) -> None:
     """Archive every entry under root (dirs, files, symlinks), then device
     nodes given as (path, mode, major, minor), gzip-compressed."""
     ino = 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .. import doctor, noise, plan, stats
 from ..model import BenchSpec
@@ -45,7 +46,7 @@ def report(c: Checkup) -> tuple[dict, list[str]]:
     seen = doctor.state_seen(means, c.refs, n)
     blocks, half = doctor.buyable(means, c.process_s, c.budget * 0.9, c.rows, c.targets)
     pin = f"pinned to host CPU {c.cpu}" if c.cpu is not None else "unpinned"
-    doc = {"target": c.target, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
+    doc: dict[str, Any] = {"target": c.target, "benchmark": spec.name, "unit": spec.unit, "processes": n.processes,
            "pinned_cpu": c.cpu, "mean": n.mean, "cv": n.cv, "bimodality": n.bimodality, "bimodal": n.bimodal,
            "modes": ({"fast": n.fast, "slow": n.slow, "slow_share": n.slow_share, "mode_seconds": n.run_s,
                       "bic_gain": n.modes.bic_gain, "separation": n.modes.separation} if n.modes else None),
@@ -84,11 +85,12 @@ def report(c: Checkup) -> tuple[dict, list[str]]:
 
 
 def _modes_line(n: doctor.Noise, spec: BenchSpec) -> str:
-    if n.bimodal:
-        return (f"  two modes: {fmt_value(n.fast, spec.unit)} ({1 - n.slow_share:.0%} of processes) and "
-                f"{fmt_value(n.slow, spec.unit)} ({n.slow_share:.0%}); a mode lasts {n.run_s:.1f} s on average "
-                f"(two normals fit the logs better than one by {n.modes.bic_gain:.0f} in BIC, "
-                f"{n.modes.separation:.1f} SDs apart)")
+    m = n.modes  # there where n is bimodal
+    if m is not None:
+        return (f"  two modes: {fmt_value(m.fast, spec.unit)} ({1 - m.slow_share:.0%} of processes) and "
+                f"{fmt_value(m.slow, spec.unit)} ({m.slow_share:.0%}); a mode lasts {n.run_s:.1f} s on average "
+                f"(two normals fit the logs better than one by {m.bic_gain:.0f} in BIC, "
+                f"{m.separation:.1f} SDs apart)")
     if n.processes < stats.MODES_MIN_UNITS:
         return f"  one mode (too few processes to call two: {stats.MODES_MIN_UNITS} needed)"
     return (f"  one mode (two modes need two normals on the logs to fit better than one by "
@@ -111,8 +113,8 @@ def noise_by_distance(doc: dict, times: list[float], values: list[float], proces
     lock_sd, block_sd = noise.at(curve, step_ms), noise.at(curve, blocks_ms)
     doc["noise_by_distance"] = [{"ms": c.ms, "sd_pct": round(c.sd_pct, 3), "pairs": c.pairs} for c in curve]
     doc["noise_unpaired_sd_pct"] = round(unpaired, 3) if math.isfinite(unpaired) else None
-    pairs = plan.step_sizes("b", {"b": (1000, 1000.0)}, RunConfig())
-    pairs = pairs.rounds - pairs.warmup
+    sizes = plan.step_sizes("b", {"b": (1000, 1000.0)}, RunConfig())
+    pairs = sizes.rounds - sizes.warmup
     lock_half = (noise.lockstep_halfwidth(lock_sd, pairs, blocks)
                  if lock_sd is not None and blocks >= doctor.MIN_BLOCKS else None)
     doc["pairing"] = {"lockstep_ms": step_ms, "lockstep_sd_pct": lock_sd, "blocks_ms": round(blocks_ms, 1),

@@ -3,7 +3,7 @@ interval, and the label-free precision the runner stops on.  Pure."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
