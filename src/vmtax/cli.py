@@ -18,6 +18,7 @@ import shlex
 import signal
 import sys
 import time
+from typing import Any, NoReturn
 
 from . import __version__, noise, proc, suite, watch
 from . import inventory as inventories
@@ -46,7 +47,7 @@ REFERENCE_HELP = ("gate on ratios adjusted by the reference loop the agent times
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         raise UserError(f"{message} (see `{self.prog} --help`)")
 
 
@@ -267,9 +268,9 @@ def _report(store: Store, run_id: str, args) -> int:
 
 def _options(args) -> console.Options:
     """What the command's options ask of the report."""
-    return console.Options(**{k: getattr(args, k, None) for k in ("json", "markdown", "html", "junit", "gate")},
-                           **{k: bool(getattr(args, k, False)) for k in ("reference", "all_rows", "notes", "explain")},
-                           command=command_line())
+    asked: dict[str, Any] = {k: getattr(args, k, None) for k in ("json", "markdown", "html", "junit", "gate")}
+    flags: dict[str, Any] = {k: bool(getattr(args, k, False)) for k in ("reference", "all_rows", "notes", "explain")}
+    return console.Options(**asked, **flags, command=command_line())
 
 
 def _emit(o: console.Output) -> int:
@@ -470,7 +471,7 @@ def cmd_doctor(args) -> int:
 def cmd_targets(args) -> int:
     if args.inventory:
         return _inventory_hosts(args)
-    rows = []
+    rows: list[dict[str, Any]] = []  # its JSON
     for kind, cls in KINDS.items():
         ok, why = cls.available()
         rows.append({"kind": kind, "works": ok, "note": why, "what": cls.summary})
@@ -490,7 +491,7 @@ def _inventory_hosts(args) -> int:
     """vmtax targets --inventory FILE: each host, its groups, and the ssh
     target it stands for."""
     inv = inventories.load(args.inventory)
-    rows = []
+    rows: list[dict[str, Any]] = []  # its JSON
     for host in inv.hosts:
         groups = [g for g in inv.groups_of(host) if g != "ungrouped"]
         options = inv.target_options(host)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 
 from ..metrics import order
 from ..model import Comparison, Measurement, RunData
@@ -26,7 +27,7 @@ def header(t: Table) -> list[str]:
     return [c.name_in(CSV) for c in t.shown(CSV)]
 
 
-def rows(t: Table, metric_names: list[str] = ()) -> list[list[str]]:
+def rows(t: Table, metric_names: Sequence[str] = ()) -> list[list[str]]:
     cols = t.shown(CSV)
     return [[_field(c.value(r)) for c in cols]
             + [_field(r.m.metrics[n].mean) if n in r.m.metrics else "" for n in metric_names] for r in t.rows]

@@ -134,11 +134,14 @@ def _m(m: Measurement, key: str) -> float | None:
 def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: dict[str, dict]) -> list[str]:
     """What the counts say, one line each, where they say it clearly; never
     more than the figures show."""
-    base, out = targets[0], []
+    base = targets[0]
+    out: list[str] = []
     b = ms[base]
+    assert b.summary is not None, "present: measured"
     for name in targets[1:]:
         said = len(out)
         m = ms[name]
+        assert m.summary is not None, "present: measured"
         kind, accel = facts[name].get("target_kind"), facts[name].get("accel")
         t, t0 = m.summary.mean, b.summary.mean
         hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
@@ -161,7 +164,7 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
             # exits_userspace counts the vCPU threads' system calls, not exits: no reason
             reasons = {k[len("exits_"):]: v.mean for k, v in m.metrics.items()
                        if k.startswith("exits_") and k != "exits_userspace"}
-            top = max(reasons, key=reasons.get) if reasons else None
+            top = max(reasons, key=reasons.__getitem__) if reasons else None
             out.append(f"{name}: {_g(exits)} VM exits per op" + (f", mostly {top}" if top else "")
                        + ": each is a world switch to the hypervisor and back")
         pf, pf0 = _m(m, "page_faults"), _m(b, "page_faults")
@@ -198,7 +201,7 @@ def _fmt(c: Cell, unit: str) -> str:
     if c.mean is None:
         return "-"
     v = fmt_value(c.mean, unit) if unit == "ns" else _g(c.mean)
-    if c.low is not None and c.mean and abs(c.mean) > 0:
+    if c.low is not None and c.high is not None and c.mean and abs(c.mean) > 0:
         half = (c.high - c.low) / 2 / abs(c.mean)
         if half >= 0.0005:
             v += f" ±{half * 100:.0f}%" if half >= 0.1 else f" ±{half * 100:.1f}%"

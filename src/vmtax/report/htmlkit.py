@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from html import escape
 
 from .. import __version__
@@ -57,7 +58,7 @@ def table(header: list[str], rows: list[str], left: int = 1) -> str:
     return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def page(title: str, heading: str, command: str, body: str, warn: list[str] = (), source: str = "") -> str:
+def page(title: str, heading: str, command: str, body: str, warn: Sequence[str] = (), source: str = "") -> str:
     """A whole self-contained page (source: what it was made from, said after the version)."""
     made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     warn_html = "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warn)

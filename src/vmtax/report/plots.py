@@ -6,6 +6,7 @@ import io
 import math
 import re
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -14,10 +15,13 @@ from matplotlib.figure import Figure
 from .safe import inert
 from .units import fmt_rate, fmt_value
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 # text.parse_math off: a label like `$x$` is text, never a formula (and a
 # malformed one cannot crash the report); hashsalt: stable ids
-STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
          "axes.spines.right": False, "svg.hashsalt": "vmtax", "text.parse_math": False}
 
 
@@ -186,7 +190,7 @@ def throughput_vs_n(title: str, unit: str, ns: list[int], aggregate: list[tuple[
             ax.set_ylabel(f"{what} ({unit})", color=c)
         left.set_title(title, loc="left")
         handles = [h for ax in (left, right) for h in ax.get_legend_handles_labels()[0]]
-        left.legend(handles, [h.get_label() for h in handles], frameon=False, fontsize=7, loc="lower left")
+        left.legend(handles, [str(h.get_label()) for h in handles], frameon=False, fontsize=7, loc="lower left")
         return to_svg(fig)
 
 

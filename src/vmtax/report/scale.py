@@ -149,8 +149,10 @@ def markdown(data: RunData, views: list[BenchView]) -> str:
 
 
 def figure(e: Estimate | None) -> dict | None:
-    if e is None:
-        return None
+    return None if e is None else _figure(e)
+
+
+def _figure(e: Estimate) -> dict:
     return {"value": json_number(e.value), "unit": e.unit, "ci_low": json_number(e.ci_low), "ci_high": json_number(e.ci_high)}
 
 
@@ -160,7 +162,7 @@ def point_json(p: ScalePoint) -> dict:
     return {
         "n": p.n,
         "aggregate": figure(p.aggregate),
-        "per_instance": [{"instance": k + 1, **figure(e)} for k, e in enumerate(p.per_instance)],
+        "per_instance": [{"instance": k + 1, **_figure(e)} for k, e in enumerate(p.per_instance)],
         "jain": figure(p.jain),
         "slowdown": figure(p.slowdown),
         "host_cpu_pct": figure(p.host_cpu_pct),

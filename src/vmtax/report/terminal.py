@@ -94,7 +94,8 @@ def _fit(board: Board) -> tuple[list, str]:
 
 def _table(board: Board, fields: list) -> str:
     header = ["benchmark"] + [f.title_in(TEXT, k, board.baseline) for k in board.candidates for f in fields]
-    body, titles = [], []
+    body: list[list[str]] = []
+    titles = []
     for g in board.groups:
         titles.append(len(body))
         body.append([g.suite + (" (higher is better)" if g.direction == "higher" else "")]
