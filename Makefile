@@ -40,9 +40,10 @@ demo: setup
 demo-all: setup
 	$(VMTAX) compare local qemu uml container --skip-unavailable --max-time 7m --same-mode
 
-# CI (.ci/run): the agent's tests, then every Python test but the long
-# statistical simulations and the tests that need a real KVM (make test-kvm).
-test: setup
+# CI (.ci/run): the linters (make lint), the agent's tests, then every Python
+# test but the long statistical simulations and the tests that need a real KVM
+# (make test-kvm).
+test: setup lint
 	$(MAKE) -C agent test
 	$(PYTEST) -m "not sim and not kvm" --durations=25
 
@@ -54,10 +55,13 @@ test-fast: setup
 validity: setup
 	$(PYTEST) -m sim --durations=10
 
-# ruff (lint and format) and mypy, configured in pyproject.toml.
-lint: setup
-	$(VENV)/bin/ruff check src tests tools examples
-	$(VENV)/bin/ruff format --check src tests tools examples
+# ruff (lint and format) and mypy, configured in pyproject.toml; fails on any
+# finding.  Needs only the venv (the test extra holds both).  ruff format
+# src tests tools examples scripts fixes the layout.
+LINTED := src tests tools examples scripts
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 
 # The README's example scoreboard, from a fresh run of the demo
