@@ -1,7 +1,9 @@
 """The engine's shape, checked: compare (runner.py) and scale (scale.py)
 both measure through the one engine package and share nothing else of
 it; the engine depends on neither; and its modules, the runner, scale and
-the QEMU target stay small (no class over 250 lines, no function over 60)."""
+the QEMU target stay small (no class over 180 statements, no function over
+45: about 250 and 60 lines as the code was written before ruff format, which
+puts a call's arguments one to a line and so says nothing of a piece's size)."""
 import ast
 
 from test_layout import SRC, imports, modules
@@ -35,16 +37,19 @@ def test_one_place_writes_a_process_row():
 
 
 def _sizes(path) -> list[tuple[str, int, str]]:
+    """Each class's and function's size: the lines its statements begin on
+    (its docstring one, comments and wrapped expressions none)."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             kind = "class" if isinstance(node, ast.ClassDef) else "def"
-            out.append((kind, node.end_lineno - node.lineno + 1, f"{path.relative_to(SRC)}:{node.lineno} {node.name}"))
+            size = len({n.lineno for n in ast.walk(node) if isinstance(n, ast.stmt)})
+            out.append((kind, size, f"{path.relative_to(SRC)}:{node.lineno} {node.name}"))
     return out
 
 
 def test_the_engine_runner_scale_and_qemu_target_are_small_pieces():
     files = [p for s in SMALL for p in ((SRC / s).rglob("*.py") if (SRC / s).is_dir() else [SRC / s])]
     big = [(kind, n, where) for f in files for kind, n, where in _sizes(f)
-           if n > (250 if kind == "class" else 60)]
+           if n > (180 if kind == "class" else 45)]
     assert files and not big, big
