@@ -131,7 +131,7 @@ def three_sides_block(agent, bench, cpu, iters, rounds, inject, rng):
                 m = next(it)
             if not m["warmup"]:
                 vals[k].append(m["value"])
-    for p, it in sides:
+    for p, _ in sides:
         p.stdin.close()
         p.wait()
     base = statistics.fmean(vals[0])
