@@ -10,6 +10,7 @@ Chromium, results/history.png, where Chromium is installed).
 
 Usage: .venv/bin/python examples/history.py [--runs 10] [--changed 4] [--inject 3] [--max-time 20s]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,12 +47,25 @@ def main() -> int:
         p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if p.returncode not in (0, 3):
             sys.exit(f"run {i + 1} failed ({p.returncode}): {p.stderr[-2000:]}")
-    hist = [VMTAX, "--db", str(DB), "history", "--json", str(OUT / "history.json"),
-            "--markdown", str(OUT / "history-table.md"), "--html", str(OUT / "history.html")]
+    hist = [
+        VMTAX,
+        "--db",
+        str(DB),
+        "history",
+        "--json",
+        str(OUT / "history.json"),
+        "--markdown",
+        str(OUT / "history-table.md"),
+        "--html",
+        str(OUT / "history.html"),
+    ]
     text = subprocess.run(hist, capture_output=True, text=True, check=True).stdout
     series = json.loads((OUT / "history.json").read_text())
-    runs = json.loads(subprocess.run([VMTAX, "--db", str(DB), "runs", "--json", "-"], capture_output=True,
-                                     text=True, check=True).stdout)[::-1]
+    runs = json.loads(
+        subprocess.run(
+            [VMTAX, "--db", str(DB), "runs", "--json", "-"], capture_output=True, text=True, check=True
+        ).stdout
+    )[::-1]
     first_changed = runs[args.runs - args.changed]["id"]
     found = {s["benchmark"]: [c["run"] for c in s["change_points"]] for s in series}
     right = sum(found[b] == [first_changed] for b in found)
@@ -59,18 +73,42 @@ def main() -> int:
     chromium = shutil.which("chromium")
     if chromium:
         with tempfile.TemporaryDirectory() as profile:
-            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                            f"--screenshot={OUT / 'history.png'}", "--window-size=1100,1800",
-                            (OUT / "history.html").as_uri()], capture_output=True, timeout=120)
+            subprocess.run(
+                [
+                    chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    f"--user-data-dir={profile}",
+                    f"--screenshot={OUT / 'history.png'}",
+                    "--window-size=1100,1800",
+                    (OUT / "history.html").as_uri(),
+                ],
+                capture_output=True,
+                timeout=120,
+            )
         shot = " Its HTML page, rendered by headless Chromium: `results/history.png`."
-    md = ["# vmtax history on real runs", "",
-          f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `examples/history.py --runs {args.runs} "
-          f"--changed {args.changed} --inject {args.inject:g} --max-time {args.max_time}` "
-          f"({(time.time() - t0) / 60:.0f} min). Runs, oldest first:", ""]
+    md = [
+        "# vmtax history on real runs",
+        "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `examples/history.py --runs {args.runs} "
+        f"--changed {args.changed} --inject {args.inject:g} --max-time {args.max_time}` "
+        f"({(time.time() - t0) / 60:.0f} min). Runs, oldest first:",
+        "",
+    ]
     md += [f"{i + 1}. `{c}` → `{r['id']}`" for i, (c, r) in enumerate(zip(commands, runs, strict=True))]
-    md += ["", f"**Change points found at the first changed run ({first_changed}) and nowhere else: "
-               f"{right} of {len(found)} rows.**{shot}", "",
-           f"`vmtax history` (`{' '.join(['vmtax', *hist[3:]])}`):", "", "```", text.rstrip(), "```", ""]
+    md += [
+        "",
+        f"**Change points found at the first changed run ({first_changed}) and nowhere else: "
+        f"{right} of {len(found)} rows.**{shot}",
+        "",
+        f"`vmtax history` (`{' '.join(['vmtax', *hist[3:]])}`):",
+        "",
+        "```",
+        text.rstrip(),
+        "```",
+        "",
+    ]
     (OUT / "history.md").write_text("\n".join(md))
     print("\n".join(md))
     return 0

@@ -17,6 +17,7 @@ TCG), into results/compile.md:
 Usage: .venv/bin/python examples/workloads.py [--max-time 25m] [--suite apps | --bench NAME...]
        [--name workloads] [--min-processes 6] [--reuse]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,33 +56,66 @@ def main() -> int:
     args = ap.parse_args()
     db, doc_path = f"/tmp/vmtax-{args.name}.db", OUT / f"{args.name}.json"
     chosen = ["--bench", *args.bench] if args.bench else ["--suite", args.suite]
-    cmd = [VMTAX, "--db", db, "compare", "local", "qemu", "uml", "container", "--skip-unavailable",
-           *chosen, "--max-time", args.max_time, "--precision", "3%", "--min-processes", args.min_processes,
-           "--json", str(doc_path)]
+    cmd = [
+        VMTAX,
+        "--db",
+        db,
+        "compare",
+        "local",
+        "qemu",
+        "uml",
+        "container",
+        "--skip-unavailable",
+        *chosen,
+        "--max-time",
+        args.max_time,
+        "--precision",
+        "3%",
+        "--min-processes",
+        args.min_processes,
+        "--json",
+        str(doc_path),
+    ]
     shown = " ".join(["vmtax", *cmd[3:-2]])
     t0 = time.time()
     board = scoreboard(cmd, OUT / f"{args.name}-scoreboard.txt", args.reuse)
     doc = json.loads(doc_path.read_text())
     cs = doc["comparisons"]
-    lines = ["# Real workloads in every target", "",
-             f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `examples/workloads.py` on "
-             f"{platform.machine()} ({doc['environment'].get('cpu_model', '?')}, "
-             f"{doc['environment'].get('cpus_online', '?')} CPUs), run `{doc['run_id']}`"
-             + ("" if args.reuse else f", {(time.time() - t0) / 60:.0f} min") + ":", "",
-             f"    {shown}", "",
-             "Every tool is the host's Debian 12 package, copied with its shared libraries into the guest's "
-             "initramfs and the container's root (the compile's toolchain: every file a build on the host "
-             "opened or ran, found with strace); each runs in the target's tmpfs scratch directory "
-             "(a tmpfs: disks are examples/disks.py's) and servers (tbench_srv, redis-server) on the target's own "
-             "loopback.  One tool run is one unit of replication; the first run on each target is a warmup. "
-             "Throughput rows: a ratio below 1 is slower than the bare machine.", "",
-             "```", board.rstrip(), "```", "",
-             "| workload figure | target | ratio | 95% CI | flagged |", "|---|---|---:|---|---|"]
+    lines = [
+        "# Real workloads in every target",
+        "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `examples/workloads.py` on "
+        f"{platform.machine()} ({doc['environment'].get('cpu_model', '?')}, "
+        f"{doc['environment'].get('cpus_online', '?')} CPUs), run `{doc['run_id']}`"
+        + ("" if args.reuse else f", {(time.time() - t0) / 60:.0f} min")
+        + ":",
+        "",
+        f"    {shown}",
+        "",
+        "Every tool is the host's Debian 12 package, copied with its shared libraries into the guest's "
+        "initramfs and the container's root (the compile's toolchain: every file a build on the host "
+        "opened or ran, found with strace); each runs in the target's tmpfs scratch directory "
+        "(a tmpfs: disks are examples/disks.py's) and servers (tbench_srv, redis-server) on the target's own "
+        "loopback.  One tool run is one unit of replication; the first run on each target is a warmup. "
+        "Throughput rows: a ratio below 1 is slower than the bare machine.",
+        "",
+        "```",
+        board.rstrip(),
+        "```",
+        "",
+        "| workload figure | target | ratio | 95% CI | flagged |",
+        "|---|---|---:|---|---|",
+    ]
     for c in cs:
-        ci = (f"{c['ratio_ci_low']:.3f}–{c['ratio_ci_high']:.3f}"
-              if c["ratio_ci_low"] is not None and c["ratio_ci_high"] is not None else "unbounded")
-        lines.append(f"| {c['benchmark']} ({c['unit']}, {c['direction']} is better) | {c['candidate']} | "
-                     f"{c['ratio']:.3f} | {ci} | {'*' if c['significant'] else ''} |")
+        ci = (
+            f"{c['ratio_ci_low']:.3f}–{c['ratio_ci_high']:.3f}"
+            if c["ratio_ci_low"] is not None and c["ratio_ci_high"] is not None
+            else "unbounded"
+        )
+        lines.append(
+            f"| {c['benchmark']} ({c['unit']}, {c['direction']} is better) | {c['candidate']} | "
+            f"{c['ratio']:.3f} | {ci} | {'*' if c['significant'] else ''} |"
+        )
     (OUT / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

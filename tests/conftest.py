@@ -37,6 +37,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_unconfigure(config):
     shutil.rmtree(_CACHE, ignore_errors=True)
 
+
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "agent" / "build" / "vmtax-agent"
 AGENT_SAN = REPO / "agent" / "build" / "vmtax-agent-san"
@@ -63,10 +64,13 @@ def pg_server():
     """A real PostgreSQL server of the session's own (pgserver.py), started at
     the first test that needs it, stopped and removed at the end."""
     from pgserver import PgServer, binaries
+
     bin_dir = binaries()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL server here (/usr/lib/postgresql/*/bin: Debian's postgresql package,"
-                    " which scripts/setup-system.sh installs)")
+        pytest.skip(
+            "no PostgreSQL server here (/usr/lib/postgresql/*/bin: Debian's postgresql package,"
+            " which scripts/setup-system.sh installs)"
+        )
     server = PgServer(bin_dir)
     try:
         server.start()
@@ -93,11 +97,11 @@ def location(request, tmp_path):
 
 @dataclass
 class ShortCompare:
-    targets: list[str]      # every target that works here: local, then qemu:accel=tcg, uml, container
-    rows: list[str]         # the agent rows, then the workloads where their tools are installed
+    targets: list[str]  # every target that works here: local, then qemu:accel=tcg, uml, container
+    rows: list[str]  # the agent rows, then the workloads where their tools are installed
     proc: subprocess.CompletedProcess
-    doc: dict               # its --json document
-    markdown: str           # its --markdown scoreboard
+    doc: dict  # its --json document
+    markdown: str  # its --markdown scoreboard
     db: Path
 
 
@@ -116,14 +120,40 @@ def short_compare(tmp_path_factory) -> ShortCompare:
     from vmtax.targets.container import ContainerTarget
     from vmtax.targets.qemu import QemuTarget
     from vmtax.targets.uml import UmlTarget
-    targets = ["local"] + (["qemu:accel=tcg"] if QemuTarget.available()[0] else []) \
-        + (["uml"] if UmlTarget.available()[0] else []) + (["container"] if ContainerTarget.available()[0] else [])
+
+    targets = (
+        ["local"]
+        + (["qemu:accel=tcg"] if QemuTarget.available()[0] else [])
+        + (["uml"] if UmlTarget.available()[0] else [])
+        + (["container"] if ContainerTarget.available()[0] else [])
+    )
     rows = SHORT_AGENT_ROWS + (SHORT_WORKLOADS if shutil.which("sysbench") and shutil.which("tbench") else [])
     out = tmp_path_factory.mktemp("short-compare")
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(out / "run.db"), "compare", *targets, "--bench", *rows,
-           "--tool-seconds", "1", "--min-processes", "6", "--precision", "50%", "--max-time", "6m",
-           "--json", str(out / "run.json"), "--markdown", str(out / "run.md")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(out / "run.db"),
+        "compare",
+        *targets,
+        "--bench",
+        *rows,
+        "--tool-seconds",
+        "1",
+        "--min-processes",
+        "6",
+        "--precision",
+        "50%",
+        "--max-time",
+        "6m",
+        "--json",
+        str(out / "run.json"),
+        "--markdown",
+        str(out / "run.md"),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
-    return ShortCompare(targets, rows, p, json.loads((out / "run.json").read_text()), (out / "run.md").read_text(),
-                        out / "run.db")
+    return ShortCompare(
+        targets, rows, p, json.loads((out / "run.json").read_text()), (out / "run.md").read_text(), out / "run.db"
+    )

@@ -3,6 +3,7 @@
 running vmtax to have stored samples (stored, wait_samples), and what a
 controller left behind on this machine (leftovers, left_behind); a port
 nothing listens on (closed_port)."""
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,12 @@ def vmtax(*args, db=None) -> int:
 
 def vmtax_process(*args, db, timeout: float = 120) -> subprocess.CompletedProcess:
     """`vmtax --db DB ARGS` in a child process, its output captured."""
-    return subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "vmtax.cli", "--db", str(db), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def closed_port() -> int:
@@ -40,8 +45,9 @@ def closed_port() -> int:
 
 
 # -- waiting ------------------------------------------------------------------------------
-def wait_until(probe: Callable[[], T], timeout: float, step: float = 0.1,
-               alive: Callable[[], bool] = lambda: True) -> T:
+def wait_until(
+    probe: Callable[[], T], timeout: float, step: float = 0.1, alive: Callable[[], bool] = lambda: True
+) -> T:
     """probe() every step seconds until it gives something true, timeout
     seconds pass, or alive() says the thing waited on is gone: its last
     value (the caller asserts on it)."""
@@ -60,20 +66,24 @@ def stored(db: Path | str, where: str = "", params: tuple = (), what: str = "cou
     try:
         con = sqlite3.connect(db, timeout=5)
         try:
-            return con.execute(f"SELECT {what} FROM samples {'WHERE ' + where if where else ''}",
-                               params).fetchone()[0]
+            return con.execute(f"SELECT {what} FROM samples {'WHERE ' + where if where else ''}", params).fetchone()[0]
         finally:
             con.close()
     except sqlite3.OperationalError:  # not there yet, or not migrated
         return 0
 
 
-def wait_samples(db: Path | str, n: int, timeout: float, where: str = "", params: tuple = (),
-                 proc: subprocess.Popen | None = None) -> int:
+def wait_samples(
+    db: Path | str, n: int, timeout: float, where: str = "", params: tuple = (), proc: subprocess.Popen | None = None
+) -> int:
     """Wait until db holds n samples (where ...), or timeout, or proc ends:
     how many it holds."""
-    wait_until(lambda: stored(db, where, params) >= n, timeout, 0.2,
-               alive=(lambda: proc.poll() is None) if proc is not None else (lambda: True))
+    wait_until(
+        lambda: stored(db, where, params) >= n,
+        timeout,
+        0.2,
+        alive=(lambda: proc.poll() is None) if proc is not None else (lambda: True),
+    )
     return stored(db, where, params)
 
 
@@ -83,8 +93,7 @@ def leftovers(marker: str, defunct: bool = False) -> list[str]:
     pgrep aside; zombies too where defunct (a zombie holds nothing but its
     slot until its parent reaps it)."""
     out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
-            if "pgrep" not in line and (defunct or "defunct" not in line)]
+    return [line for line in out.splitlines() if "pgrep" not in line and (defunct or "defunct" not in line)]
 
 
 def left_behind(pid: int, files: bool = True) -> list[str]:
@@ -119,8 +128,9 @@ def left_behind(pid: int, files: bool = True) -> list[str]:
         except OSError:
             pass
     if shutil.which("podman"):
-        names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
-                               text=True).stdout.split()
+        names = subprocess.run(
+            ["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True
+        ).stdout.split()
         out += [n for n in names if n.startswith(f"vmtax-{pid}-")]
     return out
 
@@ -129,6 +139,7 @@ def left_behind(pid: int, files: bool = True) -> list[str]:
 class Steps:
     """A clock that moves a fixed step at every reading (the first reads
     start + step): budgets without real time."""
+
     def __init__(self, step: float = 0.01, start: float = 0.0):
         self.t, self.step = start, step
 
@@ -142,6 +153,7 @@ def new_run(store, targets: list, specs: list, kind: str = "compare", run_id: st
     targets (specs such as 'fake:noise=0.1' are parsed), its benchmarks.
     The targets, parsed."""
     from vmtax.targets import parse_target
+
     targets = [parse_target(t) if isinstance(t, str) else t for t in targets]
     store.new_run(run_id, kind, "test", "0", {})
     for i, t in enumerate(targets):
@@ -169,6 +181,7 @@ def run_fake(db, targets: list, specs: list, clock=None, kind: str = "run", **cf
     from vmtax.plan import RunConfig
     from vmtax.runner import Runner
     from vmtax.store import Store
+
     store = Store(db)
     targets = new_run(store, targets, specs, kind)
     status = Runner(RunConfig(**cfg), specs, targets, store, "r", clock=clock or Steps()).run()

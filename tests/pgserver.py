@@ -12,6 +12,7 @@ even killed; stop() ends it and removes the directory on every other path.
 Roles: vmtax, the superuser, trusted (no password); alice, who must give her
 password (PASSWORD below), on the socket and over TCP alike.  A test's own
 results database is a schema of its own (the URL sets its search_path)."""
+
 from __future__ import annotations
 
 import glob
@@ -35,14 +36,21 @@ host  all alice 127.0.0.1/32 scram-sha-256
 local all all trust
 host  all all 127.0.0.1/32 trust
 """
-SETTINGS = ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "shared_buffers=16MB",
-            "max_connections=40", "logging_collector=off"]
+SETTINGS = [
+    "fsync=off",
+    "synchronous_commit=off",
+    "full_page_writes=off",
+    "shared_buffers=16MB",
+    "max_connections=40",
+    "logging_collector=off",
+]
 
 
 def binaries() -> Path | None:
     """The newest Debian PostgreSQL server's bin directory, if one is installed."""
-    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/initdb")
-             if Path(p).with_name("postgres").exists()]
+    found = [
+        Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/initdb") if Path(p).with_name("postgres").exists()
+    ]
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, default=None)
 
 
@@ -70,17 +78,47 @@ class PgServer:
 
     def start(self) -> None:
         data = self.dir / "data"
-        subprocess.run([*self.as_user, str(self.bin / "initdb"), "-D", str(data), "-U", "vmtax", "-E", "UTF8",
-                        "--locale=C", "--no-sync", "--auth=trust"], check=True, capture_output=True, cwd="/")
+        subprocess.run(
+            [
+                *self.as_user,
+                str(self.bin / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "vmtax",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--auth=trust",
+            ],
+            check=True,
+            capture_output=True,
+            cwd="/",
+        )
         (data / "pg_hba.conf").write_text(HBA)
         for _attempt in range(3):  # the free port may be taken before postgres binds it
             self.port = _free_port()
             with open(self.dir / "postgres.log", "w") as log:
                 self.proc = subprocess.Popen(
-                    [*(self.as_user or ["setpriv"]), "--pdeathsig=SIGQUIT", str(self.bin / "postgres"), "-D",
-                     str(data), "-k", str(self.dir), "-h", "127.0.0.1", "-p", str(self.port),
-                     *[arg for s in SETTINGS for arg in ("-c", s)]],
-                    stdout=log, stderr=subprocess.STDOUT, cwd="/")
+                    [
+                        *(self.as_user or ["setpriv"]),
+                        "--pdeathsig=SIGQUIT",
+                        str(self.bin / "postgres"),
+                        "-D",
+                        str(data),
+                        "-k",
+                        str(self.dir),
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        str(self.port),
+                        *[arg for s in SETTINGS for arg in ("-c", s)],
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd="/",
+                )
             if self._wait_ready():
                 break
         else:
@@ -115,8 +153,14 @@ class PgServer:
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def url(self, dbname: str, user: str = "vmtax", password: str | None = None, tcp: bool = False,
-            schema: str | None = None) -> str:
+    def url(
+        self,
+        dbname: str,
+        user: str = "vmtax",
+        password: str | None = None,
+        tcp: bool = False,
+        schema: str | None = None,
+    ) -> str:
         auth = quote(user, safe="") + (":" + quote(password, safe="") if password is not None else "")
         where = f"127.0.0.1:{self.port}" if tcp else f"{quote(str(self.dir), safe='')}:{self.port}"
         options = f"?options={quote(f'-c search_path={schema}', safe='')}" if schema else ""

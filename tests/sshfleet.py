@@ -5,6 +5,7 @@ UTS namespace).  Everything is started by the test process and removed on
 every exit path: the servers die with it (PR_SET_PDEATHSIG, through
 vmtax.proc), and namespaces a killed test run left are removed by the next
 (named after their owner's pid)."""
+
 from __future__ import annotations
 
 import os
@@ -85,12 +86,13 @@ def _free_subnet() -> int:
 @dataclass
 class Server:
     """One sshd: where it listens and how to reach it."""
+
     name: str
     address: str
     port: int
     config: Path
-    cache: Path              # the remote's XDG_CACHE_HOME (sshd's SetEnv)
-    known_hosts: Path        # the right host key for address:port
+    cache: Path  # the remote's XDG_CACHE_HOME (sshd's SetEnv)
+    known_hosts: Path  # the right host key for address:port
     netns: str | None = None
     hostname: str | None = None
     p: subprocess.Popen | None = None
@@ -102,15 +104,27 @@ class Server:
     def start(self) -> None:
         argv = [SSHD, "-D", "-e", "-f", str(self.config)]
         if self.netns:  # sh sets the hostname ($0), then is sshd: every value an argument
-            argv = ["ip", "netns", "exec", self.netns, "unshare", "--uts", "sh", "-c",
-                    'hostname "$0" && exec "$@"', self.hostname or self.name, *argv]
+            argv = [
+                "ip",
+                "netns",
+                "exec",
+                self.netns,
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                'hostname "$0" && exec "$@"',
+                self.hostname or self.name,
+                *argv,
+            ]
         with open(self.config.with_suffix(".log"), "ab") as log:
             self.p = proc.spawn(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + 10
         while not self.listening():
             if self.p.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sshd {self.name} did not start: "
-                                   f"{self.config.with_suffix('.log').read_text()[-500:]}")
+                raise RuntimeError(
+                    f"sshd {self.name} did not start: {self.config.with_suffix('.log').read_text()[-500:]}"
+                )
             time.sleep(0.02)
 
     def listening(self) -> bool:
@@ -139,9 +153,14 @@ class Server:
 
     def target(self, **extra: str) -> str:
         """An ssh target string for this server, with the right keys."""
-        options = {"host": self.address, "port": str(self.port), "user": "root",
-                   "key": str(self.config.parent / "user_key"), "known_hosts": str(self.known_hosts),
-                   **extra}
+        options = {
+            "host": self.address,
+            "port": str(self.port),
+            "user": "root",
+            "key": str(self.config.parent / "user_key"),
+            "known_hosts": str(self.known_hosts),
+            **extra,
+        }
         return "ssh:" + ",".join(f"{k}={v}" for k, v in options.items())
 
 
@@ -194,17 +213,32 @@ class Fleet:
                 _run("ip", "-n", ns, "link", "set", "lo", "up")
                 self.servers[name] = self._server(name, inside, 22, netns=ns, hostname=f"host-{name}")
 
-    def _server(self, name: str, address: str, port: int, netns: str | None = None,
-                hostname: str | None = None) -> Server:
+    def _server(
+        self, name: str, address: str, port: int, netns: str | None = None, hostname: str | None = None
+    ) -> Server:
         d = self.root
         cache = d / f"cache-{name}"
         config = d / f"sshd-{name}.conf"
-        config.write_text("\n".join([
-            f"ListenAddress {address}:{port}", f"HostKey {self.host_key}",
-            f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-            "StrictModes no", "PidFile none", f"SetEnv XDG_CACHE_HOME={cache}", "LogLevel ERROR",
-            "MaxStartups 100", "MaxSessions 100", ""]))
+        config.write_text(
+            "\n".join(
+                [
+                    f"ListenAddress {address}:{port}",
+                    f"HostKey {self.host_key}",
+                    f"AuthorizedKeysFile {d / 'authorized_keys'}",
+                    "PermitRootLogin prohibit-password",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PidFile none",
+                    f"SetEnv XDG_CACHE_HOME={cache}",
+                    "LogLevel ERROR",
+                    "MaxStartups 100",
+                    "MaxSessions 100",
+                    "",
+                ]
+            )
+        )
         known = d / f"known_hosts-{name}"
         spec = f"[{address}]:{port}" if port != 22 else address
         known.write_text(f"{spec} {' '.join(Path(f'{self.host_key}.pub').read_text().split()[:2])}\n")

@@ -1,5 +1,6 @@
 """The real agent binary: every benchmark in its table runs, in the static
 and the sanitizer build, and speaks the protocol."""
+
 import json
 import os
 import signal
@@ -18,11 +19,39 @@ def _list():
 
 
 NAMES = [b["name"] for b in _list()]
-SEEDS = ["getppid", "divzero", "segv", "threadswitch", "forkwait", "null_call", "null_read",
-         "null_write", "stat", "open_close", "select_tcp", "sig_install", "sig_handle",
-         "fork_exec", "fork_sh", "ctx_2p_0k", "ctx_2p_16k", "ctx_2p_64k", "ctx_8p_16k", "ctx_8p_64k",
-         "ctx_16p_16k", "ctx_16p_64k", "mmap", "prot_fault", "page_fault", "page_fault_file", "pi",
-         "cpuid", "rdtsc", "tlb_4k", "tlb_2m"]
+SEEDS = [
+    "getppid",
+    "divzero",
+    "segv",
+    "threadswitch",
+    "forkwait",
+    "null_call",
+    "null_read",
+    "null_write",
+    "stat",
+    "open_close",
+    "select_tcp",
+    "sig_install",
+    "sig_handle",
+    "fork_exec",
+    "fork_sh",
+    "ctx_2p_0k",
+    "ctx_2p_16k",
+    "ctx_2p_64k",
+    "ctx_8p_16k",
+    "ctx_8p_64k",
+    "ctx_16p_16k",
+    "ctx_16p_64k",
+    "mmap",
+    "prot_fault",
+    "page_fault",
+    "page_fault_file",
+    "pi",
+    "cpuid",
+    "rdtsc",
+    "tlb_4k",
+    "tlb_2m",
+]
 
 
 def run(binary, *args, timeout=120):
@@ -41,23 +70,23 @@ def test_list_has_every_seed_benchmark():
 ROW_FACTS = {
     "forkwait": ["one op", "fork proc", "lat_proc fork"],
     "page_fault": ["one op", "anonymous", "zero-fill", "lat_pagefault", "page_fault_file"],
-    "page_fault_file": ["one op", "lat_pagefault", "PROT_READ", "MAP_SHARED", "permutation",
-                        "fault-around", "16384"],
+    "page_fault_file": ["one op", "lat_pagefault", "PROT_READ", "MAP_SHARED", "permutation", "fault-around", "16384"],
 }
-ROW_FACTS["mmap"] = ["one op", "8 MiB", "PROT_READ|PROT_WRITE MAP_SHARED", "16 KiB",
-                     "first tenth", "munmap"]
+ROW_FACTS["mmap"] = ["one op", "8 MiB", "PROT_READ|PROT_WRITE MAP_SHARED", "16 KiB", "first tenth", "munmap"]
 ROW_FACTS["tlb_4k"] = ["one op", "64 MiB", "4 KiB", "MemAvailable"]
 ROW_FACTS["tlb_2m"] = ["64 MiB", "2 MiB pages", "MemAvailable"]
-ROW_FACTS.update({
-    "stat": ["private directory", "$FSDIR/lmbench"],
-    "select_tcp": ["-n 100 tcp", "none is ready", "write set", "connected"],
-    "sig_handle": ["kill(getpid(), SIGUSR1)", "subtracts"],
-    "prot_fault": ["read-only", "MAP_SHARED", "subtracts"],
-    "fork_exec": ["static agent", "dynamically linked"],
-    "fork_sh": ["own /bin/sh", "sh fact"],
-    "ctx_2p_0k": ["lat_ctx -s 0 2", "subtracts"],
-    "ctx_16p_64k": ["lat_ctx -s 64 16", "64 KB"],
-})
+ROW_FACTS.update(
+    {
+        "stat": ["private directory", "$FSDIR/lmbench"],
+        "select_tcp": ["-n 100 tcp", "none is ready", "write set", "connected"],
+        "sig_handle": ["kill(getpid(), SIGUSR1)", "subtracts"],
+        "prot_fault": ["read-only", "MAP_SHARED", "subtracts"],
+        "fork_exec": ["static agent", "dynamically linked"],
+        "fork_sh": ["own /bin/sh", "sh fact"],
+        "ctx_2p_0k": ["lat_ctx -s 0 2", "subtracts"],
+        "ctx_16p_64k": ["lat_ctx -s 64 16", "64 KB"],
+    }
+)
 SUITES = {"page_fault": "kernel", "page_fault_file": "lmbench"}
 
 
@@ -108,8 +137,7 @@ def test_calibration_reaches_min_time():
 @pytest.mark.parametrize("name", ["ctx_2p_0k", "ctx_16p_16k"])
 def test_parallel_ring_benchmarks_finish(name):
     # ring members inherited the barrier pipe, so the parent never saw every instance ready
-    rc, lines, err = run(AGENT, "run", name, "--parallel", "2", "--iters", "2", "--samples", "1",
-                         timeout=30)
+    rc, lines, err = run(AGENT, "run", name, "--parallel", "2", "--iters", "2", "--samples", "1", timeout=30)
     assert rc == 0 and lines[-1]["type"] == "done", err
     assert len([line for line in lines if line["type"] == "sample"]) == 2 * 2
 
@@ -123,15 +151,34 @@ def test_parallel_instances_and_pinning():
 
 def test_env_reports_the_system():
     _rc, (env,), _ = run(AGENT, "--env")
-    for key in ("kernel", "cpu_model", "cpus_online", "cpuid_hypervisor_bit", "clocksource",
-                "thp_enabled", "mitigations", "hypervisor_vendor", "systemd_detect_virt",
-                "tmpdir", "tmpdir_fs", "sh"):
+    for key in (
+        "kernel",
+        "cpu_model",
+        "cpus_online",
+        "cpuid_hypervisor_bit",
+        "clocksource",
+        "thp_enabled",
+        "mitigations",
+        "hypervisor_vendor",
+        "systemd_detect_virt",
+        "tmpdir",
+        "tmpdir_fs",
+        "sh",
+    ):
         assert key in env
     assert env["tmpdir"] == "/tmp" and env["sh"] == os.path.realpath("/bin/sh")
 
 
-FS_NAMES = {0x01021994: "tmpfs", 0xEF53: "ext2/3/4", 0x58465342: "xfs", 0x9123683E: "btrfs",
-            0x794C7630: "overlay", 0x01021997: "9p", 0x65735546: "fuse", 0x6969: "nfs"}
+FS_NAMES = {
+    0x01021994: "tmpfs",
+    0xEF53: "ext2/3/4",
+    0x58465342: "xfs",
+    0x9123683E: "btrfs",
+    0x794C7630: "overlay",
+    0x01021997: "9p",
+    0x65735546: "fuse",
+    0x6969: "nfs",
+}
 
 
 @pytest.mark.parametrize("where", ["tmp_path", "/dev/shm", "/proc"])
@@ -139,8 +186,7 @@ def test_env_names_the_tmpdir_filesystem(tmp_path, where):
     d = str(tmp_path) if where == "tmp_path" else where
     if not os.path.isdir(d):
         pytest.skip(f"no {d} here")
-    magic = int(subprocess.run(["stat", "-f", "-c", "%t", d], capture_output=True, text=True,
-                               check=True).stdout, 16)
+    magic = int(subprocess.run(["stat", "-f", "-c", "%t", d], capture_output=True, text=True, check=True).stdout, 16)
     rc, (env,), err = run(AGENT, "--env", "--tmpdir", d)
     assert rc == 0, err
     assert env["tmpdir"] == d and env["tmpdir_fs"] == FS_NAMES.get(magic, hex(magic))
@@ -153,23 +199,43 @@ def test_pi_self_checks_its_digits():
 
 
 BAD_ARGS = [
-    [], ["run"], ["run", "nope"], ["frobnicate"], ["run", "getppid", "--bogus", "1"],
-    ["run", "getppid", "--samples", "x"], ["run", "getppid", "--samples", ""],
-    ["run", "getppid", "--samples"], ["run", "getppid", "--samples", "0"],
-    ["run", "getppid", "--samples", "-3"], ["run", "getppid", "--samples", " 3"],
-    ["run", "getppid", "--samples", "3x"], ["run", "getppid", "--warmup", ""],
-    ["run", "getppid", "--min-time-ms", "3600001"], ["run", "getppid", "--iters", "0"],
-    ["run", "getppid", "--iters", str((1 << 40) + 1)], ["run", "getppid", "--iters", "1" + "0" * 30],
-    ["run", "getppid", "--parallel", "257"], ["run", "getppid", "--max-sample-ms", "-1"],
-    ["run", "getppid", "--cpu", "1024"], ["run", "getppid", "--cpu", str(os.cpu_count() + 7)],
-    ["run", "stat", "--tmpdir", "/nonexistent/dir"], ["run", "stat", "--tmpdir", "/etc/passwd"],
-    ["run", "stat", "--tmpdir", ""], ["run", "stat", "--tmpdir", "/" * 4000],
-    ["--env", "--tmpdir", "/nonexistent/dir"], ["--env", "--tmpdir"], ["--env", "--bogus"],
-    *[["run", "getppid", "--inject", v] for v in ["0", "100.5", "-5", "nan", "inf", "1e1", "0x10",
-                                                  " 5", "5%", "", "1.2.3", "."]],
+    [],
+    ["run"],
+    ["run", "nope"],
+    ["frobnicate"],
+    ["run", "getppid", "--bogus", "1"],
+    ["run", "getppid", "--samples", "x"],
+    ["run", "getppid", "--samples", ""],
+    ["run", "getppid", "--samples"],
+    ["run", "getppid", "--samples", "0"],
+    ["run", "getppid", "--samples", "-3"],
+    ["run", "getppid", "--samples", " 3"],
+    ["run", "getppid", "--samples", "3x"],
+    ["run", "getppid", "--warmup", ""],
+    ["run", "getppid", "--min-time-ms", "3600001"],
+    ["run", "getppid", "--iters", "0"],
+    ["run", "getppid", "--iters", str((1 << 40) + 1)],
+    ["run", "getppid", "--iters", "1" + "0" * 30],
+    ["run", "getppid", "--parallel", "257"],
+    ["run", "getppid", "--max-sample-ms", "-1"],
+    ["run", "getppid", "--cpu", "1024"],
+    ["run", "getppid", "--cpu", str(os.cpu_count() + 7)],
+    ["run", "stat", "--tmpdir", "/nonexistent/dir"],
+    ["run", "stat", "--tmpdir", "/etc/passwd"],
+    ["run", "stat", "--tmpdir", ""],
+    ["run", "stat", "--tmpdir", "/" * 4000],
+    ["--env", "--tmpdir", "/nonexistent/dir"],
+    ["--env", "--tmpdir"],
+    ["--env", "--bogus"],
+    *[
+        ["run", "getppid", "--inject", v]
+        for v in ["0", "100.5", "-5", "nan", "inf", "1e1", "0x10", " 5", "5%", "", "1.2.3", "."]
+    ],
     ["run", "getppid", "--inject"],
-    ["run", "getppid", "--duration-ms", "0"], ["run", "getppid", "--duration-ms", "5", "--samples", "0"],
-    ["run", "getppid", "--ref-steps", "-1"], ["run", "getppid", "--ref-steps", "99999999999"],
+    ["run", "getppid", "--duration-ms", "0"],
+    ["run", "getppid", "--duration-ms", "5", "--samples", "0"],
+    ["run", "getppid", "--ref-steps", "-1"],
+    ["run", "getppid", "--ref-steps", "99999999999"],
 ]
 
 
@@ -182,8 +248,7 @@ def test_bad_arguments_exit_2_with_one_line(args):
 
 @pytest.mark.parametrize("name,cap", [("page_fault", 32768), ("page_fault_file", 16384)])
 def test_iters_over_the_cap_is_refused_naming_it(name, cap):
-    p = subprocess.run([AGENT, "run", name, "--iters", str(cap + 1)], capture_output=True,
-                       text=True, timeout=30)
+    p = subprocess.run([AGENT, "run", name, "--iters", str(cap + 1)], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and p.stdout == ""
     assert f"{name} runs at most {cap} iterations per sample" in p.stderr
     rc, lines, err = run(AGENT, "run", name, "--iters", str(cap), "--samples", "1")
@@ -192,8 +257,12 @@ def test_iters_over_the_cap_is_refused_naming_it(name, cap):
 
 @pytest.mark.parametrize("parallel", ["1", "2"])
 def test_iters_that_would_run_for_hours_are_refused(parallel):
-    p = subprocess.run([AGENT, "run", "mmap", "--iters", "10000000000", "--parallel", parallel],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [AGENT, "run", "mmap", "--iters", "10000000000", "--parallel", parallel],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and p.stdout == ""
     assert len(p.stderr.splitlines()) == 1 and "--max-sample-ms 60000" in p.stderr
 
@@ -203,12 +272,10 @@ def test_max_sample_ms_bounds_a_sample_given_by_iters():
     args = ["run", "getppid", "--iters", "1000000000", "--max-sample-ms", "1000"]
     p = subprocess.run([AGENT, *args], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--max-sample-ms 1000" in p.stderr
-    rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "1000",
-                         "--samples", "1")
+    rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "1000", "--samples", "1")
     assert rc == 0 and [line["iters"] for line in lines if line["type"] == "sample"] == [100, 100], err
     # 0: no probe -- the caller (vmtax, reusing its first process's calibration) vouches for --iters
-    rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "0",
-                         "--samples", "1")
+    rc, lines, err = run(AGENT, "run", "getppid", "--iters", "100", "--max-sample-ms", "0", "--samples", "1")
     assert rc == 0 and [line["iters"] for line in lines if line["type"] == "sample"] == [100, 100], err
 
 
@@ -239,6 +306,7 @@ def test_help_and_a_good_tmpdir_are_accepted(tmp_path):
 
 def test_harness_unit_tests():
     from conftest import REPO
+
     p = subprocess.run([REPO / "agent" / "build" / "test_harness"], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert " 0 failed" in p.stdout
@@ -266,9 +334,12 @@ def test_planted_symlinks_are_never_followed(tmp_path, name):
     shared = tmp_path / "shared"
     shared.mkdir()
     pids = _plant_symlinks(shared, victim)
-    p = subprocess.Popen([AGENT, "run", name, "--samples", "1", "--warmup", "0",
-                          "--min-time-ms", "1", "--tmpdir", str(shared)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [AGENT, "run", name, "--samples", "1", "--warmup", "0", "--min-time-ms", "1", "--tmpdir", str(shared)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = p.communicate(timeout=60)
     assert p.pid in pids, "the agent's PID fell outside the planted range: inconclusive"
     assert p.returncode == 0, err
@@ -280,8 +351,9 @@ def test_planted_symlinks_are_never_followed(tmp_path, name):
 @pytest.mark.parametrize("parallel", ["1", "2"])
 @pytest.mark.parametrize("name", FILE_BENCHES)
 def test_tmpdir_is_left_empty_after_a_run(tmp_path, name, parallel):
-    rc, lines, err = run(AGENT, "run", name, "--iters", "2", "--samples", "1",
-                         "--parallel", parallel, "--tmpdir", str(tmp_path))
+    rc, lines, err = run(
+        AGENT, "run", name, "--iters", "2", "--samples", "1", "--parallel", parallel, "--tmpdir", str(tmp_path)
+    )
     assert rc == 0 and lines[-1]["type"] == "done", err
     assert list(tmp_path.iterdir()) == []
 
@@ -293,14 +365,34 @@ def _wait_empty(d, timeout=5.0):
     return list(d.iterdir())
 
 
-@pytest.mark.parametrize("sig,name,parallel", [
-    *[(signal.SIGTERM, n, "1") for n in FILE_BENCHES],
-    (signal.SIGINT, "stat", "1"), (signal.SIGHUP, "mmap", "1"),
-    (signal.SIGTERM, "open_close", "2")])
+@pytest.mark.parametrize(
+    "sig,name,parallel",
+    [
+        *[(signal.SIGTERM, n, "1") for n in FILE_BENCHES],
+        (signal.SIGINT, "stat", "1"),
+        (signal.SIGHUP, "mmap", "1"),
+        (signal.SIGTERM, "open_close", "2"),
+    ],
+)
 def test_tmpdir_is_left_empty_after_a_signal(tmp_path, sig, name, parallel):
-    p = subprocess.Popen([AGENT, "run", name, "--samples", "1000", "--min-time-ms", "100",
-                          "--parallel", parallel, "--tmpdir", str(tmp_path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            AGENT,
+            "run",
+            name,
+            "--samples",
+            "1000",
+            "--min-time-ms",
+            "100",
+            "--parallel",
+            parallel,
+            "--tmpdir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = 0
         for line in p.stdout:  # every instance has set up and calibrated
@@ -322,8 +414,12 @@ def _caps():
     """Iteration caps, as the agent states them when --iters passes one."""
     caps = {}
     for name in NAMES:
-        p = subprocess.run([AGENT, "run", name, "--iters", str(1 << 40), "--max-sample-ms", "1"],
-                           capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            [AGENT, "run", name, "--iters", str(1 << 40), "--max-sample-ms", "1"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if "iterations per sample" in p.stderr:
             caps[name] = int(p.stderr.split(" runs at most ")[1].split()[0])
     return caps
@@ -335,7 +431,7 @@ CAPS = _caps()
 def _sweep_runs(name):
     long_sample = ["--min-time-ms", "300", "--samples", "1", "--warmup", "0"]
     runs = [long_sample, ["--iters", "2", "--parallel", "2", "--inject", "100", "--samples", "1"]]
-    absurd = [10 ** 10, 1 << 40]
+    absurd = [10**10, 1 << 40]
     if name in CAPS:
         runs.append(["--iters", str(CAPS[name]), "--samples", "1", "--warmup", "0"])
         absurd += [CAPS[name] + 1, CAPS[name] * 10]
@@ -360,8 +456,7 @@ def test_sanitizer_sweep(name, tmp_path):
     try:
         for args in _sweep_runs(name):
             cmd = [AGENT_SAN, "run", name, "--tmpdir", str(tmp_path), *args]
-            procs.append((args, subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.PIPE, text=True)))
+            procs.append((args, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
         for args, p in procs:
             out, err = p.communicate(timeout=60)
             _clean(args, p, out, err)
@@ -382,8 +477,12 @@ def test_sanitizer_with_the_longest_tmpdir(tmp_path, name):
     while len(str(deep)) < 2900:  # --tmpdir takes up to 3000 bytes
         deep = deep / ("d" * min(200, 2900 - len(str(deep))))
     deep.mkdir(parents=True)
-    p = subprocess.run([AGENT_SAN, "run", name, "--tmpdir", str(deep), "--iters", "2",
-                        "--samples", "1"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [AGENT_SAN, "run", name, "--tmpdir", str(deep), "--iters", "2", "--samples", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     _clean(["long tmpdir"], p, p.stdout, p.stderr)
     assert p.returncode == 0 and list(deep.iterdir()) == []
 
@@ -393,8 +492,25 @@ def test_go_holds_every_instance_until_the_go_line(parallel):
     """--go: calibrated instances wait at the barrier; nothing is timed
     before the go line, and --duration-ms then ends every instance's
     samples that long after it."""
-    p = subprocess.Popen([AGENT, "run", "getppid", "--iters", "100", "--parallel", parallel, "--warmup", "1",
-                          "--duration-ms", "300", "--go"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            AGENT,
+            "run",
+            "getppid",
+            "--iters",
+            "100",
+            "--parallel",
+            parallel,
+            "--warmup",
+            "1",
+            "--duration-ms",
+            "300",
+            "--go",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     first = [json.loads(p.stdout.readline()) for _ in range(int(parallel) + 1)]
     assert [m["type"] for m in first] == ["calibration"] * int(parallel) + ["ready"]
     time.sleep(0.3)
@@ -414,8 +530,9 @@ def test_go_holds_every_instance_until_the_go_line(parallel):
 
 def test_go_without_its_line_is_an_error():
     for given in ("", "stop\n"):
-        p = subprocess.run([AGENT, "run", "getppid", "--iters", "10", "--go"], input=given,
-                           capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            [AGENT, "run", "getppid", "--iters", "10", "--go"], input=given, capture_output=True, text=True, timeout=30
+        )
         assert p.returncode == 3 and '"type":"error"' in p.stdout and "go" in p.stderr
 
 
@@ -425,6 +542,7 @@ def test_the_agents_metric_names_are_the_registrys():
     would make a counter vanish silently (agent.target_metrics drops names
     it does not know)."""
     from vmtax.metrics import METRICS
+
     out = subprocess.run([AGENT, "--list-metrics"], capture_output=True, text=True, check=True).stdout
     doc = json.loads(out)
     assert doc["schema"] == 1 and doc["type"] == "metrics"

@@ -1,5 +1,6 @@
 """The framed channel, against the real vmtax-shell script run on the host
 with the real agent (the transport differs in a guest; the framing does not)."""
+
 import subprocess
 
 import pytest
@@ -16,9 +17,13 @@ SHELL = REPO / "src" / "vmtax" / "guest" / "vmtax-shell"
 @pytest.fixture
 def chan(tmp_path):
     log = tmp_path / "console.log"
-    p = proc.spawn(["sh", str(SHELL)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                   stderr=subprocess.DEVNULL,
-                   env={"VMTAX_AGENT_PATH": str(AGENT), "VMTAX_STDERR": str(log), "PATH": "/usr/bin:/bin"})
+    p = proc.spawn(
+        ["sh", str(SHELL)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={"VMTAX_AGENT_PATH": str(AGENT), "VMTAX_STDERR": str(log), "PATH": "/usr/bin:/bin"},
+    )
     c = Channel(p, "shell", log)
     c.wait_ready(10)
     yield c

@@ -1,5 +1,6 @@
 """A guest's devices before anything boots: options checked, drivers found
 in the guest kernel's own modules, real images and loop devices."""
+
 import glob
 import os
 import shutil
@@ -29,26 +30,29 @@ def config_has(symbol: str) -> bool:
 
 
 @needs_kernel
-@pytest.mark.parametrize("options,says", [
-    ("disk=floppy", "disk must be one of virtio, scsi, nvme, ahci, ide, none"),
-    ("disk=virtio,image=vmdk", "image must be one of raw, qcow2"),
-    ("disk=virtio,cache=unsafe", "cache must be one of none, writeback"),
-    ("image=qcow2", "image without a disk"),
-    ("disk=nvme,machine=microvm", "disk=nvme needs machine=pc or q35 (microvm has no PCI bus)"),
-    ("disk=ide,machine=q35", "disk=ide needs machine=pc"),
-    ("disk=virtio,backing=block,image=qcow2", "image=qcow2 cannot go with it"),
-    ("disk=virtio,disk_size=10M", "disk_size must be at least 64M"),
-    ("disk=virtio,disk_size=lots", "malformed disk_size 'lots'"),
-    ("nic=ne2000", "nic must be one of virtio, e1000, rtl8139, none"),
-    ("nic=virtio,net=bridge", "net must be one of user, tap"),
-    ("net=user", "net= without a NIC"),
-    ("nic=virtio,machine=microvm", "nic=virtio needs machine=pc or q35 (microvm has no PCI bus)"),
-    ("container:net=wifi", "net must be one of none, host, bridge, slirp4netns"),
-    ("container:engine=unshare,net=bridge", "net=bridge needs engine=podman"),
-    ("uml:disk=virtio", "disk must be ubd or none"),
-    ("uml:disk_size=2G", "disk_size without a disk: add disk=ubd"),
-    ("uml:disk=ubd,disk_size=1M", "disk_size must be at least 64M"),
-])
+@pytest.mark.parametrize(
+    "options,says",
+    [
+        ("disk=floppy", "disk must be one of virtio, scsi, nvme, ahci, ide, none"),
+        ("disk=virtio,image=vmdk", "image must be one of raw, qcow2"),
+        ("disk=virtio,cache=unsafe", "cache must be one of none, writeback"),
+        ("image=qcow2", "image without a disk"),
+        ("disk=nvme,machine=microvm", "disk=nvme needs machine=pc or q35 (microvm has no PCI bus)"),
+        ("disk=ide,machine=q35", "disk=ide needs machine=pc"),
+        ("disk=virtio,backing=block,image=qcow2", "image=qcow2 cannot go with it"),
+        ("disk=virtio,disk_size=10M", "disk_size must be at least 64M"),
+        ("disk=virtio,disk_size=lots", "malformed disk_size 'lots'"),
+        ("nic=ne2000", "nic must be one of virtio, e1000, rtl8139, none"),
+        ("nic=virtio,net=bridge", "net must be one of user, tap"),
+        ("net=user", "net= without a NIC"),
+        ("nic=virtio,machine=microvm", "nic=virtio needs machine=pc or q35 (microvm has no PCI bus)"),
+        ("container:net=wifi", "net must be one of none, host, bridge, slirp4netns"),
+        ("container:engine=unshare,net=bridge", "net=bridge needs engine=podman"),
+        ("uml:disk=virtio", "disk must be ubd or none"),
+        ("uml:disk_size=2G", "disk_size without a disk: add disk=ubd"),
+        ("uml:disk=ubd,disk_size=1M", "disk_size must be at least 64M"),
+    ],
+)
 def test_bad_device_options_are_one_line_before_anything_boots(options, says):
     with pytest.raises(UserError) as e:
         parse_target(options if ":" in options else f"qemu:{options}")
@@ -56,8 +60,11 @@ def test_bad_device_options_are_one_line_before_anything_boots(options, says):
 
 
 def kernels_with(symbol: str) -> list[str]:
-    return [k for k in sorted(KERNELS) if f"CONFIG_{symbol}=" in
-            Path(f"/boot/config-{devices.kernel_release(Path(k))}").read_text(errors="replace")]
+    return [
+        k
+        for k in sorted(KERNELS)
+        if f"CONFIG_{symbol}=" in Path(f"/boot/config-{devices.kernel_release(Path(k))}").read_text(errors="replace")
+    ]
 
 
 @needs_kernel
@@ -78,6 +85,7 @@ def test_a_device_boots_a_kernel_that_has_its_driver_and_the_others_follow():
     if not have:
         pytest.skip("no kernel under /boot has e1000 (make setup installs linux-image-amd64)")
     from vmtax.targets.qemu import agree_kernels, find_kernel
+
     e1000, virtio, plain = (parse_target(t) for t in ("qemu:nic=e1000", "qemu:nic=virtio,label=b", "qemu:label=c"))
     assert str(e1000.kernel) in have and any(m.endswith("/e1000.ko") for m in e1000.modules)
     note = agree_kernels([e1000, virtio, plain])
@@ -132,8 +140,23 @@ def test_a_disk_and_a_nic_load_their_shared_modules_once():
 
 
 def test_the_cli_says_a_bad_device_in_one_line_and_exits_2(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "x.db"), "compare", "local",
-                        "qemu:disk=floppy", "--bench", "getppid"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmtax.cli",
+            "--db",
+            str(tmp_path / "x.db"),
+            "compare",
+            "local",
+            "qemu:disk=floppy",
+            "--bench",
+            "getppid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "disk must be one of" in p.stderr
 
@@ -161,7 +184,7 @@ def test_images_are_made_with_their_filesystem(tmp_path, fmt, magic, offset):
         f.seek(offset)
         assert f.read(len(magic)) == magic
     if fmt == "raw":
-        assert img.stat().st_size == 64 * 2 ** 20 and img.stat().st_blocks * 512 < 64 * 2 ** 20  # sparse
+        assert img.stat().st_size == 64 * 2**20 and img.stat().st_blocks * 512 < 64 * 2**20  # sparse
     assert [p.name for p in tmp_path.iterdir()] == [img.name]  # the raw one is gone after conversion
 
 
@@ -171,6 +194,7 @@ def test_a_loop_device_detaches_itself_when_its_last_user_closes_it(tmp_path):
     import time
 
     from vmtax.errors import TargetError
+
     img = devices.make_image(tmp_path, 64, "raw")
     try:
         loop = devices.LoopDevice(img)
@@ -209,8 +233,11 @@ def test_local_dir_puts_the_baseline_on_the_hosts_disk(tmp_path):
 
 
 def test_fsync_latency_is_read_from_fios_sync_section():
-    assert BY_NAME["disk_fsync"].parse((DATA / "fio-3.33-fsync.json").read_text()) == \
-        {"iops": 3667.332667, "fsync_p99_us": 333.824, "_bytes": 15036416.0}  # the bytes: host CPU per GB
+    assert BY_NAME["disk_fsync"].parse((DATA / "fio-3.33-fsync.json").read_text()) == {
+        "iops": 3667.332667,
+        "fsync_p99_us": 333.824,
+        "_bytes": 15036416.0,
+    }  # the bytes: host CPU per GB
     assert BY_NAME["disk_randread"].parse((DATA / "fio-3.33-randread.json").read_text())["iops"] > 0
 
 
@@ -218,6 +245,7 @@ def test_host_cost_per_unit_is_the_cost_less_the_idle_rate_over_the_work():
     from types import SimpleNamespace
 
     from vmtax.engine.hostcost import per_unit
+
     # 0.1 s of CPU and 50 context switches per second while the guest idles
     guest = SimpleNamespace(host_probe=SimpleNamespace(idle={"host_cpu_ns": 0.1e9, "host_context_switches": 50.0}))
     before = {"user": 10.0, "sys": 0.0, "switches": 1000.0}
@@ -230,8 +258,12 @@ def test_host_cost_per_unit_is_the_cost_less_the_idle_rate_over_the_work():
     # transactions: milliseconds per 1000
     tx = per_unit(guest, "1000tx", {"_tx": 4000.0}, before, after, 10.0, None)
     assert tx["host_cpu_per_unit"] == pytest.approx(2.0 * 1e3 / 4) and "peer_cpu_per_unit" not in tx
-    assert per_unit(guest, "GB", {"_bytes": 2e9}, before, {**after, "user": 10.1, "sys": 0.0}, 10.0, None)[
-        "host_cpu_per_unit"] == 0.0  # never below zero
+    assert (
+        per_unit(guest, "GB", {"_bytes": 2e9}, before, {**after, "user": 10.1, "sys": 0.0}, 10.0, None)[
+            "host_cpu_per_unit"
+        ]
+        == 0.0
+    )  # never below zero
     assert per_unit(guest, "GB", {}, before, after, 1.0, None) == {}
     assert per_unit(guest, "GB", {"_bytes": 1e9}, None, after, 1.0, None) == {}
     assert per_unit(guest, "", {"_bytes": 1e9}, before, after, 1.0, None) == {}
@@ -242,6 +274,7 @@ def test_per_unit_metrics_carry_the_workloads_unit_of_work():
 
     from vmtax.metrics import unit_of
     from vmtax.report.jsondoc import metric_rows
+
     assert BY_NAME["net_rr"].work == "1000tx" and BY_NAME["net_stream_tx"].work == "GB"
     assert BY_NAME["disk_fsync"].work == "GB" and BY_NAME["sysbench_cpu"].work == ""
     assert unit_of("host_cpu_per_unit", "1000tx") == "ms/1000tx" and unit_of("host_cpu_per_unit", "GB") == "s/GB"
@@ -255,21 +288,25 @@ def test_per_unit_metrics_carry_the_workloads_unit_of_work():
 
 def test_context_switches_of_a_process_are_read_from_proc():
     from vmtax.hostprobe import switches
+
     a = switches([os.getpid()])
     time.sleep(0.01)  # a voluntary switch
-    assert switches([os.getpid()]) > a > 0 and switches([2 ** 22 + 7]) == 0
+    assert switches([os.getpid()]) > a > 0 and switches([2**22 + 7]) == 0
 
 
 # -- builds as targets (issue 19): binary=, runtime= ----------------------------------
-@pytest.mark.parametrize("text,needle", [
-    ("qemu:binary=/bin/true", "is not a QEMU"),
-    ("qemu:binary=/no/such/qemu", "no such executable"),
-    ("container:runtime=/etc/passwd", "no such executable OCI runtime"),
-    ("container:runtime=/bin/true", "is not an OCI runtime"),
-    ("container:engine=unshare,runtime=runc", "engine=unshare has none"),
-    ("uml:binary=/etc/passwd", "is not a UML kernel"),
-    ("uml:binary=/usr/bin/linux.uml,kernel=/usr/bin/linux.uml", "name the same thing"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("qemu:binary=/bin/true", "is not a QEMU"),
+        ("qemu:binary=/no/such/qemu", "no such executable"),
+        ("container:runtime=/etc/passwd", "no such executable OCI runtime"),
+        ("container:runtime=/bin/true", "is not an OCI runtime"),
+        ("container:engine=unshare,runtime=runc", "engine=unshare has none"),
+        ("uml:binary=/etc/passwd", "is not a UML kernel"),
+        ("uml:binary=/usr/bin/linux.uml,kernel=/usr/bin/linux.uml", "name the same thing"),
+    ],
+)
 def test_an_unknown_build_is_one_line_before_anything_starts(text, needle):
     with pytest.raises(UserError, match=needle):
         parse_target(text)
@@ -281,11 +318,12 @@ def test_qemu_binary_runs_that_build_and_says_its_version(tmp_path):
     one the target runs (QemuTarget.argv starts with self.binary; the
     version read from it is its fact: test_devices_e2e)."""
     wrapper = tmp_path / "qemu-b"
-    wrapper.write_text(f"#!/bin/sh\nexec {shutil.which('qemu-system-x86_64')} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("qemu-system-x86_64")} "$@"\n')
     wrapper.chmod(0o755)
     t = parse_target(f"qemu:accel=tcg,binary={wrapper}")
     assert t.binary == str(wrapper)
     from vmtax.targets.qemu import _qemu_version
+
     assert _qemu_version(str(wrapper)).startswith("QEMU emulator version")
     assert parse_target("qemu:accel=tcg").binary == "qemu-system-x86_64"
 
@@ -296,10 +334,11 @@ def test_a_vcpu_thread_that_cannot_be_counted_leaves_no_counter_open():
     import os
 
     from vmtax.hostprobe import HostProbe, syscall_tracepoint
+
     if syscall_tracepoint()[0] is None:
         pytest.skip("no syscall tracepoint here: exits_userspace is not counted at all")
     before = set(os.listdir("/proc/self/fd"))
-    p = HostProbe(lambda: [os.getpid()], vcpu_tids=[os.getpid(), 2 ** 22 + 12345])  # the second: no such thread
+    p = HostProbe(lambda: [os.getpid()], vcpu_tids=[os.getpid(), 2**22 + 12345])  # the second: no such thread
     try:
         assert p.fds["exits_userspace"] == [] and "exits_userspace" in p.missing
         assert "exits_userspace" in p.facts()["host_probe_missing"]
@@ -317,6 +356,7 @@ def test_the_qemu_command_line_is_built_for_every_device_option_and_makes_nothin
 
     def refuse(*a, **kw):
         raise AssertionError("the command line made something")
+
     for name in ("make_image", "image_dir", "LoopDevice", "Tap", "module_files"):
         monkeypatch.setattr(devices, name, refuse)
     monkeypatch.setattr(qemu.guest, "initramfs", refuse)
@@ -326,18 +366,41 @@ def test_the_qemu_command_line_is_built_for_every_device_option_and_makes_nothin
         for disk in (*devices.DISKS, "none"):
             if disk != "none" and machine not in devices.DISKS[disk].machines:
                 continue
-            for image, cache, backing in ((i, c, b) for i in devices.IMAGES for c in devices.CACHES
-                                          for b in devices.BACKINGS if not (b == "block" and i != "raw")):
-                for nic, net in [("none", "user")] + [(n, w) for n in devices.NICS for w in devices.NETS
-                                                      if machine != "microvm"]:
+            for image, cache, backing in (
+                (i, c, b)
+                for i in devices.IMAGES
+                for c in devices.CACHES
+                for b in devices.BACKINGS
+                if not (b == "block" and i != "raw")
+            ):
+                for nic, net in [("none", "user")] + [
+                    (n, w) for n in devices.NICS for w in devices.NETS if machine != "microvm"
+                ]:
                     for accel in ("kvm", "tcg"):
-                        cfg = qemu.QemuConfig(accel=accel, machine=machine, smp=2, mem_mb=512, nic=nic, net=net,
-                                              disk=disk, image=image, cache=cache, backing=backing,
-                                              modules=("kernel/virtio_pci.ko",))
+                        cfg = qemu.QemuConfig(
+                            accel=accel,
+                            machine=machine,
+                            smp=2,
+                            mem_mb=512,
+                            nic=nic,
+                            net=net,
+                            disk=disk,
+                            image=image,
+                            cache=cache,
+                            backing=backing,
+                            modules=("kernel/virtio_pci.ko",),
+                        )
                         path = "/dev/loop7" if backing == "block" else f"/img/disk.{image}"
-                        p = qemu.Plumbing(Path("/k/vmlinuz"), Path("/k/initrd"), Path("/w/console.log"),
-                                          Path("/w/qmp.sock"), path if disk != "none" else None,
-                                          tap if net == "tap" else None, 2_000_000, vhost_net=True)
+                        p = qemu.Plumbing(
+                            Path("/k/vmlinuz"),
+                            Path("/k/initrd"),
+                            Path("/w/console.log"),
+                            Path("/w/qmp.sock"),
+                            path if disk != "none" else None,
+                            tap if net == "tap" else None,
+                            2_000_000,
+                            vhost_net=True,
+                        )
                         _check_argv(qemu.qemu_argv(cfg, accel, p), cfg, accel, p)
                         built += 1
     assert built > 500
@@ -346,6 +409,7 @@ def test_the_qemu_command_line_is_built_for_every_device_option_and_makes_nothin
 def _check_argv(argv: list[str], cfg, accel: str, p) -> None:
     def after(flag: str) -> list[str]:
         return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
     append = after("-append")[0].split()
     assert argv[0] == cfg.binary and after("-accel") == [accel] and after("-smp") == ["2"] and after("-m") == ["512M"]
     assert after("-cpu") == ["host" if accel == "kvm" else "max"] and after("-M")[0].split(",")[0] == cfg.machine
@@ -359,8 +423,9 @@ def _check_argv(argv: list[str], cfg, accel: str, p) -> None:
         assert not after("-drive") and not any(a.startswith("vmtax.disk=") for a in append)
     else:
         model = devices.DISKS[cfg.disk]
-        assert after("-drive") == [f"file={p.disk},if=none,id=d0,format={cfg.image},cache={cfg.cache},"
-                                   "aio=threads,discard=ignore"]
+        assert after("-drive") == [
+            f"file={p.disk},if=none,id=d0,format={cfg.image},cache={cfg.cache},aio=threads,discard=ignore"
+        ]
         assert all(d.format(drive="d0") in devs for d in model.devices) and f"vmtax.disk={model.node}" in append
     if cfg.nic == "none":
         assert not after("-netdev") and not any(a.startswith("vmtax.net=") for a in append)
@@ -383,6 +448,7 @@ def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkey
 
     from vmtax.errors import TargetError
     from vmtax.targets import qemu
+
     gone = []
 
     class Held:
@@ -391,7 +457,9 @@ def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkey
 
         def release(self):
             gone.append(self.what)
+
         close = release
+
     monkeypatch.setattr(devices, "image_dir", lambda: tmp_path / "img")
     monkeypatch.setattr(devices, "make_image", lambda where, mb, fmt: (where.mkdir(), where / "disk.raw")[1])
     monkeypatch.setattr(devices, "LoopDevice", lambda image: Held("loop"))
@@ -407,6 +475,7 @@ def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkey
 
     def no_tap():
         raise TargetError("net=tap: no")
+
     monkeypatch.setattr(devices, "Tap", no_tap)
     with pytest.raises(TargetError):
         with ExitStack() as held:

@@ -2,6 +2,7 @@
 loop device against the host's own disk, through fio with direct I/O; and
 what is left after a run and after Ctrl-C (nothing: no image, no loop
 device, no QEMU)."""
+
 import glob
 import json
 import os
@@ -32,10 +33,28 @@ TAP_WHY = devices.tap_allowed()
 @pytest.mark.skipif(not HOST_DISK, reason=f"{devices.IMAGE_PARENT} is not on a disk here")
 def test_direct_io_on_a_guests_disk_against_the_hosts_disk(tmp_path):
     guest = "qemu:accel=tcg,disk=virtio" + (",backing=block" if LOOP_OK else "")
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "d.db"), "compare",
-           f"local:dir={devices.IMAGE_PARENT}", guest, "--bench", "disk_randread",
-           "--tool-seconds", "1", "--min-processes", "6",  # 6 blocks: the fewest a 95% sign-flip interval needs
-           "--precision", "50%", "--max-time", "2m", "--json", "-"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(tmp_path / "d.db"),
+        "compare",
+        f"local:dir={devices.IMAGE_PARENT}",
+        guest,
+        "--bench",
+        "disk_randread",
+        "--tool-seconds",
+        "1",
+        "--min-processes",
+        "6",  # 6 blocks: the fewest a 95% sign-flip interval needs
+        "--precision",
+        "50%",
+        "--max-time",
+        "2m",
+        "--json",
+        "-",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=600)
     assert p.returncode == 0, err[-3000:]
@@ -51,8 +70,10 @@ def test_direct_io_on_a_guests_disk_against_the_hosts_disk(tmp_path):
     for t in (f"local:dir={devices.IMAGE_PARENT}", guest):
         m = rows[(t, "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]
         assert m["unit"] == "s/GB" and m["mean"] > 0, (t, m)
-    assert rows[(guest, "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"] > \
-        rows[(f"local:dir={devices.IMAGE_PARENT}", "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"]
+    assert (
+        rows[(guest, "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"]
+        > rows[(f"local:dir={devices.IMAGE_PARENT}", "disk_randread.iops")]["metrics"]["host_cpu_per_unit"]["mean"]
+    )
     # (a guest without a disk, only a tmpfs, skips it with the reason: tests/test_workloads.py)
     assert not left_behind(p.pid)
 
@@ -63,9 +84,22 @@ def test_ctrl_c_removes_the_image_the_loop_device_and_the_tap(tmp_path):
     db = tmp_path / "c.db"
     tap = ",nic=virtio,net=tap" if TAP_WHY is None else ""
     before = namespaces()
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local",
-           f"qemu:accel=tcg,disk=ide,backing=block{tap}", "--bench", "getppid", "--precision", "0.01%",
-           "--max-time", "5m"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(db),
+        "compare",
+        "local",
+        f"qemu:accel=tcg,disk=ide,backing=block{tap}",
+        "--bench",
+        "getppid",
+        "--precision",
+        "0.01%",
+        "--max-time",
+        "5m",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_samples(db, 1, 120, "target LIKE 'qemu%'", proc=p)
     held = left_behind(p.pid)
@@ -86,15 +120,20 @@ def namespaces() -> set[str]:
 
 def host_network() -> tuple[str, ...]:
     """The host namespace's interfaces, addresses and routes: what vmtax never touches."""
-    return tuple(subprocess.run(["ip", *a], capture_output=True, text=True).stdout
-                 for a in (["-br", "addr"], ["route"], ["-6", "route"]))
+    return tuple(
+        subprocess.run(["ip", *a], capture_output=True, text=True).stdout
+        for a in (["-br", "addr"], ["route"], ["-6", "route"])
+    )
 
 
 def wildcard_peers() -> list[str]:
     """The peers vmtax started that listen on a wildcard address (none should)."""
     out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if ("iperf3" in line or "sockperf" in line)
-            and line.split()[3].rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")]
+    return [
+        line
+        for line in out.splitlines()
+        if ("iperf3" in line or "sockperf" in line) and line.split()[3].rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")
+    ]
 
 
 def watched(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -103,8 +142,10 @@ def watched(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess
     before, seen = host_network(), []
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = [], []
-    readers = [threading.Thread(target=lambda f=f, acc=acc: acc.append(f.read()), daemon=True)
-               for f, acc in ((p.stdout, out), (p.stderr, err))]
+    readers = [
+        threading.Thread(target=lambda f=f, acc=acc: acc.append(f.read()), daemon=True)
+        for f, acc in ((p.stdout, out), (p.stderr, err))
+    ]
     for r in readers:
         r.start()
     deadline = time.time() + timeout
@@ -125,16 +166,18 @@ def watched(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess
 
 
 def a_kernel_with(symbol: str) -> bool:
-    return any(f"CONFIG_{symbol}=" in open(f"/boot/config-{devices.kernel_release(Path(k))}").read()
-               for k in glob.glob("/boot/vmlinuz-*") if os.path.exists(f"/boot/config-{devices.kernel_release(Path(k))}"))
-
-
-
+    return any(
+        f"CONFIG_{symbol}=" in open(f"/boot/config-{devices.kernel_release(Path(k))}").read()
+        for k in glob.glob("/boot/vmlinuz-*")
+        if os.path.exists(f"/boot/config-{devices.kernel_release(Path(k))}")
+    )
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
-@pytest.mark.skipif(not (shutil.which("iperf3") and shutil.which("sockperf")),
-                    reason="iperf3 and sockperf are needed (make setup installs them)")
+@pytest.mark.skipif(
+    not (shutil.which("iperf3") and shutil.which("sockperf")),
+    reason="iperf3 and sockperf are needed (make setup installs them)",
+)
 def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
     """sockperf in TCG guests, against the server vmtax starts on
     the host: a virtio NIC on QEMU's user-mode network; where root and a
@@ -147,9 +190,28 @@ def test_a_guests_nic_reaches_the_peer_on_the_host(tmp_path):
     tap = "qemu:accel=tcg,nic=e1000,net=tap,disk=ahci"
     guests = [user] + ([tap] if TAP_WHY is None and a_kernel_with("E1000") and a_kernel_with("SATA_AHCI") else [])
     before = namespaces()
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "n.db"), "compare", "local", *guests,
-           "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "3",
-           "--precision", "50%", "--max-time", "70s", "--json", "-"]  # ratios, not their intervals: a short run
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(tmp_path / "n.db"),
+        "compare",
+        "local",
+        *guests,
+        "--bench",
+        "net_rr",
+        "--tool-seconds",
+        "1",
+        "--min-processes",
+        "3",
+        "--precision",
+        "50%",
+        "--max-time",
+        "70s",
+        "--json",
+        "-",
+    ]  # ratios, not their intervals: a short run
     # (the budget holds the guests' boots too: 40 s of measuring after them, as before)
     p, seen = watched(cmd, 600)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -189,13 +251,31 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
     wildcard address, nothing left after (container, slirp4netns, peer,
     namespaces)."""
     from vmtax.targets.container import podman_works
+
     ok, why = podman_works()
     if not ok:
         pytest.skip(why)
     nets = ["bridge"] + (["slirp4netns"] if shutil.which("slirp4netns") else [])
     targets = [f"container:net={n}" for n in nets]
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "compare", *targets,
-           "--bench", "net_rr", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "25s", "--json", "-"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(tmp_path / "c.db"),
+        "compare",
+        *targets,
+        "--bench",
+        "net_rr",
+        "--tool-seconds",
+        "1",
+        "--min-processes",
+        "2",
+        "--max-time",
+        "25s",
+        "--json",
+        "-",
+    ]
     before = namespaces()  # 25 s: two blocks (a ratio) on a loaded host; with none the run exits 1
     p, seen = watched(cmd, 300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -210,10 +290,18 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
     assert "vmtaxbr0 10.213.0.1/24 in network namespace net:[" in facts["container:net=bridge"]["bridge"]
 
     def left() -> list[str]:  # (an exited slirp4netns is reaped by podman's cleanup a moment later)
-        out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^vmtax-{p.pid}-"],
-                             capture_output=True, text=True, timeout=60).stdout.split()
-        return (out + subprocess.run(["pgrep", "-a", "slirp4netns"], capture_output=True, text=True).stdout.split("\n")[:-1]
-                + sorted(namespaces() - before))
+        out = subprocess.run(
+            ["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^vmtax-{p.pid}-"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.split()
+        return (
+            out
+            + subprocess.run(["pgrep", "-a", "slirp4netns"], capture_output=True, text=True).stdout.split("\n")[:-1]
+            + sorted(namespaces() - before)
+        )
+
     deadline = time.time() + 15
     while left() and time.time() < deadline:
         time.sleep(0.5)
@@ -222,12 +310,30 @@ def test_a_containers_network_reaches_the_peer_on_the_host(tmp_path):
 
 def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
     from vmtax.targets.uml import UmlTarget
+
     ok, why = UmlTarget.available()
     if not ok:
         pytest.skip(why)
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "u.db"), "run", "--target", "uml:disk=ubd",
-           "--bench", "disk_randread", "--tool-seconds", "1", "--min-processes", "2", "--max-time", "15s",
-           "--json", "-"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(tmp_path / "u.db"),
+        "run",
+        "--target",
+        "uml:disk=ubd",
+        "--bench",
+        "disk_randread",
+        "--tool-seconds",
+        "1",
+        "--min-processes",
+        "2",
+        "--max-time",
+        "15s",
+        "--json",
+        "-",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
@@ -242,6 +348,7 @@ def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
 def test_a_guest_that_hangs_while_booting_leaves_no_image_loop_device_or_tap():
     from vmtax.errors import TargetError
     from vmtax.targets import parse_target
+
     before = namespaces()
     t = parse_target("qemu:accel=tcg,disk=virtio,backing=block,nic=virtio,net=tap,boot_timeout=0.5")
     with pytest.raises(TargetError, match="did not become ready"):
@@ -256,16 +363,38 @@ def test_an_a_b_of_two_container_runtimes_names_each_with_its_version(tmp_path):
     start a container: each target runs its own and says its version."""
     from vmtax import guest
     from vmtax.targets.container import podman_run, podman_works
+
     ok, why = podman_works()
     if not ok or not shutil.which("crun"):
         pytest.skip(why if not ok else "crun is not installed (make setup installs it)")
-    probe = subprocess.run(podman_run(shutil.which("crun")) + ["--network", "none", "--rootfs",
-                                                                str(guest.rootfs_dir()), "/bin/busybox", "true"],
-                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    probe = subprocess.run(
+        podman_run(shutil.which("crun"))
+        + ["--network", "none", "--rootfs", str(guest.rootfs_dir()), "/bin/busybox", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     if probe.returncode != 0:  # seen: "cgroups in hybrid mode not supported" (crun 1.8 on a cgroup v1+v2 host)
         pytest.skip(f"crun cannot start a container here: {(probe.stderr or probe.stdout).strip()[-200:]}")
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "ab.db"), "compare", "container:runtime=runc",
-           "container:runtime=crun", "--bench", "getppid", "--max-time", "15s", "--gate", "5%", "--json", "-"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(tmp_path / "ab.db"),
+        "compare",
+        "container:runtime=runc",
+        "container:runtime=crun",
+        "--bench",
+        "getppid",
+        "--max-time",
+        "15s",
+        "--gate",
+        "5%",
+        "--json",
+        "-",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode in (0, 1, 3), p.stderr[-3000:]
     doc = json.loads(p.stdout)

@@ -1,6 +1,7 @@
 """The README and docs/ hold together: every relative link (and its #anchor)
 leads somewhere, docs/cli.md lists exactly the options each command's --help
 gives, the README stays short, and results/ holds only what its index names."""
+
 import re
 import subprocess
 import sys
@@ -91,12 +92,15 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
 def test_a_broken_link_is_found(tmp_path, monkeypatch):
     """The checker itself can fail: a missing file and a missing anchor."""
     (tmp_path / "docs").mkdir()
-    (tmp_path / "README.md").write_text("# T\n\n[a](docs/x.md) [b](docs/y.md#nope) [c](#t) `[d](nowhere.md)`\n"
-                                        "```\n[e](nowhere.md)\n```\n")
+    (tmp_path / "README.md").write_text(
+        "# T\n\n[a](docs/x.md) [b](docs/y.md#nope) [c](#t) `[d](nowhere.md)`\n```\n[e](nowhere.md)\n```\n"
+    )
     (tmp_path / "docs" / "y.md").write_text("# Y\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    assert [b.split(": ", 1)[1] for b in broken_links()] == ["docs/x.md: no such file",
-                                                             "docs/y.md#nope: no heading #nope in docs/y.md"]
+    assert [b.split(": ", 1)[1] for b in broken_links()] == [
+        "docs/x.md: no such file",
+        "docs/y.md#nope: no heading #nope in docs/y.md",
+    ]
 
 
 # -- the CLI's options ---------------------------------------------------------------
@@ -138,6 +142,7 @@ def vmtax_help(*args: str) -> str:
     import io
 
     from vmtax.cli import build_parser
+
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), pytest.raises(SystemExit) as done:
         build_parser().parse_args([*args, "--help"])
@@ -159,16 +164,21 @@ def test_docs_cli_lists_every_option_of_every_command(monkeypatch):
         given, listed = help_options(text), documented[cmd]
         problems += [f"{name}: {o} is in --help, not in docs/cli.md" for o in sorted(given - listed)]
         problems += [f"{name}: {o} is in docs/cli.md, not in --help" for o in sorted(listed - given)]
-    problems += [f"docs/cli.md documents `vmtax {c}`, which --help does not list"
-                 for c in documented if c and c not in commands]
+    problems += [
+        f"docs/cli.md documents `vmtax {c}`, which --help does not list" for c in documented if c and c not in commands
+    ]
     assert len(commands) >= 13 and problems == []
 
 
 def test_the_option_parsers_read_what_they_must():
-    assert help_options("usage: x\n\noptions:\n  -h, --help  help\n  --json [FILE]\n  --max-time DURATION  t\n"
-                        "                        (see --not-this)\n") == {"--json", "--max-time"}
-    assert doc_sections("| `--db X` | a |\n## `vmtax run`\n| option | meaning |\n|---|---|\n"
-                        "| `--a N` | like `--b` |\n## Exit codes\n| `--c` | x |\n") == {"": {"--db"}, "run": {"--a"}}
+    assert help_options(
+        "usage: x\n\noptions:\n  -h, --help  help\n  --json [FILE]\n  --max-time DURATION  t\n"
+        "                        (see --not-this)\n"
+    ) == {"--json", "--max-time"}
+    assert doc_sections(
+        "| `--db X` | a |\n## `vmtax run`\n| option | meaning |\n|---|---|\n"
+        "| `--a N` | like `--b` |\n## Exit codes\n| `--c` | x |\n"
+    ) == {"": {"--db"}, "run": {"--a"}}
 
 
 # -- the README and results/ --------------------------------------------------------

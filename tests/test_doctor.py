@@ -1,4 +1,5 @@
 """vmtax doctor: the noise analysis as pure functions, and one real run."""
+
 import json
 import math
 import random
@@ -63,12 +64,14 @@ def test_the_spread_is_of_log_ratios_at_a_blocks_lags_and_counts_drift():
     percent (in logs), so the RMS over a 3-target block's lags (2/3 at 1,
     1/3 at 2) is sqrt(2/3 + 4/3) = sqrt(2) of one step -- a spread the run
     meets too (its random order gives the drift a random sign)."""
-    means = [100 * 1.01 ** i for i in range(60)]
+    means = [100 * 1.01**i for i in range(60)]
     t9 = 2.2621571627409915  # Student's 97.5% point, 9 degrees of freedom
     assert doctor.buyable(means, 0.125, 52.5, 14, 3) == pytest.approx(
-        (10, t9 * math.sqrt(2) * math.log(1.01) / math.sqrt(10)))
+        (10, t9 * math.sqrt(2) * math.log(1.01) / math.sqrt(10))
+    )
     assert doctor.buyable(means, 0.125, 35, 14, 2) == pytest.approx(  # two targets: always side by side
-        (10, t9 * math.log(1.01) / math.sqrt(10)))
+        (10, t9 * math.log(1.01) / math.sqrt(10))
+    )
 
 
 def test_too_few_processes_blocks_or_a_zero_mean_give_no_false_figure():
@@ -100,8 +103,12 @@ def test_a_state_that_lasts_is_shared_by_a_block_and_buys_precision():
 @pytest.mark.e2e
 def test_doctor_on_this_machine_says_its_spread(tmp_path):
     out = tmp_path / "d.json"
-    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--processes", "10", "--json", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "vmtax.cli", "doctor", "--processes", "10", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["processes"] == 10 and doc["mean"] > 0 and doc["cv"] >= 0 and doc["budget"]["blocks"] > 0
@@ -116,6 +123,7 @@ def test_doctor_on_this_machine_says_its_spread(tmp_path):
 
 def test_doctor_refuses_a_workload_and_bad_counts(capsys):
     from vmtax.cli import main
+
     assert main(["doctor", "--bench", "redis"]) == 2
     assert main(["doctor", "--processes", "3"]) == 2
     assert main(["doctor", "--processes", "10", "--targets", "6"]) == 2
@@ -136,9 +144,25 @@ def test_a_skewed_spread_is_one_mode_and_doctor_calls_modes_as_the_reports_do():
 
 def test_doctor_on_a_fake_with_two_modes_says_them(tmp_path):
     out = tmp_path / "d.json"
-    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake:slow_share=0.4,slow_by=1.4",
-                        "--processes", "40", "--cpu", "none", "--json", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmtax.cli",
+            "doctor",
+            "--target",
+            "fake:slow_share=0.4,slow_by=1.4",
+            "--processes",
+            "40",
+            "--cpu",
+            "none",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["bimodal"] and doc["modes"]["slow"] / doc["modes"]["fast"] == pytest.approx(1.4, rel=0.05)
@@ -147,8 +171,12 @@ def test_doctor_on_a_fake_with_two_modes_says_them(tmp_path):
     same = doc["budget"]["same_mode"]
     assert "with compare --same-mode" in p.stdout and same["blocks"] > doc["budget"]["fast_mode"]["blocks"]
     assert 0 < same["ratio_ci_halfwidth"] < doc["budget"]["fast_mode"]["ratio_ci_halfwidth"] and same["slow_blocks"] > 0
-    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake", "--processes", "40",
-                        "--cpu", "none"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "vmtax.cli", "doctor", "--target", "fake", "--processes", "40", "--cpu", "none"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0 and "one mode (two modes need" in p.stdout
 
 

@@ -1,5 +1,6 @@
 """The counts vmtax explains with, checked against what they must be on
 real targets (issue 8's invariants), from real runs."""
+
 import json
 import subprocess
 import sys
@@ -83,8 +84,12 @@ def test_counted_batches_are_never_timed(counted):
 def test_explain_prints_the_counts_side_by_side(counted, short_compare, tmp_path):
     _, doc = counted
     db = str(short_compare.db)
-    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", db, "explain", doc["run_id"], "--json",
-                        str(tmp_path / "e.json")], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "vmtax.cli", "--db", db, "explain", doc["run_id"], "--json", str(tmp_path / "e.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert "host ctx switches / op" in p.stdout and "page faults / op" in p.stdout
     ex = json.loads((tmp_path / "e.json").read_text())

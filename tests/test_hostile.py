@@ -1,6 +1,7 @@
 """Input vmtax does not control -- a guest's channel, a target's facts and
 labels, the database file it is pointed at -- tried as a hostile user
 would.  Each test reproduces a failure found in a review."""
+
 import json
 import os
 import shutil
@@ -55,6 +56,7 @@ class _Scripted(Target):
     """A target whose 'agent' prints given lines: what a compromised guest
     could.  A Target subclass, so that it has every method the runner may
     call (a duck-typed one went stale when the interface grew)."""
+
     kind = "scripted"
 
     def __init__(self, name, lines):
@@ -65,28 +67,52 @@ class _Scripted(Target):
         return iter(self.lines)
 
 
-@pytest.mark.parametrize("line,needle", [
-    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
-     '"iters":10,"ops":10,"value":NaN,"overhead":0,"tsc_per_op":1,"cpu":-1}', "malformed"),
-    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
-     '"iters":10,"ops":10,"value":-5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid value"),
-    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":"no",'
-     '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid warmup"),
-    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
-     '"iters":1e400,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}', "invalid iters"),
-    ('{"schema":1,"type":"calibration","bench":"getppid","iters":"lots"}', "iteration count"),
-    ('[' * 100000, "agent output line"),
-    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
-     '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1,"ref_ns":[1,-1]}', "invalid ref_ns"),
-    ('{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
-     '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1,"ref_ns":"fast"}', "invalid ref_ns"),
-])
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        (
+            '{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+            '"iters":10,"ops":10,"value":NaN,"overhead":0,"tsc_per_op":1,"cpu":-1}',
+            "malformed",
+        ),
+        (
+            '{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+            '"iters":10,"ops":10,"value":-5,"overhead":0,"tsc_per_op":1,"cpu":-1}',
+            "invalid value",
+        ),
+        (
+            '{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":"no",'
+            '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}',
+            "invalid warmup",
+        ),
+        (
+            '{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+            '"iters":1e400,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1}',
+            "invalid iters",
+        ),
+        ('{"schema":1,"type":"calibration","bench":"getppid","iters":"lots"}', "iteration count"),
+        ("[" * 100000, "agent output line"),
+        (
+            '{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+            '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1,"ref_ns":[1,-1]}',
+            "invalid ref_ns",
+        ),
+        (
+            '{"schema":1,"type":"sample","bench":"getppid","unit":"ns","instance":0,"seq":0,"warmup":false,'
+            '"iters":10,"ops":10,"value":5,"overhead":0,"tsc_per_op":1,"cpu":-1,"ref_ns":"fast"}',
+            "invalid ref_ns",
+        ),
+    ],
+)
 def test_whatever_an_agent_prints_is_recorded_as_its_error(tmp_path, line, needle):
     spec = BenchSpec("getppid", "kernel", "ns", "lower", "d")
     store = Store(tmp_path / "h.db")
     store.new_run("r", "run", "t", "0", {})
-    calibrated = [] if '"calibration"' in line else ['{"schema":1,"type":"calibration","bench":"getppid",'
-                                                       '"instance":0,"iters":10}']
+    calibrated = (
+        []
+        if '"calibration"' in line
+        else ['{"schema":1,"type":"calibration","bench":"getppid","instance":0,"iters":10}']
+    )
     target = _Scripted("evil", calibrated + [line, '{"schema":1,"type":"done","bench":"getppid"}'])
     Runner(RunConfig(max_time=1, min_processes=2), [spec], [target], store, "r").run()
     how, reason = store.load("r").outcomes[("evil", "getppid")]
@@ -95,8 +121,8 @@ def test_whatever_an_agent_prints_is_recorded_as_its_error(tmp_path, line, needl
 
 def test_facts_from_a_guest_are_cleaned():
     from vmtax.agent import clean_facts
-    facts = clean_facts({"kernel": "x" * 100000, "nested": {"a": {"b": 1}}, "n": float("nan"),
-                         "ok": 3, "list": [1, 2]})
+
+    facts = clean_facts({"kernel": "x" * 100000, "nested": {"a": {"b": 1}}, "n": float("nan"), "ok": 3, "list": [1, 2]})
     assert len(facts["kernel"]) == 4096 and facts["n"] is None and facts["ok"] == 3
     assert isinstance(facts["nested"]["a"], str) and isinstance(facts["list"], str)
 
@@ -104,8 +130,10 @@ def test_facts_from_a_guest_are_cleaned():
 def test_terminal_output_never_carries_control_sequences(tmp_path, capsys):
     db = tmp_path / "t.db"
     label = f"label=x{EVIL}"
-    assert main(["--db", str(db), "compare", "fake", f"fake:scale=2,{label}", "--bench", "getppid",
-                 "--max-time", "5s"]) == 0
+    assert (
+        main(["--db", str(db), "compare", "fake", f"fake:scale=2,{label}", "--bench", "getppid", "--max-time", "5s"])
+        == 0
+    )
     for args in (["show"], ["runs"], ["show", "--all-rows"]):
         main(["--db", str(db), *args])
     out = capsys.readouterr()
@@ -136,8 +164,7 @@ def test_a_foreign_database_is_refused_and_left_alone(tmp_path, capsys):
 
 def test_a_read_only_database_can_be_read(tmp_path, capsys):
     db = tmp_path / "ro.db"
-    assert main(["--db", str(db), "run", "--target", "fake:noise=0.001", "--bench", "getppid",
-                 "--max-time", "5s"]) == 0
+    assert main(["--db", str(db), "run", "--target", "fake:noise=0.001", "--bench", "getppid", "--max-time", "5s"]) == 0
     capsys.readouterr()
     os.chmod(db, 0o444)
     before = db.read_bytes()
@@ -154,10 +181,29 @@ def test_a_full_disk_ends_the_run_with_one_line_and_reports_what_was_stored(tmp_
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)]).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(mnt / "v.db"), "run",
-                            "--target", "fake:noise=0.5", "--bench", "getppid", "--precision", "0.001%",
-                            "--max-time", "60s", "--samples", "20"],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vmtax.cli",
+                "--db",
+                str(mnt / "v.db"),
+                "run",
+                "--target",
+                "fake:noise=0.5",
+                "--bench",
+                "getppid",
+                "--precision",
+                "0.001%",
+                "--max-time",
+                "60s",
+                "--samples",
+                "20",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 1, p.stderr
         assert "Traceback" not in p.stderr
         assert "database or disk is full" in p.stderr
@@ -169,14 +215,19 @@ def test_a_full_disk_ends_the_run_with_one_line_and_reports_what_was_stored(tmp_
 @pytest.mark.e2e
 def test_the_container_root_is_read_only():
     from vmtax.targets.container import ContainerTarget
+
     ok, why = ContainerTarget.available()
     if not ok:
         pytest.skip(why)
     for engine in ("auto", "unshare"):
         t = parse_target(f"container:engine={engine}")
         with t:
-            lines = [json.loads(line) for line in t.run_agent(["run", "stat", "--samples", "1", "--warmup", "0",
-                                                         "--iters", "10", "--tmpdir", "/"], 30)]
+            lines = [
+                json.loads(line)
+                for line in t.run_agent(
+                    ["run", "stat", "--samples", "1", "--warmup", "0", "--iters", "10", "--tmpdir", "/"], 30
+                )
+            ]
         assert lines[0]["type"] == "skip" and "Read-only file system" in lines[0]["reason"], lines
 
 
@@ -214,10 +265,26 @@ def test_sizing_survives_times_per_iteration_far_apart(tmp_path):
     store.new_run("r", "compare", "t", "0", {})
 
     def lines(value, ops):
-        sample = {"schema": 1, "type": "sample", "bench": "getppid", "unit": "ns", "instance": 0, "warmup": False,
-                  "iters": 1, "ops": ops, "value": value, "overhead": 0, "tsc_per_op": 1, "cpu": -1}
-        return (['{"schema":1,"type":"calibration","bench":"getppid","instance":0,"iters":1}']
-                + [json.dumps({**sample, "seq": i}) for i in range(4)] + ['{"schema":1,"type":"done","bench":"getppid"}'])
+        sample = {
+            "schema": 1,
+            "type": "sample",
+            "bench": "getppid",
+            "unit": "ns",
+            "instance": 0,
+            "warmup": False,
+            "iters": 1,
+            "ops": ops,
+            "value": value,
+            "overhead": 0,
+            "tsc_per_op": 1,
+            "cpu": -1,
+        }
+        return (
+            ['{"schema":1,"type":"calibration","bench":"getppid","instance":0,"iters":1}']
+            + [json.dumps({**sample, "seq": i}) for i in range(4)]
+            + ['{"schema":1,"type":"done","bench":"getppid"}']
+        )
+
     targets = [_Scripted("slow", lines(1e18, 1e18)), _Scripted("fast", lines(1e-300, 1e-10))]
     Runner(RunConfig(max_time=1, min_processes=2), [spec], targets, store, "r").run()
     assert store.load("r").outcomes[("fast", "getppid")][0] != "error"
@@ -237,6 +304,7 @@ def _feed(fd, total, chunk=1 << 20):
             pass
         finally:
             os.close(fd)
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return written, t
@@ -291,6 +359,7 @@ os.waitpid(pid, 0)
 
 def _dead_pid() -> int:
     from vmtax.hostproc import pid_alive
+
     return next(p for p in range(20000, 30000) if not pid_alive(p))
 
 
@@ -298,8 +367,12 @@ def _dead_pid() -> int:
 def test_the_sweep_leaves_a_live_run_of_another_pid_namespace_alone(tmp_path):
     """Its pid is dead here, yet its owner lives: /tmp is shared, pids are not."""
     pid = _dead_pid()
-    p = proc.spawn(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _IN_NEW_PID_NS,
-                    str(pid), str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = proc.spawn(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _IN_NEW_PID_NS, str(pid), str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         theirs = p.stdout.readline().strip()
         assert os.path.basename(theirs).startswith(f"vmtax-test-{pid}-") and os.path.isdir(theirs)
@@ -309,8 +382,9 @@ def test_the_sweep_leaves_a_live_run_of_another_pid_namespace_alone(tmp_path):
         p.wait(10)
         proc.kill_group(p)
     # ... while what a dead process of this namespace left goes
-    subprocess.run([sys.executable, "-c", f"from vmtax import proc; proc.private_dir('test', {str(tmp_path)!r})"],
-                   check=True)
+    subprocess.run(
+        [sys.executable, "-c", f"from vmtax import proc; proc.private_dir('test', {str(tmp_path)!r})"], check=True
+    )
     ours = [str(d) for d in tmp_path.iterdir() if str(d) != theirs]
     assert len(ours) == 1 and proc.sweep(str(tmp_path)) == ours
 
@@ -323,16 +397,23 @@ print(guest.initramfs(), flush=True)
 """
 
 
-@pytest.mark.skipif(not os.path.isfile("/bin/busybox") and not os.path.isfile("/usr/bin/busybox"),
-                    reason="the root is built from busybox-static")
+@pytest.mark.skipif(
+    not os.path.isfile("/bin/busybox") and not os.path.isfile("/usr/bin/busybox"),
+    reason="the root is built from busybox-static",
+)
 def test_first_runs_at_once_build_one_cache_entry_whole(tmp_path):
     """Three first runs at once crashed two in three (FileNotFoundError on
     the shared initramfs-<key>.cpio.tmp): each builds under its own name."""
     import gzip
+
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     start = str(time.time() + 2)
-    ps = [subprocess.Popen([sys.executable, "-c", _BUILD, start], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    ps = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILD, start], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
     outs = [p.communicate(timeout=120) for p in ps]
     assert [p.returncode for p in ps] == [0] * 6, [err[-300:] for _, err in outs]
     cache = tmp_path / "vmtax"
@@ -348,17 +429,20 @@ def test_first_runs_at_once_build_one_cache_entry_whole(tmp_path):
 
 
 # -- small ones: one line, exit 2, no traceback (issue 22 item 8) ----------------------
-@pytest.mark.parametrize("argv,needle", [
-    (["run", "--target", "\udcff"], "an argument is not valid UTF-8: b'\\xff'"),
-    (["run", "--target", "local:dir=/proc"], "dir=/proc is on proc"),
-    (["run", "--target", "uml:kernel=/etc/passwd"], "/etc/passwd is not a UML kernel"),
-    (["run", "--target", "uml:binary=/no/such/linux"], "no such UML kernel file"),
-    (["run", "--target", "qemu:mem=1e23G"], "malformed memory size '1e23G'"),
-    (["run", "--target", "fake:label=a,label=b"], "target option 'label' is given twice"),
-    (["show", "--json", "-", "--markdown", "-"], "--json and --markdown both go to stdout"),
-    (["run", "--target", "qemu:mem=100000000000000000000000G"], "more memory than this host has"),
-    (["run", "--target", "qemu:mem=17179869184G"], "more memory than this host has"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["run", "--target", "\udcff"], "an argument is not valid UTF-8: b'\\xff'"),
+        (["run", "--target", "local:dir=/proc"], "dir=/proc is on proc"),
+        (["run", "--target", "uml:kernel=/etc/passwd"], "/etc/passwd is not a UML kernel"),
+        (["run", "--target", "uml:binary=/no/such/linux"], "no such UML kernel file"),
+        (["run", "--target", "qemu:mem=1e23G"], "malformed memory size '1e23G'"),
+        (["run", "--target", "fake:label=a,label=b"], "target option 'label' is given twice"),
+        (["show", "--json", "-", "--markdown", "-"], "--json and --markdown both go to stdout"),
+        (["run", "--target", "qemu:mem=100000000000000000000000G"], "more memory than this host has"),
+        (["run", "--target", "qemu:mem=17179869184G"], "more memory than this host has"),
+    ],
+)
 def test_small_bad_inputs_are_one_line_and_exit_2(argv, needle, capsys, db):
     assert main(["--db", str(db), *argv]) == 2
     out = capsys.readouterr()
@@ -401,8 +485,10 @@ def test_report_files_keep_no_control_sequence_from_a_target(tmp_path, capsys, d
     assert main(["--db", str(db), "compare", "fake", evil, "--bench", "getppid", "--max-time", "3s"]) in (0, 3)
     capsys.readouterr()
     files = [tmp_path / f for f in ("r.md", "r.csv", "r.html")]
-    assert main(["--db", str(db), "report", "--markdown", str(files[0]), "--csv", str(files[1]),
-                 "--html", str(files[2])]) == 0
+    assert (
+        main(["--db", str(db), "report", "--markdown", str(files[0]), "--csv", str(files[1]), "--html", str(files[2])])
+        == 0
+    )
     err = capsys.readouterr().err
     for f in files:
         text = f.read_text()
@@ -412,14 +498,17 @@ def test_report_files_keep_no_control_sequence_from_a_target(tmp_path, capsys, d
 
 
 # -- output paths are checked before anything is measured (issue 44 item 4) -------------------
-@pytest.mark.parametrize("argv,flag", [
-    (["compare", "fake", "fake:label=b", "--gate", "2%", "--junit", "{missing}/x.xml"], "--junit"),
-    (["compare", "fake", "fake:label=b", "--json", "{missing}/x.json"], "--json"),
-    (["run", "--target", "fake", "--markdown", "{dir}"], "--markdown"),
-    (["run", "--target", "fake", "--json", "/proc/vmtax-test.json"], "--json"),  # refused to root too
-    (["scale", "fake", "--instances", "1", "--html", "{missing}/s.html"], "--html"),
-    (["doctor", "--target", "fake", "--json", "{missing}/d.json"], "--json"),
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["compare", "fake", "fake:label=b", "--gate", "2%", "--junit", "{missing}/x.xml"], "--junit"),
+        (["compare", "fake", "fake:label=b", "--json", "{missing}/x.json"], "--json"),
+        (["run", "--target", "fake", "--markdown", "{dir}"], "--markdown"),
+        (["run", "--target", "fake", "--json", "/proc/vmtax-test.json"], "--json"),  # refused to root too
+        (["scale", "fake", "--instances", "1", "--html", "{missing}/s.html"], "--html"),
+        (["doctor", "--target", "fake", "--json", "{missing}/d.json"], "--json"),
+    ],
+)
 def test_an_output_path_that_cannot_be_written_is_refused_before_measuring(tmp_path, argv, flag, capsys, db):
     argv = [a.format(missing=tmp_path / "no" / "such", dir=tmp_path) for a in argv]
     t0 = time.monotonic()
@@ -437,8 +526,24 @@ def test_an_output_file_checked_before_measuring_is_not_left_behind_by_the_check
     assert not out.exists()  # refused for the benchmark: the check made no file
     keep = tmp_path / "keep.md"
     keep.write_text("before")
-    assert main(["--db", str(db), "run", "--target", "fake", "--bench", "getppid", "--max-time", "2s",
-                 "--markdown", str(keep)]) == 0
+    assert (
+        main(
+            [
+                "--db",
+                str(db),
+                "run",
+                "--target",
+                "fake",
+                "--bench",
+                "getppid",
+                "--max-time",
+                "2s",
+                "--markdown",
+                str(keep),
+            ]
+        )
+        == 0
+    )
     assert "getppid" in keep.read_text()
 
 
@@ -446,8 +551,21 @@ def test_an_output_file_checked_before_measuring_is_not_left_behind_by_the_check
 def test_a_limit_out_of_range_is_one_line_and_means_one_thing_on_both_backends(location, capsys):
     """-1 read 'all' on SQLite (LIMIT -1) and failed on PostgreSQL; 10**20
     was an OverflowError."""
-    assert main(["--db", str(location), "compare", "fake", "fake:label=b", "--bench", "getppid",
-                 "--max-time", "1s", "--cpu", "none"]) in (0, 3)
+    assert main(
+        [
+            "--db",
+            str(location),
+            "compare",
+            "fake",
+            "fake:label=b",
+            "--bench",
+            "getppid",
+            "--max-time",
+            "1s",
+            "--cpu",
+            "none",
+        ]
+    ) in (0, 3)
     capsys.readouterr()
     for command in ("history", "runs"):
         for limit in ("-1", "0", "99999999999999999999"):
@@ -459,9 +577,27 @@ def test_a_limit_out_of_range_is_one_line_and_means_one_thing_on_both_backends(l
 
 
 def test_progress_lines_to_a_pipe_carry_no_escape_sequence_from_a_label(db):
-    p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "fake",
-                        f"fake:label=x{EVIL}", "--bench", "getppid", "--max-time", "2s", "--cpu", "none"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmtax.cli",
+            "--db",
+            str(db),
+            "compare",
+            "fake",
+            f"fake:label=x{EVIL}",
+            "--bench",
+            "getppid",
+            "--max-time",
+            "2s",
+            "--cpu",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert "[1/1] getppid" in p.stderr  # the progress line, one per finished row on a non-terminal
     assert ESC not in p.stderr and "\x07" not in p.stderr and "\\x1b[2J" in p.stderr
@@ -472,17 +608,21 @@ def test_matplotlib_says_nothing_on_stderr_for_long_or_unusual_labels(tmp_path):
     label: the SVG keeps the text (the browser draws it), so matplotlib's
     warnings are noise on vmtax's stderr."""
     from helpers import store_run
+
     db = tmp_path / "m.db"
     with Store(db) as store:
         for i, label in enumerate(("x" * 300, "\U0001e900\U0010fffd\u0378 long " + "y" * 120)):
             data = run(run_id=f"2026010{i + 1}-120000-abcd", names=("local", f"fake:label={label}"))
             data.targets[1].facts["label"] = "same"  # one history series
             store_run(store, data)
-    for argv in (["report", "20260101", "--html", str(tmp_path / "r.html")],
-                 ["report", "20260102", "--html", str(tmp_path / "r2.html")],
-                 ["history", "--html", str(tmp_path / "h.html")]):
-        p = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), *argv], capture_output=True,
-                           text=True, timeout=120)
+    for argv in (
+        ["report", "20260101", "--html", str(tmp_path / "r.html")],
+        ["report", "20260102", "--html", str(tmp_path / "r2.html")],
+        ["history", "--html", str(tmp_path / "h.html")],
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "vmtax.cli", "--db", str(db), *argv], capture_output=True, text=True, timeout=120
+        )
         assert p.returncode == 0, p.stderr
         noise = [line for line in p.stderr.splitlines() if not line.startswith("wrote ")]
         assert not noise, (argv[0], p.stderr[-2000:])
@@ -494,9 +634,28 @@ def test_a_scale_run_stopped_before_any_round_is_failed_not_complete(tmp_path, c
     measured no round it is failed, exit 1, not complete with exit 0."""
     t0 = time.monotonic()
     out = tmp_path / "s.json"
-    code = main(["--db", str(db), "scale", "fake:delay=60", "--instances", "2", "--bench", "getppid",
-                 "--round-time", "0.05s", "--rounds", "2", "--max-rounds", "2", "--max-time", "1s",
-                 "--json", str(out)])
+    code = main(
+        [
+            "--db",
+            str(db),
+            "scale",
+            "fake:delay=60",
+            "--instances",
+            "2",
+            "--bench",
+            "getppid",
+            "--round-time",
+            "0.05s",
+            "--rounds",
+            "2",
+            "--max-rounds",
+            "2",
+            "--max-time",
+            "1s",
+            "--json",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert time.monotonic() - t0 < 1 + 5 + 5
     assert code == 1, err

@@ -1,6 +1,7 @@
 """Ansible inventories (INI and YAML) -> ssh targets, and the target
 strings that name them; the ssh target's options and what it sends to the
 remote shell.  No connection is made here (tests/test_ssh_e2e.py makes them)."""
+
 import subprocess
 
 import pytest
@@ -72,8 +73,7 @@ def inventory(request, tmp_path):
 
 
 def test_hosts_and_groups_in_the_files_order(inventory):
-    assert list(inventory.hosts) == ["loose.example.com", "web1", "web2", "web3.example.com",
-                                     "web4.example.com", "db1"]
+    assert list(inventory.hosts) == ["loose.example.com", "web1", "web2", "web3.example.com", "web4.example.com", "db1"]
     assert inventory.select("web") == ["web1", "web2", "web3.example.com", "web4.example.com"]
     assert inventory.select("prod") == ["web1", "web2", "web3.example.com", "web4.example.com", "db1"]
     assert inventory.select("all")[0] == "loose.example.com" and len(inventory.select("all")) == 6
@@ -83,14 +83,21 @@ def test_hosts_and_groups_in_the_files_order(inventory):
 def test_variables_merge_as_ansible_merges_them(inventory):
     """all, then outer groups, then inner ones, then the host's own."""
     assert inventory.target_options("web1") == {
-        "host": "10.0.0.1", "port": "2222", "user": "deploy", "key": "~/.ssh/web_key",
-        "known_hosts": "/etc/vmtax/known_hosts"}
+        "host": "10.0.0.1",
+        "port": "2222",
+        "user": "deploy",
+        "key": "~/.ssh/web_key",
+        "known_hosts": "/etc/vmtax/known_hosts",
+    }
     assert inventory.target_options("web3.example.com")["port"] == "22"  # all's
     assert inventory.target_options("web3.example.com")["host"] == "web3.example.com"  # no ansible_host
     db1 = inventory.target_options("db1")
     assert (db1["user"], db1["port"], db1["machine"]) == ("postgres", "2200", "rack1")
-    assert inventory.target_options("loose.example.com") == {"host": "loose.example.com", "user": "nobody",
-                                                             "port": "22"}
+    assert inventory.target_options("loose.example.com") == {
+        "host": "loose.example.com",
+        "user": "nobody",
+        "port": "22",
+    }
 
 
 def test_an_inventory_name_is_ssh_targets_with_the_options_given(inventory, tmp_path):
@@ -108,6 +115,7 @@ def test_an_inventory_name_is_ssh_targets_with_the_options_given(inventory, tmp_
 def _keys_exist(monkeypatch):
     """The key and known_hosts files the inventories name need not exist here."""
     import vmtax.targets.ssh as ssh
+
     real = ssh._path_option
     monkeypatch.setattr(ssh, "_path_option", lambda n, o, k, must_exist=True: real(n, o, k, must_exist=False))
 
@@ -121,14 +129,17 @@ def test_unknown_names_and_missing_inventory(inventory):
         load("/nonexistent/hosts")
 
 
-@pytest.mark.parametrize("text, match", [
-    ("[web\nh1\n", "is not a section"),
-    ("[web]\nh1 ansible_port\n", "is not key=value"),
-    ("[web:vars]\njust words\n", "is not key=value"),
-    ("[web]\nh1 ansible_host='unclosed\n", "quotation"),
-    ("[web]\nh[1:x]\n", "not a host range"),
-    ("[a:children]\nb\n[b:children]\na\n[b]\nh1\n", "its own child"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("[web\nh1\n", "is not a section"),
+        ("[web]\nh1 ansible_port\n", "is not key=value"),
+        ("[web:vars]\njust words\n", "is not key=value"),
+        ("[web]\nh1 ansible_host='unclosed\n", "quotation"),
+        ("[web]\nh[1:x]\n", "not a host range"),
+        ("[a:children]\nb\n[b:children]\na\n[b]\nh1\n", "its own child"),
+    ],
+)
 def test_a_bad_ini_inventory_is_one_line_with_its_line(tmp_path, text, match):
     path = tmp_path / "bad.ini"
     path.write_text(text)
@@ -139,13 +150,16 @@ def test_a_bad_ini_inventory_is_one_line_with_its_line(tmp_path, text, match):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("all: [1, 2]\n", "a group is a mapping"),
-    ("all:\n  hostz: {}\n", "unknown key"),
-    ("all:\n  hosts: [a, b]\n", "expected a mapping"),
-    ("all:\n  hosts:\n    a: {x: [1\n", "not valid YAML"),
-    ("- a\n- b\n", "mapping of groups"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("all: [1, 2]\n", "a group is a mapping"),
+        ("all:\n  hostz: {}\n", "unknown key"),
+        ("all:\n  hosts: [a, b]\n", "expected a mapping"),
+        ("all:\n  hosts:\n    a: {x: [1\n", "not valid YAML"),
+        ("- a\n- b\n", "mapping of groups"),
+    ],
+)
 def test_a_bad_yaml_inventory_is_one_line(tmp_path, text, match):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -170,26 +184,32 @@ def test_ranges():
 
 
 # -- the ssh target's options ---------------------------------------------------------
-@pytest.mark.parametrize("text, host, user, port", [
-    ("ssh:bench.example.com", "bench.example.com", None, None),
-    ("ssh:me@10.1.2.3,port=2222", "10.1.2.3", "me", 2222),
-    ("ssh:host=h,user=u,port=22", "h", "u", 22),
-])
+@pytest.mark.parametrize(
+    "text, host, user, port",
+    [
+        ("ssh:bench.example.com", "bench.example.com", None, None),
+        ("ssh:me@10.1.2.3,port=2222", "10.1.2.3", "me", 2222),
+        ("ssh:host=h,user=u,port=22", "h", "u", 22),
+    ],
+)
 def test_ssh_target_strings(text, host, user, port):
     t = parse_target(text)
     assert (t.host, t.user, t.port) == (host, user, port)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("ssh:", "say which host"),
-    ("ssh:-oProxyCommand", "not a host name"),
-    ("ssh:host=a b", "not a host name"),
-    ("ssh:h,user=-x", "not a user name"),
-    ("ssh:h,port=99999", "port must be"),
-    ("ssh:h,accept_new=maybe", "accept_new must be yes or no"),
-    ("ssh:h,key=/tmp/a%d", "cannot hold whitespace, %"),
-    ("ssh:h,shell=/bin/sh", "unknown option"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("ssh:", "say which host"),
+        ("ssh:-oProxyCommand", "not a host name"),
+        ("ssh:host=a b", "not a host name"),
+        ("ssh:h,user=-x", "not a user name"),
+        ("ssh:h,port=99999", "port must be"),
+        ("ssh:h,accept_new=maybe", "accept_new must be yes or no"),
+        ("ssh:h,key=/tmp/a%d", "cannot hold whitespace, %"),
+        ("ssh:h,shell=/bin/sh", "unknown option"),
+    ],
+)
 def test_bad_ssh_options_are_one_line(text, match):
     with pytest.raises(UserError, match=match):
         parse_target(text)
@@ -214,10 +234,12 @@ def test_the_remote_cpu_a_pinned_run_uses():
 
 
 # -- limits and linear time (issue 22 item 6) ------------------------------------------
-@pytest.mark.parametrize("text", ["[big]\nh[0:99999999]\n", "[big]\nh[0:9999][0:9999]\n",
-                                  "[a]\nx[0:5000]\n[b]\ny[0:5000]\n"])
+@pytest.mark.parametrize(
+    "text", ["[big]\nh[0:99999999]\n", "[big]\nh[0:9999][0:9999]\n", "[a]\nx[0:5000]\n[b]\ny[0:5000]\n"]
+)
 def test_too_many_hosts_are_counted_before_any_is_made(tmp_path, text):
     import tracemalloc
+
     f = tmp_path / "big.ini"
     f.write_text(text)
     tracemalloc.start()
@@ -227,13 +249,14 @@ def test_too_many_hosts_are_counted_before_any_is_made(tmp_path, text):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 20 * 2 ** 20, peak  # the ranges were never expanded
+    assert peak < 20 * 2**20, peak  # the ranges were never expanded
 
 
 def test_eight_thousand_hosts_read_in_linear_time(tmp_path):
     """8,000 hosts in 40 groups under one parent: every host's variables
     and options (15 s when each host's groups were found group by group)."""
     import time
+
     lines = [f"[g{i}]\nh{i}-[0:199]\n" for i in range(40)]
     lines.append("[parent:children]\n" + "\n".join(f"g{i}" for i in range(40)) + "\n[parent:vars]\nansible_user=u\n")
     f = tmp_path / "many.ini"
@@ -246,10 +269,17 @@ def test_eight_thousand_hosts_read_in_linear_time(tmp_path):
     assert took < 3, took
 
 
-@pytest.mark.parametrize("text", ["all: &a\n  children:\n    loop: *a\n", "all: &a [*a]\n",
-                                  "all:\n  children:\n    g: &g\n      children:\n        h: *g\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "all: &a\n  children:\n    loop: *a\n",
+        "all: &a [*a]\n",
+        "all:\n  children:\n    g: &g\n      children:\n        h: *g\n",
+    ],
+)
 def test_recursive_yaml_aliases_are_one_line(tmp_path, text, capsys):
     from vmtax.cli import main
+
     f = tmp_path / "r.yml"
     f.write_text(text)
     assert main(["targets", "--inventory", str(f)]) == 2
@@ -267,7 +297,7 @@ def test_group_vars_beside_the_inventory_are_said_not_read(tmp_path):
 
 def test_a_templated_variable_is_refused(tmp_path):
     f = tmp_path / "t.ini"
-    f.write_text("[web]\nw1 ansible_user='{{ lookup(\"env\", \"USER\") }}'\n")
+    f.write_text('[web]\nw1 ansible_user=\'{{ lookup("env", "USER") }}\'\n')
     with pytest.raises(UserError, match="is a template"):
         load(str(f)).target_options("w1")
 
@@ -285,8 +315,10 @@ def test_a_yaml_alias_bomb_is_one_line_in_bounded_time(tmp_path):
     """Each group's children alias the group below twice, 40 levels deep:
     read naively, 2**40 groups; refused once the reading passes MAX_WALK."""
     import time
+
     text = "x0: &x0\n  hosts: {h1: }\n" + "".join(
-        f"x{i}: &x{i}\n  children: {{a{i}: *x{i - 1}, b{i}: *x{i - 1}}}\n" for i in range(1, 40))
+        f"x{i}: &x{i}\n  children: {{a{i}: *x{i - 1}, b{i}: *x{i - 1}}}\n" for i in range(1, 40)
+    )
     path = tmp_path / "bomb.yml"
     path.write_text(text)
     t0 = time.monotonic()

@@ -6,6 +6,7 @@ Marked `kvm`, deselected by default (pyproject's addopts).  They need a KVM
 that runs a standard guest (kvm_amd or kvm_intel) and root; elsewhere they
 skip, saying why.  `make test-kvm` runs them inside a TCG guest with an
 emulated AMD-V and a real KVM (scripts/kvm-rig/), where a skip fails it."""
+
 import os
 
 import pytest
@@ -93,8 +94,11 @@ def test_kvm_s_own_exit_counter_agrees_with_the_tracepoint(kvm_guest):
     p.enable()
     try:
         q0, k0 = p.qmp.vcpu_exits()["exits"], p.kvm.read()["exits"]
-        list(kvm_guest.run_agent(["run", "cpuid", "--samples", "1", "--warmup", "0", "--iters", "2000",
-                                  "--max-sample-ms", "0"], 600))
+        list(
+            kvm_guest.run_agent(
+                ["run", "cpuid", "--samples", "1", "--warmup", "0", "--iters", "2000", "--max-sample-ms", "0"], 600
+            )
+        )
         k1, q1 = p.kvm.read()["exits"], p.qmp.vcpu_exits()["exits"]
     finally:
         p.disable()

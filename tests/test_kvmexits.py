@@ -4,6 +4,7 @@ the KVM rig's outer guest, and this project's hosts' 6.18), the counts'
 arithmetic, the real kernel's filters where it has the tracepoint, KVM's
 total from a real QEMU's query-stats reply, and how explain shows them.
 Against a real KVM: tests/test_kvm.py (make test-kvm)."""
+
 import json
 import os
 import socket
@@ -50,8 +51,9 @@ def test_the_counts_add_up_and_the_rest_is_other(monkeypatch):
 
 def test_without_a_hardware_kvm_no_exit_is_counted_by_reason_and_the_facts_say_why(monkeypatch):
     real = os.path.isdir
-    monkeypatch.setattr(kvmexits.os.path, "isdir",
-                        lambda p: False if p in ("/sys/module/kvm_amd", "/sys/module/kvm_intel") else real(p))
+    monkeypatch.setattr(
+        kvmexits.os.path, "isdir", lambda p: False if p in ("/sys/module/kvm_amd", "/sys/module/kvm_intel") else real(p)
+    )
     with pytest.raises(OSError, match="no kvm_amd or kvm_intel module"):
         kvmexits.ExitCounter([os.getpid()])
     p = hostprobe.HostProbe(lambda: [os.getpid()], vcpu_tids=[os.getpid()])
@@ -114,6 +116,7 @@ def qmp_server(path: str, replies: list[dict]) -> threading.Thread:
                 f.write(json.dumps(reply).encode() + b"\n")
                 f.flush()
         srv.close()
+
     t = threading.Thread(target=serve, daemon=True)
     t.start()
     return t
@@ -139,11 +142,26 @@ def test_explain_shows_the_reasons_met_and_reads_the_main_one(monkeypatch):
     import reportdata
     from vmtax.analysis import analyse
     from vmtax.report import explain
-    monkeypatch.setitem(reportdata.COUNTS, "qemu:accel=kvm", {
-        "syscalls": 1.0, "task_clock_ns": 120.0, "host_cpu_ns": 150.0, "host_cpu_user_ns": 20.0,
-        "host_cpu_sys_ns": 130.0, "host_context_switches": 0.0, "host_syscalls": 0.02,
-        "exits": 1.04, "exits_cpuid": 1.0, "exits_msr": 0.03, "exits_npf": 0.0, "exits_other": 0.01,
-        "exits_userspace": 3.0})
+
+    monkeypatch.setitem(
+        reportdata.COUNTS,
+        "qemu:accel=kvm",
+        {
+            "syscalls": 1.0,
+            "task_clock_ns": 120.0,
+            "host_cpu_ns": 150.0,
+            "host_cpu_user_ns": 20.0,
+            "host_cpu_sys_ns": 130.0,
+            "host_context_switches": 0.0,
+            "host_syscalls": 0.02,
+            "exits": 1.04,
+            "exits_cpuid": 1.0,
+            "exits_msr": 0.03,
+            "exits_npf": 0.0,
+            "exits_other": 0.01,
+            "exits_userspace": 3.0,
+        },
+    )
     data = reportdata.run(names=("local", "qemu:accel=kvm"), counts=True)
     blocks = explain.view(data, *analyse(data))
     b = next(b for b in blocks if b.benchmark == "getppid")
@@ -176,6 +194,7 @@ def test_the_agent_waits_for_a_slow_host_before_its_counted_batch():
             self.pings.append(line)
             time.sleep(ping_s)
             return iter(())
+
     fast, slow = Guest(0.0), Guest(0.06)
     assert fast.settle_for_the_host() == 20 and fast.pings == ["PING"] * 3
     assert 120 <= slow.settle_for_the_host() < 400

@@ -1,6 +1,7 @@
 """The package's shape, checked: no import cycle in src/ (imports inside
 functions included: hiding one there is still a cycle), and no module
 imports another's private (underscore) name."""
+
 import ast
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def imports(mods) -> dict[str, set[tuple[str, str]]]:
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[:len(base) - node.level + 1]
+                    base = base[: len(base) - node.level + 1]
                     target = ".".join(base + ([node.module] if node.module else []))
                 else:
                     target = node.module or ""
@@ -66,6 +67,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                     break
             if len(comp) > 1:
                 out.append(sorted(comp))
+
     for v in graph:
         if v not in index:
             visit(v)
@@ -82,8 +84,12 @@ def test_the_cycle_check_can_fail():
 
 
 def test_no_module_imports_another_modules_private_name():
-    private = sorted(f"{m} imports {n} from {t}" for m, found in imports(modules()).items()
-                     for t, n in found if n.startswith("_") and not n.startswith("__"))
+    private = sorted(
+        f"{m} imports {n} from {t}"
+        for m, found in imports(modules()).items()
+        for t, n in found
+        if n.startswith("_") and not n.startswith("__")
+    )
     assert private == []
 
 
@@ -93,10 +99,11 @@ def test_every_kind_declares_what_it_can_do():
     is split in two; callers ask the declaration, never the method."""
     from vmtax.targets import KINDS
     from vmtax.targets.base import Target
+
     for kind, cls in KINDS.items():
         assert ("barrier" in cls.capabilities) == (cls.run_gated is not Target.run_gated), kind
         assert ("parallel_start" in cls.capabilities) == (cls.begin_start is not Target.begin_start), kind
-    src = (Path(__file__).resolve().parents[1] / "src" / "vmtax")
+    src = Path(__file__).resolve().parents[1] / "src" / "vmtax"
     for path in src.rglob("*.py"):
         if path.parent.name != "targets":
             text = path.read_text()
@@ -112,6 +119,7 @@ def test_the_benchmark_scripts_run_the_demo_the_makefile_runs():
 
     from vmtax import suite
     from vmtax.cli import build_parser
+
     root = SRC.parent
     spec = importlib.util.spec_from_file_location("demojob", root / "tools" / "demojob.py")
     demojob = importlib.util.module_from_spec(spec)

@@ -2,6 +2,7 @@
 stepped sample by sample, the baseline's and each candidate's back to back.
 With the fake target (step=on) for the scheduling, the real agent and the
 bare machine for the protocol and the clean-up."""
+
 import random
 import sqlite3
 import subprocess
@@ -35,10 +36,11 @@ def test_a_round_takes_every_side_once_and_treats_the_baseline_as_any_other():
 def _sides(targets, rounds, warmup=1, log=None):
     out = []
     for t in targets:
+
         def take(f, at, name=t.name):
             (log if log is not None else []).append((name, f["seq"], f["warmup"]))
-        argv = ["run", A.name, "--samples", str(rounds - warmup), "--warmup", str(warmup), "--iters", "1000",
-                "--step"]
+
+        argv = ["run", A.name, "--samples", str(rounds - warmup), "--warmup", str(warmup), "--iters", "1000", "--step"]
         out.append(lockstep.Side(t.name, t, argv, take))
     return out
 
@@ -51,8 +53,8 @@ def test_a_block_steps_every_side_once_a_round():
     assert [s.samples for s in sides] == [5, 5, 5] and all(s.finished and not s.error for s in sides)
     names = [n for n, _, _ in log]
     for k in range(5):  # each round: one sample of each side, back to back
-        assert sorted(names[3 * k:3 * k + 3]) == sorted(t.name for t in targets)
-    assert len(set(tuple(names[3 * k:3 * k + 3]) for k in range(5))) > 1  # in orders drawn at random
+        assert sorted(names[3 * k : 3 * k + 3]) == sorted(t.name for t in targets)
+    assert len(set(tuple(names[3 * k : 3 * k + 3]) for k in range(5))) > 1  # in orders drawn at random
     # each side's samples came in its own order, its warmups first
     for s in sides:
         mine = [(seq, w) for n, seq, w in log if n == s.name]
@@ -62,8 +64,11 @@ def test_a_block_steps_every_side_once_a_round():
 
 
 def test_a_failing_candidate_leaves_the_others_stepping_and_nothing_held():
-    targets = [parse_target("fake:seed=1,step=on"), parse_target("fake:seed=2,step=on,crash=getppid"),
-               parse_target("fake:seed=3,step=on")]
+    targets = [
+        parse_target("fake:seed=1,step=on"),
+        parse_target("fake:seed=2,step=on,crash=getppid"),
+        parse_target("fake:seed=3,step=on"),
+    ]
     sides = _sides(targets, rounds=6)
     began = time.monotonic()
     lockstep.run_block(sides, A, 6, random.Random(2), lambda: 5.0, 5.0)
@@ -98,7 +103,7 @@ def _my_agents() -> list[str]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
         if name.startswith("vmtax-agent") and int(rest[1]) == __import__("os").getpid() and rest[0] != "Z":
             out.append(entry)
     return out
@@ -107,9 +112,11 @@ def _my_agents() -> list[str]:
 def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_block(tmp_path):
     db = tmp_path / "v.db"
     store = Store(db)
-    targets = [parse_target("fake:seed=1,noise=0.01,step=on"),
-               parse_target("fake:seed=2,noise=0.01,step=on,scale=1.1"),
-               parse_target("fake:seed=3,noise=0.01")]  # no step: in turn, after the lockstep pairs
+    targets = [
+        parse_target("fake:seed=1,noise=0.01,step=on"),
+        parse_target("fake:seed=2,noise=0.01,step=on,scale=1.1"),
+        parse_target("fake:seed=3,noise=0.01"),
+    ]  # no step: in turn, after the lockstep pairs
     store.new_run("r", "compare", "t", "0", {})
     for i, t in enumerate(targets):
         store.add_target("r", i, t.info(), "h")
@@ -118,20 +125,28 @@ def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_bl
     assert cfg.pairing == "lockstep"
     assert Runner(cfg, [A], targets, store, "r").run() == "complete"
     con = sqlite3.connect(db)
-    per_block = con.execute("SELECT block, group_concat(target || ':' || slot, ' ') FROM processes "
-                            "WHERE run_id='r' AND block >= 0 AND slot < 3 GROUP BY block").fetchall()
+    per_block = con.execute(
+        "SELECT block, group_concat(target || ':' || slot, ' ') FROM processes "
+        "WHERE run_id='r' AND block >= 0 AND slot < 3 GROUP BY block"
+    ).fetchall()
     assert per_block and all(len(sides.split()) == 3 for _, sides in per_block)
     size = plan.step_sizes(targets[0].name, {t.name: (1000, 100.0) for t in targets}, cfg)
-    timed = con.execute("SELECT target, count(*) FROM samples WHERE run_id='r' AND warmup=0 AND counting=0 "
-                        "AND block=1 GROUP BY target ORDER BY target").fetchall()
+    timed = con.execute(
+        "SELECT target, count(*) FROM samples WHERE run_id='r' AND warmup=0 AND counting=0 "
+        "AND block=1 GROUP BY target ORDER BY target"
+    ).fetchall()
     got = dict(timed)
     assert got[targets[0].name] == size.rounds - size.warmup  # a sample of each side a round
     assert got[targets[1].name] == size.rounds - size.warmup
     assert got[targets[2].name] == cfg.samples_per_process  # the one without step: today's process
-    ratio = con.execute("SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0",
-                        (targets[1].name,)).fetchone()[0] / con.execute(
-        "SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0",
-        (targets[0].name,)).fetchone()[0]
+    ratio = (
+        con.execute(
+            "SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0", (targets[1].name,)
+        ).fetchone()[0]
+        / con.execute(
+            "SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0", (targets[0].name,)
+        ).fetchone()[0]
+    )
     assert 1.08 < ratio < 1.12
     assert isinstance(targets[1].facts().get("lockstep_go_ms"), float)
 
@@ -150,8 +165,12 @@ def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target
 
 @pytest.mark.e2e
 def test_the_real_agent_steps_sample_by_sample_and_stops_on_another_line():
-    p = subprocess.Popen([AGENT, "run", "getppid", "--samples", "2", "--warmup", "1", "--min-time-ms", "1",
-                          "--step"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [AGENT, "run", "getppid", "--samples", "2", "--warmup", "1", "--min-time-ms", "1", "--step"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     types = [__import__("json").loads(p.stdout.readline())["type"] for _ in range(2)]
     assert types == ["calibration", "ready"]
     p.stdin.write("go\n")

@@ -1,5 +1,6 @@
 """The noise by distance (noise.py): the spread of the log ratio of two
 samples grows with the time between them where the host's state drifts."""
+
 import itertools
 import math
 import random
@@ -28,7 +29,7 @@ def test_the_spread_grows_with_the_distance_as_a_drifting_state_says():
     assert [c.ms for c in curve] == list(noise.DISTANCES_MS)
     for c in curve[:6]:  # 1..32 ms: 2..64 samples apart
         k = c.ms / 0.5
-        assert c.sd_pct == pytest.approx(100 * math.sqrt(2 * 0.01 ** 2 + k * 0.02 ** 2), rel=0.12)
+        assert c.sd_pct == pytest.approx(100 * math.sqrt(2 * 0.01**2 + k * 0.02**2), rel=0.12)
     assert all(a.sd_pct < b.sd_pct for a, b in itertools.pairwise(curve[:6]))
 
 

@@ -6,6 +6,7 @@ The digests below were taken from the code before the core was shared by
 compare and scale.  A change that alters them on purpose (a new kind of
 process, another calibration) says so in its commit and takes the new
 digest from this test's failure message."""
+
 import hashlib
 import json
 import sqlite3
@@ -37,13 +38,15 @@ def digest(db, run_id: str) -> str:
             "SELECT benchmark,target,process,instance,seq,warmup,counting,block,iters,ops,round(value,6),"
             "(SELECT group_concat(name || '=' || round(value,6)) FROM (SELECT name, value FROM sample_metrics"
             " m WHERE m.sample_id = s.id ORDER BY name)) FROM samples s WHERE run_id=? ORDER BY id",
-            (run_id,)).fetchall(),
+            (run_id,),
+        ).fetchall(),
         "processes": con.execute(
             "SELECT process,target,benchmark,block,slot,outcome FROM processes WHERE run_id=? ORDER BY process",
-            (run_id,)).fetchall(),
+            (run_id,),
+        ).fetchall(),
         "outcomes": con.execute(
-            "SELECT target,benchmark,stopped_by FROM outcomes WHERE run_id=? ORDER BY target,benchmark",
-            (run_id,)).fetchall(),
+            "SELECT target,benchmark,stopped_by FROM outcomes WHERE run_id=? ORDER BY target,benchmark", (run_id,)
+        ).fetchall(),
     }
     con.close()
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
@@ -57,8 +60,9 @@ def test_a_fixed_seed_compare_stores_what_it_stored_before(db):
         store.add_target("r", i, t.info(), "h")
     store.add_benchmarks("r", [A, B])
     # precision reachable: blocks end on precision, never on a clock reading
-    status = Runner(RunConfig(precision=0.02, max_time=1e6, min_processes=4, seed=7), [A, B], targets,
-                    store, "r", clock=steps()).run()
+    status = Runner(
+        RunConfig(precision=0.02, max_time=1e6, min_processes=4, seed=7), [A, B], targets, store, "r", clock=steps()
+    ).run()
     assert status == "complete"
     store.close()
     got = digest(db, "r")
@@ -71,8 +75,10 @@ def test_a_fixed_seed_scale_stores_what_it_stored_before(db):
 
     def make(i):
         return FakeTarget(f"fake #{i + 1}", {"seed": str(i + 1), "noise": "0.02"})
-    run_id, status, failure = scale.run_scale("fake", make, cfg, select(None, ["getppid"]), store, "test",
-                                              lambda text: None)
+
+    run_id, status, failure = scale.run_scale(
+        "fake", make, cfg, select(None, ["getppid"]), store, "test", lambda text: None
+    )
     assert (status, failure) == ("complete", "")
     store.close()
     got = digest(db, run_id)
@@ -92,6 +98,7 @@ SCALE = "1f30af87a66f9c52"
 
 class Recording(FakeTarget):
     """A fake that keeps the arguments of every agent process it runs."""
+
     def __init__(self, name, options, seen):
         super().__init__(name, options)
         self.seen = seen
@@ -104,20 +111,28 @@ class Recording(FakeTarget):
 def test_compare_and_scale_calibrate_through_one_implementation(db, monkeypatch):
     """A change to the calibration (here: 5 samples, not 3) reaches both."""
     from vmtax.engine import protocol
+
     monkeypatch.setattr(protocol, "CALIBRATION_SAMPLES", 5)
     seen_compare, seen_scale = [], []
     store = Store(db)
     targets = [Recording("fake a", {}, seen_compare), Recording("fake b", {}, seen_compare)]
     store.new_run("r", "compare", "test", "0", {})
-    Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r",
-           clock=steps()).run()
+    Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r", clock=steps()).run()
     cfg = scale.ScaleConfig(instances=(1,), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
-    scale.run_scale("fake", lambda i: Recording(f"fake #{i + 1}", {}, seen_scale), cfg,
-                    select(None, ["getppid"]), store, "test", lambda text: None)
+    scale.run_scale(
+        "fake",
+        lambda i: Recording(f"fake #{i + 1}", {}, seen_scale),
+        cfg,
+        select(None, ["getppid"]),
+        store,
+        "test",
+        lambda text: None,
+    )
     calibrations = [a for a in seen_compare + seen_scale if a[0] == "run" and "--iters" not in a]
     assert len(calibrations) == 3  # two targets of compare, one copy of scale
-    assert all(a[:8] == ["run", "getppid", "--samples", "5", "--warmup", "1", "--min-time-ms", "10"]
-               for a in calibrations), calibrations
+    assert all(
+        a[:8] == ["run", "getppid", "--samples", "5", "--warmup", "1", "--min-time-ms", "10"] for a in calibrations
+    ), calibrations
 
 
 def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
@@ -126,20 +141,28 @@ def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
     calibration and scale's rounds alike: all three read through
     engine.protocol.read_agent, whose one reader is agent.events."""
     from vmtax.engine import protocol
+
     real, read = protocol.events, []
 
     def changed(lines, spec):
         read.append(spec.name)
         return (ev for ev in real(lines, spec) if not (ev.kind == "sample" and ev.fields["seq"] == 1))
+
     monkeypatch.setattr(protocol, "events", changed)
     store = Store(db)
     targets = [FakeTarget("fake a", {}), FakeTarget("fake b", {})]
     store.new_run("r", "compare", "test", "0", {})
-    Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r",
-           clock=steps()).run()
+    Runner(RunConfig(precision=0.05, max_time=1e6, min_processes=2), [A], targets, store, "r", clock=steps()).run()
     cfg = scale.ScaleConfig(instances=(1,), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
-    run_id, status, failure = scale.run_scale("fake", lambda i: FakeTarget(f"fake #{i + 1}", {}), cfg,
-                                              select(None, ["getppid"]), store, "test", lambda text: None)
+    run_id, status, failure = scale.run_scale(
+        "fake",
+        lambda i: FakeTarget(f"fake #{i + 1}", {}),
+        cfg,
+        select(None, ["getppid"]),
+        store,
+        "test",
+        lambda text: None,
+    )
     assert (status, failure) == ("complete", "")
     store.close()
     con = sqlite3.connect(db)

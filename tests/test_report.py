@@ -1,4 +1,5 @@
 """Exports of stored runs: golden Markdown and CSV, escaping, warnings."""
+
 import csv
 import io
 import json
@@ -69,6 +70,7 @@ def test_every_writer_lays_out_the_one_header():
     """A run's header is built once (view.header) and laid out by the
     terminal, Markdown (a run and a scoreboard) and HTML writers: golden."""
     import time
+
     data = run(names=("local", "qemu:accel=tcg"))
     data.host, data.user = "box <1>", "me"
     data.config.update(samples_per_process=3, warmup=1, cpu=1)
@@ -79,10 +81,12 @@ def test_every_writer_lays_out_the_one_header():
     os.environ["TZ"] = "UTC"  # the terminal's header is in local time
     time.tzset()
     try:
-        parts = [terminal.run_header(data),
-                 "\n".join(markdown.document(one, *analyse(one)).splitlines()[:3]),
-                 "\n".join(markdown.document(data, ms, cs).splitlines()[:3]),
-                 section[:section.index("</p>") + 4]]
+        parts = [
+            terminal.run_header(data),
+            "\n".join(markdown.document(one, *analyse(one)).splitlines()[:3]),
+            "\n".join(markdown.document(data, ms, cs).splitlines()[:3]),
+            section[: section.index("</p>") + 4],
+        ]
     finally:
         if tz is None:
             del os.environ["TZ"]
@@ -97,13 +101,22 @@ def test_every_scoreboard_lays_out_the_one_pivot():
     pivot of the view (view.pivot): golden, with a candidate's row that
     failed and a reason to escape."""
     from vmtax.report import scoreboard
+
     data, ms, cs, t = _one_view()
     lines = view.pivot(t)
     assert [x.spec.name for x in lines] == [b.name for b in data.benchmarks]
     assert all([s.target for s in x.sides] == ["qemu:accel=tcg", "uml"] for x in lines)
-    check_golden("scoreboard.txt", "\n=====\n".join([_board_text(data, ms, cs),
-                                                     markdown.scoreboard_md(scoreboard.build(data, ms, cs)),
-                                                     html.scoreboard_table(scoreboard.build(data, ms, cs))]) + "\n")
+    check_golden(
+        "scoreboard.txt",
+        "\n=====\n".join(
+            [
+                _board_text(data, ms, cs),
+                markdown.scoreboard_md(scoreboard.build(data, ms, cs)),
+                html.scoreboard_table(scoreboard.build(data, ms, cs)),
+            ]
+        )
+        + "\n",
+    )
 
 
 def test_a_column_is_one_entry_in_the_view():
@@ -125,8 +138,16 @@ def test_a_field_of_the_scoreboard_is_one_entry_and_shows_in_every_format():
     legend, and in every JSON comparison, with no edit to any writer."""
     data, ms, cs, _ = _one_view()
     board = scoreboard.build(data, ms, cs)
-    board.fields.append(scoreboard.Field("answer", lambda x: 42, lambda x, fmt: f"{fmt}:42", "deep thought",
-                                         legend="the answer to everything", show=view.PEOPLE | {view.JSON}))
+    board.fields.append(
+        scoreboard.Field(
+            "answer",
+            lambda x: 42,
+            lambda x, fmt: f"{fmt}:42",
+            "deep thought",
+            legend="the answer to everything",
+            show=view.PEOPLE | {view.JSON},
+        )
+    )
     text = terminal.scoreboard(board)
     assert text.count("deep thought") == 2 and "text:42" in text and "the answer to everything" in text
     md = markdown.scoreboard_md(board)
@@ -155,8 +176,10 @@ HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 
 
 def test_html_escapes_everything_from_a_target():
-    data = run(facts={"kernel": HOSTILE, "hypervisor_vendor": HOSTILE, "accel_note": HOSTILE},
-               names=("local", "qemu:label=<b>x</b>"))
+    data = run(
+        facts={"kernel": HOSTILE, "hypervisor_vendor": HOSTILE, "accel_note": HOSTILE},
+        names=("local", "qemu:label=<b>x</b>"),
+    )
     data.outcomes[("qemu:label=<b>x</b>", "pi")] = ("error", HOSTILE)
     page = html.document([(data, *analyse(data))], "vmtax report <i>")
     assert HOSTILE not in page and "<b>x</b>" not in page and "<i>" not in page
@@ -183,6 +206,7 @@ def test_warnings_when_runs_differ():
 
 def test_explain_golden_and_readings():
     from vmtax.report import explain
+
     data = run(names=("local", "qemu:accel=tcg", "uml"), counts=True)
     blocks = explain.view(data, *analyse(data))
     check_golden("explain.md", explain.markdown(blocks))
@@ -201,6 +225,7 @@ def test_explain_golden_and_readings():
 def test_explain_says_nothing_it_cannot_show():
     """No counts, no readings; a candidate as fast as its baseline gets none."""
     from vmtax.report import explain
+
     data = run(names=("local", "qemu:accel=tcg"))
     blocks = explain.view(data, *analyse(data))
     assert all(len(b.rows) == 1 and not b.readings for b in blocks)
@@ -210,8 +235,13 @@ def test_a_log_scale_chart_labels_its_ticks_as_plain_numbers():
     """Matplotlib's default log labels are mathtext, which an SVG with live
     text shows raw: '$\\mathdefault{10^{1}}$' on the page."""
     from vmtax.report import plots
-    svg = plots.ratio_bars("kernel", "lower", ["getppid", "segv"],
-                           [("uml", [(78.0, 77.0, 79.0), (19.0, 18.9, 19.1)]), ("container", [(1.1, 1.0, 1.2), None])])
+
+    svg = plots.ratio_bars(
+        "kernel",
+        "lower",
+        ["getppid", "segv"],
+        [("uml", [(78.0, 77.0, 79.0), (19.0, 18.9, 19.1)]), ("container", [(1.1, 1.0, 1.2), None])],
+    )
     assert "mathdefault" not in svg and "$" not in svg
 
 
@@ -224,20 +254,42 @@ def test_explain_shows_a_workloads_host_cost_per_unit_of_work():
     from vmtax.model import RunData, Sample
     from vmtax.report import explain
     from vmtax.suite.workloads import BY_NAME
+
     base = run(names=("local", "qemu:nic=virtio"))
     specs = BY_NAME["net_rr"].specs()
     rng, samples = _random.Random(7), []
     cost = {"local": (27.0, 1.3, 1762.0), "qemu:nic=virtio": (563.0, 456.0, 11262.0)}
     for n, (cpu, user, sw) in cost.items():
         for k in range(8):
-            m = {"host_cpu_per_unit": cpu * rng.uniform(0.98, 1.02), "host_cpu_user_per_unit": user,
-                 "host_cpu_sys_per_unit": cpu - user, "host_context_switches_per_unit": sw,
-                 "peer_cpu_per_unit": 25.0}
+            m = {
+                "host_cpu_per_unit": cpu * rng.uniform(0.98, 1.02),
+                "host_cpu_user_per_unit": user,
+                "host_cpu_sys_per_unit": cpu - user,
+                "host_context_switches_per_unit": sw,
+                "peer_cpu_per_unit": 25.0,
+            }
             for spec in specs:
-                samples.append(Sample(spec.name, n, rng.uniform(900, 1100) * (1 if n == "local" else 0.1), spec.unit,
-                                      process=k, seq=0, block=k, t=1767268800.0 + k, metrics=dict(m)))
-    data = RunData(**{**base.__dict__, "benchmarks": specs, "samples": samples,
-                      "outcomes": {(n, s.name): ("budget", "") for n in cost for s in specs}})
+                samples.append(
+                    Sample(
+                        spec.name,
+                        n,
+                        rng.uniform(900, 1100) * (1 if n == "local" else 0.1),
+                        spec.unit,
+                        process=k,
+                        seq=0,
+                        block=k,
+                        t=1767268800.0 + k,
+                        metrics=dict(m),
+                    )
+                )
+    data = RunData(
+        **{
+            **base.__dict__,
+            "benchmarks": specs,
+            "samples": samples,
+            "outcomes": {(n, s.name): ("budget", "") for n in cost for s in specs},
+        }
+    )
     blocks = explain.view(data, *analyse(data))
     assert [b.benchmark for b in blocks] == ["net_rr.tx_per_s"]  # once per workload
     b = blocks[0]
@@ -246,10 +298,16 @@ def test_explain_shows_a_workloads_host_cost_per_unit_of_work():
     assert labels["host_cpu_per_unit"][1] == "ms/1000tx" and "ms/1000tx" in labels["host_cpu_per_unit"][0]
     assert labels["host_context_switches_per_unit"][1] == "switches/1000tx"
     import re
-    assert any(re.match(r"qemu:nic=virtio: 2[01]\.\dx the host CPU per 1000tx of local \(5\d\d against 2\d\.?\d* "
-                        r"ms/1000tx\), 1\d% of it in the host kernel; 11,262 host context switches", r)
-               for r in b.readings), b.readings
-    assert "per 1000tx" in explain.text(blocks) and "<th class=\"l\">per 1000tx</th>" in explain.html(blocks)
+
+    assert any(
+        re.match(
+            r"qemu:nic=virtio: 2[01]\.\dx the host CPU per 1000tx of local \(5\d\d against 2\d\.?\d* "
+            r"ms/1000tx\), 1\d% of it in the host kernel; 11,262 host context switches",
+            r,
+        )
+        for r in b.readings
+    ), b.readings
+    assert "per 1000tx" in explain.text(blocks) and '<th class="l">per 1000tx</th>' in explain.html(blocks)
 
 
 def test_a_note_several_targets_share_is_said_once():
@@ -258,8 +316,10 @@ def test_a_note_several_targets_share_is_said_once():
     data = run(names=("local", "qemu:disk=virtio", "qemu:disk=scsi"), facts={"accel_note": "TCG: no KVM"})
     data.targets[0].facts.pop("accel_note")
     data.config["skipped_targets"] = {"uml": "FPU too small"}
-    assert facts.target_notes(data) == [(["qemu:disk=virtio", "qemu:disk=scsi"], "TCG: no KVM"),
-                                        (["uml"], "not measured, it does not work here: FPU too small")]
+    assert facts.target_notes(data) == [
+        (["qemu:disk=virtio", "qemu:disk=scsi"], "TCG: no KVM"),
+        (["uml"], "not measured, it does not work here: FPU too small"),
+    ]
     md = markdown.targets_md(facts.targets(data))
     assert md.count("TCG: no KVM") == 1 and "- `qemu:disk=virtio`, `qemu:disk=scsi`: TCG: no KVM" in md
     page = html.document([(data, *analyse(data))], "r")
@@ -274,11 +334,11 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     import dataclasses
 
     from vmtax.report import scoreboard
+
     data = run(names=("local", "qemu"))
     data.config["precision"] = 0.01
     c = analyse(data)[1][0]
-    cs = [dataclasses.replace(c, ratio=1.0, ratio_ci_low=1 - w, ratio_ci_high=1 + w)
-          for w in (0.005, 0.03, 0.04, 0.05)]
+    cs = [dataclasses.replace(c, ratio=1.0, ratio_ci_low=1 - w, ratio_ci_high=1 + w) for w in (0.005, 0.03, 0.04, 0.05)]
     line = scoreboard.precision_share(data, cs)
     assert line.startswith("1 of 4 ratios (25%) reached the precision asked (±1.0%), median ±3.5%;"), line
     cs[-1] = dataclasses.replace(cs[-1], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
@@ -287,6 +347,7 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     data.config["precision"] = 0.000001  # --precision 0.0001%: not "±0.0%"
     assert "reached the precision asked (±0.0001%)" in scoreboard.precision_share(data, cs)
     from vmtax.report.units import fmt_goal
+
     assert [fmt_goal(g) for g in (0.05, 0.01, 0.001, 0.0005, None)] == ["5.0%", "1.0%", "0.1%", "0.05%", "-"]
 
 
@@ -295,12 +356,21 @@ def _bimodal_run(kind="compare", base_slow=0.2, cand_slow=0.5):
     processes, the candidate 1.5x slower than it and 1.3x slower again in
     cand_slow of its processes."""
     import random as _random
+
     data = run(kind=kind, names=("local", "qemu:accel=tcg") if kind == "compare" else ("qemu:accel=tcg",))
     data.benchmarks = data.benchmarks[:1]
     data.samples = _getppid_samples(
-        _random.Random(7), [t.name for t in data.targets], 40, lambda rng: None,
-        lambda rng, _, name: (100.0 * (1.3 if rng.random() < base_slow else 1.0) if name == "local"
-                              else 150.0 * (1.3 if rng.random() < cand_slow else 1.0)), 0.005)
+        _random.Random(7),
+        [t.name for t in data.targets],
+        40,
+        lambda rng: None,
+        lambda rng, _, name: (
+            100.0 * (1.3 if rng.random() < base_slow else 1.0)
+            if name == "local"
+            else 150.0 * (1.3 if rng.random() < cand_slow else 1.0)
+        ),
+        0.005,
+    )
     return data
 
 
@@ -314,8 +384,19 @@ def _getppid_samples(rng, names, blocks, state_of, mean_of, sd):
         for name in names:
             mean = mean_of(rng, state, name)
             for seq in range(4):
-                samples.append(Sample("getppid", name, mean * (1 + rng.gauss(0, sd)), "ns", process=blk, seq=seq,
-                                      warmup=seq == 0, t=1767268800.0 + blk, block=blk))
+                samples.append(
+                    Sample(
+                        "getppid",
+                        name,
+                        mean * (1 + rng.gauss(0, sd)),
+                        "ns",
+                        process=blk,
+                        seq=seq,
+                        warmup=seq == 0,
+                        t=1767268800.0 + blk,
+                        block=blk,
+                    )
+                )
     return samples
 
 
@@ -328,10 +409,13 @@ def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_
     assert base.modes.fast == pytest.approx(100, rel=0.01) and base.modes.slow == pytest.approx(130, rel=0.01)
     (c,) = cs
     f = c.fast_mode
-    means = {t: {s.block: s.value for s in data.samples if s.target == t and s.seq == 1}
-             for t in ("local", "qemu:accel=tcg")}  # a process's samples lie within 1.5% of its mean
-    both = sum(not base.modes.is_slow(means["local"][k]) and not cand.modes.is_slow(means["qemu:accel=tcg"][k])
-               for k in range(40))
+    means = {
+        t: {s.block: s.value for s in data.samples if s.target == t and s.seq == 1} for t in ("local", "qemu:accel=tcg")
+    }  # a process's samples lie within 1.5% of its mean
+    both = sum(
+        not base.modes.is_slow(means["local"][k]) and not cand.modes.is_slow(means["qemu:accel=tcg"][k])
+        for k in range(40)
+    )
     assert f.of_blocks == 40 and f.blocks == both and 6 <= both <= 28
     assert f.ratio == pytest.approx(1.5, rel=0.005) and f.ci_low < 1.5 < f.ci_high and f.ci_high - f.ci_low < 0.02
     assert c.ratio > 1.55 and c.ratio_ci_high - c.ratio_ci_low > 5 * (f.ci_high - f.ci_low)  # the mix is wider
@@ -340,7 +424,10 @@ def test_a_candidate_whose_processes_fall_in_two_modes_gets_its_fast_mode_ratio_
     assert "~ two modes (see below)" in " ".join(text.split())
     assert text.splitlines()[-1] == "~ getppid: all-blocks ratio for qemu:accel=tcg (two modes on both sides)"
     note = " ".join(_notes_text(data, ms, cs).split("~ getppid,")[1].split())
-    assert note.startswith("qemu:accel=tcg vs local: qemu:accel=tcg: two modes, 150 ns") and "local: two modes, 100 ns" in note
+    assert (
+        note.startswith("qemu:accel=tcg vs local: qemu:accel=tcg: two modes, 150 ns")
+        and "local: two modes, 100 ns" in note
+    )
     assert f"over the {f.blocks} of 40 blocks in which both ran in their fast mode it is {f.ratio:.3f} [" in note
     md = markdown.document(data, ms, cs)
     assert "\\~ getppid, qemu:accel=tcg vs local" in md and " ~" not in md.replace("\\~", "")
@@ -375,7 +462,9 @@ def test_a_single_target_run_with_two_modes_says_what_its_mean_is():
     lines = " ".join(terminal.mode_lines(t).split())
     assert lines.startswith("~ getppid on qemu:accel=tcg: two modes, 150 ns") and "over the modes as they fell" in lines
     assert "\\~ getppid on qemu:accel=tcg" in markdown.document(data, ms, cs)
-    assert terminal.mode_lines(view.measurements(*(lambda d: (d, *analyse(d)))(run(kind="run", names=("local",))))) == ""
+    assert (
+        terminal.mode_lines(view.measurements(*(lambda d: (d, *analyse(d)))(run(kind="run", names=("local",))))) == ""
+    )
 
 
 def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
@@ -388,8 +477,10 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert c.p_value == c.fast_mode.p_value and c.significant
     assert terminal.run_header(data).splitlines()[1].endswith(" · --fast-mode")
     assert _board_text(data, ms, cs).splitlines()[-1] == "~ getppid: fast-mode ratio for qemu:accel=tcg"
-    assert ("a row with two modes on both sides (\\~): its ratio in the fast mode (--fast-mode), where those blocks "
-            "give an interval") in markdown.document(data, ms, cs)
+    assert (
+        "a row with two modes on both sides (\\~): its ratio in the fast mode (--fast-mode), where those blocks "
+        "give an interval"
+    ) in markdown.document(data, ms, cs)
     assert "(--fast-mode); over the modes as they fell it is 1.6" in " ".join(_notes_text(data, ms, cs).split())
     doc = jsondoc.document(data, ms, cs)
     (row,) = doc["comparisons"]
@@ -398,6 +489,7 @@ def test_with_fast_mode_a_two_mode_row_reports_its_fast_stratum_and_says_so():
     assert "Ratios: a row with two modes on both sides (\\~)" in markdown.document(data, ms, cs)
     from vmtax import watch as w
     from vmtax.report import watch as wr
+
     (g,) = wr.gate_json(w.gate(data, cs, 0.02))["rows"]
     assert g["estimand"] == "fast mode" and g["why"].endswith("; in the fast mode (--fast-mode)")
     rows = list(csv.DictReader(io.StringIO(csvout.document([(data, ms, cs)]))))
@@ -420,17 +512,22 @@ def test_with_same_mode_a_two_mode_row_reports_its_same_mode_ratio_and_each_mode
     assert c.ratio_ci_high - c.ratio_ci_low <= f.ci_high - f.ci_low  # the slow blocks add to the fast ones
     assert terminal.run_header(data).splitlines()[1].endswith(" · --same-mode")
     assert _board_text(data, ms, cs).splitlines()[-1] == "~ getppid: same-mode ratio for qemu:accel=tcg"
-    assert ("a row with two modes on both sides (\\~): its ratio over the blocks both sides ran in the same mode "
-            "(--same-mode)") in " ".join(markdown.document(data, ms, cs).split())
+    assert (
+        "a row with two modes on both sides (\\~): its ratio over the blocks both sides ran in the same mode "
+        "(--same-mode)"
+    ) in " ".join(markdown.document(data, ms, cs).split())
     flat = " ".join(_notes_text(data, ms, cs).split())
-    assert (f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
-            "blocks over their levels' spread; --same-mode); in the fast mode alone it is 1.5") in flat
+    assert (
+        f"in which both ran in the same mode ({f.blocks} fast, {slow.blocks} slow; each mode weighted by its "
+        "blocks over their levels' spread; --same-mode); in the fast mode alone it is 1.5"
+    ) in flat
     assert "in the slow mode alone it is" not in flat and "in the slow mode alone 1.5" in flat
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["estimand"] == "same mode" and row["same_mode"]["slow_blocks"] == slow.blocks
     assert row["slow_mode"]["ratio"] == pytest.approx(slow.ratio) and "slow_blocks" not in row["fast_mode"]
     from vmtax import watch as w
     from vmtax.report import watch as wr
+
     (g,) = wr.gate_json(w.gate(data, cs, 0.02))["rows"]
     assert g["estimand"] == "same mode" and g["why"].endswith("(--same-mode)")
     data.config["same_mode"], data.config["fast_mode"] = False, True
@@ -446,31 +543,39 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     assert f is not None and f.blocks < 6 and not math.isfinite(f.ci_high)
     assert c.estimand == "all blocks" and c.all_modes is None
     flat = " ".join(_notes_text(data, ms, cs).split())
-    assert (f"The ratio {c.ratio:.3f} [" in flat and f"is of the means over the modes as they fell: {f.blocks} of 40 "
-            "blocks ran with both sides in their fast mode, too few for an interval, so it stays the ratio over all "
-            "blocks (--fast-mode reports a stratum with one).") in flat
+    assert (
+        f"The ratio {c.ratio:.3f} [" in flat
+        and f"is of the means over the modes as they fell: {f.blocks} of 40 "
+        "blocks ran with both sides in their fast mode, too few for an interval, so it stays the ratio over all "
+        "blocks (--fast-mode reports a stratum with one)."
+    ) in flat
     data.config["fast_mode"], data.config["same_mode"] = False, True  # the slow blocks give it one
     (c,) = analyse(data)[1]
     assert c.estimand == "same mode" and c.same_mode.slow_blocks > 20
     from dataclasses import replace
 
     from vmtax.model import Stratum
+
     data.config["same_mode"] = False
     ms, (c,) = analyse(data)
     data.config["same_mode"] = True  # as a run whose same-mode stratum gave no interval is written
     c = replace(c, same_mode=Stratum(math.nan, -math.inf, math.inf, 4, 40, slow_blocks=4))
     flat = " ".join(_notes_text(data, ms, [c]).split())
-    assert ("4 of 40 blocks count as run with both sides in one mode (a mode counts from 3 such blocks), too few "
-            "for an interval, so it stays the ratio over all blocks (--same-mode reports a stratum with one).") in flat
+    assert (
+        "4 of 40 blocks count as run with both sides in one mode (a mode counts from 3 such blocks), too few "
+        "for an interval, so it stays the ratio over all blocks (--same-mode reports a stratum with one)."
+    ) in flat
 
 
 def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_few_blocks():
     from vmtax.model import Stratum
     from vmtax.report.view import _same_said
+
     fast, every = Stratum(1.00, 0.99, 1.01, 20, 40, 0.5), Stratum(1.02, 1.0, 1.04, 40, 40, 0.03)
     slow = Stratum(1.05, 1.03, 1.07, 10, 40, 0.001, slow_blocks=10)
-    said = _same_said("1.012 [1.003, 1.02]", Stratum(1.012, 1.003, 1.02, 30, 40, 0.01, slow_blocks=10), fast, slow,
-                      every)
+    said = _same_said(
+        "1.012 [1.003, 1.02]", Stratum(1.012, 1.003, 1.02, 30, 40, 0.01, slow_blocks=10), fast, slow, every
+    )
     assert "(20 fast, 10 slow; each mode weighted by its blocks over their levels' spread; --same-mode)" in said
     assert "in the slow mode alone 1.050 [1.030, 1.070]" in said and "The two modes' ratios differ" in said
     near = Stratum(1.01, 1.0, 1.03, 10, 40, 0.2, slow_blocks=10)
@@ -478,19 +583,27 @@ def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_
     alone = _same_said("r", Stratum(1.0, 0.99, 1.01, 20, 40, 0.5), fast, None, every)
     assert "(20 fast: too few both slow to count; --same-mode)" in alone and "slow mode alone" not in alone
 
+
 def _tail_run(same_mode=True):
     """The TCG-cpuid shape under the hog (20261126-192538-4e41): the
     baseline 1.5x slower in 46% of its processes (the host's state), the
     candidate at 1/600 of it, 1.5x slower in the same state, and 3x slower
     again in a tail of 26% of its processes of its own."""
     import random as _random
+
     data = run(names=("local", "qemu:accel=tcg"))
     data.benchmarks = data.benchmarks[:1]
     data.config["same_mode"] = same_mode
     data.samples = _getppid_samples(
-        _random.Random(11), ["local", "qemu:accel=tcg"], 92, lambda rng: 1.5 if rng.random() < 0.46 else 1.0,
-        lambda rng, state, name: (4000.0 * state if name == "local"
-                                  else 5.1 * state * (3.0 if rng.random() < 0.26 else 1.0)), 0.01)
+        _random.Random(11),
+        ["local", "qemu:accel=tcg"],
+        92,
+        lambda rng: 1.5 if rng.random() < 0.46 else 1.0,
+        lambda rng, state, name: (
+            4000.0 * state if name == "local" else 5.1 * state * (3.0 if rng.random() < 0.26 else 1.0)
+        ),
+        0.01,
+    )
     return data
 
 
@@ -504,12 +617,15 @@ def test_where_the_two_sides_modes_are_not_one_state_of_the_host_there_is_no_str
     (c,) = cs
     assert c.same_mode is None and c.fast_mode is None and c.estimand == "all blocks"
     every = sum(s.value for s in data.samples if s.target == "qemu:accel=tcg" and not s.warmup) / sum(
-        s.value for s in data.samples if s.target == "local" and not s.warmup)
+        s.value for s in data.samples if s.target == "local" and not s.warmup
+    )
     assert c.ratio == pytest.approx(every, rel=0.02) and c.ratio_ci_low < every < c.ratio_ci_high
     flat = " ".join(_notes_text(data, ms, cs).split())
-    assert ("is of the means over the modes as they fell; no ratio within a mode (--same-mode): fitted to both sides "
-            "together at the ratio, the modes are not each side's own (fewer than 80% of one side's processes fall "
-            "where its own fit puts them), so they are not one state of the host seen on both.") in flat
+    assert (
+        "is of the means over the modes as they fell; no ratio within a mode (--same-mode): fitted to both sides "
+        "together at the ratio, the modes are not each side's own (fewer than 80% of one side's processes fall "
+        "where its own fit puts them), so they are not one state of the host seen on both."
+    ) in flat
     assert f"The ratio {c.ratio:.3g} [" in flat  # three significant digits, not 0.002
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["estimand"] == "all blocks" and row["same_mode"] is None
@@ -521,8 +637,13 @@ def test_the_stop_asks_the_interval_the_report_gives():
     --same-mode or --fast-mode, every block without a flag or where the
     stratum is not kept (the tail's shape)."""
     from vmtax import analysis, stats
-    for data, flag in ((_bimodal_run(), None), (_bimodal_run(), "same_mode"), (_bimodal_run(), "fast_mode"),
-                       (_tail_run(), "same_mode")):
+
+    for data, flag in (
+        (_bimodal_run(), None),
+        (_bimodal_run(), "same_mode"),
+        (_bimodal_run(), "fast_mode"),
+        (_tail_run(), "same_mode"),
+    ):
         data.config.pop("same_mode", None)
         if flag:
             data.config[flag] = True
@@ -534,17 +655,31 @@ def test_the_stop_asks_the_interval_the_report_gives():
         got = analysis.reported_halfwidth(base, cand, fit(base, cand, bm, cm) if fit else None)
         assert got == pytest.approx(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high)), (flag, c.estimand)
         assert c.estimand == {None: "all blocks", "fast_mode": "fast mode"}.get(
-            flag, "all blocks" if c.same_mode is None else "same mode")
+            flag, "all blocks" if c.same_mode is None else "same mode"
+        )
 
 
 def _baseline_ran_on(data):
     """The baseline's 60 more blocks (40-99), all in a mode of their own, as
     when it went on with other candidates after this one stopped."""
     import random as _random
+
     rng = _random.Random(5)
-    data.samples += [Sample("getppid", "local", 170.0 * (1 + rng.gauss(0, 0.005)), "ns", process=blk, seq=seq,
-                            warmup=seq == 0, t=1767268800.0 + blk, block=blk)
-                     for blk in range(40, 100) for seq in range(4)]
+    data.samples += [
+        Sample(
+            "getppid",
+            "local",
+            170.0 * (1 + rng.gauss(0, 0.005)),
+            "ns",
+            process=blk,
+            seq=seq,
+            warmup=seq == 0,
+            t=1767268800.0 + blk,
+            block=blk,
+        )
+        for blk in range(40, 100)
+        for seq in range(4)
+    ]
 
 
 def test_a_candidate_that_stopped_first_is_judged_by_the_baselines_modes_over_their_shared_blocks():
@@ -560,7 +695,12 @@ def test_a_candidate_that_stopped_first_is_judged_by_the_baselines_modes_over_th
     ms, (after,) = analyse(data)
     assert next(m for m in ms if m.target == "local").processes == 100
     assert (after.estimand, after.ratio, after.ratio_ci_low, after.ratio_ci_high, after.p_value) == (
-        before.estimand, before.ratio, before.ratio_ci_low, before.ratio_ci_high, before.p_value)
+        before.estimand,
+        before.ratio,
+        before.ratio_ci_low,
+        before.ratio_ci_high,
+        before.p_value,
+    )
 
 
 def test_the_note_of_a_candidate_that_stopped_first_gives_the_baselines_modes_it_was_judged_by():
@@ -591,10 +731,17 @@ def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
     one (the runner's stop waits for 6, so only the budget or Ctrl-C ends
     a row here)."""
     import random as _random
+
     data = run(names=("local", "qemu:accel=tcg"))
     data.benchmarks = data.benchmarks[:1]
-    data.samples = _getppid_samples(_random.Random(3), ["local", "qemu:accel=tcg"], 3, lambda rng: None,
-                                    lambda rng, _, name: 100.0 if name == "local" else 150.0, 0.005)
+    data.samples = _getppid_samples(
+        _random.Random(3),
+        ["local", "qemu:accel=tcg"],
+        3,
+        lambda rng: None,
+        lambda rng, _, name: 100.0 if name == "local" else 150.0,
+        0.005,
+    )
     ms, cs = analyse(data)
     (c,) = cs
     assert c.ratio == pytest.approx(1.5, rel=0.01)
@@ -602,9 +749,11 @@ def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
     assert row["ratio"] == pytest.approx(c.ratio) and row["ratio_ci_low"] is None and row["ratio_ci_high"] is None
 
 
-DEMO = [("kernel", n) for n in ("getppid", "segv", "forkwait", "page_fault")] + [
-    ("lmbench", n) for n in ("null_read", "stat", "sig_handle", "fork_exec", "ctx_2p_16k", "mmap")] + [
-    ("cpu", "pi"), ("exits", "cpuid"), ("mem", "tlb_4k")]
+DEMO = (
+    [("kernel", n) for n in ("getppid", "segv", "forkwait", "page_fault")]
+    + [("lmbench", n) for n in ("null_read", "stat", "sig_handle", "fork_exec", "ctx_2p_16k", "mmap")]
+    + [("cpu", "pi"), ("exits", "cpuid"), ("mem", "tlb_4k")]
+)
 
 
 def _demo_run():
@@ -615,15 +764,19 @@ def _demo_run():
     import random as _random
 
     from vmtax.model import BenchSpec
+
     data = run(names=("local", "qemu", "uml", "container"), facts={"accel_note": "TCG: " + "no KVM guest " * 30})
     for t in data.targets:
         if t.name != "qemu":
             t.facts.pop("accel_note")
     data.config.update(same_mode=True, cpu=1, samples_per_process=3, warmup=1, max_time=420.0)
-    data.command = ("vmtax compare local qemu uml container --skip-unavailable --max-time 7m --tool-seconds 2 "
-                    "--same-mode --bench " + " ".join(n for _, n in DEMO) + " sysbench_cpu")
-    data.benchmarks = [BenchSpec("sysbench_cpu.events_per_s", "apps", "events/s", "higher", "sysbench cpu",
-                                 kind="workload")] + [BenchSpec(n, s, "ns", "lower", n) for s, n in DEMO]
+    data.command = (
+        "vmtax compare local qemu uml container --skip-unavailable --max-time 7m --tool-seconds 2 "
+        "--same-mode --bench " + " ".join(n for _, n in DEMO) + " sysbench_cpu"
+    )
+    data.benchmarks = [
+        BenchSpec("sysbench_cpu.events_per_s", "apps", "events/s", "higher", "sysbench cpu", kind="workload")
+    ] + [BenchSpec(n, s, "ns", "lower", n) for s, n in DEMO]
     rng, scale = _random.Random(5), {"local": 1.0, "qemu": 3.0, "uml": 10.0, "container": 1.05}
     data.samples, data.outcomes = [], {}
     for i, spec in enumerate(data.benchmarks):
@@ -633,8 +786,19 @@ def _demo_run():
                 mean = 1000.0 * (i + 1) * k * (1.3 if slow and name != "uml" else 1.0)
                 mean = 1e9 / mean if spec.direction == "higher" else mean
                 for seq in range(4):
-                    data.samples.append(Sample(spec.name, name, mean * (1 + rng.gauss(0, 0.01)), spec.unit,
-                                               process=blk, seq=seq, warmup=seq == 0, t=1767268800.0 + blk, block=blk))
+                    data.samples.append(
+                        Sample(
+                            spec.name,
+                            name,
+                            mean * (1 + rng.gauss(0, 0.01)),
+                            spec.unit,
+                            process=blk,
+                            seq=seq,
+                            warmup=seq == 0,
+                            t=1767268800.0 + blk,
+                            block=blk,
+                        )
+                    )
                 data.outcomes[(name, spec.name)] = ("budget", "")
     return data
 
@@ -648,8 +812,9 @@ def test_the_scoreboard_of_make_demos_shape_fits_a_screen_verdict_first():
     data = _demo_run()
     ms, cs = analyse(data)
     board = scoreboard.build(data, ms, cs)
-    text = "\n".join([terminal.run_header(data), "", terminal.scoreboard(board), "",
-                      terminal.targets(board.targets, whole=False)])
+    text = "\n".join(
+        [terminal.run_header(data), "", terminal.scoreboard(board), "", terminal.targets(board.targets, whole=False)]
+    )
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     assert len(lines) <= 47, text  # and make's echo of the command and vmtax's first line: 6 more
@@ -666,6 +831,7 @@ def test_a_stored_runs_report_and_exit_code_come_from_the_report_not_the_cli():
     """report/console.py gives what to print, the documents to write and the
     exit code; the CLI only prints and writes them."""
     from vmtax.report import console
+
     data = run(names=("local", "qemu:accel=tcg", "uml"))
     o = console.report(data, console.Options(json="-", markdown="out.md"))
     assert o.code == console.EXIT_OK and o.to_stderr and not o.err  # `--json - | jq`: the tables go to stderr
@@ -676,8 +842,9 @@ def test_a_stored_runs_report_and_exit_code_come_from_the_report_not_the_cli():
     assert console.report(data, console.Options()).code == console.EXIT_BENCH_ERROR
     data.status = "interrupted"
     o = console.report(data, console.Options())
-    assert o.code == console.EXIT_INTERRUPTED and o.err == [f"interrupted: {len([s for s in data.samples if not s.warmup])} "
-                                                           "samples kept in run 20260101-120000-abcd"]
+    assert o.code == console.EXIT_INTERRUPTED and o.err == [
+        f"interrupted: {len([s for s in data.samples if not s.warmup])} samples kept in run 20260101-120000-abcd"
+    ]
     data.status, data.samples, data.outcomes[("uml", "pi")] = "complete", [], ("budget", "")
     o = console.report(data, console.Options(notes=True))
     assert o.code == console.EXIT_FAIL and "produced no ratio" in o.err[0] and "benchmark" not in "".join(o.out)

@@ -2,6 +2,7 @@
 a real stored comparison; the charts drew, nothing reached for the network
 (Chromium's own NetLog says so), and a hostile string in a target's facts
 is shown as text."""
+
 import json
 import re
 import shutil
@@ -14,8 +15,10 @@ import pytest
 from vmtax.targets.container import ContainerTarget
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make setup installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make setup installs it)"),
+]
 
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 
@@ -32,24 +35,34 @@ def page_requests(netlog_path) -> list[str]:
     out = []
     for e in log["events"]:
         p = e.get("params", {})
-        if e["type"] == start and re.match(r"(https?|wss?|ftp)://", p.get("url", "")) \
-                and p.get("initiator") != "not an origin":
+        if (
+            e["type"] == start
+            and re.match(r"(https?|wss?|ftp)://", p.get("url", ""))
+            and p.get("initiator") != "not an origin"
+        ):
             out.append(p["url"])
     return out
 
 
 def load(tmp_path, page):
     netlog = tmp_path / f"netlog-{page.stem}.json"
-    p = chromium(tmp_path, f"--log-net-log={netlog}", "--net-log-capture-mode=Everything",
-                 "--dump-dom", page.as_uri())
+    p = chromium(tmp_path, f"--log-net-log={netlog}", "--net-log-capture-mode=Everything", "--dump-dom", page.as_uri())
     return p.stdout, page_requests(netlog), p.stderr
 
 
 def chromium(tmp_path, *args):
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", f"--user-data-dir={profile}", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -58,16 +71,41 @@ def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     db = tmp / "v.db"
     cand = "container" if ContainerTarget.available()[0] else "local:label=b"
-    subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local", cand,
-                    "--bench", "getppid", "null_call", "pi", "--precision", "5%", "--max-time", "30s"],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vmtax.cli",
+            "--db",
+            str(db),
+            "compare",
+            "local",
+            cand,
+            "--bench",
+            "getppid",
+            "null_call",
+            "pi",
+            "--precision",
+            "5%",
+            "--max-time",
+            "30s",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     con = sqlite3.connect(db)
     with con:
-        con.execute("UPDATE run_targets SET facts_json = json_set(facts_json, '$.kernel', ?)"
-                    " WHERE position = 1", (HOSTILE,))
+        con.execute(
+            "UPDATE run_targets SET facts_json = json_set(facts_json, '$.kernel', ?) WHERE position = 1", (HOSTILE,)
+        )
     page = tmp / "report.html"
-    subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "report", "--html", str(page)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "vmtax.cli", "--db", str(db), "report", "--html", str(page)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return tmp, page
 
 
@@ -106,11 +144,27 @@ def test_a_history_page_draws_its_trend_and_change_point(tmp_path):
     what is tested), the last three 3% slower: Chromium renders the trend
     with its interval band and the change point, and asks for nothing."""
     from vmtax.cli import main
+
     db = tmp_path / "h.db"
     for i in range(8):  # in this process: eight interpreters' start-up would be most of the test
         opts = "noise=0.003,label=cand" + (",scale=1.03" if i >= 5 else "")
-        main(["--db", str(db), "compare", "fake:noise=0.003", f"fake:{opts}", "--bench", "getppid",
-              "--max-time", "2s", "--precision", "0.3%", "--cpu", "none"])
+        main(
+            [
+                "--db",
+                str(db),
+                "compare",
+                "fake:noise=0.003",
+                f"fake:{opts}",
+                "--bench",
+                "getppid",
+                "--max-time",
+                "2s",
+                "--precision",
+                "0.3%",
+                "--cpu",
+                "none",
+            ]
+        )
     page = tmp_path / "history.html"
     assert main(["--db", str(db), "history", "--html", str(page)]) == 0
     dom, requests, err = load(tmp_path, page)

@@ -1,4 +1,5 @@
 """The runner against the fake target: stopping rules, interleaving, errors."""
+
 import math
 import time
 
@@ -29,8 +30,7 @@ def test_stops_on_precision_when_quiet(db):
 
 
 def test_stops_on_budget_when_noisy(db):
-    _status, data = _run(["fake:noise=0.5"], [A, B], db, precision=0.001, max_time=2,
-                        clock=Steps(0.05))
+    _status, data = _run(["fake:noise=0.5"], [A, B], db, precision=0.001, max_time=2, clock=Steps(0.05))
     assert [data.outcomes[("fake:noise=0.5", b)][0] for b in ("getppid", "segv")] == ["budget"] * 2
 
 
@@ -52,8 +52,9 @@ def test_counting_processes_carry_the_metrics_and_no_timed_sample(db):
     """Every COUNT_EVERY-th block adds, per target, a process that runs one
     batch with counters on: its metrics are the run's counts; its time is
     never part of an estimate (counting costs time)."""
-    _, data = _run(["fake", "fake:scale=2,label=b"], [A], db, min_processes=12, precision=1e-9,
-                   max_time=3, clock=Steps(0.01))
+    _, data = _run(
+        ["fake", "fake:scale=2,label=b"], [A], db, min_processes=12, precision=1e-9, max_time=3, clock=Steps(0.01)
+    )
     counted = [s for s in data.samples if s.counting]
     assert counted and all(s.metrics and not s.warmup for s in counted)
     assert not [s for s in data.samples if not s.counting and s.metrics]
@@ -80,8 +81,9 @@ def test_skip_and_crash_and_garbage_are_per_benchmark(db):
 
 
 def test_blocks_hold_each_target_once_in_a_random_order(db):
-    _status, data = _run(["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4,
-                        precision=1e-9, max_time=2, clock=Steps(0.01), seed=7)
+    _status, data = _run(
+        ["fake:seed=1", "fake:seed=2"], [A], db, min_processes=4, precision=1e-9, max_time=2, clock=Steps(0.01), seed=7
+    )
     by_block: dict[int, list[tuple[int, str]]] = {}
     counting = {s.process for s in data.samples if s.counting}  # the extra processes of a block
     for s in data.samples:
@@ -97,16 +99,23 @@ def test_blocks_hold_each_target_once_in_a_random_order(db):
     assert len(firsts) >= 20
     # who goes first is a coin per block (not a fixed rotation) ...
     assert 0.2 < firsts.count("fake:seed=1") / len(firsts) < 0.8
-    assert firsts != [firsts[0], firsts[1]] * (len(firsts) // 2) + firsts[:len(firsts) % 2]
+    assert firsts != [firsts[0], firsts[1]] * (len(firsts) // 2) + firsts[: len(firsts) % 2]
     # ... drawn from the recorded seed: the same seed gives the same order
-    _, again = _run(["fake:seed=1", "fake:seed=2"], [A], db.with_name("again.db"), min_processes=4,
-                    precision=1e-9, max_time=2, clock=Steps(0.01), seed=7)
+    _, again = _run(
+        ["fake:seed=1", "fake:seed=2"],
+        [A],
+        db.with_name("again.db"),
+        min_processes=4,
+        precision=1e-9,
+        max_time=2,
+        clock=Steps(0.01),
+        seed=7,
+    )
     assert [(s.block, s.target) for s in again.samples] == [(s.block, s.target) for s in data.samples]
 
 
 def test_compare_stops_on_ratio_precision(db):
-    _status, data = _run(["fake:noise=0.005", "fake:scale=1.2,noise=0.005"], [A], db,
-                        precision=0.01, max_time=100)
+    _status, data = _run(["fake:noise=0.005", "fake:scale=1.2,noise=0.005"], [A], db, precision=0.01, max_time=100)
     _, (c,) = analyse(data)
     assert c.ratio == __import__("pytest").approx(1.2, rel=0.01)
     assert (c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio <= 0.01
@@ -119,13 +128,19 @@ def test_each_candidate_stops_when_its_own_ratio_is_precise(db):
     waits on the other's ratio (which reads the baseline's side of each
     block alone)."""
     quiet, noisy = "fake:seed=2,scale=1.2,noise=0.002", "fake:seed=3,noise=0.3"
-    status, data = _run(["fake:seed=1,noise=0.002", quiet, noisy], [A], db, precision=0.01,
-                        max_time=3, clock=Steps(0.01), min_processes=6)
+    status, data = _run(
+        ["fake:seed=1,noise=0.002", quiet, noisy],
+        [A],
+        db,
+        precision=0.01,
+        max_time=3,
+        clock=Steps(0.01),
+        min_processes=6,
+    )
     assert status == "complete"
     outcome = {t: data.outcomes[(t, "getppid")][0] for t in (quiet, noisy)}
     assert outcome == {quiet: "precision", noisy: "budget"}
-    blocks = {t.name: len({s.block for s in data.samples if s.target == t.name and not s.warmup})
-              for t in data.targets}
+    blocks = {t.name: len({s.block for s in data.samples if s.target == t.name and not s.warmup}) for t in data.targets}
     assert 6 <= blocks[quiet] < blocks[noisy] == blocks["fake:seed=1,noise=0.002"]
     _, comps = analyse(data)
     c = next(c for c in comps if c.candidate == quiet)
@@ -141,12 +156,27 @@ def test_pass_one_says_which_candidates_are_already_precise(db):
     said = []
 
     class Said:
-        def update(self, *a): pass
-        def finished(self, index, total, spec, outcome): said.append((spec.name, outcome))
-        def close(self): pass
-        def note(self, text): pass
-    Runner(RunConfig(precision=0.01, max_time=3, min_processes=6), [A, B], targets, store, "r",
-           progress=Said(), clock=Steps(0.01)).run()
+        def update(self, *a):
+            pass
+
+        def finished(self, index, total, spec, outcome):
+            said.append((spec.name, outcome))
+
+        def close(self):
+            pass
+
+        def note(self, text):
+            pass
+
+    Runner(
+        RunConfig(precision=0.01, max_time=3, min_processes=6),
+        [A, B],
+        targets,
+        store,
+        "r",
+        progress=Said(),
+        clock=Steps(0.01),
+    ).run()
     first = said[0]
     assert first[0] == "getppid" and first[1][quiet] == "precision"
     assert first[1][noisy].endswith("so far, more in pass 2") and "fake:seed=1,noise=0.002" not in first[1]
@@ -232,6 +262,7 @@ def test_every_target_times_the_baselines_calibrated_iteration_count(db, monkeyp
             seen.append((t.name, args))
             for line in real(args, timeout):
                 yield line.replace('"iters": 1000', f'"iters": {iters}') if '"calibration"' in line else line
+
         monkeypatch.setattr(t, "run_agent", spy)
     store = Store(db)
     store.new_run("r", "compare", "test", "0", {})
@@ -255,6 +286,7 @@ def _agent_args(db, targets, **cfg):
         def spy(args, timeout, t=t, real=real):
             seen.append((t.name, args))
             return real(args, timeout)
+
         t.run_agent = spy
     store, run = Store(db), "r" + str(len(Store(db).list_runs()))
     store.new_run(run, "compare", "test", "0", {})
@@ -262,8 +294,9 @@ def _agent_args(db, targets, **cfg):
     out = {}
     for name, args in seen:
         if "--iters" in args and "--count" not in args:
-            out.setdefault(name, set()).add(tuple(args[args.index(f) + 1]
-                                                  for f in ("--iters", "--samples", "--warmup")))
+            out.setdefault(name, set()).add(
+                tuple(args[args.index(f) + 1] for f in ("--iters", "--samples", "--warmup"))
+            )
     return out
 
 
@@ -276,8 +309,11 @@ def test_a_slow_target_runs_fewer_longer_samples_at_a_smaller_shared_count(db):
     half-length samples (and two warmups), a faster target many short ones
     (at most 8 x --samples); every target the same count."""
     got = _agent_args(db, ["fake", "fake:scale=78", "fake:scale=0.1"], min_time_ms=1)
-    assert got == {"fake": {("500", "6", "2")}, "fake:scale=78": {("500", "1", "1")},
-                   "fake:scale=0.1": {("500", "24", "8")}}
+    assert got == {
+        "fake": {("500", "6", "2")},
+        "fake:scale=78": {("500", "1", "1")},
+        "fake:scale=0.1": {("500", "24", "8")},
+    }
 
 
 def test_targets_of_one_speed_keep_the_count_and_the_samples_asked(db):
@@ -300,6 +336,7 @@ def _slow_runner(db, clock: Steps, **cfg) -> tuple[Runner, Store]:
         def slow(args, timeout, run_agent=run_agent):
             clock.t += 7.0 if args[0] == "run" else 0.0  # an agent process, not the facts read before
             return run_agent(args, timeout)
+
         t.run_agent = slow
     new_run(store, targets, [A], "run")
     return Runner(RunConfig(precision=1e-6, **cfg), [A], targets, store, "r", clock=clock), store
@@ -339,8 +376,12 @@ def _on_machine(text: str, machine: str):
 
 def _spans(db, run="r"):
     import sqlite3
-    rows = sqlite3.connect(db).execute(
-        "SELECT target, started, ended FROM processes WHERE run_id=? AND block >= 0", (run,)).fetchall()
+
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT target, started, ended FROM processes WHERE run_id=? AND block >= 0", (run,))
+        .fetchall()
+    )
     by: dict[str, list] = {}
     for target, s, e in rows:
         by.setdefault(target, []).append((s, e))
@@ -357,14 +398,19 @@ def test_targets_on_different_machines_run_at_the_same_time(db):
     sample is stored (through the thread that owns the store), and a host
     whose agent crashes does not stop the others."""
     import time
+
     specs = [A, B]
-    targets = [parse_target("fake:delay=0.004"), parse_target("fake:delay=0.004,label=b"),
-               _on_machine("fake:delay=0.004,label=h1", "h1"),
-               _on_machine("fake:delay=0.004,label=h2,crash=segv", "h2")]
+    targets = [
+        parse_target("fake:delay=0.004"),
+        parse_target("fake:delay=0.004,label=b"),
+        _on_machine("fake:delay=0.004,label=h1", "h1"),
+        _on_machine("fake:delay=0.004,label=h2,crash=segv", "h2"),
+    ]
     store = Store(db)
     new_run(store, targets, specs)
-    status = Runner(RunConfig(max_time=1.5, min_processes=3, precision=1e-9), specs, targets, store, "r",
-                    clock=time.monotonic).run()
+    status = Runner(
+        RunConfig(max_time=1.5, min_processes=3, precision=1e-9), specs, targets, store, "r", clock=time.monotonic
+    ).run()
     assert status == "complete"
     by = _spans(db)
     here = by["fake:delay=0.004"] + by["fake:delay=0.004,label=b"]
@@ -383,6 +429,7 @@ def test_on_one_machine_the_block_is_a_plain_loop(db, monkeypatch):
 
     def no_threads(self, lanes):
         raise AssertionError("threads for targets on one machine")
+
     monkeypatch.setattr(ThreadRelay, "serve", no_threads)
     status, data = _run(["fake", "fake:label=b"], [A], db, max_time=2)
     assert status == "complete" and len(data.samples) > 10
@@ -395,6 +442,7 @@ def test_a_block_executor_given_to_the_runner_runs_every_block_with_the_lines_it
     its process's arguments, and measures the process from the Lines the
     executor opened, calling their per-sample hook."""
     from vmtax.engine.execute import Lines
+
     blocks, paced = [], []
 
     class Opening:
@@ -404,10 +452,18 @@ def test_a_block_executor_given_to_the_runner_runs_every_block_with_the_lines_it
                 argv = t.argv()
                 assert argv[:2] == ["run", "getppid"] and "--iters" in argv
                 t.run(Lines(lambda t=t, argv=argv: t.target.run_agent(argv, timeout=60), sampled=paced.append))
+
     store = Store(db)
     targets = new_run(store, ["fake", "fake:label=b"], [A])
-    status = Runner(RunConfig(precision=0.05, max_time=100, min_processes=3), [A], targets, store, "r",
-                    clock=Steps(), executor=lambda job: Opening()).run()
+    status = Runner(
+        RunConfig(precision=0.05, max_time=100, min_processes=3),
+        [A],
+        targets,
+        store,
+        "r",
+        clock=Steps(),
+        executor=lambda job: Opening(),
+    ).run()
     data = store.load("r")
     assert status == "complete" and len(blocks) >= 3 and all(b == ["fake", "fake:label=b"] for b in blocks)
     counting = {s.process for s in data.samples if s.counting}  # its counting processes run in turn
@@ -419,6 +475,7 @@ def test_a_block_executor_given_to_the_runner_runs_every_block_with_the_lines_it
 def test_a_qemu_guest_is_on_this_machine_whatever_its_machine_type():
     """qemu's `machine` option (pc, q35, microvm) is not the host it runs on."""
     from vmtax.targets import parse_target
+
     assert parse_target("qemu:machine=q35").host_machine() == "" == parse_target("local").host_machine()
 
 
@@ -445,6 +502,7 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
     def nearly_there(spent, worst, goal):
         asked.append((spent, worst, goal))
         return 0.1
+
     monkeypatch.setattr(plan, "time_to_goal", nearly_there)
     runner.run()
     # what the runner asks with: the row's time so far, its width now, the goal
@@ -456,6 +514,7 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
 # -- honest budgets: nothing begun that cannot end by the budget plus its grace --------
 def test_the_grace_is_a_tenth_of_the_budget_within_5_and_60_s():
     from vmtax.engine.budget import grace_s
+
     assert grace_s(10) == 5 and grace_s(300) == 30 and grace_s(3600) == 60
 
 
@@ -465,8 +524,10 @@ def test_a_row_whose_first_block_cannot_fit_is_not_begun_and_says_why(db):
     assert status == "complete"
     for t in ("fake", "fake:scale=2"):
         how, why = data.outcomes[(t, "getppid")]
-        assert how == "budget" and why.startswith("left out: the budget could not finish it (its two blocks "
-                                                  "need 1440 s or more, 10 s were left); --max-time 2"), why
+        assert how == "budget" and why.startswith(
+            "left out: the budget could not finish it (its two blocks "
+            "need 1440 s or more, 10 s were left); --max-time 2"
+        ), why
     assert not data.samples
 
 
@@ -486,6 +547,7 @@ def test_a_process_still_running_at_budget_plus_grace_is_stopped(db):
 def test_the_budget_needed_for_two_blocks_is_said_before_starting():
     from vmtax import suite
     from vmtax.plan import budget_shortfall
+
     cfg = RunConfig(max_time=300, tool_seconds=2)
     apps = [s for s in suite.select(["apps"], None)]
     line = budget_shortfall(apps, 4, cfg)
@@ -506,11 +568,11 @@ def test_a_stop_signal_while_the_run_is_recorded_leaves_it_interrupted_not_half_
         def new_run(self, *a, **kw):
             os.kill(os.getpid(), signal.SIGTERM)  # pending: this thread's handler runs after the write
             super().new_run(*a, **kw)
+
     old = signal.signal(signal.SIGTERM, _terminate)
     try:
         store = Signalled(db)
-        run_id, status, failure = run_session("run", "test", RunConfig(max_time=2), [A],
-                                              [parse_target("fake")], store)
+        run_id, status, failure = run_session("run", "test", RunConfig(max_time=2), [A], [parse_target("fake")], store)
     finally:
         signal.signal(signal.SIGTERM, old)
     assert status == "interrupted" and not failure
@@ -523,8 +585,9 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     two = "fake:label=b,scale=1.05,slow_share=0.3,slow_by=1.3"
     one = "fake:slow_share=0.2,slow_by=1.3"
     _, plain = _run([one, two], [A], tmp_path / "p.db", kind="compare", precision=0.01, max_time=300)
-    status, fast = _run([one, two], [A], tmp_path / "f.db", kind="compare", precision=0.01, max_time=300,
-                        fast_mode=True)
+    status, fast = _run(
+        [one, two], [A], tmp_path / "f.db", kind="compare", precision=0.01, max_time=300, fast_mode=True
+    )
     assert status == "complete" and fast.outcomes[(two, "getppid")][0] == "precision"
     blocks = lambda d: len({s.block for s in d.samples if s.target == two and not s.warmup})
     assert blocks(fast) * 3 < blocks(plain)
@@ -534,8 +597,9 @@ def test_fast_mode_stops_a_row_with_two_modes_on_its_fast_stratum(tmp_path):
     assert c.ratio == pytest.approx(1.05, rel=0.005) and c.ratio_ci_high - c.ratio_ci_low < 0.03
     (c,) = analyse(plain)[1]  # without it the headline is over every block, its fast mode in the note
     assert c.all_modes is None and c.fast_mode is not None and c.ratio > 1.06  # the mixes: 1.05 x 1.09 / 1.06
-    status, same = _run([one, two], [A], tmp_path / "s.db", kind="compare", precision=0.01, max_time=300,
-                        same_mode=True)  # the blocks both ran slow count too
+    status, same = _run(
+        [one, two], [A], tmp_path / "s.db", kind="compare", precision=0.01, max_time=300, same_mode=True
+    )  # the blocks both ran slow count too
     assert status == "complete" and same.outcomes[(two, "getppid")][0] == "precision"
     assert blocks(same) * 3 < blocks(plain) and blocks(same) <= blocks(fast) + 3
     same.config["same_mode"] = True

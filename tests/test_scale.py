@@ -1,6 +1,7 @@
 """vmtax scale with fake targets (no timing): the barrier, the stages, the
 store, the figures, the JSON contract, the refusals; and its statistics.
 Real guests: test_scale_e2e.py."""
+
 import json
 import math
 import os
@@ -24,8 +25,22 @@ QUICK = ["--round-time", "0.05s", "--rounds", "3", "--max-rounds", "3"]
 
 def test_scale_fake_writes_the_contract_and_show_reads_it_back(tmp_path, capsys, db):
     out, md, page = tmp_path / "s.json", tmp_path / "s.md", tmp_path / "s.html"
-    rc = vmtax("scale", "fake:noise=0.01,delay=0.01", "--instances", "3,1,2", "--bench", "getppid", *QUICK,
-               "--json", str(out), "--markdown", str(md), "--html", str(page), db=db)
+    rc = vmtax(
+        "scale",
+        "fake:noise=0.01,delay=0.01",
+        "--instances",
+        "3,1,2",
+        "--bench",
+        "getppid",
+        *QUICK,
+        "--json",
+        str(out),
+        "--markdown",
+        str(md),
+        "--html",
+        str(page),
+        db=db,
+    )
     assert rc == 0
     doc = json.loads(out.read_text())
     assert {"schema", "run_id", "target", "benchmark", "instances"} <= set(doc)
@@ -49,14 +64,19 @@ def test_scale_fake_writes_the_contract_and_show_reads_it_back(tmp_path, capsys,
     html = page.read_text()
     assert html.count("<svg") == 2 and "Jain" in html and "instances at once (N)" in html
     printed = capsys.readouterr().out
-    assert "getppid" in printed and "unpinned" in printed and "3/2 (1.5x)" in printed.replace(
-        f"3/{len(os.sched_getaffinity(0))}", "3/2")
+    assert (
+        "getppid" in printed
+        and "unpinned" in printed
+        and "3/2 (1.5x)" in printed.replace(f"3/{len(os.sched_getaffinity(0))}", "3/2")
+    )
     # the store is the truth: show prints and exports the same
     assert vmtax("show", "--json", str(tmp_path / "again.json"), db=db) == 0
     assert json.loads((tmp_path / "again.json").read_text()) == doc
     with Store(db, readonly=True) as store:
         data = store.load(store.resolve(None))
-    assert data.kind == "scale" and [t.name for t in data.targets] == [f"fake:noise=0.01,delay=0.01 x{n}" for n in (1, 2, 3)]
+    assert data.kind == "scale" and [t.name for t in data.targets] == [
+        f"fake:noise=0.01,delay=0.01 x{n}" for n in (1, 2, 3)
+    ]
     stage = data.targets[2]
     assert stage.facts["scale"]["n"] == 3 and len(stage.facts["scale"]["rounds"]["getppid"]) == 3
     assert {s.instance for s in data.samples if s.target == stage.name} == {0, 1, 2}
@@ -65,8 +85,24 @@ def test_scale_fake_writes_the_contract_and_show_reads_it_back(tmp_path, capsys,
 
 def test_several_benchmarks_give_a_list_and_pinning_is_said(tmp_path, capsys, db):
     out = tmp_path / "s.json"
-    assert vmtax("scale", "fake", "--instances", "2", "--bench", "getppid", "pi", "--pin", "spread", *QUICK,
-                 "--json", str(out), db=db) == 0
+    assert (
+        vmtax(
+            "scale",
+            "fake",
+            "--instances",
+            "2",
+            "--bench",
+            "getppid",
+            "pi",
+            "--pin",
+            "spread",
+            *QUICK,
+            "--json",
+            str(out),
+            db=db,
+        )
+        == 0
+    )
     docs = json.loads(out.read_text())
     assert [d["benchmark"] for d in docs] == ["getppid", "pi"]
     assert docs[0]["instances"][0]["slowdown"] is None  # no N=1 to compare with
@@ -89,10 +125,12 @@ def test_a_copy_that_dies_mid_run_stops_every_copy_and_keeps_the_rounds(db):
         t = CountingFake(f"fake #{i + 1}", {"crash": "getppid"} if i == 2 else {})
         made.append(t)
         return t
+
     cfg = scale.ScaleConfig(instances=(1, 3), round_time=0.05, min_rounds=2, max_rounds=2)
     with Store(db) as store:
-        run_id, status, failure = scale.run_scale("fake", make, cfg, suite.select(None, ["getppid"]), store,
-                                                  "test", lambda text: None)
+        run_id, status, failure = scale.run_scale(
+            "fake", make, cfg, suite.select(None, ["getppid"]), store, "test", lambda text: None
+        )
         data = store.load(run_id)
     assert status == "failed" and "instance 3 of 3 (fake #3) failed" in failure
     assert "every instance was stopped" in failure
@@ -113,17 +151,20 @@ def test_memory_is_checked_before_anything_starts(monkeypatch, capsys, db):
     assert not os.path.exists(db) or Store(db, readonly=True).list_runs() == []
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["fake", "--instances", "0,2"], "between 1 and 256"),
-    (["fake", "--instances", "two"], "counts separated by commas"),
-    (["fake", "--rounds", "1"], "--rounds must be between 2"),
-    (["fake", "--rounds", "5", "--max-rounds", "4"], "less than --rounds"),
-    (["fake", "--round-time", "1ms"], "--round-time must be between"),
-    (["fake", "--bench", "sysbench_mutex"], "not a rate"),
-    (["fake", "--bench", "net_stream_tx"], "needs a peer"),
-    (["ssh:somewhere"], "cannot be"),
-    (["fake", "--pin", "tight"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["fake", "--instances", "0,2"], "between 1 and 256"),
+        (["fake", "--instances", "two"], "counts separated by commas"),
+        (["fake", "--rounds", "1"], "--rounds must be between 2"),
+        (["fake", "--rounds", "5", "--max-rounds", "4"], "less than --rounds"),
+        (["fake", "--round-time", "1ms"], "--round-time must be between"),
+        (["fake", "--bench", "sysbench_mutex"], "not a rate"),
+        (["fake", "--bench", "net_stream_tx"], "needs a peer"),
+        (["ssh:somewhere"], "cannot be"),
+        (["fake", "--pin", "tight"], "invalid choice"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, db):
     assert vmtax("scale", *args, db=db) == 2
     err = capsys.readouterr().err.strip()
@@ -148,16 +189,48 @@ def test_ratio_unpaired_interval_holds_the_ratio_and_stays_positive():
 
 def test_points_use_complete_rounds_only():
     spec = BenchSpec("pi", "cpu", "ns", "lower", "pi")
-    facts = {"scale": {"n": 2, "vcpus": 2, "host_cpus": 2,
-                       "rounds": {"pi": [{"round": 0, "host_cpu_pct": 99.0, "host_mem_mib": [10.0, 12.0]},
-                                         {"round": 1, "host_cpu_pct": 97.0}]}}}
+    facts = {
+        "scale": {
+            "n": 2,
+            "vcpus": 2,
+            "host_cpus": 2,
+            "rounds": {
+                "pi": [
+                    {"round": 0, "host_cpu_pct": 99.0, "host_mem_mib": [10.0, 12.0]},
+                    {"round": 1, "host_cpu_pct": 97.0},
+                ]
+            },
+        }
+    }
     from vmtax.model import TargetInfo
-    data = RunData("r", "scale", 0.0, 1.0, "complete", "c", "v", {"target": "t"},
-                   targets=[TargetInfo("t x2", "fake", facts)], benchmarks=[spec])
+
+    data = RunData(
+        "r",
+        "scale",
+        0.0,
+        1.0,
+        "complete",
+        "c",
+        "v",
+        {"target": "t"},
+        targets=[TargetInfo("t x2", "fake", facts)],
+        benchmarks=[spec],
+    )
 
     def s(inst, block, ns_per_op, warm=False):
-        return Sample("pi", "t x2", ns_per_op, "ns", process=block * 2 + inst, seq=0, instance=inst,
-                      warmup=warm, ops=100.0, block=block)
+        return Sample(
+            "pi",
+            "t x2",
+            ns_per_op,
+            "ns",
+            process=block * 2 + inst,
+            seq=0,
+            instance=inst,
+            warmup=warm,
+            ops=100.0,
+            block=block,
+        )
+
     data.samples = [s(0, 0, 1e6, warm=True), s(0, 0, 2e6), s(1, 0, 4e6), s(0, 1, 2e6)]  # round 1 lacks instance 1
     data.outcomes[("t x2", "pi")] = ("budget", "")
     (p,) = scale_report.view(data)[0].points
@@ -169,10 +242,19 @@ def test_points_use_complete_rounds_only():
 def test_rates_are_scaled_for_people():
     assert fmt_rate(3.99e6, "ops/s") == "3.99 Mops/s" and fmt_rate(273.0, "ops/s") == "273 ops/s"
     assert fmt_rate_range(2.8e6, 2.73e6, 2.86e6, "ops/s") == "2.80 Mops/s [2.73–2.86]"
-    p = ScalePoint(n=2, rounds=2, aggregate=Estimate(4.0, "ops/s", 3.0, 5.0),
-                   per_instance=(Estimate(2.0, "ops/s", 1, 3), Estimate(2.0, "ops/s", 1, 3)),
-                   jain=Estimate(1.0, "", 0.5, 1.0), slowdown=None, host_cpu_pct=None, host_mem_mb=(),
-                   vcpus=2, host_cpus=2, stopped_by="budget")
+    p = ScalePoint(
+        n=2,
+        rounds=2,
+        aggregate=Estimate(4.0, "ops/s", 3.0, 5.0),
+        per_instance=(Estimate(2.0, "ops/s", 1, 3), Estimate(2.0, "ops/s", 1, 3)),
+        jain=Estimate(1.0, "", 0.5, 1.0),
+        slowdown=None,
+        host_cpu_pct=None,
+        host_mem_mb=(),
+        vcpus=2,
+        host_cpus=2,
+        stopped_by="budget",
+    )
     assert scale_report.row(p)[2] == "4.00 ops/s ±25.0%" and scale_report.row(p)[5] == "-"
 
 
@@ -187,17 +269,20 @@ def test_a_hung_copy_ends_the_run_at_the_budget_plus_its_grace(db):
     is stopped at the budget plus its 5 s grace (not the 300 s round
     timeout), the row ends 'budget' with the reason, and the copies stop."""
     import time
+
     made = []
 
     def make(i):
         t = FakeTarget(f"fake #{i + 1}", {"delay": "60"} if i == 1 else {})
         made.append(t)
         return t
+
     cfg = scale.ScaleConfig(instances=(2,), round_time=0.05, min_rounds=2, max_rounds=2, max_time=2)
     t0 = time.monotonic()
     with Store(db) as store:
-        run_id, status, failure = scale.run_scale("fake", make, cfg, suite.select(None, ["getppid"]), store,
-                                                  "test", lambda text: None)
+        run_id, status, failure = scale.run_scale(
+            "fake", make, cfg, suite.select(None, ["getppid"]), store, "test", lambda text: None
+        )
         data = store.load(run_id)
     assert time.monotonic() - t0 < 2 + 5 + 3
     assert status == "failed" and "no round was measured" in failure  # no round: not complete
@@ -210,6 +295,7 @@ def test_an_agent_row_is_told_by_its_kind_not_its_unit():
     rate; a workload's figure in ns (a latency, lower is better) is neither,
     whatever its unit says."""
     from vmtax.scaling import is_throughput, rate_unit
+
     agent = BenchSpec("getppid", "kernel", "ns", "lower", "d")
     latency = BenchSpec("tool.p99_ns", "io", "ns", "lower", "d", kind="workload")
     rate = BenchSpec("tool.ops_per_s", "io", "ops/s", "higher", "d", kind="workload")

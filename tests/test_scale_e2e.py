@@ -2,6 +2,7 @@
 local processes, released together at the barrier; and when one copy
 fails to boot or dies mid-run, or on Ctrl-C, every copy is stopped and
 nothing of this controller's is left running.  Small N, tiny budgets."""
+
 import json
 import os
 import shutil
@@ -30,8 +31,12 @@ QUICK = ["--round-time", "0.3s", "--rounds", "2", "--max-rounds", "2"]
 
 
 def start(db, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "vmtax.cli", "--db", str(db), "scale", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "vmtax.cli", "--db", str(db), "scale", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(p: subprocess.Popen, needle: str, timeout: float = 120) -> list[str]:
@@ -65,8 +70,7 @@ def test_two_tcg_guests_boot_in_parallel_give_the_contract_and_go_away(tmp_path,
 
 @needs_qemu
 def test_a_guest_killed_mid_run_stops_the_other_and_keeps_the_rounds(db):
-    p = start(db, TCG, "--instances", "2", "--bench", "pi", "--round-time", "1s", "--rounds", "6",
-              "--max-rounds", "6")
+    p = start(db, TCG, "--instances", "2", "--bench", "pi", "--round-time", "1s", "--rounds", "6", "--max-rounds", "6")
     try:
         wait_for(p, "round 1:")
         qemus = [int(line.split()[0]) for line in left_behind(p.pid) if "qemu-system" in line]
@@ -90,10 +94,12 @@ def test_a_guest_that_does_not_boot_stops_the_others_even_mid_boot(db):
     def make(i):
         # the third copy gives up far sooner than a guest boots; the second is booting beside it
         return parse_target(f"{TCG},boot_timeout=0.5" if i == 2 else TCG)
+
     cfg = scale.ScaleConfig(instances=(3,), round_time=0.3, min_rounds=2, max_rounds=2)
     with Store(db) as store:
-        _run_id, status, failure = scale.run_scale(TCG, make, cfg, suite.select(None, ["getppid"]), store,
-                                                  "test", lambda text: None)
+        _run_id, status, failure = scale.run_scale(
+            TCG, make, cfg, suite.select(None, ["getppid"]), store, "test", lambda text: None
+        )
     assert status == "failed" and "instance 3 of 3" in failure and "did not boot" in failure
     time.sleep(0.3)
     assert not left_behind(os.getpid())
@@ -104,8 +110,20 @@ CONTAINER_OK, CONTAINER_WHY = ContainerTarget.available()
 
 @pytest.mark.skipif(not CONTAINER_OK, reason=CONTAINER_WHY)
 def test_ctrl_c_stops_every_container_and_keeps_the_rounds(db):
-    p = start(db, "container", "--instances", "2", "--bench", "getppid", "--round-time", "0.5s", "--rounds", "20",
-              "--max-rounds", "20")
+    p = start(
+        db,
+        "container",
+        "--instances",
+        "2",
+        "--bench",
+        "getppid",
+        "--round-time",
+        "0.5s",
+        "--rounds",
+        "20",
+        "--max-rounds",
+        "20",
+    )
     try:
         wait_for(p, "round 1:")
         p.send_signal(signal.SIGINT)
@@ -135,8 +153,23 @@ def test_uml_kernels_boot_in_parallel_and_go_away(tmp_path, db):
 @pytest.mark.skipif(not shutil.which("sysbench"), reason="sysbench is not installed (make setup installs it)")
 def test_local_copies_run_a_workload_and_an_agent_row_released_together(tmp_path, db):
     out = tmp_path / "s.json"
-    p = start(db, "local", "--instances", "2", "--bench", "sysbench_cpu", "getppid", "--round-time", "0.5s",
-              "--rounds", "2", "--max-rounds", "2", "--json", str(out))
+    p = start(
+        db,
+        "local",
+        "--instances",
+        "2",
+        "--bench",
+        "sysbench_cpu",
+        "getppid",
+        "--round-time",
+        "0.5s",
+        "--rounds",
+        "2",
+        "--max-rounds",
+        "2",
+        "--json",
+        str(out),
+    )
     _stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 0, stderr
     docs = {d["benchmark"]: d for d in json.loads(out.read_text())}
@@ -145,5 +178,9 @@ def test_local_copies_run_a_workload_and_an_agent_row_released_together(tmp_path
     assert sb[0]["aggregate"]["unit"] == "events/s" and len(sb[0]["per_instance"]) == 2
     assert all(e["value"] > 0 for e in sb[0]["per_instance"])
     left = subprocess.run(["pgrep", "-f", "vmtax-sysbench_cpu"], capture_output=True, text=True).stdout.split()
-    assert not [x for x in left if os.path.exists(f"/proc/{x}") and
-                Path(f"/proc/{x}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(p.pid)]
+    assert not [
+        x
+        for x in left
+        if os.path.exists(f"/proc/{x}")
+        and Path(f"/proc/{x}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(p.pid)
+    ]

@@ -1,6 +1,7 @@
 """One session for compare and scale (engine/session.py): targets started
 and stopped in one place, in parallel where a kind can, with vmtax kept off
 the CPUs they are pinned to -- compare's and scale's alike."""
+
 import os
 import threading
 from typing import ClassVar
@@ -23,6 +24,7 @@ two_cpus = pytest.mark.skipif(len(MINE) < 2, reason="keeping off a CPU needs ano
 
 class Seeing(FakeTarget):
     """A fake that notes where vmtax's own threads may run whenever it is asked to run something."""
+
     seen: ClassVar[list] = []
 
     def run_agent(self, args, timeout):  # a round's process too (FakeTarget.run_gated), in its reader thread
@@ -40,8 +42,14 @@ def test_compare_and_scale_keep_vmtax_off_the_cpus_their_targets_are_pinned_to(d
     Seeing.seen = []
     cpu = MINE[-1]
     with Store(db) as store:
-        _, status, _ = run_session("compare", "test", RunConfig(max_time=1, min_processes=2, cpu=cpu), [A],
-                                   [Seeing("fake", {}), Seeing("fake b", {"label": "b"})], store)
+        _, status, _ = run_session(
+            "compare",
+            "test",
+            RunConfig(max_time=1, min_processes=2, cpu=cpu),
+            [A],
+            [Seeing("fake", {}), Seeing("fake b", {"label": "b"})],
+            store,
+        )
     assert status == "complete" and Seeing.seen
     assert {seen for _, seen in Seeing.seen} == {frozenset(set(MINE) - {cpu})}
     assert sorted(os.sched_getaffinity(0)) == MINE
@@ -49,8 +57,15 @@ def test_compare_and_scale_keep_vmtax_off_the_cpus_their_targets_are_pinned_to(d
     Seeing.seen = []
     cfg = scale.ScaleConfig(instances=(1, 2), round_time=0.01, min_rounds=2, max_rounds=2, pin="spread")
     with Store(db) as store:
-        _, status, failure = scale.run_scale("fake", lambda i: Seeing(f"fake #{i + 1}", {}), cfg,
-                                             suite.select(None, ["getppid"]), store, "test", lambda text: None)
+        _, status, failure = scale.run_scale(
+            "fake",
+            lambda i: Seeing(f"fake #{i + 1}", {}),
+            cfg,
+            suite.select(None, ["getppid"]),
+            store,
+            "test",
+            lambda text: None,
+        )
     assert (status, failure) == ("complete", "")
     assert [name for name, _ in Seeing.seen[:3]] == ["fake #1"] * 3 and len(Seeing.seen) == 3 + 4
     one = {seen for _, seen in Seeing.seen[:3]}  # N=1: its calibration and two rounds, copy 1 on the first CPU
@@ -63,6 +78,7 @@ def test_compare_and_scale_keep_vmtax_off_the_cpus_their_targets_are_pinned_to(d
 
 class Booting(FakeTarget):
     """A fake that boots in two halves (as a guest does), the second in another thread."""
+
     capabilities = frozenset({"barrier", "parallel_start"})
     log: ClassVar[list] = []
 

@@ -2,6 +2,7 @@
 two in network namespaces standing in for other hosts (tests/sshfleet.py).
 Every test checks that nothing it started is left running: no ssh client
 or control master, and (at the end of the module) no sshd, no namespace."""
+
 import json
 import os
 import signal
@@ -44,8 +45,7 @@ def _lines(argv, marker):
 @pytest.fixture(autouse=True)
 def nothing_left():
     yield
-    assert wait_until(lambda: not leftovers("vmtax-ssh-", defunct=True), 5), \
-        "an ssh client or control master was left"
+    assert wait_until(lambda: not leftovers("vmtax-ssh-", defunct=True), 5), "an ssh client or control master was left"
 
 
 def results(path: Path) -> dict[tuple[str, str], dict]:
@@ -96,8 +96,12 @@ def test_what_the_remote_shell_gets_is_single_quoted_words(fleet):
     assert not os.path.exists("/tmp/pwned-vmtax")
 
 
-CASES = {"wrong host key": "is not the one", "unknown host key": "is not in",
-         "authentication": "authentication failed", "unreachable": "Connection refused"}
+CASES = {
+    "wrong host key": "is not the one",
+    "unknown host key": "is not in",
+    "authentication": "authentication failed",
+    "unreachable": "Connection refused",
+}
 
 
 def _case_target(fleet, tmp_path, case: str) -> str:
@@ -122,8 +126,9 @@ def test_a_host_that_cannot_be_used_says_why_in_one_line(fleet, tmp_path, case):
 
 
 def test_the_cli_says_it_in_one_line_without_a_traceback(fleet, tmp_path):
-    p = vmtax_process("run", "--target", _case_target(fleet, tmp_path, "wrong host key"), *QUICK,
-              db=tmp_path / "v.db", timeout=60)
+    p = vmtax_process(
+        "run", "--target", _case_target(fleet, tmp_path, "wrong host key"), *QUICK, db=tmp_path / "v.db", timeout=60
+    )
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     lines = [line for line in p.stderr.splitlines() if line.startswith("vmtax: ssh:")]
@@ -159,13 +164,32 @@ def test_compare_local_with_two_hosts_of_an_inventory_into_postgresql(fleet, tmp
     the local ones one at a time, and every sample is stored, in a real
     PostgreSQL server (conftest's pg_server)."""
     import psycopg
+
     a, b = fleet.servers["a"], fleet.servers["b"]
     inv = tmp_path / "fleet.yml"
-    inv.write_text(INVENTORY_YAML.format(key=fleet.user_key, a=a.address, b=b.address,
-                                         kh_a=a.known_hosts, kh_b=b.known_hosts))
+    inv.write_text(
+        INVENTORY_YAML.format(key=fleet.user_key, a=a.address, b=b.address, kh_a=a.known_hosts, kh_b=b.known_hosts)
+    )
     out = tmp_path / "c.json"
-    p = vmtax_process("compare", "local", "@bench", "--inventory", str(inv), "--bench", "getppid", "null_read",
-              "--max-time", "5s", "--min-processes", "4", "--precision", "50%", "--json", str(out), db=pg_url)
+    p = vmtax_process(
+        "compare",
+        "local",
+        "@bench",
+        "--inventory",
+        str(inv),
+        "--bench",
+        "getppid",
+        "null_read",
+        "--max-time",
+        "5s",
+        "--min-processes",
+        "4",
+        "--precision",
+        "50%",
+        "--json",
+        str(out),
+        db=pg_url,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert [t["name"] for t in doc["targets"]] == ["local", "ssh:a", "ssh:b"]
@@ -186,8 +210,12 @@ def test_compare_local_with_two_hosts_of_an_inventory_into_postgresql(fleet, tmp
 
 
 def _overlaps(xs, ys, same=False) -> int:
-    return sum(1 for i, (s1, e1) in enumerate(xs) for j, (s2, e2) in enumerate(ys)
-               if not (same and i == j) and s1 < e2 and s2 < e1)
+    return sum(
+        1
+        for i, (s1, e1) in enumerate(xs)
+        for j, (s2, e2) in enumerate(ys)
+        if not (same and i == j) and s1 < e2 and s2 < e1
+    )
 
 
 @needs_netns
@@ -198,16 +226,22 @@ def test_hosts_on_one_kernel_one_at_a_time_and_one_that_cannot_log_in(fleet, tmp
     INI inventory)."""
     a, b = fleet.servers["a"], fleet.servers["b"]
     inv = tmp_path / "hosts"
-    inv.write_text(f"[bench]\na ansible_host={a.address} vmtax_known_hosts={a.known_hosts}\n"
-                   f"b ansible_host={b.address} vmtax_known_hosts={b.known_hosts}\n"
-                   f"c ansible_host={b.address} vmtax_known_hosts={b.known_hosts} "
-                   f"ansible_ssh_private_key_file={fleet.other_key}\n\n"
-                   f"[bench:vars]\nansible_user=root\nansible_ssh_private_key_file={fleet.user_key}\n")
+    inv.write_text(
+        f"[bench]\na ansible_host={a.address} vmtax_known_hosts={a.known_hosts}\n"
+        f"b ansible_host={b.address} vmtax_known_hosts={b.known_hosts}\n"
+        f"c ansible_host={b.address} vmtax_known_hosts={b.known_hosts} "
+        f"ansible_ssh_private_key_file={fleet.other_key}\n\n"
+        f"[bench:vars]\nansible_user=root\nansible_ssh_private_key_file={fleet.user_key}\n"
+    )
     db, out = tmp_path / "v.db", tmp_path / "c.json"
     p = vmtax_process("compare", "@a", "@b", "@c", "--inventory", str(inv), *QUICK, "--json", str(out), db=db)
     assert p.returncode == 3, p.stderr
     assert "Traceback" not in p.stderr
-    assert [line for line in p.stderr.splitlines() if "ssh:c: authentication failed" in line and "measuring the others" in line]
+    assert [
+        line
+        for line in p.stderr.splitlines()
+        if "ssh:c: authentication failed" in line and "measuring the others" in line
+    ]
     rows = results(out)
     assert rows[("ssh:a", "getppid")]["n"] >= 3 and rows[("ssh:b", "getppid")]["n"] >= 3
     assert rows[("ssh:c", "getppid")]["stopped_by"] == "error"
@@ -222,9 +256,28 @@ def test_a_host_that_dies_mid_run_is_recorded_and_the_others_kept(fleet, tmp_pat
     db, out = tmp_path / "v.db", tmp_path / "c.json"
     ta = a.target(machine="host-a")
     tb = b.target(machine="host-b")
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local", ta, tb,
-           "--bench", "getppid", "null_read", "--max-time", "3s", "--min-processes", "3",
-           "--precision", "0.01%", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(db),
+        "compare",
+        "local",
+        ta,
+        tb,
+        "--bench",
+        "getppid",
+        "null_read",
+        "--max-time",
+        "3s",
+        "--min-processes",
+        "3",
+        "--precision",
+        "0.01%",
+        "--json",
+        str(out),
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = threading.Event()
 
@@ -232,6 +285,7 @@ def test_a_host_that_dies_mid_run_is_recorded_and_the_others_kept(fleet, tmp_pat
         if wait_until(lambda: stored(db, "target = ?", (tb,)) >= 4, 30, 0.05):
             b.kill()
             killed.set()
+
     watcher = threading.Thread(target=kill_b_once_it_measured)
     watcher.start()
     try:
@@ -254,8 +308,22 @@ def test_a_host_that_dies_mid_run_is_recorded_and_the_others_kept(fleet, tmp_pat
 def test_sigkill_of_the_controller_leaves_no_ssh_behind(fleet, tmp_path):
     db = tmp_path / "v.db"
     a = fleet.servers["a"]
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "run", "--target", a.target(),
-           "--bench", "getppid", "--max-time", "1m", "--precision", "0.001%"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(db),
+        "run",
+        "--target",
+        a.target(),
+        "--bench",
+        "getppid",
+        "--max-time",
+        "1m",
+        "--precision",
+        "0.001%",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_samples(db, 3, 30, proc=p)
     assert leftovers(f"vmtax-ssh-{p.pid}-", defunct=True), "no control master seen"
@@ -268,6 +336,7 @@ def test_sigkill_of_the_controller_leaves_no_ssh_behind(fleet, tmp_path):
     import tempfile
 
     from vmtax import proc
+
     mine = f"vmtax-ssh-{p.pid}-"
     assert [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(mine)]
     proc.sweep()

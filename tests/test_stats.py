@@ -89,7 +89,8 @@ def test_order_does_not_matter(xs, rnd):
 
 
 pairs = st.integers(min_value=2, max_value=40).flatmap(
-    lambda k: st.tuples(st.lists(finite, min_size=k, max_size=k), st.lists(finite, min_size=k, max_size=k)))
+    lambda k: st.tuples(st.lists(finite, min_size=k, max_size=k), st.lists(finite, min_size=k, max_size=k))
+)
 
 
 @given(pairs, st.floats(min_value=0.01, max_value=100))
@@ -122,8 +123,7 @@ def test_exact_p_is_the_share_of_sign_patterns():
         # at theta, the same on cand - theta * base
         th = 1.1
         zt = c - th * b
-        share = np.mean([abs(np.dot(s, zt)) >= abs(zt.sum()) - 1e-12
-                         for s in itertools.product((1, -1), repeat=k)])
+        share = np.mean([abs(np.dot(s, zt)) >= abs(zt.sum()) - 1e-12 for s in itertools.product((1, -1), repeat=k)])
         assert stats.PairedTest(c, b).p(th) == pytest.approx(share)
 
 
@@ -193,8 +193,10 @@ def test_error_rate_holds_when_the_host_noise_is_correlated_in_time():
     are a coin, so the error rate is 5% whatever the host's noise does."""
     rng = np.random.default_rng(12)
     n, k = 600, 30
-    new = sum(stats.compare_paired(c, b)[3] < 0.05
-              for c, b in (_simulate("random", k, rng, rho=0.95, sd=0.03) for _ in range(n)))
+    new = sum(
+        stats.compare_paired(c, b)[3] < 0.05
+        for c, b in (_simulate("random", k, rng, rho=0.95, sd=0.03) for _ in range(n))
+    )
     assert new <= n * 0.05 + 3 * math.sqrt(n * 0.05 * 0.95)  # 5% plus three binomial SEs
 
 
@@ -303,11 +305,17 @@ def test_two_modes_are_found_with_their_means_share_and_cut():
     assert m.slow_share == sum(m.is_slow(v) for v in vals) / 60
 
 
-@pytest.mark.parametrize("name,f", [
-    ("normal", lambda r: r.normal(100, 3)),
-    ("lognormal", lambda r: math.exp(r.normal(0, 0.5))),   # a right-skewed spread is one mode
-    ("normal with a few outlying processes", lambda r: r.normal(100, 3) if r.random() < 0.97 else 100 + abs(r.normal(0, 30))),
-])
+@pytest.mark.parametrize(
+    "name,f",
+    [
+        ("normal", lambda r: r.normal(100, 3)),
+        ("lognormal", lambda r: math.exp(r.normal(0, 0.5))),  # a right-skewed spread is one mode
+        (
+            "normal with a few outlying processes",
+            lambda r: r.normal(100, 3) if r.random() < 0.97 else 100 + abs(r.normal(0, 30)),
+        ),
+    ],
+)
 def test_one_mode_or_a_skew_is_not_called_two(name, f):
     called = sum(stats.modes(_draw(seed, 60, f)) is not None for seed in range(40))
     assert called <= 2, (name, called)  # tools/modes.py measures the rates over more draws
@@ -317,8 +325,8 @@ def test_modes_need_units_and_a_share_each_and_skip_broken_values():
     two = lambda r: r.normal(100, 2) if r.random() < 0.5 else r.normal(140, 2)
     assert stats.modes(_draw(2, stats.MODES_MIN_UNITS - 1, two)) is None
     assert stats.modes(_draw(2, 40, two) + [math.nan, math.inf, 0.0, -5.0]).units == 40
-    assert stats.modes([100.0] * 39 + [140.0]) is None            # one odd process is no mode
-    assert stats.modes([100.0] * 40) is None                       # no spread at all
+    assert stats.modes([100.0] * 39 + [140.0]) is None  # one odd process is no mode
+    assert stats.modes([100.0] * 40) is None  # no spread at all
 
 
 def test_for_a_throughput_the_fast_mode_is_the_higher_one():
@@ -394,11 +402,14 @@ def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rat
         swapped_c[k], swapped_b[k] = b[k], c[k]
     one, two = stats.StratifiedTest(c, b, strata), stats.StratifiedTest(swapped_c, swapped_b, strata)
     assert one._weights(1.0) == pytest.approx(two._weights(1.0))
-    spread = [np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb, strict=True))))
-              for t in (one, two)]
+    spread = [
+        np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb, strict=True))))
+        for t in (one, two)
+    ]
     assert spread[0] == pytest.approx(spread[1])
     assert stats.stop_halfwidth_strata(c, b, strata) == pytest.approx(
-        stats.stop_halfwidth_strata(swapped_c, swapped_b, strata))
+        stats.stop_halfwidth_strata(swapped_c, swapped_b, strata)
+    )
     n, flagged = 400, 0
     for _ in range(n):
         fast = rng.normal(100, 1, (2, 14))
@@ -411,10 +422,12 @@ def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rat
 def _two_state(rng, n: int, tax: float = 1.0, slow: float = 1.5, share: float = 0.4, between: float = 0.15):
     """n blocks of a host with a fast and a slow state (1.5x), a process
     sometimes straddling a flip (a level between): (cand, base)."""
+
     def one() -> float:
         u = rng.random()
         level = 1.0 if u > share + between else slow if u > between else rng.uniform(1.0, slow)
         return 100 * level * rng.normal(1, 0.01)
+
     b = np.array([one() for _ in range(n)])
     return np.array([one() * tax for _ in range(n)]), b
 
@@ -498,7 +511,7 @@ def test_a_process_between_the_modes_counts_in_neither():
     rng = np.random.default_rng(6)
     b = np.r_[100 * rng.normal(1, 0.01, 20), 150 * rng.normal(1, 0.01, 20)]
     c = b * rng.normal(1, 0.01, 40)
-    c[0], c[20], c[1] = 122.0, 123.0, 103.0   # two between the modes; one fast, a little slower
+    c[0], c[20], c[1] = 122.0, 123.0, 103.0  # two between the modes; one fast, a little slower
     fast, slow = stats.ModeTest(c, b, stats.SAME).kept(1.0)
     assert 0 not in fast + slow and 20 not in fast + slow and 1 in fast
     assert len(fast) == 19 and len(slow) == 19
@@ -509,16 +522,58 @@ def test_the_interval_is_around_a_ratio_its_test_accepts_and_holds_1_wherever_th
     where they did), the ratio is still one the test accepts and the
     interval is not a point; on many draws, an interval always holds its
     ratio strictly inside and holds 1 wherever the test accepts 1."""
-    c = np.array([143.0999872664795, 179.4054483022916, 122.32477246615719, 176.53174478312977, 179.83161145515007,
-                  176.19693257347822, 178.56292835631882, 119.32673248584078, 121.9339552582828, 172.14507495410209,
-                  183.30493978509904, 182.9951259290351, 152.15570520993225, 177.92214257399283, 147.92337653389666,
-                  179.55909987688716, 181.78366522472018, 180.49227734618833, 180.5707096617696, 120.82843970045192,
-                  119.34311371050468, 179.67808270537918])
-    b = np.array([130.1828742877766, 150.20819205900963, 103.81263616662982, 133.43499459407897, 148.92352807606807,
-                  112.21813091517201, 102.95598716428809, 100.75090125330995, 99.70461510303743, 99.75864216279706,
-                  100.69904933908819, 150.22902630063473, 98.42715888565033, 147.11486855428353, 101.07392922079647,
-                  149.3310423302077, 100.711754512513, 99.77401378268969, 151.07006335968757, 145.99599942529036,
-                  150.8561351287783, 151.63256973334197])
+    c = np.array(
+        [
+            143.0999872664795,
+            179.4054483022916,
+            122.32477246615719,
+            176.53174478312977,
+            179.83161145515007,
+            176.19693257347822,
+            178.56292835631882,
+            119.32673248584078,
+            121.9339552582828,
+            172.14507495410209,
+            183.30493978509904,
+            182.9951259290351,
+            152.15570520993225,
+            177.92214257399283,
+            147.92337653389666,
+            179.55909987688716,
+            181.78366522472018,
+            180.49227734618833,
+            180.5707096617696,
+            120.82843970045192,
+            119.34311371050468,
+            179.67808270537918,
+        ]
+    )
+    b = np.array(
+        [
+            130.1828742877766,
+            150.20819205900963,
+            103.81263616662982,
+            133.43499459407897,
+            148.92352807606807,
+            112.21813091517201,
+            102.95598716428809,
+            100.75090125330995,
+            99.70461510303743,
+            99.75864216279706,
+            100.69904933908819,
+            150.22902630063473,
+            98.42715888565033,
+            147.11486855428353,
+            101.07392922079647,
+            149.3310423302077,
+            100.711754512513,
+            99.77401378268969,
+            151.07006335968757,
+            145.99599942529036,
+            150.8561351287783,
+            151.63256973334197,
+        ]
+    )
     rng = np.random.default_rng(23)
     for cand, base in [(c, b)] + [_two_state(rng, 30, tax=1.2, between=0.3) for _ in range(30)]:
         for which in (stats.FAST, stats.SLOW, stats.SAME):
@@ -536,6 +591,7 @@ def test_where_the_sides_fall_slow_at_different_rates_there_is_still_a_fast_mode
     block there; the fast-mode ratio is still found (from each side's own
     modes lined up) and holds 1."""
     from vmtax import analysis
+
     for seed in range(10):
         rng = np.random.default_rng(seed)
         base = {k: 100 * (1.3 if rng.random() < 0.3 else 1.0) * rng.normal(1, 0.01) for k in range(60)}
@@ -555,8 +611,10 @@ def test_the_pooled_modes_agree_with_each_sides_own_only_where_they_are_one_stat
         rng = np.random.default_rng(seed)
         state = np.where(rng.random(92) < 0.46, 1.5, 1.0)
         b = 4000 * state * rng.normal(1, 0.01, 92)
-        for c, tail in ((2 * 4000 * state * rng.normal(1, 0.01, 92), False),
-                        (5.1 * state * np.where(rng.random(92) < 0.26, 3.0, 1.0) * rng.normal(1, 0.01, 92), True)):
+        for c, tail in (
+            (2 * 4000 * state * rng.normal(1, 0.01, 92), False),
+            (5.1 * state * np.where(rng.random(92) < 0.26, 3.0, 1.0) * rng.normal(1, 0.01, 92), True),
+        ):
             own_b, own_c = stats.modes(b), stats.modes(c)
             assert own_b is not None and own_c is not None
             for which in (stats.FAST, stats.SAME):

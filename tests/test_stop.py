@@ -1,5 +1,6 @@
 """When a row stops (engine/stop.py): a pure function of what the row has
 stored, tested without a runner, a clock or a process."""
+
 import random
 
 import pytest
@@ -12,8 +13,15 @@ from vmtax.model import BenchSpec, Sample
 A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 
 
-def side(means: list[float], first_block: int = 0, seqs: int = 3, active: bool = True, processes=None,
-         name: str = "t", jitter=None) -> Side:
+def side(
+    means: list[float],
+    first_block: int = 0,
+    seqs: int = 3,
+    active: bool = True,
+    processes=None,
+    name: str = "t",
+    jitter=None,
+) -> Side:
     """A target's stored timed samples: one process per block, `seqs` samples of its mean each."""
     samples = []
     for k, m in enumerate(means):
@@ -45,8 +53,10 @@ def test_a_stop_on_a_mode_stratum_waits_for_one_the_report_will_have():
         assert width > 0.05, (flag, width)  # over every block: the tail's spread, not the stratum's +-0.1%
     rng = random.Random(12)
     states = [1.5 if rng.random() < 0.46 else 1.0 for _ in range(40)]  # the same host state, no tail
-    quiet = {"fake": side([4000.0 * s for s in states], jitter=rng),
-             "fake:label=b": side([5.1 * s for s in states], jitter=rng)}
+    quiet = {
+        "fake": side([4000.0 * s for s in states], jitter=rng),
+        "fake:label=b": side([5.1 * s for s in states], jitter=rng),
+    }
     (width,) = widths(StopRule(0.01, same_mode=True), list(quiet), quiet).values()
     assert width < 0.01, width  # the stratum is kept, and narrow
 
@@ -113,8 +123,9 @@ def test_the_stop_read_from_the_store_ends_a_row_at_the_block_the_run_ended_it(d
     """The rule is a function of the stored state: the samples a run
     stored give the stop it took -- precise with enough processes at the
     row's last block, not at the one before."""
-    status, data = run_fake(db, ["fake:noise=0.01", "fake:scale=1.2,noise=0.01"], [A], precision=0.02,
-                            max_time=1e6, min_processes=4, seed=3)
+    status, data = run_fake(
+        db, ["fake:noise=0.01", "fake:scale=1.2,noise=0.01"], [A], precision=0.02, max_time=1e6, min_processes=4, seed=3
+    )
     assert status == "complete" and data.outcomes[("fake:noise=0.01", "getppid")][0] == "precision"
     names = [t.name for t in data.targets]
     timed = [s for s in data.samples if not s.warmup and not s.counting]
@@ -122,8 +133,14 @@ def test_the_stop_read_from_the_store_ends_a_row_at_the_block_the_run_ended_it(d
     rule = StopRule(0.02, min_processes=4)
 
     def stops_after(last: int) -> bool:
-        sides = {n: Side(tuple(s for s in timed if s.target == n and s.block <= last),
-                         len({s.block for s in timed if s.target == n and s.block <= last})) for n in names}
+        sides = {
+            n: Side(
+                tuple(s for s in timed if s.target == n and s.block <= last),
+                len({s.block for s in timed if s.target == n and s.block <= last}),
+            )
+            for n in names
+        }
         enough = all(sd.processes >= rule.min_processes for sd in sides.values())
         return enough and worst(rule, names, sides) <= rule.precision
+
     assert stops_after(blocks[-1]) and not stops_after(blocks[-2])

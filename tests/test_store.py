@@ -44,6 +44,7 @@ def test_a_ctrl_c_inside_a_write_is_taken_after_its_commit(location, monkeypatch
     the finish joined and nobody committed: the run read 'running'.)"""
     import signal
     from contextlib import contextmanager
+
     s = Store(location)
     s.new_run("r1", "run", "vmtax run", "0", {})
     inner = s._transaction
@@ -54,6 +55,7 @@ def test_a_ctrl_c_inside_a_write_is_taken_after_its_commit(location, monkeypatch
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)  # the signal is delivered here, inside the transaction
             yield
+
     monkeypatch.setattr(s, "_transaction", interrupted)
     with pytest.raises(KeyboardInterrupt):
         s.add_sample("r1", Sample("getppid", "local", 100.0, "ns", process=0, seq=0))
@@ -69,8 +71,13 @@ def test_a_rows_kind_is_stored_with_the_run_not_read_from_its_name(location):
     old run reads: the kind comes back as it was stored."""
     s = Store(location)
     s.new_run("r1", "run", "vmtax run", "0", {})
-    s.add_benchmarks("r1", [BenchSpec("odd.name", "kernel", "ns", "lower", "d", kind="micro"),
-                            BenchSpec("tool", "apps", "s", "lower", "d", kind="workload")])
+    s.add_benchmarks(
+        "r1",
+        [
+            BenchSpec("odd.name", "kernel", "ns", "lower", "d", kind="micro"),
+            BenchSpec("tool", "apps", "s", "lower", "d", kind="workload"),
+        ],
+    )
     assert [b.kind for b in Store(location).load("r1").benchmarks] == ["micro", "workload"]
 
 
@@ -144,8 +151,10 @@ SRC = str(Path(vmtax.__file__).resolve().parents[1])  # the vmtax under test, fo
 def _schema(path) -> list:
     con = sqlite3.connect(path)
     try:
-        return [con.execute("PRAGMA user_version").fetchone()[0],
-                con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()]
+        return [
+            con.execute("PRAGMA user_version").fetchone()[0],
+            con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall(),
+        ]
     finally:
         con.close()
 
@@ -168,9 +177,16 @@ def test_first_opens_of_a_new_database_at_once_all_succeed(tmp_path):
     for trial in range(10):
         go, path = tmp_path / f"go{trial}", tmp_path / f"new{trial}.db"
         ready = [tmp_path / f"ready{trial}.{i}" for i in range(8)]
-        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(go), str(path), str(r)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in ready]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(go), str(path), str(r)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for r in ready
+        ]
         while not all(r.exists() for r in ready):  # every opener has imported vmtax and waits
             assert all(p.poll() is None for p in procs), "an opener died before the barrier"
             time.sleep(0.005)
@@ -198,14 +214,19 @@ def test_an_empty_file_is_initialised(db):
     assert Store(db).schema_version == len(MIGRATIONS)
 
 
-@pytest.mark.parametrize("sql, says", [
-    (["CREATE TABLE users (id, name)", "CREATE TABLE orders (id)"], "it has tables orders, users"),
-    (["CREATE TABLE runs (id, kind)", "PRAGMA user_version = 1"], "it has tables runs"),
-    (["CREATE TABLE runs (id, config_json)"], "it has tables runs"),  # user_version 0
-    (["PRAGMA application_id = 1234", "CREATE TABLE runs (id, config_json)", "PRAGMA user_version = 1"],
-     "it has tables runs"),
-    (["PRAGMA user_version = 7"], "its user_version is 7"),
-])
+@pytest.mark.parametrize(
+    "sql, says",
+    [
+        (["CREATE TABLE users (id, name)", "CREATE TABLE orders (id)"], "it has tables orders, users"),
+        (["CREATE TABLE runs (id, kind)", "PRAGMA user_version = 1"], "it has tables runs"),
+        (["CREATE TABLE runs (id, config_json)"], "it has tables runs"),  # user_version 0
+        (
+            ["PRAGMA application_id = 1234", "CREATE TABLE runs (id, config_json)", "PRAGMA user_version = 1"],
+            "it has tables runs",
+        ),
+        (["PRAGMA user_version = 7"], "its user_version is 7"),
+    ],
+)
 @pytest.mark.parametrize("readonly", [False, True])
 def test_refuses_another_programs_database_and_writes_nothing(tmp_path, sql, says, readonly):
     path = tmp_path / "theirs.db"
@@ -229,11 +250,15 @@ def _schema1_db(path, run_id="20250101-000000-0001"):
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.executescript("BEGIN;\n" + MIGRATIONS[0] + "\nPRAGMA user_version = 1;\nCOMMIT;")
-    con.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, "run", 1.0e9, None, "running", "vmtax run", "0.1.0", '{"precision": 0.01}'))
-    con.execute("INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
-                "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, "local", "getppid", 0, 0, 0, 0, 42.0, "ns", 1000, 1000.0, 1.0, 100.0, -1, 1.0e9))
+    con.execute(
+        "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
+        (run_id, "run", 1.0e9, None, "running", "vmtax run", "0.1.0", '{"precision": 0.01}'),
+    )
+    con.execute(
+        "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
+        "iters,ops,overhead,tsc_per_op,cpu,t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (run_id, "local", "getppid", 0, 0, 0, 0, 42.0, "ns", 1000, 1000.0, 1.0, 100.0, -1, 1.0e9),
+    )
     con.close()
     return run_id
 
@@ -311,9 +336,14 @@ def _read_as_another_user(path):
     with a Python that user can run."""
     user = {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
     env = {**os.environ, "PYTHONPATH": SRC}
-    python = next((exe for exe in (sys.executable, shutil.which("python3"), "/usr/bin/python3") if exe
-                   and _runs([exe, "-c", "import sys, vmtax.store; assert sys.version_info >= (3, 11)"],
-                             env, user)), None)
+    python = next(
+        (
+            exe
+            for exe in (sys.executable, shutil.which("python3"), "/usr/bin/python3")
+            if exe and _runs([exe, "-c", "import sys, vmtax.store; assert sys.version_info >= (3, 11)"], env, user)
+        ),
+        None,
+    )
     if python is None:
         pytest.skip("user nobody can run no Python >= 3.11 that imports vmtax here")
     return subprocess.run([python, "-c", READER, str(path)], env=env, capture_output=True, text=True, **user)
@@ -368,8 +398,9 @@ def tiny_fs(tmp_path):
         pytest.skip("mounting a 300 KiB tmpfs needs root")
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if mounted.returncode:
         pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
     try:
@@ -388,8 +419,9 @@ def test_a_full_disk_is_one_store_error_and_what_was_stored_stays_readable(tiny_
         while stored < 100_000:
             s.add_sample("r1", Sample("getppid", "local", 40.0 + stored, "ns", process=0, seq=stored))
             stored += 1
-    assert str(full.value) == (f"results database {path}: cannot store a sample: database or disk is full"
-                               " (the samples stored so far are kept)")
+    assert str(full.value) == (
+        f"results database {path}: cannot store a sample: database or disk is full (the samples stored so far are kept)"
+    )
     assert full.value.__suppress_context__  # one line, no chained sqlite3 traceback
     assert 10 < stored < 100_000
     assert [x.value for x in s.load("r1").samples] == [40.0 + i for i in range(stored)]
@@ -422,8 +454,7 @@ def test_a_run_whose_controller_died_reads_as_abandoned_and_reading_writes_nothi
     s.finish_run("done", "complete")
     changes = s.db.total_changes
     runs = {r["id"]: r for r in s.list_runs()}
-    assert {k: r["status"] for k, r in runs.items()} == {"dead": "abandoned", "alive": "running",
-                                                          "done": "complete"}
+    assert {k: r["status"] for k, r in runs.items()} == {"dead": "abandoned", "alive": "running", "done": "complete"}
     assert runs["alive"]["host"] == socket.gethostname() and runs["alive"]["pid"] == os.getpid()
     assert runs["alive"]["user"] == pwd.getpwuid(os.getuid()).pw_name
     assert runs["dead"]["pid"] not in (None, os.getpid())
@@ -443,11 +474,16 @@ def test_abandoned_is_told_by_boot_and_start_time_and_only_on_this_host(db):
     raw.execute("UPDATE runs SET pid_start = pid_start + 1 WHERE id = 'reused'")  # our pid, another process
     raw.execute("UPDATE runs SET boot_id = 'another-boot' WHERE id = 'rebooted'")
     raw.execute("UPDATE runs SET host = 'elsewhere.example', pid = ? WHERE id = 'elsewhere'", (gone.pid,))
-    raw.execute("UPDATE runs SET host = NULL, user = NULL, pid = NULL, pid_start = NULL, boot_id = NULL"
-                " WHERE id = 'old'")  # as stored before vmtax recorded controllers
+    raw.execute(
+        "UPDATE runs SET host = NULL, user = NULL, pid = NULL, pid_start = NULL, boot_id = NULL WHERE id = 'old'"
+    )  # as stored before vmtax recorded controllers
     raw.close()
     assert {r["id"]: r["status"] for r in s.list_runs()} == {
-        "reused": "abandoned", "rebooted": "abandoned", "elsewhere": "running", "old": "running"}
+        "reused": "abandoned",
+        "rebooted": "abandoned",
+        "elsewhere": "running",
+        "old": "running",
+    }
 
 
 def test_sample_metrics_round_trip(location):
@@ -459,15 +495,28 @@ def test_sample_metrics_round_trip(location):
     s.add_sample("r1", Sample("getppid", "local", 43.0, "ns", 0, 3, metrics={f"m{i}": i for i in range(40, 0, -1)}))
     got = [x.metrics for x in Store(location, readonly=True).load("r1").samples]
     assert got[:3] == [{"host_ns": 41.5, "cycles": 120.0}, {}, {"cycles": -3.0, "a": 0.0}]
-    assert [list(m) for m in got] == [["host_ns", "cycles"], [], ["cycles", "a"],
-                                      [f"m{i}" for i in range(40, 0, -1)]]  # in the order given
+    assert [list(m) for m in got] == [
+        ["host_ns", "cycles"],
+        [],
+        ["cycles", "a"],
+        [f"m{i}" for i in range(40, 0, -1)],
+    ]  # in the order given
 
 
-@pytest.mark.parametrize("value, metrics", [
-    (float("nan"), {}), (float("inf"), {}), (-float("inf"), {"ok": 1.0}),
-    (1.0, {"cycles": float("nan")}), (1.0, {"ok": 1.0, "cycles": float("-inf")}),
-    (1.0, {"cycles": "12"}), (1.0, {"cycles": 10 ** 400}), (1.0, {"": 1.0}), (1.0, {3: 1.0}),
-])
+@pytest.mark.parametrize(
+    "value, metrics",
+    [
+        (float("nan"), {}),
+        (float("inf"), {}),
+        (-float("inf"), {"ok": 1.0}),
+        (1.0, {"cycles": float("nan")}),
+        (1.0, {"ok": 1.0, "cycles": float("-inf")}),
+        (1.0, {"cycles": "12"}),
+        (1.0, {"cycles": 10**400}),
+        (1.0, {"": 1.0}),
+        (1.0, {3: 1.0}),
+    ],
+)
 def test_add_sample_refuses_what_is_not_a_finite_number(location, value, metrics):
     s = Store(location)
     s.new_run("r1", "run", "vmtax run", "0", {})
@@ -480,8 +529,10 @@ def test_add_sample_refuses_what_is_not_a_finite_number(location, value, metrics
 def test_a_sample_and_its_metrics_are_stored_together_or_not_at_all(db):
     s = Store(db)
     s.new_run("r1", "run", "vmtax run", "0", {})
-    s.db.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON sample_metrics WHEN NEW.name = 'boom'"
-                 " BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    s.db.execute(
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON sample_metrics WHEN NEW.name = 'boom'"
+        " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
     with pytest.raises(StoreError, match="cannot store a sample: refused"):
         s.add_sample("r1", Sample("getppid", "local", 1.0, "ns", 0, 0, metrics={"fine": 1.0, "boom": 2.0}))
     assert s.load("r1").samples == []
@@ -498,7 +549,12 @@ def test_a_schema_1_database_opens_read_only_and_read_write(tmp_path):
     assert data.status == "running"  # its controller was not recorded: whether it lives cannot be known
     assert [(x.value, x.metrics) for x in data.samples] == [(42.0, {})]
     assert {k: ro.list_runs()[0][k] for k in ("id", "host", "user", "pid", "samples")} == {
-        "id": run_id, "host": None, "user": None, "pid": None, "samples": 1}
+        "id": run_id,
+        "host": None,
+        "user": None,
+        "pid": None,
+        "samples": 1,
+    }
     ro.close()
     assert path.read_bytes() == before and _schema(path)[0] == 1
 
@@ -514,8 +570,10 @@ def test_a_schema_1_database_opens_read_only_and_read_write(tmp_path):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ids=st.sets(st.text("ab%_-", min_size=1, max_size=4), min_size=1, max_size=6),
-       ref=st.text("ab%_-", min_size=1, max_size=4))
+@given(
+    ids=st.sets(st.text("ab%_-", min_size=1, max_size=4), min_size=1, max_size=6),
+    ref=st.text("ab%_-", min_size=1, max_size=4),
+)
 def test_resolve_is_exact_or_literal_prefix(db, ids, ref):
     s = Store(db)
     s.db.execute("DELETE FROM runs")

@@ -1,6 +1,7 @@
 """The PostgreSQL results store against a real server of the session's own
 (conftest.pg_server): the migrations, a run read back as SQLite reads it,
 two vmtax processes from two hosts writing at once, the CLI's one-line errors."""
+
 import csv
 import io
 import json
@@ -36,9 +37,14 @@ def _sql(url: str, statement: str, params=()) -> list:
 
 
 def _columns(url: str) -> dict:
-    return {(t, c): kind for t, c, kind in _sql(
-        url, "SELECT table_name, column_name, data_type FROM information_schema.columns"
-             " WHERE table_schema = current_schema()")}
+    return {
+        (t, c): kind
+        for t, c, kind in _sql(
+            url,
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = current_schema()",
+        )
+    }
 
 
 def _version(url: str) -> int:
@@ -56,8 +62,7 @@ def test_the_migrations_make_on_an_empty_database_what_they_make_in_sqlite(pg_ur
     columns = _columns(pg_url)
     assert set(columns) == expected | {("vmtax_schema", "version")}
     # SQLite's integers and reals are 8 bytes: so are these
-    assert {kind for (t, _), kind in columns.items() if t != "vmtax_schema"} == {
-        "text", "bigint", "double precision"}
+    assert {kind for (t, _), kind in columns.items() if t != "vmtax_schema"} == {"text", "bigint", "double precision"}
     Store(pg_url).close()  # idempotent
     assert _version(pg_url) == len(MIGRATIONS)
 
@@ -65,8 +70,11 @@ def test_the_migrations_make_on_an_empty_database_what_they_make_in_sqlite(pg_ur
 @pytest.mark.parametrize("readonly", [False, True])
 def test_refuses_another_programs_database_and_writes_nothing(pg_url, readonly):
     _sql(pg_url, "CREATE TABLE customers (id int)")
-    with pytest.raises(UserError, match=r"search_path%3Ds\d+ is not a vmtax results database \(it has tables"
-                                        r" customers\)$"):
+    with pytest.raises(
+        UserError,
+        match=r"search_path%3Ds\d+ is not a vmtax results database \(it has tables"
+        r" customers\)$",
+    ):
         Store(pg_url, readonly=readonly)
     assert set(_columns(pg_url)) == {("customers", "id")}
 
@@ -124,8 +132,10 @@ def _copy(data, processes: list[dict], dest: Store) -> None:
 
 def test_a_full_run_reads_back_identically_from_both_backends(pg_url, tmp_path, capsys):
     lite = tmp_path / "v.db"
-    assert main(["--db", str(lite), "compare", "fake", "fake:scale=2", "--bench", "getppid", "segv",
-                 "--max-time", "5s"]) == 0
+    assert (
+        main(["--db", str(lite), "compare", "fake", "fake:scale=2", "--bench", "getppid", "segv", "--max-time", "5s"])
+        == 0
+    )
     with Store(lite, readonly=True) as s:
         data, processes, listed = s.load(s.resolve(None)), s.processes(s.resolve(None)), s.list_runs()
     assert any(x.metrics for x in data.samples) and processes and data.host and data.user
@@ -155,11 +165,31 @@ def test_two_runs_from_two_hosts_write_at_once_and_read_back_by_host(location, t
     db = str(location)  # a new database: the two also migrate it at once
     hosts = ["hosta", "hostb"]
     docs = [tmp_path / f"{h}.json" for h in hosts]
-    procs = [subprocess.Popen([*_as_host(h), *vmtax_cmd(), "--db", db, "run", "--target", "fake:delay=0.01",
-                               "--bench", "getppid", "--max-time", "5s", "--precision", "0.0001%",
-                               "--json", str(doc)],  # each runs 5 s: they overlap unless one starts 5 s late
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for h, doc in zip(hosts, docs, strict=True)]
+    procs = [
+        subprocess.Popen(
+            [
+                *_as_host(h),
+                *vmtax_cmd(),
+                "--db",
+                db,
+                "run",
+                "--target",
+                "fake:delay=0.01",
+                "--bench",
+                "getppid",
+                "--max-time",
+                "5s",
+                "--precision",
+                "0.0001%",
+                "--json",
+                str(doc),
+            ],  # each runs 5 s: they overlap unless one starts 5 s late
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for h, doc in zip(hosts, docs, strict=True)
+    ]
     try:
         outs = [p.communicate(timeout=120) for p in procs]
     finally:
@@ -176,8 +206,7 @@ def test_two_runs_from_two_hosts_write_at_once_and_read_back_by_host(location, t
     assert sorted(runs) == sorted(ids)
     a, b = runs[ids[0]], runs[ids[1]]
     assert (a["host"], b["host"]) == ("hosta", "hostb")
-    assert {r["status"] for r in (a, b)} == {"complete"} and {r["vmtax_version"] for r in (a, b)} == {
-        vmtax.__version__}
+    assert {r["status"] for r in (a, b)} == {"complete"} and {r["vmtax_version"] for r in (a, b)} == {vmtax.__version__}
     if os.geteuid() == 0:
         assert a["user"] == b["user"] == pwd.getpwuid(0).pw_name
     assert a["started"] < b["finished"] and b["started"] < a["finished"], "the two did not write at once"
@@ -219,22 +248,35 @@ def test_help_shows_vmtax_db_without_its_password(monkeypatch):
     assert "hunter" not in text and "postgresql://alice:***@db.example/vmtax?password=***&sslrootcert=%2Fca" in text
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda pg, tmp: "postgresql://vmtax:hunter2@[::1/x", "bad PostgreSQL URL postgresql://vmtax:***@[::1/x: end of string"),
-    (lambda pg, tmp: "postgresql://vmtax:hunter2@localhost/x?frobnicate=1",
-     'bad PostgreSQL URL postgresql://vmtax:***@localhost/x?frobnicate=1: invalid URI query parameter:'
-     ' "frobnicate"'),
-    (lambda pg, tmp: f"postgresql://vmtax:hunter2@127.0.0.1:{closed_port()}/x", "Connection refused"),
-    (lambda pg, tmp: f"postgresql://vmtax@{quote(str(tmp), safe='')}/x",
-     "No such file or directory Is the server running locally"),
-    (lambda pg, tmp: pg.url("postgres", "alice", "hunter2", tcp=True),
-     'password authentication failed for user "alice"'),
-    (lambda pg, tmp: pg.url("postgres", "alice", "hunter2"), 'password authentication failed for user "alice"'),
-    (lambda pg, tmp: pg.url("nosuchdb"), 'database "nosuchdb" does not exist'),
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (
+            lambda pg, tmp: "postgresql://vmtax:hunter2@[::1/x",
+            "bad PostgreSQL URL postgresql://vmtax:***@[::1/x: end of string",
+        ),
+        (
+            lambda pg, tmp: "postgresql://vmtax:hunter2@localhost/x?frobnicate=1",
+            "bad PostgreSQL URL postgresql://vmtax:***@localhost/x?frobnicate=1: invalid URI query parameter:"
+            ' "frobnicate"',
+        ),
+        (lambda pg, tmp: f"postgresql://vmtax:hunter2@127.0.0.1:{closed_port()}/x", "Connection refused"),
+        (
+            lambda pg, tmp: f"postgresql://vmtax@{quote(str(tmp), safe='')}/x",
+            "No such file or directory Is the server running locally",
+        ),
+        (
+            lambda pg, tmp: pg.url("postgres", "alice", "hunter2", tcp=True),
+            'password authentication failed for user "alice"',
+        ),
+        (lambda pg, tmp: pg.url("postgres", "alice", "hunter2"), 'password authentication failed for user "alice"'),
+        (lambda pg, tmp: pg.url("nosuchdb"), 'database "nosuchdb" does not exist'),
+    ],
+)
 @pytest.mark.parametrize("command", [["runs"], ["run", "--target", "fake", "--bench", "getppid"]])
-def test_a_database_that_cannot_be_reached_is_one_line_and_exit_2(pg_server, tmp_path, capsys, monkeypatch,
-                                                                  make, says, command):
+def test_a_database_that_cannot_be_reached_is_one_line_and_exit_2(
+    pg_server, tmp_path, capsys, monkeypatch, make, says, command
+):
     url = make(pg_server, tmp_path)
     for argv in (["--db", url, *command], command):
         monkeypatch.setenv("VMTAX_DB", url)  # the second: from $VMTAX_DB
@@ -265,15 +307,33 @@ def test_text_with_nul_is_stored_with_a_replacement_character(pg_url):
 
 
 def test_ctrl_c_keeps_what_was_stored_in_postgresql(pg_url):
-    p = subprocess.Popen([*vmtax_cmd(), "--db", pg_url, "run", "--target", "fake:delay=0.05", "--bench", "getppid",
-                          "--max-time", "5m", "--precision", "0.001%"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            *vmtax_cmd(),
+            "--db",
+            pg_url,
+            "run",
+            "--target",
+            "fake:delay=0.05",
+            "--bench",
+            "getppid",
+            "--max-time",
+            "5m",
+            "--precision",
+            "0.001%",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
+
         def samples() -> int:
             try:
                 return _sql(pg_url, "SELECT count(*) FROM samples")[0][0]
             except psycopg.errors.UndefinedTable:  # not migrated yet
                 return 0
+
         wait_until(lambda: samples() >= 5, 60, alive=lambda: p.poll() is None)
         n = samples()
         assert n >= 5, "no samples arrived"
@@ -292,21 +352,28 @@ def test_ctrl_c_keeps_what_was_stored_in_postgresql(pg_url):
 SECRET = "pw-Secret-4217"
 
 
-@pytest.mark.parametrize("text,shown", [
-    (f"postgresql://alice:{SECRET}@127.0.0.1:5432/db", "postgresql://alice:***@127.0.0.1:5432/db"),
-    (f"postgresql://alice:{SECRET}@h/db?password={SECRET}&sslmode=disable",
-     "postgresql://alice:***@h/db?password=***&sslmode=disable"),
-    (f"postgresql://host=127.0.0.1 password={SECRET}", "postgresql://host=127.0.0.1 password=***"),
-    (f"host=h password='{SECRET} x' dbname=d", "host=h password=*** dbname=d"),
-    ("postgresql://alice@h/db", "postgresql://alice@h/db"),
-])
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        (f"postgresql://alice:{SECRET}@127.0.0.1:5432/db", "postgresql://alice:***@127.0.0.1:5432/db"),
+        (
+            f"postgresql://alice:{SECRET}@h/db?password={SECRET}&sslmode=disable",
+            "postgresql://alice:***@h/db?password=***&sslmode=disable",
+        ),
+        (f"postgresql://host=127.0.0.1 password={SECRET}", "postgresql://host=127.0.0.1 password=***"),
+        (f"host=h password='{SECRET} x' dbname=d", "host=h password=*** dbname=d"),
+        ("postgresql://alice@h/db", "postgresql://alice@h/db"),
+    ],
+)
 def test_redact_takes_every_password_out(text, shown):
     from vmtax.store import redact
+
     assert redact(text) == shown
 
 
 def test_redact_takes_out_pgpassword(monkeypatch):
     from vmtax.store import redact
+
     monkeypatch.setenv("PGPASSWORD", SECRET)
     assert redact(f"could not connect: {SECRET} refused") == "could not connect: *** refused"
 
@@ -327,9 +394,21 @@ def test_no_password_reaches_the_store_or_any_report(pg_server, tmp_path, capsys
     assert main(["--db", url, "run", "--target", "fake", "--bench", "getppid", "--max-time", "3s"]) == 0
     seen = capsys.readouterr()
     outputs = [seen.out, seen.err]
-    for argv in (["runs", "--json", "-"], ["show"], ["show", "--json", "-"], ["explain"],
-                 ["report", "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md"),
-                  "--csv", str(tmp_path / "r.csv")]):
+    for argv in (
+        ["runs", "--json", "-"],
+        ["show"],
+        ["show", "--json", "-"],
+        ["explain"],
+        [
+            "report",
+            "--html",
+            str(tmp_path / "r.html"),
+            "--markdown",
+            str(tmp_path / "r.md"),
+            "--csv",
+            str(tmp_path / "r.csv"),
+        ],
+    ):
         assert main(["--db", url, *argv]) in (0, 3), argv
         seen = capsys.readouterr()
         outputs += [seen.out, seen.err]
@@ -337,8 +416,10 @@ def test_no_password_reaches_the_store_or_any_report(pg_server, tmp_path, capsys
     assert all(SECRET not in o for o in outputs)
     assert any("postgresql://vmtax:***@127.0.0.1" in o for o in outputs)  # the command line, redacted
     with psycopg.connect(pg_server.url("vmtax")) as db:
-        tables = [r[0] for r in db.execute("SELECT table_name FROM information_schema.tables "
-                                           "WHERE table_schema = %s", (schema,))]
+        tables = [
+            r[0]
+            for r in db.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))
+        ]
         assert "runs" in tables
         for t in tables:
             for row in db.execute(f'SELECT * FROM {schema}."{t}"'):
@@ -361,6 +442,7 @@ def test_a_libpq_keyword_string_is_never_taken_for_a_file_name(tmp_path, monkeyp
 def test_a_libpq_keyword_string_opens_the_postgresql_database(pg_url, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
     conninfo = make_conninfo(**conninfo_to_dict(pg_url))
     assert conninfo.startswith(("host=", "user=", "dbname=", "port=", "password=", "options=")), conninfo
     assert main(["--db", conninfo, "run", "--target", "fake", "--bench", "getppid", "--max-time", "1s"]) == 0

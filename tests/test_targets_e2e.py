@@ -1,5 +1,6 @@
 """Real targets, really started: a TCG guest, containers, UML where it
 runs.  Every test checks that nothing it started is left running."""
+
 import json
 import os
 import signal
@@ -68,8 +69,22 @@ def test_error_inside_the_session_and_in_guest_timeout_clean_up():
 @needs_qemu
 def test_ctrl_c_during_compare_kills_the_guest_and_keeps_samples(tmp_path):
     db = tmp_path / "v.db"
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", "local", "qemu:accel=tcg",
-           "--bench", "getppid", "--precision", "0.01%", "--max-time", "5m"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(db),
+        "compare",
+        "local",
+        "qemu:accel=tcg",
+        "--bench",
+        "getppid",
+        "--precision",
+        "0.01%",
+        "--max-time",
+        "5m",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     n = wait_samples(db, 4, 90, "target = 'qemu:accel=tcg'", proc=p)
     assert n >= 4, "the guest never delivered samples"
@@ -119,8 +134,7 @@ def test_container_runs_the_agent(engine):
             s = samples(t.run_agent(["run", bench, "--samples", "1", "--warmup", "0"], 60))
             assert s and s[0]["value"] > 0, bench
     if t.engine == "podman":
-        ps = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
-                            text=True).stdout
+        ps = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
         assert t.container_name not in ps
 
 
@@ -155,22 +169,38 @@ def test_sigkill_of_the_controller_leaves_no_guest_and_the_run_reads_abandoned(t
     channel; the run reads 'abandoned'; the next run sweeps the work dirs."""
     db = tmp_path / "k.db"
     targets = ["local", "qemu:accel=tcg"] + (["uml"] if UML_OK else []) + (["container"] if CONTAINER_OK else [])
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(db), "compare", *targets, "--bench", "getppid",
-           "--precision", "0.01%", "--max-time", "5m"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(db),
+        "compare",
+        *targets,
+        "--bench",
+        "getppid",
+        "--precision",
+        "0.01%",
+        "--max-time",
+        "5m",
+    ]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(lambda: stored(db, what="count(DISTINCT target)") >= len(targets), 120, 0.5,
-               alive=lambda: p.poll() is None)
+    wait_until(
+        lambda: stored(db, what="count(DISTINCT target)") >= len(targets), 120, 0.5, alive=lambda: p.poll() is None
+    )
     mine = f"-{p.pid}-"
     assert leftovers(f"vmtax-qemu{mine}"), "the guest never came up"
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
     assert wait_until(lambda: not left_behind(p.pid, files=False), 15, 0.5), left_behind(p.pid, files=False)
     assert not leftovers("linux.uml")
-    out = subprocess.run([sys.executable, "-m", "vmtax.cli", "--db", str(db), "runs", "--json"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "vmtax.cli", "--db", str(db), "runs", "--json"], capture_output=True, text=True
+    )
     assert json.loads(out.stdout)[0]["status"] == "abandoned"
     stale = [d for d in os.listdir(tempfile.gettempdir()) if mine in d and d.startswith("vmtax-")]
     assert stale  # left by the killed controller ...
     from vmtax import proc
+
     proc.sweep()  # ... and removed by the next one (every target's start() sweeps)
     assert not [d for d in os.listdir(tempfile.gettempdir()) if mine in d and d.startswith("vmtax-")]

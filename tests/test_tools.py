@@ -1,6 +1,7 @@
 """tools/ and examples/: every script is documented (a docstring that says
 how to run it, a line in its folder's README), and the README's scoreboard
 splice keeps the rest of the README as it was."""
+
 import ast
 import importlib.util
 from pathlib import Path
@@ -34,13 +35,16 @@ def test_the_scoreboard_is_spliced_between_the_markers():
     readme = f"# T\n\nbefore\n\n{rs.BEGIN}\nold\nlines\n{rs.END}\n\nafter\n"
     body = rs.block("run 1 (complete)  \n\nbenchmark  qemu   \n  getppid  3.83*\n")
     new = rs.splice(readme, body)
-    assert new == (f"# T\n\nbefore\n\n{rs.BEGIN}\n```text\nrun 1 (complete)\n\nbenchmark  qemu\n"
-                   f"  getppid  3.83*\n```\n{rs.END}\n\nafter\n")
+    assert new == (
+        f"# T\n\nbefore\n\n{rs.BEGIN}\n```text\nrun 1 (complete)\n\nbenchmark  qemu\n"
+        f"  getppid  3.83*\n```\n{rs.END}\n\nafter\n"
+    )
     assert rs.splice(new, body) == new  # again: the same README
 
 
-@pytest.mark.parametrize("readme", ["no markers\n", "<!-- scoreboard: begin -->\n<!-- scoreboard: begin -->\n"
-                                    "<!-- scoreboard: end -->\n"])
+@pytest.mark.parametrize(
+    "readme", ["no markers\n", "<!-- scoreboard: begin -->\n<!-- scoreboard: begin -->\n<!-- scoreboard: end -->\n"]
+)
 def test_a_readme_without_one_pair_of_markers_is_refused(readme):
     rs = load("readme_scoreboard")
     with pytest.raises(rs.SpliceError, match="once each"):

@@ -1,5 +1,6 @@
 """Did it change? vmtax gate, diff and history: the statistics as pure
 functions, then the commands over real SQLite files of fake-target runs."""
+
 import json
 import math
 import xml.etree.ElementTree as ET
@@ -26,8 +27,17 @@ def comp(spec, ratio, lo, hi, p, cand="b"):
 
 
 def run(*cands):
-    return RunData("r", "compare", 0.0, 1.0, "complete", "c", "0", {},
-                   targets=[TargetInfo("a", "fake")] + [TargetInfo(c, "fake") for c in cands])
+    return RunData(
+        "r",
+        "compare",
+        0.0,
+        1.0,
+        "complete",
+        "c",
+        "0",
+        {},
+        targets=[TargetInfo("a", "fake")] + [TargetInfo(c, "fake") for c in cands],
+    )
 
 
 # -- Holm -----------------------------------------------------------------------------
@@ -45,16 +55,19 @@ def test_holm_never_lowers_a_p_and_keeps_the_order(ps):
 
 
 # -- the gate's verdicts -----------------------------------------------------------------
-@pytest.mark.parametrize("spec,ratio,lo,hi,p,verdict", [
-    (LAT, 1.05, 1.03, 1.07, 0.001, "regressed"),     # slower, beyond 2%, significant
-    (THR, 0.95, 0.93, 0.97, 0.001, "regressed"),     # a throughput regresses downward
-    (THR, 1.05, 1.03, 1.07, 0.001, "improved"),
-    (LAT, 0.95, 0.93, 0.97, 0.001, "improved"),
-    (LAT, 1.01, 1.005, 1.015, 0.001, "pass"),        # significant but within the threshold
-    (LAT, 1.01, 0.98, 1.04, 0.4, "inconclusive"),    # the interval reaches past 2%
-    (LAT, 1.03, 0.0, math.inf, math.nan, "inconclusive"),  # no interval
-    (LAT, 1.00, 0.99, 1.01, 0.9, "pass"),
-])
+@pytest.mark.parametrize(
+    "spec,ratio,lo,hi,p,verdict",
+    [
+        (LAT, 1.05, 1.03, 1.07, 0.001, "regressed"),  # slower, beyond 2%, significant
+        (THR, 0.95, 0.93, 0.97, 0.001, "regressed"),  # a throughput regresses downward
+        (THR, 1.05, 1.03, 1.07, 0.001, "improved"),
+        (LAT, 0.95, 0.93, 0.97, 0.001, "improved"),
+        (LAT, 1.01, 1.005, 1.015, 0.001, "pass"),  # significant but within the threshold
+        (LAT, 1.01, 0.98, 1.04, 0.4, "inconclusive"),  # the interval reaches past 2%
+        (LAT, 1.03, 0.0, math.inf, math.nan, "inconclusive"),  # no interval
+        (LAT, 1.00, 0.99, 1.01, 0.9, "pass"),
+    ],
+)
 def test_a_rows_verdict(spec, ratio, lo, hi, p, verdict):
     g = watch.gate(run("b"), [comp(spec, ratio, lo, hi, p)], 0.02)
     assert [r.verdict for r in g.rows] == [verdict]
@@ -65,9 +78,12 @@ def test_a_rows_verdict(spec, ratio, lo, hi, p, verdict):
 def test_holm_is_over_every_row_compared():
     """p = 0.02 alone is significant; among 8 rows it is not (0.16)."""
     one = watch.gate(run("b"), [comp(LAT, 1.05, 1.03, 1.07, 0.02)], 0.02)
-    many = watch.gate(run("b"), [comp(LAT, 1.05, 1.03, 1.07, 0.02)] +
-                      [comp(BenchSpec(f"x{i}", "k", "ns", "lower", "d"), 1.0, 0.99, 1.01, 0.9) for i in range(7)],
-                      0.02)
+    many = watch.gate(
+        run("b"),
+        [comp(LAT, 1.05, 1.03, 1.07, 0.02)]
+        + [comp(BenchSpec(f"x{i}", "k", "ns", "lower", "d"), 1.0, 0.99, 1.01, 0.9) for i in range(7)],
+        0.02,
+    )
     assert one.rows[0].verdict == "regressed" and one.rows[0].p_adjusted == pytest.approx(0.02)
     assert many.rows[0].verdict == "inconclusive" and many.rows[0].p_adjusted == pytest.approx(0.16)
     assert many.verdict == "inconclusive"
@@ -87,12 +103,18 @@ def test_ratio_of_ratios_adds_the_log_variances():
 def test_which_pairs_run_the_reference_loop_alike():
     def t(name, kind, accel=None, **facts):
         return TargetInfo(name, kind, facts=facts, accel=accel)
+
     assert runs_reference_alike(t("local", "local"), t("b", "local")) == ""
     assert runs_reference_alike(t("a", "qemu", "kvm", qemu="7.2"), t("b", "qemu", "kvm", qemu="8.0")) == ""
-    assert runs_reference_alike(t("a", "qemu", "tcg", qemu="7.2", qemu_binary="/q"),
-                                t("b", "qemu", "tcg", qemu="7.2", qemu_binary="/q")) == ""
-    assert "translated" in runs_reference_alike(t("a", "qemu", "tcg", qemu="7.2", qemu_binary="/q"),
-                                                t("b", "qemu", "tcg", qemu="8.0", qemu_binary="/q8"))
+    assert (
+        runs_reference_alike(
+            t("a", "qemu", "tcg", qemu="7.2", qemu_binary="/q"), t("b", "qemu", "tcg", qemu="7.2", qemu_binary="/q")
+        )
+        == ""
+    )
+    assert "translated" in runs_reference_alike(
+        t("a", "qemu", "tcg", qemu="7.2", qemu_binary="/q"), t("b", "qemu", "tcg", qemu="8.0", qemu_binary="/q8")
+    )
     assert "translated" in runs_reference_alike(t("a", "qemu", "kvm"), t("b", "qemu", "tcg"))
     assert "container target" in runs_reference_alike(t("local", "local"), t("c", "container"))
     assert "other machines" in runs_reference_alike(t("a", "ssh"), t("b", "ssh"))
@@ -104,6 +126,7 @@ def synthetic(blocks=24, ref_shift=1.0, slow=1.0, refs=True, seed=3):
     loop sees; the candidate's reference loop runs ref_shift times the
     baseline's."""
     import random
+
     rng = random.Random(seed)
     samples, proc = [], 0
     for block in range(blocks):
@@ -111,13 +134,34 @@ def synthetic(blocks=24, ref_shift=1.0, slow=1.0, refs=True, seed=3):
             state = 1.08 if rng.random() < 0.4 else 1.0
             for seq in range(3):
                 ref = 50 * state * rs * math.exp(rng.gauss(0, 0.002))
-                samples.append(Sample("getppid", target, 100 * factor * state * math.exp(rng.gauss(0, 0.004)), "ns",
-                                      proc, seq, block=block, ref_before=ref if refs else None,
-                                      ref_after=ref if refs else None))
+                samples.append(
+                    Sample(
+                        "getppid",
+                        target,
+                        100 * factor * state * math.exp(rng.gauss(0, 0.004)),
+                        "ns",
+                        proc,
+                        seq,
+                        block=block,
+                        ref_before=ref if refs else None,
+                        ref_after=ref if refs else None,
+                    )
+                )
             proc += 1
-    return RunData("r", "compare", 0.0, 1.0, "complete", "c", "0", {},
-                   targets=[TargetInfo("local", "local"), TargetInfo("b", "local")], benchmarks=[LAT],
-                   samples=samples, outcomes={("local", "getppid"): ("budget", ""), ("b", "getppid"): ("budget", "")})
+    return RunData(
+        "r",
+        "compare",
+        0.0,
+        1.0,
+        "complete",
+        "c",
+        "0",
+        {},
+        targets=[TargetInfo("local", "local"), TargetInfo("b", "local")],
+        benchmarks=[LAT],
+        samples=samples,
+        outcomes={("local", "getppid"): ("budget", ""), ("b", "getppid"): ("budget", "")},
+    )
 
 
 def test_the_reference_takes_the_host_state_out_of_a_ratio():
@@ -127,7 +171,7 @@ def test_the_reference_takes_the_host_state_out_of_a_ratio():
     assert check.used and check.rows == 1 and 0.8 < check.beta < 1.2 and check.ci_low <= 1 <= check.ci_high
     (p,), (a,) = plain, adjusted
     assert a.ratio == pytest.approx(1.02, abs=0.004)
-    assert (a.ratio_ci_high - a.ratio_ci_low) < (p.ratio_ci_high - p.ratio_ci_low) / 3   # the state's noise gone
+    assert (a.ratio_ci_high - a.ratio_ci_low) < (p.ratio_ci_high - p.ratio_ci_low) / 3  # the state's noise gone
     # gated at 1%: the plain ratio cannot be told from an unchanged one, the adjusted one can
     assert watch.gate(data, plain, 0.01).rows[0].verdict == "inconclusive"
     assert watch.gate(data, adjusted, 0.01).rows[0].verdict == "regressed"
@@ -142,16 +186,22 @@ def test_no_adjustment_where_the_reference_itself_moved_or_was_not_read():
     data = synthetic(refs=False)
     adjusted, (check,) = reference_adjusted(data, analyse(data)[1])
     assert not check.used and "no row with 6 blocks of reference readings" in check.why
-    data = synthetic(blocks=5, ref_shift=1.03)     # too few blocks to check the loop by: not used
+    data = synthetic(blocks=5, ref_shift=1.03)  # too few blocks to check the loop by: not used
     adjusted, (check,) = reference_adjusted(data, analyse(data)[1])
     assert not check.used and adjusted == analyse(data)[1]
     # a hostile or broken agent's readings (overflowing, not finite, not positive) are no readings
     data = synthetic()
     for bad in (1.7e308, float("nan"), -5.0, float("inf")):
-        broken = RunData(**{**data.__dict__, "samples": [
-            Sample(**{**s.__dict__, "ref_before": bad, "ref_after": bad}) if s.block == 0 else s
-            for s in data.samples]})
-        adjusted, (check,) = reference_adjusted(broken, analyse(broken)[1])   # no traceback
+        broken = RunData(
+            **{
+                **data.__dict__,
+                "samples": [
+                    Sample(**{**s.__dict__, "ref_before": bad, "ref_after": bad}) if s.block == 0 else s
+                    for s in data.samples
+                ],
+            }
+        )
+        adjusted, (check,) = reference_adjusted(broken, analyse(broken)[1])  # no traceback
         assert check.used and check.rows == 1
     data = synthetic()
     other = RunData(**{**data.__dict__, "targets": [TargetInfo("local", "local"), TargetInfo("b", "container")]})
@@ -161,14 +211,28 @@ def test_no_adjustment_where_the_reference_itself_moved_or_was_not_read():
 
 # -- the commands, on real stored runs of fake targets -------------------------------------
 def compare(db, *targets, extra=()):
-    return vmtax("compare", *targets, "--bench", "getppid", "segv", "--max-time", "6s", "--precision", "0.2%",
-                 "--cpu", "none", *extra, db=db)
+    return vmtax(
+        "compare",
+        *targets,
+        "--bench",
+        "getppid",
+        "segv",
+        "--max-time",
+        "6s",
+        "--precision",
+        "0.2%",
+        "--cpu",
+        "none",
+        *extra,
+        db=db,
+    )
 
 
 def test_compare_gate_flags_a_5_percent_slower_candidate(tmp_path, capsys, db):
     out, junit = tmp_path / "g.json", tmp_path / "g.xml"
-    code = compare(db, "fake", "fake:scale=1.05,noise=0.005", extra=("--gate", "2%", "--json", str(out),
-                                                                      "--junit", str(junit)))
+    code = compare(
+        db, "fake", "fake:scale=1.05,noise=0.005", extra=("--gate", "2%", "--json", str(out), "--junit", str(junit))
+    )
     assert code == 1, capsys.readouterr().err
     gate = json.loads(out.read_text())["gate"]
     assert gate["threshold"] == 0.02 and gate["verdict"] == "regressed"
@@ -192,24 +256,77 @@ def test_an_a_a_gate_passes(capsys, db):
 
 def test_a_gated_run_without_a_precision_stops_where_an_unchanged_row_can_pass(tmp_path, capsys, db):
     out = tmp_path / "g.json"
-    code = vmtax("compare", "fake:noise=0.005", "fake:noise=0.005,label=twin", "--bench", "getppid", "segv",
-                 "--max-time", "6s", "--cpu", "none", "--gate", "1%", "--json", str(out), db=db)
+    code = vmtax(
+        "compare",
+        "fake:noise=0.005",
+        "fake:noise=0.005,label=twin",
+        "--bench",
+        "getppid",
+        "segv",
+        "--max-time",
+        "6s",
+        "--cpu",
+        "none",
+        "--gate",
+        "1%",
+        "--json",
+        str(out),
+        db=db,
+    )
     doc = json.loads(out.read_text())
-    assert doc["config"]["precision"] == pytest.approx(0.01 / 3)   # not the 1% at which a 1% gate cannot pass
+    assert doc["config"]["precision"] == pytest.approx(0.01 / 3)  # not the 1% at which a 1% gate cannot pass
     assert code == 0 and doc["gate"]["verdict"] == "pass", capsys.readouterr().out
-    assert vmtax("compare", "fake", "fake:label=b", "--bench", "getppid", "--max-time", "2s", "--cpu", "none",
-                 "--gate", "6%", "--json", str(out), db=db) == 0
-    assert json.loads(out.read_text())["config"]["precision"] == 0.01    # a third of 6% is more than the default
-    assert vmtax("compare", "fake", "fake:label=b", "--bench", "getppid", "--max-time", "2s", "--cpu", "none",
-                 "--gate", "1%", "--precision", "2%", "--json", str(out), db=db) in (0, 3)
-    assert json.loads(out.read_text())["config"]["precision"] == 0.02    # what the user says wins
+    assert (
+        vmtax(
+            "compare",
+            "fake",
+            "fake:label=b",
+            "--bench",
+            "getppid",
+            "--max-time",
+            "2s",
+            "--cpu",
+            "none",
+            "--gate",
+            "6%",
+            "--json",
+            str(out),
+            db=db,
+        )
+        == 0
+    )
+    assert json.loads(out.read_text())["config"]["precision"] == 0.01  # a third of 6% is more than the default
+    assert vmtax(
+        "compare",
+        "fake",
+        "fake:label=b",
+        "--bench",
+        "getppid",
+        "--max-time",
+        "2s",
+        "--cpu",
+        "none",
+        "--gate",
+        "1%",
+        "--precision",
+        "2%",
+        "--json",
+        str(out),
+        db=db,
+    ) in (0, 3)
+    assert json.loads(out.read_text())["config"]["precision"] == 0.02  # what the user says wins
 
 
 def test_a_gate_on_the_reference_says_what_it_adjusted(tmp_path, capsys, db):
     out = tmp_path / "g.json"
     busy = "fake:noise=0.005,host_noise=0.03,host_rho=0.5"
-    code = compare(db, busy, busy + ",label=b", "fake:noise=0.005,label=quiet",
-                   extra=("--gate", "1%", "--reference", "--json", str(out)))
+    code = compare(
+        db,
+        busy,
+        busy + ",label=b",
+        "fake:noise=0.005,label=quiet",
+        extra=("--gate", "1%", "--reference", "--json", str(out)),
+    )
     text = capsys.readouterr().out
     assert "reference loop on " + busy + ",label=b: ratio" in text
     assert "reference loop on fake:noise=0.005,label=quiet: not adjusted: no row with 6 blocks of reference" in text
@@ -219,7 +336,9 @@ def test_a_gate_on_the_reference_says_what_it_adjusted(tmp_path, capsys, db):
     busy_ref = ref[busy + ",label=b"]
     adjusted = {r["benchmark"]: r for r in gate["rows"] if r["candidate"] == busy + ",label=b"}
     assert vmtax("gate", "--threshold", "1%", "--json", str(out), db=db) in (0, 3)
-    plain = {r["benchmark"]: r for r in json.loads(out.read_text())["gate"]["rows"] if r["candidate"] == busy + ",label=b"}
+    plain = {
+        r["benchmark"]: r for r in json.loads(out.read_text())["gate"]["rows"] if r["candidate"] == busy + ",label=b"
+    }
     assert "reference" not in json.loads(out.read_text())["gate"]
     # its own reference ratio holds 1 in about 95% of such runs (the check's alpha, the block order being random):
     # then both rows are adjusted, with the host's state taken out; else it says why, and gates as measured
@@ -229,22 +348,33 @@ def test_a_gate_on_the_reference_says_what_it_adjusted(tmp_path, capsys, db):
         assert busy_ref["rows"] == 2 and "adjusted: 2 row(s)" in text
         assert all(r["verdict"] == "pass" for r in adjusted.values()), text
         for bench in ("getppid", "segv"):
-            assert (adjusted[bench]["ci_high"] - adjusted[bench]["ci_low"]
-                    < plain[bench]["ci_high"] - plain[bench]["ci_low"])
+            assert (
+                adjusted[bench]["ci_high"] - adjusted[bench]["ci_low"]
+                < plain[bench]["ci_high"] - plain[bench]["ci_low"]
+            )
     else:
         assert "itself ran" in busy_ref["why"] and adjusted == plain
 
 
-@pytest.mark.parametrize("setup,args,needle", [
-    (None, ["compare", "fake", "fake:scale=2", "--reference"], "--reference goes with --gate"),
-    (None, ["compare", "fake", "fake:scale=2", "--junit", "x.xml"], "--junit goes with --gate"),
-    (["run", "--target", "fake", "--bench", "getppid", "--max-time", "2s"], ["gate"], "a gate needs a compare run"),
-    (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "nope"],
-     "no run matching 'nope'"),
-    (["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"], ["gate", "--threshold", "lots"],
-     "malformed threshold"),
-    (None, ["compare", "fake", "fake:scale=2", "--gate", "200%"], "threshold '200%' must be between"),
-])
+@pytest.mark.parametrize(
+    "setup,args,needle",
+    [
+        (None, ["compare", "fake", "fake:scale=2", "--reference"], "--reference goes with --gate"),
+        (None, ["compare", "fake", "fake:scale=2", "--junit", "x.xml"], "--junit goes with --gate"),
+        (["run", "--target", "fake", "--bench", "getppid", "--max-time", "2s"], ["gate"], "a gate needs a compare run"),
+        (
+            ["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"],
+            ["gate", "nope"],
+            "no run matching 'nope'",
+        ),
+        (
+            ["compare", "fake", "fake:scale=2", "--bench", "getppid", "--max-time", "2s"],
+            ["gate", "--threshold", "lots"],
+            "malformed threshold",
+        ),
+        (None, ["compare", "fake", "fake:scale=2", "--gate", "200%"], "threshold '200%' must be between"),
+    ],
+)
 def test_a_gate_on_bad_input_is_one_line_and_exit_2(setup, args, needle, capsys, db):
     if setup:
         vmtax(*setup, db=db)
@@ -290,13 +420,24 @@ def test_history_finds_the_run_where_the_ratio_changed_and_the_option_that_did(t
     run, with the changed option among the facts that changed."""
     for i in range(8):
         opts = "noise=0.003,label=cand" + (",scale=1.03" if i >= 5 else "")
-        assert vmtax("compare", "fake:noise=0.003", f"fake:{opts}", "--bench", "getppid", "--max-time", "2s",
-                     "--precision", "0.3%", "--cpu", "none", db=db) in (0, 3)
+        assert vmtax(
+            "compare",
+            "fake:noise=0.003",
+            f"fake:{opts}",
+            "--bench",
+            "getppid",
+            "--max-time",
+            "2s",
+            "--precision",
+            "0.3%",
+            "--cpu",
+            "none",
+            db=db,
+        ) in (0, 3)
     runs = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
     capsys.readouterr()
     page = tmp_path / "h.html"
-    assert vmtax("history", "--bench", "getppid", "--json", str(tmp_path / "h.json"), "--html", str(page),
-                 db=db) == 0
+    assert vmtax("history", "--bench", "getppid", "--json", str(tmp_path / "h.json"), "--html", str(page), db=db) == 0
     (series,) = json.loads((tmp_path / "h.json").read_text())
     assert series["candidate"] == "cand" and len(series["points"]) == 8
     (cp,) = series["change_points"]
@@ -310,9 +451,12 @@ def test_a_history_says_which_points_are_fast_mode_ratios_and_a_change_of_estima
     """Four runs over all blocks, then four with --fast-mode on a row with two modes: the series
     marks the last four, and the change point there names the estimand first among its facts."""
     from vmtax.report import watch as w
+
     ratios = [1.080, 1.081, 1.079, 1.080, 1.050, 1.051, 1.049, 1.050]
-    pts = [watch.Point(f"r{i}", float(i), r, r * 0.995, r * 1.005, "fast mode" if i >= 4 else "all blocks")
-           for i, r in enumerate(ratios)]
+    pts = [
+        watch.Point(f"r{i}", float(i), r, r * 0.995, r * 1.005, "fast mode" if i >= 4 else "all blocks")
+        for i, r in enumerate(ratios)
+    ]
     s = watch.Series("getppid", "a", "b", "ns", "lower", pts)
     s.changes = watch.change_points(s, {p.run: {"option.fast_mode": str(p.estimand == "fast mode")} for p in pts})
     (cp,) = s.changes
@@ -355,8 +499,24 @@ def test_a_candidate_that_failed_every_row_is_an_error_not_inconclusive(tmp_path
     ignore): the gate's verdict is error, its exit code 4, and JUnit has an
     <error> with the target's message."""
     out, junit = tmp_path / "g.json", tmp_path / "g.xml"
-    code = vmtax("compare", "fake", "fake:crash=getppid,label=broken", "--bench", "getppid", "--max-time", "3s",
-                 "--cpu", "none", "--gate", "2%", "--json", str(out), "--junit", str(junit), db=db)
+    code = vmtax(
+        "compare",
+        "fake",
+        "fake:crash=getppid,label=broken",
+        "--bench",
+        "getppid",
+        "--max-time",
+        "3s",
+        "--cpu",
+        "none",
+        "--gate",
+        "2%",
+        "--json",
+        str(out),
+        "--junit",
+        str(junit),
+        db=db,
+    )
     text = capsys.readouterr()
     assert code == 4, text.err
     assert "gate " in text.out and "ERROR" in text.out
@@ -371,13 +531,49 @@ def test_a_candidate_that_failed_every_row_is_an_error_not_inconclusive(tmp_path
     assert vmtax("gate", "--json", str(out), db=db) == 4
     assert json.loads(out.read_text())["gate"]["verdict"] == "error"
     # one failed row among measured ones is that row's error, and the gate's
-    assert vmtax("compare", "fake", "fake:crash=getppid,label=half", "--bench", "getppid", "segv", "--max-time", "4s",
-                 "--cpu", "none", "--gate", "50%", "--json", str(out), db=db) == 4
+    assert (
+        vmtax(
+            "compare",
+            "fake",
+            "fake:crash=getppid,label=half",
+            "--bench",
+            "getppid",
+            "segv",
+            "--max-time",
+            "4s",
+            "--cpu",
+            "none",
+            "--gate",
+            "50%",
+            "--json",
+            str(out),
+            db=db,
+        )
+        == 4
+    )
     rows = {r["benchmark"]: r["verdict"] for r in json.loads(out.read_text())["gate"]["rows"]}
     assert rows == {"getppid": "error", "segv": "pass"}
     # a regression still says regressed (exit 1), with the error row beside it
-    assert vmtax("compare", "fake", "fake:crash=getppid,scale=1.5,label=worse", "--bench", "getppid", "segv",
-                 "--max-time", "4s", "--cpu", "none", "--gate", "2%", "--json", str(out), db=db) == 1
+    assert (
+        vmtax(
+            "compare",
+            "fake",
+            "fake:crash=getppid,scale=1.5,label=worse",
+            "--bench",
+            "getppid",
+            "segv",
+            "--max-time",
+            "4s",
+            "--cpu",
+            "none",
+            "--gate",
+            "2%",
+            "--json",
+            str(out),
+            db=db,
+        )
+        == 1
+    )
     assert json.loads(out.read_text())["gate"]["verdict"] == "regressed"
 
 
@@ -399,8 +595,9 @@ def test_diff_of_a_before_and_after_pair_pairs_their_single_candidates_and_says_
     """`label=old` in one run, `label=new` in the next, each against the
     same baseline: the common before/after pair, diffed as such."""
     for opts in ("scale=1.1,label=old", "scale=1.2,label=new"):
-        assert vmtax("compare", "fake", f"fake:{opts}", "--bench", "getppid", "--max-time", "2s", "--cpu", "none",
-                     db=db) in (0, 3)
+        assert vmtax(
+            "compare", "fake", f"fake:{opts}", "--bench", "getppid", "--max-time", "2s", "--cpu", "none", db=db
+        ) in (0, 3)
     runs = [r["id"] for r in json.loads(_runs_json(capsys, db))][::-1]
     out = tmp_path / "d.json"
     assert vmtax("diff", *runs, "--json", str(out), "--markdown", str(tmp_path / "d.md"), db=db) == 0
@@ -416,8 +613,19 @@ def test_diff_of_a_before_and_after_pair_pairs_their_single_candidates_and_says_
     assert facts["old.label"] == ("old", "new")  # the candidate's facts side by side, not one run's 'absent'
     assert not any(v == "absent" for pair in facts.values() for v in pair), facts
     # two candidates in one run: which to pair is ambiguous, and the refusal stays
-    assert vmtax("compare", "fake", "fake:label=x", "fake:label=y", "--bench", "getppid", "--max-time", "2s",
-                 "--cpu", "none", db=db) in (0, 3)
+    assert vmtax(
+        "compare",
+        "fake",
+        "fake:label=x",
+        "fake:label=y",
+        "--bench",
+        "getppid",
+        "--max-time",
+        "2s",
+        "--cpu",
+        "none",
+        db=db,
+    ) in (0, 3)
     newest = json.loads(_runs_json(capsys, db))[0]["id"]
     assert vmtax("diff", runs[0], newest, db=db) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -1,6 +1,7 @@
 """Real workloads in real targets: the host's tools, copied with their
 libraries into a TCG guest, User-mode Linux (where it runs) and a
 container, each run to a ratio; the servers a workload starts end with it."""
+
 import json
 import os
 import shutil
@@ -22,8 +23,10 @@ CONTAINER_OK, _ = ContainerTarget.available()
 
 
 @pytest.mark.skipif(not QEMU_OK, reason=QEMU_WHY)
-@pytest.mark.skipif(not (shutil.which("sysbench") and shutil.which("tbench")),
-                    reason="sysbench and dbench are not installed (make setup installs them)")
+@pytest.mark.skipif(
+    not (shutil.which("sysbench") and shutil.which("tbench")),
+    reason="sysbench and dbench are not installed (make setup installs them)",
+)
 def test_sysbench_and_tbench_in_every_target(short_compare):
     """The session's short comparison (conftest.short_compare) runs both
     workloads, 1-second runs, in every target that works here."""
@@ -46,14 +49,34 @@ def test_sysbench_and_tbench_in_every_target(short_compare):
 
 
 @pytest.mark.skipif(not CONTAINER_OK, reason="no container runtime works here")
-@pytest.mark.skipif(not os.path.isfile("/usr/local/src/vmtax/lua5.4/src/lua.c"),
-                    reason="the Lua source is not fetched (make setup runs scripts/fetch-sources.sh)")
+@pytest.mark.skipif(
+    not os.path.isfile("/usr/local/src/vmtax/lua5.4/src/lua.c"),
+    reason="the Lua source is not fetched (make setup runs scripts/fetch-sources.sh)",
+)
 def test_a_compile_in_a_container_with_the_toolchain_copied_in(tmp_path):
     """The toolchain the trace found (gcc, cc1, as, ld, headers, crt files)
     is all a root needs: the build in the container's busybox root makes an
     interpreter that computes 6*7 (the script checks)."""
-    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "c.db"), "run", "--target", "container",
-           "--bench", "compile_lua", "--min-processes", "2", "--precision", "50%", "--max-time", "2m", "--json", "-"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vmtax.cli",
+        "--db",
+        str(tmp_path / "c.db"),
+        "run",
+        "--target",
+        "container",
+        "--bench",
+        "compile_lua",
+        "--min-processes",
+        "2",
+        "--precision",
+        "50%",
+        "--max-time",
+        "2m",
+        "--json",
+        "-",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)

@@ -3,6 +3,7 @@ writer of XML, HTML and JSON: each output parses (xml.etree, a strict JSON
 reader, HTML with no character its spec calls a parse error and every
 inline SVG well-formed XML).  A target chooses its label and its messages:
 a guest that could break CI's JUnit parser could hide a regression."""
+
 import functools
 import json
 import random
@@ -28,14 +29,21 @@ from vmtax.targets.base import Target
 
 # What XML 1.0 forbids (Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF])
 # and what HTML calls a parse error (controls but ASCII whitespace, surrogates, noncharacters)
-NONCHARACTERS = set(range(0xFDD0, 0xFDF0)) | {plane + k for plane in range(0, 0x110000, 0x10000)
-                                              for k in (0xFFFE, 0xFFFF)}
+NONCHARACTERS = set(range(0xFDD0, 0xFDF0)) | {
+    plane + k for plane in range(0, 0x110000, 0x10000) for k in (0xFFFE, 0xFFFF)
+}
 XML_FORBIDDEN = (set(range(0x20)) - {0x9, 0xA, 0xD}) | set(range(0xD800, 0xE000)) | {0xFFFE, 0xFFFF}
-HTML_FORBIDDEN = ((set(range(0x20)) - {0x9, 0xA, 0xC, 0xD}) | set(range(0x7F, 0xA0)) | set(range(0xD800, 0xE000))
-                  | NONCHARACTERS)
+HTML_FORBIDDEN = (
+    (set(range(0x20)) - {0x9, 0xA, 0xC, 0xD}) | set(range(0x7F, 0xA0)) | set(range(0xD800, 0xE000)) | NONCHARACTERS
+)
 # and what a terminal or a reader acts on: bidirectional overrides, line separators, a byte-order mark
-SPECIAL = frozenset(XML_FORBIDDEN | HTML_FORBIDDEN | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
-                    | {0x2028, 0x2029, 0x200B, 0xFEFF})
+SPECIAL = frozenset(
+    XML_FORBIDDEN
+    | HTML_FORBIDDEN
+    | set(range(0x202A, 0x202F))
+    | set(range(0x2066, 0x206A))
+    | {0x2028, 0x2029, 0x200B, 0xFEFF}
+)
 
 
 @functools.cache
@@ -79,6 +87,7 @@ def _hostile_run(run_id: str, labels: list[str]):
 def _strict_json(text: str):
     def no_constant(name):
         raise ValueError(f"{name} is not JSON")
+
     doc = json.loads(text, parse_constant=no_constant)
 
     def walk(v):
@@ -91,6 +100,7 @@ def _strict_json(text: str):
         elif isinstance(v, list):
             for x in v:
                 walk(x)
+
     walk(doc)
     return doc
 
@@ -135,9 +145,16 @@ def test_gate_junit_and_json_parse_for_labels_of_every_unicode_category(hostile_
     assert len(doc["gate"]["rows"]) == 2 * len(STORED)
 
 
-@pytest.mark.parametrize("argv", [["show", "--json", "-"], ["runs", "--json", "-"], ["history", "--json", "-"],
-                                  ["diff", "20260101", "20260102", "--json", "-"],
-                                  ["explain", "--json", "-"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "--json", "-"],
+        ["runs", "--json", "-"],
+        ["history", "--json", "-"],
+        ["diff", "20260101", "20260102", "--json", "-"],
+        ["explain", "--json", "-"],
+    ],
+)
 def test_every_json_writer_is_strict_json_for_labels_of_every_category(hostile_db, argv, capsys):
     main(["--db", str(hostile_db), *argv])
     out = capsys.readouterr().out
@@ -155,6 +172,7 @@ def test_every_html_writer_parses_for_labels_of_every_category(hostile_db, tmp_p
 
 class _Says(Target):
     """A target whose 'agent' prints the given lines."""
+
     kind = "scripted"
 
     def __init__(self, name, lines):
@@ -171,10 +189,17 @@ def test_a_targets_message_with_lone_surrogates_and_noncharacters_is_stored_and_
     spec = BenchSpec("getppid", "kernel", "ns", "lower", "d")
     db = tmp_path / "s.db"
     store = Store(db)
-    good = _Says("good", ['{"schema":1,"type":"calibration","bench":"getppid","instance":0,"iters":10}',
-                          '{"schema":1,"type":"done","bench":"getppid"}'])
-    evil = _Says("evil", ['{"schema":1,"type":"error","bench":"getppid",'
-                          '"message":"a\\ud800b\\udfffc\\uffffd\\ufffee\\u0000f\\u001bg"}'])
+    good = _Says(
+        "good",
+        [
+            '{"schema":1,"type":"calibration","bench":"getppid","instance":0,"iters":10}',
+            '{"schema":1,"type":"done","bench":"getppid"}',
+        ],
+    )
+    evil = _Says(
+        "evil",
+        ['{"schema":1,"type":"error","bench":"getppid","message":"a\\ud800b\\udfffc\\uffffd\\ufffee\\u0000f\\u001bg"}'],
+    )
     store.new_run("r", "compare", "t", "0", {})
     for i, t in enumerate((good, evil)):
         store.add_target("r", i, t.info(), "h")
@@ -194,8 +219,11 @@ ALL_CATEGORIES = sorted(by_category())
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.text(st.characters(categories=ALL_CATEGORIES) | st.sampled_from(sorted(SPECIAL)).map(chr),
-               min_size=1, max_size=40))
+@given(
+    st.text(
+        st.characters(categories=ALL_CATEGORIES) | st.sampled_from(sorted(SPECIAL)).map(chr), min_size=1, max_size=40
+    )
+)
 def test_the_junit_writer_parses_for_any_label(label):
     data = run(names=("local", f"fake:label={label}"))
     data.outcomes[(data.targets[1].name, "pi")] = ("error", label)

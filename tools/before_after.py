@@ -18,6 +18,7 @@ Usage: .venv/bin/python tools/before_after.py OLD_CHECKOUT [--new CHECKOUT] [--r
        (a checkout: e.g. `git worktree add /tmp/old 280736a && make -C /tmp/old/agent`;
        --new defaults to this one -- give a frozen one if you edit this tree meanwhile)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,11 @@ def variants(old: Path, new: Path) -> dict[str, tuple[list[str], dict]]:
     """name -> (argv prefix, environment): each package (and its agent) from its checkout."""
     env_old = {**os.environ, "PYTHONPATH": str(old / "src")}
     env_new = {**os.environ, "PYTHONPATH": str(new / "src")}
-    return {"before": ([PY, "-m", "vmtax.cli", *ALL], env_old),
-            "same": ([PY, "-m", "vmtax.cli", *ALL], env_new),
-            "demo": ([PY, "-m", "vmtax.cli", *demo_args(new / "Makefile")], env_new)}
+    return {
+        "before": ([PY, "-m", "vmtax.cli", *ALL], env_old),
+        "same": ([PY, "-m", "vmtax.cli", *ALL], env_new),
+        "demo": ([PY, "-m", "vmtax.cli", *demo_args(new / "Makefile")], env_new),
+    }
 
 
 def git_head(path: Path) -> str:
@@ -75,13 +78,21 @@ def one_round(rnd: int, args: argparse.Namespace, tmp: Path) -> list[dict]:
         t0 = time.time()
         p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if p.returncode not in (0, 3):
-            print(f"[round {rnd}] {name} failed ({p.returncode}): {p.stderr[-1500:]}", file=sys.stderr,
-                  flush=True)
+            print(f"[round {rnd}] {name} failed ({p.returncode}): {p.stderr[-1500:]}", file=sys.stderr, flush=True)
         w = widths(json.loads(out.read_text())) if out.exists() else []
-        runs.append({"round": rnd, "variant": name, "rc": p.returncode, "wall_s": time.time() - t0,
-                     "ratios": len(w), "median": statistics.median(w) if w else math.inf,
-                     "within1": sum(x <= 0.01 for x in w), "within2": sum(x <= 0.02 for x in w),
-                     "started": time.strftime("%H:%M", time.localtime(t0))})
+        runs.append(
+            {
+                "round": rnd,
+                "variant": name,
+                "rc": p.returncode,
+                "wall_s": time.time() - t0,
+                "ratios": len(w),
+                "median": statistics.median(w) if w else math.inf,
+                "within1": sum(x <= 0.01 for x in w),
+                "within2": sum(x <= 0.02 for x in w),
+                "started": time.strftime("%H:%M", time.localtime(t0)),
+            }
+        )
     return runs
 
 
@@ -95,20 +106,27 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vmtax-before-after-") as tmp:
         for rnd in range(1, args.rounds + 1):
             runs += one_round(rnd, args, Path(tmp))
-    lines = ["# Before and after, interleaved in time", "",
-             f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/before_after.py "
-             f"{args.old} --new {args.new}` ({args.rounds} rounds; the old checkout at "
-             f"{git_head(args.old)}, the new at {git_head(args.new)}). Variants:", "",
-             f"- before: the old commit's package, `vmtax {' '.join(ALL)}`",
-             "- same: today's vmtax, the same command",
-             f"- demo: today's `make demo`, `vmtax {' '.join(demo_args(args.new / 'Makefile'))}`", "",
-             "| round | started | variant | exit | wall | ratios | median 95% CI half-width | within ±1% | within ±2% |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Before and after, interleaved in time",
+        "",
+        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/before_after.py "
+        f"{args.old} --new {args.new}` ({args.rounds} rounds; the old checkout at "
+        f"{git_head(args.old)}, the new at {git_head(args.new)}). Variants:",
+        "",
+        f"- before: the old commit's package, `vmtax {' '.join(ALL)}`",
+        "- same: today's vmtax, the same command",
+        f"- demo: today's `make demo`, `vmtax {' '.join(demo_args(args.new / 'Makefile'))}`",
+        "",
+        "| round | started | variant | exit | wall | ratios | median 95% CI half-width | within ±1% | within ±2% |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in runs:
-        lines.append(f"| {r['round']} | {r['started']} | {r['variant']} | {r['rc']} | {r['wall_s'] / 60:.1f} min | "
-                     f"{r['ratios']} | ±{r['median'] * 100:.2f}% | "
-                     f"{r['within1']} ({r['within1'] / max(1, r['ratios']) * 100:.0f}%) | "
-                     f"{r['within2']} ({r['within2'] / max(1, r['ratios']) * 100:.0f}%) |")
+        lines.append(
+            f"| {r['round']} | {r['started']} | {r['variant']} | {r['rc']} | {r['wall_s'] / 60:.1f} min | "
+            f"{r['ratios']} | ±{r['median'] * 100:.2f}% | "
+            f"{r['within1']} ({r['within1'] / max(1, r['ratios']) * 100:.0f}%) | "
+            f"{r['within2']} ({r['within2'] / max(1, r['ratios']) * 100:.0f}%) |"
+        )
     lines.append("")
     (OUT / "before-after.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -2,6 +2,7 @@
 scripts that run it themselves: one place reads it, so they follow the
 Makefile when it changes; and the ways those scripts run a compare side by
 side (its mode flag), named once."""
+
 from __future__ import annotations
 
 import argparse

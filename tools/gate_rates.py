@@ -24,6 +24,7 @@ report from them).
 Usage: .venv/bin/python tools/gate_rates.py [--name ab] [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
        [--precision P] [--bench NAME ...] [--resume | --reuse]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,15 +48,28 @@ from vmtax.store import Store  # noqa: E402
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
 OUT = REPO / "results"
 DB = OUT / "ab.db"
-ROWS = ["getppid", "null_read", "stat", "sig_handle", "page_fault", "mmap", "pi", "cpuid", "segv",
-        "ctx_2p_16k"]
+ROWS = ["getppid", "null_read", "stat", "sig_handle", "page_fault", "mmap", "pi", "cpuid", "segv", "ctx_2p_16k"]
 
 
 def trial_command(args, n: int) -> list[str]:
-    return [VMTAX, "--db", str(DB), "compare", "local", "local:label=aa", f"local:inject={args.inject:g},label=slow",
-            "--bench", *args.bench, "--max-time", args.max_time, "--gate", args.threshold,
-            *(["--precision", args.precision] if args.precision else []),
-            "--json", str(OUT / f"{args.name}-{n}.json")]
+    return [
+        VMTAX,
+        "--db",
+        str(DB),
+        "compare",
+        "local",
+        "local:label=aa",
+        f"local:inject={args.inject:g},label=slow",
+        "--bench",
+        *args.bench,
+        "--max-time",
+        args.max_time,
+        "--gate",
+        args.threshold,
+        *(["--precision", args.precision] if args.precision else []),
+        "--json",
+        str(OUT / f"{args.name}-{n}.json"),
+    ]
 
 
 def process_means(data, target: str, bench: str) -> list[float]:
@@ -67,8 +81,9 @@ def process_means(data, target: str, bench: str) -> list[float]:
 
 
 def values(data, target: str, bench: str) -> list[float]:
-    return [s.value for s in data.samples
-            if s.target == target and s.benchmark == bench and not s.warmup and not s.counting]
+    return [
+        s.value for s in data.samples if s.target == target and s.benchmark == bench and not s.warmup and not s.counting
+    ]
 
 
 def firecracker(a: list[float], b: list[float], rng: np.random.Generator) -> bool:
@@ -82,7 +97,7 @@ def firecracker(a: list[float], b: list[float], rng: np.random.Generator) -> boo
     hits = 0
     for _ in range(2000):
         rng.shuffle(both)
-        hits += abs(both[len(x):].mean() - both[:len(x)].mean()) >= obs
+        hits += abs(both[len(x) :].mean() - both[: len(x)].mean()) >= obs
     p = (hits + 1) / 2001
     return bool(p < 0.01 and abs(y.mean() / x.mean() - 1) > 0.20)
 
@@ -99,8 +114,11 @@ def pyperf_says(a: list[float], b: list[float]) -> str:
 
 
 def gate_of(data, cs, cand: str, threshold: float):
-    return watch.gate(replace(data, targets=[data.targets[0]] + [t for t in data.targets if t.name == cand]),
-                      [c for c in cs if c.candidate == cand], threshold)
+    return watch.gate(
+        replace(data, targets=[data.targets[0]] + [t for t in data.targets if t.name == cand]),
+        [c for c in cs if c.candidate == cand],
+        threshold,
+    )
 
 
 def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
@@ -108,7 +126,7 @@ def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
     cs = analyse(data)[1]
     aa, slow = "local:label=aa", f"local:inject={args.inject:g},label=slow"
     g_aa, g_slow = gate_of(data, cs, aa, threshold), gate_of(data, cs, slow, threshold)
-    ref, checks = reference_adjusted(data, cs)   # what `vmtax gate --reference` gates on
+    ref, checks = reference_adjusted(data, cs)  # what `vmtax gate --reference` gates on
     other = {}
     for cand in (aa, slow):
         rows = {}
@@ -116,21 +134,38 @@ def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
             base = spec.name
             rows[base] = {
                 "firecracker": firecracker(process_means(data, "local", base), process_means(data, cand, base), rng),
-                "pyperf": pyperf_says(values(data, "local", base), values(data, cand, base))}
+                "pyperf": pyperf_says(values(data, "local", base), values(data, cand, base)),
+            }
         other[cand] = rows
-    widths = {cand: [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in cs
-                     if c.candidate == cand and c.ratio_ci_low is not None and c.ratio]
-              for cand in (aa, slow)}
-    ref_widths = [(c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio for c in ref
-                  if c.candidate == aa and np.isfinite(c.ratio_ci_high - c.ratio_ci_low)]
-    return {"run": run_id, "aa": watch_json(g_aa), "slow": watch_json(g_slow), "other": other,
-            "reference": {"aa": watch_json(gate_of(data, ref, aa, threshold)),
-                          "slow": watch_json(gate_of(data, ref, slow, threshold)),
-                          "aa_median_half_width": float(np.median(ref_widths)) if ref_widths else None,
-                          "used": {c.candidate: c.used for c in checks},
-                          "why": {c.candidate: c.why for c in checks}},
-            "cpu": cpu_model(), "host": platform.node(),
-            "median_half_width": {k: float(np.median(v)) if v else None for k, v in widths.items()}}
+    widths = {
+        cand: [
+            (c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio
+            for c in cs
+            if c.candidate == cand and c.ratio_ci_low is not None and c.ratio
+        ]
+        for cand in (aa, slow)
+    }
+    ref_widths = [
+        (c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio
+        for c in ref
+        if c.candidate == aa and np.isfinite(c.ratio_ci_high - c.ratio_ci_low)
+    ]
+    return {
+        "run": run_id,
+        "aa": watch_json(g_aa),
+        "slow": watch_json(g_slow),
+        "other": other,
+        "reference": {
+            "aa": watch_json(gate_of(data, ref, aa, threshold)),
+            "slow": watch_json(gate_of(data, ref, slow, threshold)),
+            "aa_median_half_width": float(np.median(ref_widths)) if ref_widths else None,
+            "used": {c.candidate: c.used for c in checks},
+            "why": {c.candidate: c.why for c in checks},
+        },
+        "cpu": cpu_model(),
+        "host": platform.node(),
+        "median_half_width": {k: float(np.median(v)) if v else None for k, v in widths.items()},
+    }
 
 
 def cpu_model() -> str:
@@ -144,17 +179,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20, help="trials in all (with --resume: those on record count)")
     ap.add_argument("--max-time", default="10m")
-    ap.add_argument("--precision", default=None,
-                    help="passed to vmtax compare (its default with --gate T: T/3, at most 1%%)")
+    ap.add_argument(
+        "--precision", default=None, help="passed to vmtax compare (its default with --gate T: T/3, at most 1%%)"
+    )
     ap.add_argument("--inject", type=float, default=2.0)
     ap.add_argument("--threshold", default="1%")
     ap.add_argument("--bench", nargs="+", default=ROWS)
     ap.add_argument("--name", default="ab", help="results/NAME.md and results/NAME.json (default ab)")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the trials already in results/NAME.json (from any session) and add to them")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the trials already in results/NAME.json (from any session) and add to them",
+    )
     ap.add_argument("--reuse", action="store_true", help="re-write the report from results/NAME.json only")
-    ap.add_argument("--reanalyse", action="store_true",
-                    help="with --reuse: analyse again the trials whose runs are still in results/ab.db")
+    ap.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="with --reuse: analyse again the trials whose runs are still in results/ab.db",
+    )
     args = ap.parse_args()
     if args.reanalyse and not args.reuse:
         ap.error("--reanalyse goes with --reuse (it re-gates the trials on record)")
@@ -169,8 +211,12 @@ def main() -> int:
             known = {r["id"] for r in store.list_runs(limit=10000)}
             for i, t in enumerate(trials):
                 if t["run"] in known:
-                    trials[i] = {**t, **analyse_trial(store, t["run"], args, threshold, np.random.default_rng(i)),
-                                 "seconds": t.get("seconds"), "when": t.get("when")}
+                    trials[i] = {
+                        **t,
+                        **analyse_trial(store, t["run"], args, threshold, np.random.default_rng(i)),
+                        "seconds": t.get("seconds"),
+                        "when": t.get("when"),
+                    }
         record.write_text(json.dumps(trials, indent=1) + "\n")
     while not args.reuse and len(trials) < args.trials:
         n = len(trials) + 1
@@ -186,9 +232,12 @@ def main() -> int:
         t["seconds"] = round(time.time() - started, 1)
         t["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
         trials.append(t)
-        record.write_text(json.dumps(trials, indent=1) + "\n")   # after every trial: nothing measured is lost
-        print(f"[trial {n}] aa {t['aa']['verdict']}, slow {t['slow']['verdict']}, {t['seconds']:.0f} s",
-              file=sys.stderr, flush=True)
+        record.write_text(json.dumps(trials, indent=1) + "\n")  # after every trial: nothing measured is lost
+        print(
+            f"[trial {n}] aa {t['aa']['verdict']}, slow {t['slow']['verdict']}, {t['seconds']:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     text = report(trials, args, threshold, time.time() - t0)
     (OUT / f"{args.name}.md").write_text(text)
     print(text)
@@ -196,8 +245,10 @@ def main() -> int:
 
 
 def watch_json(g) -> dict:
-    return {"verdict": g.verdict, "rows": {r.benchmark: {"verdict": r.verdict, "ratio": r.ratio,
-                                                         "p_adjusted": r.p_adjusted} for r in g.rows}}
+    return {
+        "verdict": g.verdict,
+        "rows": {r.benchmark: {"verdict": r.verdict, "ratio": r.ratio, "p_adjusted": r.p_adjusted} for r in g.rows},
+    }
 
 
 def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
@@ -217,28 +268,39 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
     cpus = sorted({t.get("cpu", "?") for t in trials})
     secs = [t["seconds"] for t in trials if t.get("seconds")]
     hw = sorted(t["median_half_width"][aa_key] for t in trials if (t.get("median_half_width") or {}).get(aa_key))
-    lines = ["# A/B: the gate's error rates", "",
-             f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/gate_rates.py --name {args.name} "
-             f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
-             + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "") + "; each trial: "
-             f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
-             f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), "
-             "gated per candidate at "
-             f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).", ""]
+    lines = [
+        "# A/B: the gate's error rates",
+        "",
+        f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/gate_rates.py --name {args.name} "
+        f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
+        + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "")
+        + "; each trial: "
+        f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
+        f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), "
+        "gated per candidate at "
+        f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).",
+        "",
+    ]
     if secs:
-        lines += [f"Trials ran on: {'; '.join(cpus)}; one trial took {min(secs) / 60:.1f}-"
-                  f"{max(secs) / 60:.1f} min (median {sorted(secs)[len(secs) // 2] / 60:.1f}); the A/A side's "
-                  f"median interval half-width per trial: "
-                  + (f"±{hw[0]:.2%} to ±{hw[-1]:.2%} (median ±{hw[len(hw) // 2]:.2%})" if hw else "-") + ".", ""]
+        lines += [
+            f"Trials ran on: {'; '.join(cpus)}; one trial took {min(secs) / 60:.1f}-"
+            f"{max(secs) / 60:.1f} min (median {sorted(secs)[len(secs) // 2] / 60:.1f}); the A/A side's "
+            f"median interval half-width per trial: "
+            + (f"±{hw[0]:.2%} to ±{hw[-1]:.2%} (median ±{hw[len(hw) // 2]:.2%})" if hw else "-")
+            + ".",
+            "",
+        ]
     lines += [
-             f"- **A/A gate (false alarm per run): {aa_alarm} of {n} runs `regressed`** ({aa_pass} `pass`, "
-             f"{n - aa_pass - aa_alarm} `inconclusive`).",
-             f"- **{args.inject:g}% injected: {slow_hit} of {slow_rows} rows `regressed` "
-             f"({slow_hit / max(1, slow_rows):.0%}); the run's gate said `regressed` in {slow_runs} of {n}.**",
-             f"- Firecracker's rule (permutation p < 0.01 and > 20%) on the same process means: "
-             f"{fc_slow} of {slow_rows} injected rows flagged; A/A runs with any row flagged: {fc_aa} of {n}.",
-             f"- pyperf compare_to (t-test at 95% over all values): {pp_slow} of {slow_rows} injected rows "
-             f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.", ""]
+        f"- **A/A gate (false alarm per run): {aa_alarm} of {n} runs `regressed`** ({aa_pass} `pass`, "
+        f"{n - aa_pass - aa_alarm} `inconclusive`).",
+        f"- **{args.inject:g}% injected: {slow_hit} of {slow_rows} rows `regressed` "
+        f"({slow_hit / max(1, slow_rows):.0%}); the run's gate said `regressed` in {slow_runs} of {n}.**",
+        f"- Firecracker's rule (permutation p < 0.01 and > 20%) on the same process means: "
+        f"{fc_slow} of {slow_rows} injected rows flagged; A/A runs with any row flagged: {fc_aa} of {n}.",
+        f"- pyperf compare_to (t-test at 95% over all values): {pp_slow} of {slow_rows} injected rows "
+        f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.",
+        "",
+    ]
     ref = [t["reference"] for t in trials if t.get("reference")]
     if ref:
         r_alarm = sum(r["aa"]["verdict"] == "regressed" for r in ref)
@@ -247,31 +309,43 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         r_hit = sum(v["verdict"] == "regressed" for r in ref for v in r["slow"]["rows"].values())
         r_runs = sum(r["slow"]["verdict"] == "regressed" for r in ref)
         r_hw = sorted(r["aa_median_half_width"] for r in ref if r.get("aa_median_half_width"))
-        p_hw = sorted(t["median_half_width"][aa_key] for t in trials
-                      if t.get("reference") and (t.get("median_half_width") or {}).get(aa_key))
+        p_hw = sorted(
+            t["median_half_width"][aa_key]
+            for t in trials
+            if t.get("reference") and (t.get("median_half_width") or {}).get(aa_key)
+        )
         unused = sum(not u for r in ref for u in r.get("used", {}).values())
-        lines += [f"On the same samples of {len(ref)} of these trials, each row adjusted by the reference loop "
-                  "read around its samples (`vmtax gate --reference`: one beta per candidate, the "
-                  "reference ratio's expectation taken as 1, honest where both sides run the loop alike, as "
-                  "here): A/A gate `regressed` in "
-                  f"{r_alarm} of {len(ref)} runs ({r_pass} `pass`); injected rows `regressed` {r_hit} of {r_rows}; "
-                  f"the run's gate `regressed` in {r_runs} of {len(ref)}; the A/A side's median half-width per "
-                  "trial, median over trials: "
-                  + (f"±{r_hw[len(r_hw) // 2]:.2%} adjusted against ±{p_hw[len(p_hw) // 2]:.2%} plain"
-                     if r_hw and p_hw else "-")
-                  + f"; the adjustment refused (so gated as measured) for {unused} of "
-                  f"{2 * len(ref)} candidate sides.", ""]
-    lines += [
-             "| row | injected: regressed | A/A: regressed | median injected ratio |", "|---|---:|---:|---:|"]
+        lines += [
+            f"On the same samples of {len(ref)} of these trials, each row adjusted by the reference loop "
+            "read around its samples (`vmtax gate --reference`: one beta per candidate, the "
+            "reference ratio's expectation taken as 1, honest where both sides run the loop alike, as "
+            "here): A/A gate `regressed` in "
+            f"{r_alarm} of {len(ref)} runs ({r_pass} `pass`); injected rows `regressed` {r_hit} of {r_rows}; "
+            f"the run's gate `regressed` in {r_runs} of {len(ref)}; the A/A side's median half-width per "
+            "trial, median over trials: "
+            + (
+                f"±{r_hw[len(r_hw) // 2]:.2%} adjusted against ±{p_hw[len(p_hw) // 2]:.2%} plain"
+                if r_hw and p_hw
+                else "-"
+            )
+            + f"; the adjustment refused (so gated as measured) for {unused} of "
+            f"{2 * len(ref)} candidate sides.",
+            "",
+        ]
+    lines += ["| row | injected: regressed | A/A: regressed | median injected ratio |", "|---|---:|---:|---:|"]
     for b in rows:
         hit = sum(t["slow"]["rows"].get(b, {}).get("verdict") == "regressed" for t in trials)
         alarm = sum(t["aa"]["rows"].get(b, {}).get("verdict") == "regressed" for t in trials)
         ratios = sorted(t["slow"]["rows"][b]["ratio"] for t in trials if t["slow"]["rows"].get(b, {}).get("ratio"))
         med = f"{ratios[len(ratios) // 2]:.4f}" if ratios else "-"
         lines.append(f"| {b} | {hit}/{n} | {alarm}/{n} | {med} |")
-    lines += ["", "Runs: " + ", ".join(f"`{t['run']}`" + (f" ({t['when']})" if t.get("when") else "") for t in trials)
-              + f" (in `{DB.relative_to(REPO)}`, not kept in git: `results/{args.name}.json` holds what is reported, "
-              "trial by trial)."]
+    lines += [
+        "",
+        "Runs: "
+        + ", ".join(f"`{t['run']}`" + (f" ({t['when']})" if t.get("when") else "") for t in trials)
+        + f" (in `{DB.relative_to(REPO)}`, not kept in git: `results/{args.name}.json` holds what is reported, "
+        "trial by trial).",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ their own cgroup, get more of it than the bare machine's).
 Usage: .venv/bin/python tools/hog.py [--cpu N] [--seconds 600] [--seed 0] [--plain]
        (in the foreground, until --seconds or Ctrl-C: e.g. beside a vmtax doctor or compare)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,17 +31,21 @@ def hog(cpu: int, seconds: float, seed: int, rt: bool = False) -> subprocess.Pop
     """A child that keeps CPU `cpu` busy in stretches, idle in between, for
     at most `seconds`, and ends when its parent does (killed with its process
     group by stop(); it also checks that its parent lives)."""
-    code = ("import os,random,time\n"
-            f"os.sched_setaffinity(0,{{{cpu}}}); r=random.Random({seed}); end=time.monotonic()+{seconds}\n"
-            f"parent={os.getpid()}\n"
-            + ("os.sched_setscheduler(0,os.SCHED_FIFO,os.sched_param(1))\n" if rt else "")
-            + "while time.monotonic()<end and os.getppid()==parent:\n"
-            "  t=time.monotonic()+r.uniform(0.5,2.0)\n"
-            "  while time.monotonic()<t:\n"
-            + ("    s=time.monotonic()+0.0005\n"
-               "    while time.monotonic()<s: pass\n"
-               "    time.sleep(0.001)\n" if rt else "    pass\n")
-            + "  time.sleep(r.uniform(0.5,2.0))\n")
+    code = (
+        "import os,random,time\n"
+        f"os.sched_setaffinity(0,{{{cpu}}}); r=random.Random({seed}); end=time.monotonic()+{seconds}\n"
+        f"parent={os.getpid()}\n"
+        + ("os.sched_setscheduler(0,os.SCHED_FIFO,os.sched_param(1))\n" if rt else "")
+        + "while time.monotonic()<end and os.getppid()==parent:\n"
+        "  t=time.monotonic()+r.uniform(0.5,2.0)\n"
+        "  while time.monotonic()<t:\n"
+        + (
+            "    s=time.monotonic()+0.0005\n    while time.monotonic()<s: pass\n    time.sleep(0.001)\n"
+            if rt
+            else "    pass\n"
+        )
+        + "  time.sleep(r.uniform(0.5,2.0))\n"
+    )
     h = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     time.sleep(0.3)
     if h.poll() is not None:  # e.g. SCHED_FIFO refused without root: a quiet machine is no hogged one
@@ -58,8 +63,12 @@ def stop(p: subprocess.Popen) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cpu", type=int, default=max(0, (os.cpu_count() or 1) - 1),
-                    help="the CPU to hog (default the last: the one vmtax's --cpu auto measures on)")
+    ap.add_argument(
+        "--cpu",
+        type=int,
+        default=max(0, (os.cpu_count() or 1) - 1),
+        help="the CPU to hog (default the last: the one vmtax's --cpu auto measures on)",
+    )
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plain", action="store_true", help="a busy loop under the ordinary scheduler, not SCHED_FIFO")
@@ -67,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.cpu not in os.sched_getaffinity(0) or not 0 < a.seconds <= 86400:
         raise SystemExit(f"hog: --cpu {a.cpu} is not one of this process's CPUs, or --seconds is out of range")
     h = hog(a.cpu, a.seconds, a.seed, rt=not a.plain)
-    print(f"hog: CPU {a.cpu} busy in stretches for {a.seconds:g} s ({'plain' if a.plain else 'rt'}); Ctrl-C ends it",
-          file=sys.stderr)
+    print(
+        f"hog: CPU {a.cpu} busy in stretches for {a.seconds:g} s ({'plain' if a.plain else 'rt'}); Ctrl-C ends it",
+        file=sys.stderr,
+    )
     try:
         h.wait()
     except KeyboardInterrupt:

@@ -26,6 +26,7 @@ Usage: python3 tools/lockstep_probe.py [--agent agent/build/vmtax-agent]
        [--bench getppid] [--blocks 40] [--rounds 30] [--cpu N] [--inject PCT]
        python3 tools/lockstep_probe.py --rows all [--blocks 30] [--inject 3] [--cpu N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,12 @@ def lines_of(p):
 
 
 def calibrate(agent, bench, cpu, ms):
-    p = subprocess.run([agent, "run", bench, "--samples", "3", "--warmup", "1", "--min-time-ms", "10",
-                        "--cpu", str(cpu)], capture_output=True, text=True, check=True)
+    p = subprocess.run(
+        [agent, "run", bench, "--samples", "3", "--warmup", "1", "--min-time-ms", "10", "--cpu", str(cpu)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     msgs = [json.loads(line) for line in p.stdout.splitlines()]
     iters = next(m["iters"] for m in msgs if m["type"] == "calibration")
     return max(1, round(iters * ms / 10))
@@ -58,9 +63,28 @@ def calibrate(agent, bench, cpu, ms):
 def series(agent, bench, cpu, seconds):
     iters = calibrate(agent, bench, cpu, 0.5)
     n = int(seconds * 2000)
-    p = subprocess.run([agent, "run", bench, "--samples", str(n), "--warmup", "5", "--iters", str(iters),
-                        "--max-sample-ms", "0", "--ref-steps", "0", "--cpu", str(cpu)],
-                       capture_output=True, text=True, check=True)
+    p = subprocess.run(
+        [
+            agent,
+            "run",
+            bench,
+            "--samples",
+            str(n),
+            "--warmup",
+            "5",
+            "--iters",
+            str(iters),
+            "--max-sample-ms",
+            "0",
+            "--ref-steps",
+            "0",
+            "--cpu",
+            str(cpu),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = [m for m in (json.loads(line) for line in p.stdout.splitlines()) if m["type"] == "sample" and not m["warmup"]]
     times, t = [], 0.0
     for m in got:
@@ -82,8 +106,22 @@ def series(agent, bench, cpu, seconds):
 
 
 def step_agent(agent, bench, cpu, iters, samples, inject, warmup=3):
-    argv = [agent, "run", bench, "--samples", str(samples), "--warmup", str(warmup), "--iters", str(iters),
-            "--max-sample-ms", "0", "--cpu", str(cpu), "--step"] + (["--inject", str(inject)] if inject else [])
+    argv = [
+        agent,
+        "run",
+        bench,
+        "--samples",
+        str(samples),
+        "--warmup",
+        str(warmup),
+        "--iters",
+        str(iters),
+        "--max-sample-ms",
+        "0",
+        "--cpu",
+        str(cpu),
+        "--step",
+    ] + (["--inject", str(inject)] if inject else [])
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     it = lines_of(p)
     while next(it)["type"] != "ready":
@@ -95,7 +133,7 @@ def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
     sides = [step_agent(agent, bench, cpu, iters, rounds, 0), step_agent(agent, bench, cpu, iters, rounds, inject)]
     vals = [[], []]
     for _ in range(rounds + 3):
-        for k in ((0, 1) if rng.random() < 0.5 else (1, 0)):
+        for k in (0, 1) if rng.random() < 0.5 else (1, 0):
             p, it = sides[k]
             p.stdin.write("go\n")
             p.stdin.flush()
@@ -113,13 +151,16 @@ def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
 def t975(df: int) -> float:
     """Student's 97.5% quantile (Cornish-Fisher, within 1e-3 from 5 degrees of freedom)."""
     z = 1.959964
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def three_sides_block(agent, bench, cpu, iters, rounds, inject, rng):
     """One block of the baseline, an A/A side and an injected side in lockstep: (log ratio aa, log ratio slow)."""
-    sides = [step_agent(agent, bench, cpu, iters, rounds, 0), step_agent(agent, bench, cpu, iters, rounds, 0),
-             step_agent(agent, bench, cpu, iters, rounds, inject)]
+    sides = [
+        step_agent(agent, bench, cpu, iters, rounds, 0),
+        step_agent(agent, bench, cpu, iters, rounds, 0),
+        step_agent(agent, bench, cpu, iters, rounds, inject),
+    ]
     vals = [[], [], []]
     for _ in range(rounds + 3):
         for k in rng.sample([0, 1, 2], 3):  # a round: every side once, in a random order (lockstep.round_order)
@@ -139,8 +180,14 @@ def three_sides_block(agent, bench, cpu, iters, rounds, inject, rng):
 
 
 def rows_mode(a) -> None:
-    names = ([m["name"] for m in json.loads(subprocess.run([a.agent, "--list"], capture_output=True, text=True,
-                                                              check=True).stdout)] if a.rows == ["all"] else a.rows)
+    names = (
+        [
+            m["name"]
+            for m in json.loads(subprocess.run([a.agent, "--list"], capture_output=True, text=True, check=True).stdout)
+        ]
+        if a.rows == ["all"]
+        else a.rows
+    )
     rng = random.Random(1)
     out = []
     for bench in names:
@@ -151,24 +198,46 @@ def rows_mode(a) -> None:
         for k, name in ((0, "aa"), (1, "slow")):
             xs = [g[k] for g in got]
             mean, half = statistics.fmean(xs), t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
-            row[name] = {"ratio": round(math.exp(mean), 5), "halfwidth_pct": round((math.exp(half) - 1) * 100, 3),
-                         "flagged": abs(mean) > half, "above": mean > half}
+            row[name] = {
+                "ratio": round(math.exp(mean), 5),
+                "halfwidth_pct": round((math.exp(half) - 1) * 100, 3),
+                "flagged": abs(mean) > half,
+                "above": mean > half,
+            }
         out.append(row)
         print(json.dumps(row), flush=True)
     aa = sum(r["aa"]["flagged"] for r in out)
     found = sum(r["slow"]["above"] for r in out)
     halves = sorted(r[k]["halfwidth_pct"] for r in out for k in ("aa", "slow"))
-    print(f"{len(out)} rows, {a.blocks} lockstep blocks each: A/A flagged {aa} of {len(out)}; "
-          f"+{a.inject:g}% found {found} of {len(out)}; median 95% CI ±{statistics.median(halves):.2f}%, "
-          f"{sum(h <= 1.0 for h in halves)} of {len(halves)} within ±1%")
+    print(
+        f"{len(out)} rows, {a.blocks} lockstep blocks each: A/A flagged {aa} of {len(out)}; "
+        f"+{a.inject:g}% found {found} of {len(out)}; median 95% CI ±{statistics.median(halves):.2f}%, "
+        f"{sum(h <= 1.0 for h in halves)} of {len(halves)} within ±1%"
+    )
 
 
 def process_mean(agent, bench, cpu, iters, inject):
-    argv = [agent, "run", bench, "--samples", "3", "--warmup", "1", "--iters", str(iters), "--max-sample-ms", "0",
-            "--cpu", str(cpu)] + (["--inject", str(inject)] if inject else [])
+    argv = [
+        agent,
+        "run",
+        bench,
+        "--samples",
+        "3",
+        "--warmup",
+        "1",
+        "--iters",
+        str(iters),
+        "--max-sample-ms",
+        "0",
+        "--cpu",
+        str(cpu),
+    ] + (["--inject", str(inject)] if inject else [])
     p = subprocess.run(argv, capture_output=True, text=True, check=True)
-    return statistics.fmean(m["value"] for m in (json.loads(line) for line in p.stdout.splitlines())
-                            if m["type"] == "sample" and not m["warmup"])
+    return statistics.fmean(
+        m["value"]
+        for m in (json.loads(line) for line in p.stdout.splitlines())
+        if m["type"] == "sample" and not m["warmup"]
+    )
 
 
 def blocks_block(agent, bench, cpu, iters10, inject, rng):
@@ -195,8 +264,13 @@ def main():
     if a.rows:
         return rows_mode(a)
     rng = random.Random(1)
-    out = {"bench": a.bench, "cpu": a.cpu, "inject": a.inject, "nproc": os.cpu_count(),
-           "noise_by_distance": series(a.agent, a.bench, a.cpu, a.series_seconds)}
+    out = {
+        "bench": a.bench,
+        "cpu": a.cpu,
+        "inject": a.inject,
+        "nproc": os.cpu_count(),
+        "noise_by_distance": series(a.agent, a.bench, a.cpu, a.series_seconds),
+    }
     iters = calibrate(a.agent, a.bench, a.cpu, a.step_ms)
     iters10 = calibrate(a.agent, a.bench, a.cpu, 10)
     lock, blk, t_lock, t_blk = [], [], 0.0, 0.0
@@ -207,14 +281,20 @@ def main():
         blk.append(blocks_block(a.agent, a.bench, a.cpu, iters10, a.inject, rng))
         t_lock, t_blk = t_lock + t1 - t0, t_blk + time.monotonic() - t1
     for name, xs, t in (("lockstep", lock, t_lock), ("blocks", blk, t_blk)):
-        out[name] = {"blocks": len(xs), "ratio": round(math.exp(statistics.fmean(xs)), 5),
-                     "block_sd_pct": round(statistics.stdev(xs) * 100, 3), "seconds_per_block": round(t / len(xs), 3)}
+        out[name] = {
+            "blocks": len(xs),
+            "ratio": round(math.exp(statistics.fmean(xs)), 5),
+            "block_sd_pct": round(statistics.stdev(xs) * 100, 3),
+            "seconds_per_block": round(t / len(xs), 3),
+        }
     print(json.dumps(out))
     print("noise by distance: " + " · ".join(f"{c['ms']} ms {c['sd_pct']}%" for c in out["noise_by_distance"]))
     for name in ("lockstep", "blocks"):
         r = out[name]
-        print(f"{name:9s} ratio {r['ratio']:.4f}  SD of a block's log ratio {r['block_sd_pct']:.2f}%  "
-              f"{r['seconds_per_block'] * 1e3:.0f} ms a block")
+        print(
+            f"{name:9s} ratio {r['ratio']:.4f}  SD of a block's log ratio {r['block_sd_pct']:.2f}%  "
+            f"{r['seconds_per_block'] * 1e3:.0f} ms a block"
+        )
 
 
 if __name__ == "__main__":

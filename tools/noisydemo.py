@@ -26,6 +26,7 @@ results/noisydemo-NN-WAY.json are not kept in git).
 Usage: .venv/bin/python tools/noisydemo.py [--rounds 1] [--ways plain,fast,same] [--first N] [--reuse]
                                           [--runs GLOB] [--out NAME]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,34 +74,49 @@ def half(c: dict) -> float:
 
 
 def summary(paths: list[Path]) -> list[str]:
-    out = ["| way | runs | target | median ±CI | within ±1% | stopped by the budget | a mode's stratum headlined "
-           "| a run took (median) |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    out = [
+        "| way | runs | target | median ±CI | within ±1% | stopped by the budget | a mode's stratum headlined "
+        "| a run took (median) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for way in WAY_FLAG:
         docs = [json.loads(p.read_text()) for p in paths if p.name.endswith(f"-{way}.json") and p.exists()]
         if not docs:
             continue
         took = statistics.median(d["finished"] - d["started"] for d in docs)
         cs = [c for d in docs for c in d.get("comparisons", [])]
-        groups = [("every target", cs)] + [(t, [c for c in cs if c["candidate"] == t])
-                                           for t in sorted({c["candidate"] for c in cs})]
+        groups = [("every target", cs)] + [
+            (t, [c for c in cs if c["candidate"] == t]) for t in sorted({c["candidate"] for c in cs})
+        ]
         for name, group in groups:
             h = [half(c) for c in group]
             unsure = sum(c["stopped_by"] == "budget" for c in group)
             strata = sum(c.get("estimand") in ("fast mode", "same mode") for c in group)
-            out.append(f"| {WAY_NAME[way]} | {len(docs)} | {name} | ±{statistics.median(h):.2%} | "
-                       f"{sum(x <= 0.01 for x in h)} of {len(group)} | {unsure} | {strata} | {took:.0f} s |")
+            out.append(
+                f"| {WAY_NAME[way]} | {len(docs)} | {name} | ±{statistics.median(h):.2%} | "
+                f"{sum(x <= 0.01 for x in h)} of {len(group)} | {unsure} | {strata} | {took:.0f} s |"
+            )
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1, help="rounds: each runs every way once")
-    ap.add_argument("--ways", type=ways_arg, default=["plain", "fast", "same"], metavar="WAY,WAY",
-                    help=f"of {', '.join(WAY_FLAG)} (default all three)")
+    ap.add_argument(
+        "--ways",
+        type=ways_arg,
+        default=["plain", "fast", "same"],
+        metavar="WAY,WAY",
+        help=f"of {', '.join(WAY_FLAG)} (default all three)",
+    )
     ap.add_argument("--first", type=int, default=0, metavar="N", help="number the new runs from N (a series continued)")
     ap.add_argument("--reuse", action="store_true", help="summarise the stored runs only")
-    ap.add_argument("--runs", default="noisydemo-[0-9]*.json", metavar="GLOB",
-                    help="which stored runs of results/ to summarise (default all)")
+    ap.add_argument(
+        "--runs",
+        default="noisydemo-[0-9]*.json",
+        metavar="GLOB",
+        help="which stored runs of results/ to summarise (default all)",
+    )
     ap.add_argument("--out", default="noisydemo.md", metavar="NAME", help="the summary's file in results/")
     a = ap.parse_args()
     if not a.reuse:
@@ -111,15 +127,35 @@ def main() -> int:
                 i += 1
     paths = sorted(OUT.glob(a.runs))
     docs = [json.loads(p.read_text()) for p in paths]
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "?")
-    span = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(min(d['started'] for d in docs)))}-"
-            f"{time.strftime('%H:%M UTC', time.gmtime(max(d['finished'] for d in docs)))}") if docs else "-"
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        "?",
+    )
+    span = (
+        (
+            f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(min(d['started'] for d in docs)))}-"
+            f"{time.strftime('%H:%M UTC', time.gmtime(max(d['finished'] for d in docs)))}"
+        )
+        if docs
+        else "-"
+    )
     cmd = " ".join(demo_command())
-    text = "\n".join([
-        f"`tools/noisydemo.py`, {len(paths)} runs ({span}, {cpu}, {os.cpu_count()} CPUs), each `vmtax {cmd} "
-        f"--cpu N [--fast-mode | --same-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it "
-        f"(a third of the CPU) in stretches of 0.5-2 s", "",
-        *summary(paths), "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs), ""])
+    text = "\n".join(
+        [
+            f"`tools/noisydemo.py`, {len(paths)} runs ({span}, {cpu}, {os.cpu_count()} CPUs), each `vmtax {cmd} "
+            f"--cpu N [--fast-mode | --same-mode]`: every target pinned to the last CPU, the SCHED_FIFO hog on it "
+            f"(a third of the CPU) in stretches of 0.5-2 s",
+            "",
+            *summary(paths),
+            "",
+            "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs),
+            "",
+        ]
+    )
     print(text)
     (OUT / a.out).write_text(text)
     return 0

@@ -25,6 +25,7 @@ Usage: .venv/bin/python tools/pairing.py [--rounds 3] [--max-time 5m]
        [--bench NAME ...] [--cpu N] [--out pairing] [--reuse]
 (--reuse: analyse the runs already stored in results/NAME.db again)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,8 +91,17 @@ def comparisons(store: Store, rnd: dict) -> list[dict]:
     """Every candidate row of one round's way: (candidate, benchmark, ratio, low, high)."""
     if rnd["way"] != "unpaired":
         _, compared = analyse(store.load(rnd["runs"][0]))
-        return [{"candidate": c.candidate, "benchmark": c.benchmark.name, "ratio": c.ratio,
-                 "low": c.ratio_ci_low, "high": c.ratio_ci_high, "significant": c.significant} for c in compared]
+        return [
+            {
+                "candidate": c.candidate,
+                "benchmark": c.benchmark.name,
+                "ratio": c.ratio,
+                "low": c.ratio_ci_low,
+                "high": c.ratio_ci_high,
+                "significant": c.significant,
+            }
+            for c in compared
+        ]
     per = [process_means(store.load(r)) for r in rnd["runs"]]
     out = []
     for target, means in zip(TARGETS[1:], per[1:], strict=True):
@@ -99,8 +109,16 @@ def comparisons(store: Store, rnd: dict) -> list[dict]:
             base = per[0].get(bench)
             if base:
                 r, lo, hi = stats.ratio_unpaired(cand, base)
-                out.append({"candidate": target, "benchmark": bench, "ratio": r, "low": lo, "high": hi,
-                            "significant": lo > 1 or hi < 1})
+                out.append(
+                    {
+                        "candidate": target,
+                        "benchmark": bench,
+                        "ratio": r,
+                        "low": lo,
+                        "high": hi,
+                        "significant": lo > 1 or hi < 1,
+                    }
+                )
     return out
 
 
@@ -115,36 +133,49 @@ def summary(rows: list[dict]) -> dict:
         found = [r for r in flagged if r["ratio"] > 1] if truth > 1 else flagged
         halves = [stats.ratio_ci_rel(r["ratio"], r["low"], r["high"]) * 100 for r in mine]
         finite = [h for h in halves if math.isfinite(h)]
-        out[cand] = {"rows": len(mine), "flagged": len(flagged), "found": len(found),
-                     "median_halfwidth_pct": statistics.median(finite) if finite else None,
-                     "within_1pct": sum(h <= 1.0 for h in finite)}
+        out[cand] = {
+            "rows": len(mine),
+            "flagged": len(flagged),
+            "found": len(found),
+            "median_halfwidth_pct": statistics.median(finite) if finite else None,
+            "within_1pct": sum(h <= 1.0 for h in finite),
+        }
     return out
 
 
 def report(args, doc: dict) -> str:
-    lines = [f"# Pairing: lockstep, blocks, unpaired ({len(doc['rounds']) // len(WAYS)} rounds)", "",
-             f"Command: `.venv/bin/python tools/pairing.py {' '.join(sys.argv[1:])}` "
-             f"(started {doc['started']}, host {doc['host']}).", "",
-             "The host's noise in the same hour (`vmtax doctor --cpu N --json`): "
-             f"between-process SD {doc['doctor'].get('cv', float('nan')):.1%}; noise by distance "
-             + ", ".join(f"{c['ms']:g} ms {c['sd_pct']:.1f}%" for c in doc["doctor"].get("noise_by_distance", []))
-             + ".", "",
-             "| way | A/A rows flagged | 2% found | 3% found | median ±CI (aa / 2% / 3%) | within ±1% |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# Pairing: lockstep, blocks, unpaired ({len(doc['rounds']) // len(WAYS)} rounds)",
+        "",
+        f"Command: `.venv/bin/python tools/pairing.py {' '.join(sys.argv[1:])}` "
+        f"(started {doc['started']}, host {doc['host']}).",
+        "",
+        "The host's noise in the same hour (`vmtax doctor --cpu N --json`): "
+        f"between-process SD {doc['doctor'].get('cv', float('nan')):.1%}; noise by distance "
+        + ", ".join(f"{c['ms']:g} ms {c['sd_pct']:.1f}%" for c in doc["doctor"].get("noise_by_distance", []))
+        + ".",
+        "",
+        "| way | A/A rows flagged | 2% found | 3% found | median ±CI (aa / 2% / 3%) | within ±1% |",
+        "|---|---|---|---|---|---|",
+    ]
     for way in WAYS:
         rows = [r for rnd in doc["rounds"] if rnd["way"] == way for r in rnd["comparisons"]]
         s = summary(rows)
         aa, s2, s3 = (s[c] for c in KNOWN)
-        med = " / ".join(f"±{v['median_halfwidth_pct']:.2f}%" if v["median_halfwidth_pct"] is not None else "-"
-                         for v in (aa, s2, s3))
+        med = " / ".join(
+            f"±{v['median_halfwidth_pct']:.2f}%" if v["median_halfwidth_pct"] is not None else "-" for v in (aa, s2, s3)
+        )
         within = sum(v["within_1pct"] for v in (aa, s2, s3))
         total = sum(v["rows"] for v in (aa, s2, s3))
-        lines.append(f"| {way} | {aa['flagged']} of {aa['rows']} | {s2['found']} of {s2['rows']} | "
-                     f"{s3['found']} of {s3['rows']} | {med} | {within} of {total} |")
+        lines.append(
+            f"| {way} | {aa['flagged']} of {aa['rows']} | {s2['found']} of {s2['rows']} | "
+            f"{s3['found']} of {s3['rows']} | {med} | {within} of {total} |"
+        )
     lines += ["", "Each round's commands (run ids in results/" + args.out + ".json):", ""]
     for rnd in doc["rounds"]:
-        lines.append(f"- {rnd['way']}: " + "; ".join(f"`vmtax {c}`" for c in rnd["commands"])
-                     + f" ({', '.join(rnd['runs'])})")
+        lines.append(
+            f"- {rnd['way']}: " + "; ".join(f"`vmtax {c}`" for c in rnd["commands"]) + f" ({', '.join(rnd['runs'])})"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -163,9 +194,12 @@ def main() -> None:
         doc = json.loads(js.read_text())
     else:
         d = subprocess.run([VMTAX, "doctor", "--cpu", str(args.cpu), "--json", "-"], capture_output=True, text=True)
-        doc = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "host": subprocess.run(["uname", "-n"], capture_output=True, text=True).stdout.strip(),
-               "doctor": json.loads(d.stdout) if d.returncode == 0 else {}, "rounds": []}
+        doc = {
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "host": subprocess.run(["uname", "-n"], capture_output=True, text=True).stdout.strip(),
+            "doctor": json.loads(d.stdout) if d.returncode == 0 else {},
+            "rounds": [],
+        }
         for n in range(args.rounds):
             for k in range(len(WAYS)):
                 way = WAYS[(n + k) % len(WAYS)]

@@ -16,6 +16,7 @@ not a test).  For a stored comparison (or one it runs), per target:
 
 Usage: .venv/bin/python tools/precision.py [--db FILE] RUN [--markdown FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,12 @@ def time_split(rows: list[dict]) -> dict[str, float]:
     start = [r["first_line"] - r["started"] for r in ok]
     timed = [r["timed"] for r in ok]
     rest = [w - s - t for w, s, t in zip(wall, start, timed, strict=True)]
-    return {"wall": statistics.median(wall), "startup": statistics.median(start),
-            "timed": statistics.median(timed), "rest": statistics.median(rest)}
+    return {
+        "wall": statistics.median(wall),
+        "startup": statistics.median(start),
+        "timed": statistics.median(timed),
+        "rest": statistics.median(rest),
+    }
 
 
 def variance_parts(rows: list[dict]) -> tuple[float, float] | None:
@@ -81,7 +86,7 @@ def variance_parts(rows: list[dict]) -> tuple[float, float] | None:
 def best_samples(within: float, between: float, fixed: float, sample: float, warmup: int) -> float:
     if between <= 0 or sample <= 0:
         return float("inf")
-    return math.sqrt(within ** 2 * (fixed + warmup * sample) / (between ** 2 * sample))
+    return math.sqrt(within**2 * (fixed + warmup * sample) / (between**2 * sample))
 
 
 def report(data, procs: list[dict]) -> str:
@@ -92,25 +97,37 @@ def report(data, procs: list[dict]) -> str:
         by_target[r["target"]].append(r)
         by_tb[(r["target"], r["benchmark"])].append(r)
     cfg = data.config
-    out = [f"Run `{data.id}`: `{data.command}`", "",
-           f"{cfg.get('samples_per_process')} samples per process after {cfg.get('warmup')} warmup, "
-           f"{cfg.get('min_time_ms')} ms per sample, "
-           + (f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"), "",
-           "### Where an agent process's time goes (median per process, all benchmarks)", "",
-           "| target | processes | wall | start-up | timed samples | rest | fixed share |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        f"Run `{data.id}`: `{data.command}`",
+        "",
+        f"{cfg.get('samples_per_process')} samples per process after {cfg.get('warmup')} warmup, "
+        f"{cfg.get('min_time_ms')} ms per sample, "
+        + (f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"),
+        "",
+        "### Where an agent process's time goes (median per process, all benchmarks)",
+        "",
+        "| target | processes | wall | start-up | timed samples | rest | fixed share |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     fixed_of = {}
     for t in [t.name for t in data.targets]:
         sp = time_split(by_target[t])
         if not sp:
             continue
         fixed_of[t] = sp["wall"] - sp["timed"]
-        out.append(f"| {t} | {len(by_target[t])} | {sp['wall'] * 1e3:.1f} ms | {sp['startup'] * 1e3:.1f} ms | "
-                   f"{sp['timed'] * 1e3:.1f} ms | {sp['rest'] * 1e3:.1f} ms | "
-                   f"{fixed_of[t] / sp['wall'] * 100:.0f}% |")
-    out += ["", "### Where the variance lives (median over benchmarks, relative SD)", "",
-            "| target | within a process | between processes | per-block log ratio to the baseline "
-            "| best samples/process |", "|---|---:|---:|---:|---:|"]
+        out.append(
+            f"| {t} | {len(by_target[t])} | {sp['wall'] * 1e3:.1f} ms | {sp['startup'] * 1e3:.1f} ms | "
+            f"{sp['timed'] * 1e3:.1f} ms | {sp['rest'] * 1e3:.1f} ms | "
+            f"{fixed_of[t] / sp['wall'] * 100:.0f}% |"
+        )
+    out += [
+        "",
+        "### Where the variance lives (median over benchmarks, relative SD)",
+        "",
+        "| target | within a process | between processes | per-block log ratio to the baseline "
+        "| best samples/process |",
+        "|---|---:|---:|---:|---:|",
+    ]
     base = data.targets[0].name
     for t in [t.name for t in data.targets]:
         parts, ds, best = [], [], []
@@ -120,12 +137,12 @@ def report(data, procs: list[dict]) -> str:
             if vp:
                 parts.append(vp)
                 sample = statistics.median([x["timed"] / max(1, len(x["values"]) + x["warm"]) for x in r])
-                best.append(best_samples(vp[0], vp[1], fixed_of.get(t, 0.0), sample,
-                                         int(cfg.get("warmup", 1))))
+                best.append(best_samples(vp[0], vp[1], fixed_of.get(t, 0.0), sample, int(cfg.get("warmup", 1))))
             if t != base:
                 mine = {x["block"]: float(np.mean(x["values"])) for x in r if x["values"]}
-                theirs = {x["block"]: float(np.mean(x["values"])) for x in by_tb.get((base, spec.name), [])
-                          if x["values"]}
+                theirs = {
+                    x["block"]: float(np.mean(x["values"])) for x in by_tb.get((base, spec.name), []) if x["values"]
+                }
                 c, b = stats.paired(mine, theirs)
                 if len(c) >= 3:
                     ds.append(float(np.std(np.log(c) - np.log(b), ddof=1)))
@@ -140,16 +157,24 @@ def report(data, procs: list[dict]) -> str:
     if cs:
         widths = [stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs]
         finite = [x for x in widths if math.isfinite(x)]
-        out += ["", "### Precision of the ratios", "",
-                f"{len(cs)} ratios; median 95% CI half-width "
-                f"±{statistics.median(widths) * 100:.2f}%; within ±1%: {sum(x <= 0.01 for x in widths)}; "
-                f"within ±2%: {sum(x <= 0.02 for x in widths)}; unbounded: {len(widths) - len(finite)}",
-                "", "| candidate | ratios | median ±% | within ±1% | within ±2% |", "|---|---:|---:|---:|---:|"]
+        out += [
+            "",
+            "### Precision of the ratios",
+            "",
+            f"{len(cs)} ratios; median 95% CI half-width "
+            f"±{statistics.median(widths) * 100:.2f}%; within ±1%: {sum(x <= 0.01 for x in widths)}; "
+            f"within ±2%: {sum(x <= 0.02 for x in widths)}; unbounded: {len(widths) - len(finite)}",
+            "",
+            "| candidate | ratios | median ±% | within ±1% | within ±2% |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for cand in [t.name for t in data.targets[1:]]:
             mine = [w for c, w in zip(cs, widths, strict=True) if c.candidate == cand]
             if mine:
-                out.append(f"| {cand} | {len(mine)} | {statistics.median(mine) * 100:.2f} | "
-                           f"{sum(x <= 0.01 for x in mine)} | {sum(x <= 0.02 for x in mine)} |")
+                out.append(
+                    f"| {cand} | {len(mine)} | {statistics.median(mine) * 100:.2f} | "
+                    f"{sum(x <= 0.01 for x in mine)} | {sum(x <= 0.02 for x in mine)} |"
+                )
     return "\n".join(out) + "\n"
 
 

@@ -18,6 +18,7 @@ $VMTAX_DB, else vmtax's default) and take the run they made.  --check
 changes nothing: it exits 1 if the README's block differs from what it
 would write (e.g. after an edit by hand).  `make readme` runs --demo.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,9 @@ def splice(readme: str, body: str) -> str:
 
 
 def vmtax(args: list[str], env: dict, capture: bool = True) -> str:
-    p = subprocess.run([str(VMTAX), *args], env=env, text=True,
-                       stdout=subprocess.PIPE if capture else None, stderr=None)
+    p = subprocess.run(
+        [str(VMTAX), *args], env=env, text=True, stdout=subprocess.PIPE if capture else None, stderr=None
+    )
     if p.returncode not in (0, 3):  # 3: finished, a benchmark failed: its scoreboard is still real
         raise SystemExit(f"readme_scoreboard: vmtax {' '.join(args[:2])} exited {p.returncode}")
     return p.stdout or ""
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.demo or args.compare is not None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from demojob import demo_args
+
         command = demo_args() if args.demo else ["compare", *args.compare]
         if not command or command[0] != "compare":
             raise SystemExit("readme_scoreboard: --compare takes the arguments of vmtax compare")

@@ -39,6 +39,7 @@ older checkout and once with this one, in ABBA order so that the host's drift
 falls on both alike, and writes results/validity-against.md with the two
 side by side (e.g. `git worktree add /tmp/old 1d5ad5a && make -C /tmp/old/agent`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,17 @@ def round_command(args, n: int, tag: str = "") -> list[str]:
     name = f"{stem(args)}-{tag + '-' if tag else ''}{n}"
     vmtax = [str(REPO / ".venv" / "bin" / "python"), "-m", "vmtax.cli"] if tag in ("old", "new") else [VMTAX]
     db = OUT / (f"{args.out}.db" if args.hog else f"{name.rsplit('-', 1)[0]}.db")
-    cmd = [*vmtax, "--db", str(db), "compare", "local", "local:label=aa",
-           f"local:inject={args.inject:g},label=slow", "--max-time", args.max_time]
+    cmd = [
+        *vmtax,
+        "--db",
+        str(db),
+        "compare",
+        "local",
+        "local:label=aa",
+        f"local:inject={args.inject:g},label=slow",
+        "--max-time",
+        args.max_time,
+    ]
     cmd += ["--cpu", str(hog_cpu())] if args.hog else []  # the hog's CPU named: the targets run where it does
     cmd += ["--json", str(OUT / f"{name}.json")] + (["--bench", *args.bench] if args.bench else [])
     if args.hog:
@@ -115,6 +125,7 @@ def reanalysed(doc: dict, db: Path) -> dict:
     from vmtax.analysis import analyse
     from vmtax.report import jsondoc
     from vmtax.store import Store
+
     with Store(db, readonly=True) as store:
         data = store.load(doc["run_id"])
     now = {(c["benchmark"], c["candidate"]): c for c in jsondoc.document(data, *analyse(data))["comparisons"]}
@@ -126,24 +137,45 @@ def hogged(args) -> int:
     """Each round once each way (--ways: as before, --fast-mode, --same-mode; the order rotated round by
     round, ABBA with two), under the RT hog on the measured CPU."""
     from hog import hog, stop
+
     if not args.reuse:  # the host's noise under the hog, in the same hour, before the rounds
         from vmtax import suite
+
         rows = len(suite.select(None, args.bench))
         h = hog(hog_cpu(), 600, seed=2999, rt=True)
         try:
-            d = subprocess.run([VMTAX, "doctor", "--cpu", str(hog_cpu()), "--max-time", args.max_time,
-                                "--rows", str(rows), "--targets", "3"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=600)
+            d = subprocess.run(
+                [
+                    VMTAX,
+                    "doctor",
+                    "--cpu",
+                    str(hog_cpu()),
+                    "--max-time",
+                    args.max_time,
+                    "--rows",
+                    str(rows),
+                    "--targets",
+                    "3",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=600,
+            )
         finally:
             stop(h)
         if d.returncode != 0:
             sys.exit(f"vmtax doctor under the hog failed ({d.returncode}): {d.stdout[-2000:]}")
         (OUT / f"{args.out}-doctor-{args.first}.txt").write_text(
             f"# before rounds {args.first}-{args.rounds}, {time.strftime('%H:%M UTC', time.gmtime())}\n"
-            + d.stdout.strip() + "\n")
+            + d.stdout.strip()
+            + "\n"
+        )
+
     def order_of(f: Path) -> tuple[int, str]:  # -N.txt by N (before round N), any other after them
         tail = f.stem.rsplit("-", 1)[1]
-        return (int(tail), "") if tail.isdigit() else (10 ** 6, tail)
+        return (int(tail), "") if tail.isdigit() else (10**6, tail)
+
     doctor = "\n".join(f.read_text().strip() for f in sorted(OUT.glob(f"{args.out}-doctor-*.txt"), key=order_of))
     for n in range(1, args.rounds + 1):
         for tag in rotated(args.ways, n - 1):
@@ -169,13 +201,21 @@ def hogged(args) -> int:
     parts, summary = [], {}
     for tag, ds in docs.items():
         table, summary[tag] = analyse(ds, args.inject)
-        halfs = [(c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"] for d in ds
-                 for c in d["comparisons"] if c.get("ratio") and c.get("ratio_ci_high") and c.get("ratio_ci_low")]
+        halfs = [
+            (c["ratio_ci_high"] - c["ratio_ci_low"]) / 2 / c["ratio"]
+            for d in ds
+            for c in d["comparisons"]
+            if c.get("ratio") and c.get("ratio_ci_high") and c.get("ratio_ci_low")
+        ]
         stratum_rows = sum(c.get("estimand") in ("fast mode", "same mode") for d in ds for c in d["comparisons"])
         n_rows = sum(len(d["comparisons"]) for d in ds)
-        summary[tag].update(runs=len(ds), median_half_width=statistics.median(halfs) if halfs else None,
-                            within_1pct=sum(h <= 0.01 for h in halfs), ratios=len(halfs),
-                            stratum_headlines=stratum_rows)
+        summary[tag].update(
+            runs=len(ds),
+            median_half_width=statistics.median(halfs) if halfs else None,
+            within_1pct=sum(h <= 0.01 for h in halfs),
+            ratios=len(halfs),
+            stratum_headlines=stratum_rows,
+        )
         median = f"±{statistics.median(halfs) * 100:.2f}%" if halfs else "none (no ratio has an interval)"
         notes = []
         for key, way in (("fast_mode", "fast"), ("same_mode", "same")):
@@ -183,44 +223,74 @@ def hogged(args) -> int:
                 continue  # its own headline
             aa, aa_n, sl, sl_n = headline_counts(ds, key)
             summary[tag][f"{key}_in_note"] = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": sl, "slow_rows": sl_n}
-            notes.append(f"their {key.replace('_', '-')} ratios (as {WAY_FLAG[way][0]} would headline them, "
-                         f"without its stop on the stratum): A/A flagged {aa} of {aa_n}, the {args.inject:g}% rows "
-                         f"{sl} of {sl_n}")
+            notes.append(
+                f"their {key.replace('_', '-')} ratios (as {WAY_FLAG[way][0]} would headline them, "
+                f"without its stop on the stratum): A/A flagged {aa} of {aa_n}, the {args.inject:g}% rows "
+                f"{sl} of {sl_n}"
+            )
         aa_rows = [c for d in ds for c in d["comparisons"] if c["candidate"] == "local:label=aa"]
         summary[tag]["aa_by_stop"] = {
-            how: {"aa_flagged": sum(bool(c["significant"]) for c in aa_rows if c["stopped_by"] == how),
-                  "aa_rows": sum(c["stopped_by"] == how for c in aa_rows)} for how in ("precision", "budget")}
-        stops = ", ".join(f"{v['aa_flagged']} of {v['aa_rows']} stopped {'on' if how == 'precision' else 'by the'} "
-                          f"{how}" for how, v in summary[tag]["aa_by_stop"].items())
-        parts += [f"## {WAY_NAME[tag]} ({len(ds)} runs)", "",
-                  f"Median ratio 95% half-width: {median}; {sum(h <= 0.01 for h in halfs)} of {len(halfs)} "
-                  f"ratios within ±1%; {stratum_rows} of {n_rows} rows report a mode's stratum. A/A rows flagged "
-                  f"by how they stopped: {stops}. From the same runs, {'; '.join(notes)}.", "", table, "",
-                  "Runs: " + ", ".join(f"`{d['run_id']}`" for d in ds) + ".", ""]
+            how: {
+                "aa_flagged": sum(bool(c["significant"]) for c in aa_rows if c["stopped_by"] == how),
+                "aa_rows": sum(c["stopped_by"] == how for c in aa_rows),
+            }
+            for how in ("precision", "budget")
+        }
+        stops = ", ".join(
+            f"{v['aa_flagged']} of {v['aa_rows']} stopped {'on' if how == 'precision' else 'by the'} {how}"
+            for how, v in summary[tag]["aa_by_stop"].items()
+        )
+        parts += [
+            f"## {WAY_NAME[tag]} ({len(ds)} runs)",
+            "",
+            f"Median ratio 95% half-width: {median}; {sum(h <= 0.01 for h in halfs)} of {len(halfs)} "
+            f"ratios within ±1%; {stratum_rows} of {n_rows} rows report a mode's stratum. A/A rows flagged "
+            f"by how they stopped: {stops}. From the same runs, {'; '.join(notes)}.",
+            "",
+            table,
+            "",
+            "Runs: " + ", ".join(f"`{d['run_id']}`" for d in ds) + ".",
+            "",
+        ]
     if not docs:
         sys.exit(f"no round's JSON document in {OUT} ({args.out}-WAY-N.json, N up to {args.rounds})")
     env = next(iter(docs.values()))[0]["environment"]
     every = [d for tag in docs for d in docs[tag]]
-    span = "-".join(time.strftime("%H:%M UTC", time.gmtime(t)) for t in (min(d["started"] for d in every),
-                                                                        max(d["finished"] for d in every)))
-    text = "\n".join([
-        "# Validity on a host made noisy: false positives and power under the RT hog", "",
-        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/validity.py --hog --rounds "
-        f"{args.rounds} --max-time {args.max_time} --ways {','.join(args.ways)}"
-        + (f" --out {args.out}" if args.out != "validity-hog" else "")
-        + f"` (the runs {span}) on {env.get('cpu_model')}, "
-        f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). Every run under "
-        f"tools/hog.py's RT hog on CPU {hog_cpu()} (SCHED_FIFO, a third of the CPU in 0.5 ms slices through "
-        "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. The runs in the order "
-        "they ran (round, p as before, f --fast-mode, s --same-mode; the ways rotated round by round): "
-        + ", ".join(ran) + ".", "",
-        "Each run: `vmtax compare local local:label=aa local:inject="
-        f"{args.inject:g},label=slow --max-time {args.max_time} --cpu {hog_cpu()} [--fast-mode | --same-mode]`"
-        + (f" `--bench {' '.join(args.bench)}`" if args.bench else "") + ". `aa` is the machine against itself; "
-        f"`slow` adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).", "",
-        "The host's noise under the hog, just before the rounds (each series of rounds; `vmtax doctor --cpu "
-        f"{hog_cpu()} --max-time {args.max_time} --rows N --targets 3`, the hog on):", "",
-        "```", doctor or "(not recorded)", "```", "", *parts])
+    span = "-".join(
+        time.strftime("%H:%M UTC", time.gmtime(t))
+        for t in (min(d["started"] for d in every), max(d["finished"] for d in every))
+    )
+    text = "\n".join(
+        [
+            "# Validity on a host made noisy: false positives and power under the RT hog",
+            "",
+            f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/validity.py --hog --rounds "
+            f"{args.rounds} --max-time {args.max_time} --ways {','.join(args.ways)}"
+            + (f" --out {args.out}" if args.out != "validity-hog" else "")
+            + f"` (the runs {span}) on {env.get('cpu_model')}, "
+            f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). Every run under "
+            f"tools/hog.py's RT hog on CPU {hog_cpu()} (SCHED_FIFO, a third of the CPU in 0.5 ms slices through "
+            "stretches of 0.5-2 s, idle 0.5-2 s between), every target pinned there. The runs in the order "
+            "they ran (round, p as before, f --fast-mode, s --same-mode; the ways rotated round by round): "
+            + ", ".join(ran)
+            + ".",
+            "",
+            "Each run: `vmtax compare local local:label=aa local:inject="
+            f"{args.inject:g},label=slow --max-time {args.max_time} --cpu {hog_cpu()} [--fast-mode | --same-mode]`"
+            + (f" `--bench {' '.join(args.bench)}`" if args.bench else "")
+            + ". `aa` is the machine against itself; "
+            f"`slow` adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).",
+            "",
+            "The host's noise under the hog, just before the rounds (each series of rounds; `vmtax doctor --cpu "
+            f"{hog_cpu()} --max-time {args.max_time} --rows N --targets 3`, the hog on):",
+            "",
+            "```",
+            doctor or "(not recorded)",
+            "```",
+            "",
+            *parts,
+        ]
+    )
     (OUT / f"{args.out}.md").write_text(text)
     (OUT / f"{args.out}-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(text)
@@ -231,10 +301,13 @@ def against(args) -> int:
     """Old and new package, round after round (ABBA), and the two analyses side by side."""
     old = Path(args.against).resolve()
     mine = {k: v for k, v in os.environ.items() if k != "VMTAX_AGENT"}  # each package finds its own agent
-    envs = {"old": {**mine, "PYTHONPATH": str(old / "src")},
-            "new": {**mine, "PYTHONPATH": str(REPO / "src")}}
-    rev = {k: subprocess.run(["git", "-C", str(d), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip() for k, d in (("old", old), ("new", REPO))}
+    envs = {"old": {**mine, "PYTHONPATH": str(old / "src")}, "new": {**mine, "PYTHONPATH": str(REPO / "src")}}
+    rev = {
+        k: subprocess.run(
+            ["git", "-C", str(d), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        for k, d in (("old", old), ("new", REPO))
+    }
     t0 = time.time()
     order = []
     for n in range(1, args.rounds + 1):
@@ -254,29 +327,49 @@ def against(args) -> int:
             if p.returncode not in (0, 3):
                 sys.exit(f"round {n} ({tag}) failed ({p.returncode}): {p.stderr[-2000:]}")
             print(f"  {tag}: exit {p.returncode} in {(time.time() - started) / 60:.1f} min", file=sys.stderr)
-    docs = {tag: [json.loads((OUT / f"validity-{tag}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
-            for tag in ("old", "new")}
+    docs = {
+        tag: [json.loads((OUT / f"validity-{tag}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
+        for tag in ("old", "new")
+    }
     parts, summary = [], {}
     for tag in ("old", "new"):
         table, summary[tag] = analyse(docs[tag], args.inject)
-        halfs = [c["ratio_ci_high"] / c["ratio"] - 1 for d in docs[tag] for c in d["comparisons"]
-                 if c.get("ratio") and c.get("ratio_ci_high")]
+        halfs = [
+            c["ratio_ci_high"] / c["ratio"] - 1
+            for d in docs[tag]
+            for c in d["comparisons"]
+            if c.get("ratio") and c.get("ratio_ci_high")
+        ]
         summary[tag]["median_half_width"] = statistics.median(halfs) if halfs else None
         median = f"±{statistics.median(halfs) * 100:.2f}%" if halfs else "none (no ratio has an interval)"
-        parts += [f"## {tag}: {rev[tag]} ({'the older checkout' if tag == 'old' else 'this checkout'})", "",
-                  f"Median ratio 95% CI upper half-width: {median} ({len(halfs)} ratios).", "", table, "",
-                  "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs[tag]) + ".", ""]
+        parts += [
+            f"## {tag}: {rev[tag]} ({'the older checkout' if tag == 'old' else 'this checkout'})",
+            "",
+            f"Median ratio 95% CI upper half-width: {median} ({len(halfs)} ratios).",
+            "",
+            table,
+            "",
+            "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs[tag]) + ".",
+            "",
+        ]
     env = docs["new"][0]["environment"]
-    text = "\n".join([
-        f"# Validity before and after ({rev['old']} against {rev['new']})", "",
-        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/validity.py --against "
-        f"CHECKOUT_OF_{rev['old']} --rounds {args.rounds} --max-time {args.max_time}` "
-        f"({(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, {env.get('cpus_online')} CPUs, "
-        f"kernel {env.get('kernel')} ({platform.node()}). Order of the runs (ABBA, so drift falls on both): "
-        + ", ".join(f"{n}{t[0]}" for n, t in order) + ".", "",
-        "Each run: `vmtax compare local local:label=aa local:inject="
-        f"{args.inject:g},label=slow --max-time {args.max_time}`, the package and agent from the named checkout.",
-        "", *parts])
+    text = "\n".join(
+        [
+            f"# Validity before and after ({rev['old']} against {rev['new']})",
+            "",
+            f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/validity.py --against "
+            f"CHECKOUT_OF_{rev['old']} --rounds {args.rounds} --max-time {args.max_time}` "
+            f"({(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, {env.get('cpus_online')} CPUs, "
+            f"kernel {env.get('kernel')} ({platform.node()}). Order of the runs (ABBA, so drift falls on both): "
+            + ", ".join(f"{n}{t[0]}" for n, t in order)
+            + ".",
+            "",
+            "Each run: `vmtax compare local local:label=aa local:inject="
+            f"{args.inject:g},label=slow --max-time {args.max_time}`, the package and agent from the named checkout.",
+            "",
+            *parts,
+        ]
+    )
     (OUT / "validity-against.md").write_text(text)
     (OUT / "validity-against.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(text)
@@ -286,11 +379,13 @@ def against(args) -> int:
 def binomial_upper(k: int, n: int) -> float:
     """A 95% upper bound on a rate seen k times in n (Clopper-Pearson)."""
     from scipy.stats import beta
+
     return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))
 
 
 def binomial_lower(k: int, n: int) -> float:
     from scipy.stats import beta
+
     return 0.0 if k == 0 else float(beta.ppf(0.05, k, n - k + 1))
 
 
@@ -302,10 +397,13 @@ def uniform_said(ps: list[float]) -> str:
     if not ps:
         return "A/A p-values: none."
     from scipy import stats as sps
+
     ks = sps.kstest(ps, "uniform")
     below = ", ".join(f"{sum(p < q for p in ps)} below {q:g}" for q in (0.01, 0.05, 0.1))
-    return (f"A/A p-values, of {len(ps)}: {below} (a test that holds its error rate: 1%, 5%, 10% of them); "
-            f"against the uniform, Kolmogorov-Smirnov D {ks.statistic:.3f}, p {ks.pvalue:.2f}.")
+    return (
+        f"A/A p-values, of {len(ps)}: {below} (a test that holds its error rate: 1%, 5%, 10% of them); "
+        f"against the uniform, Kolmogorov-Smirnov D {ks.statistic:.3f}, p {ks.pvalue:.2f}."
+    )
 
 
 def lean_said(docs: list[dict]) -> str:
@@ -314,6 +412,7 @@ def lean_said(docs: list[dict]) -> str:
     furthest from 0 in its standard errors, and how many rows lie beyond
     Student's 95% point (about 5% of them by chance)."""
     from scipy import stats as sps
+
     logs: dict[str, list[float]] = {}
     for doc in docs:
         for c in doc["comparisons"]:
@@ -328,9 +427,11 @@ def lean_said(docs: list[dict]) -> str:
         return "A/A ratios by row across runs: too few runs to tell a lean."
     t, name, mean, se, n = max(leans)
     beyond = sum(x[0] > sps.t.ppf(0.975, x[4] - 1) for x in leans)
-    return (f"A/A ratios by row across runs (mean log ratio): the furthest from 1 is {name}, {mean * 100:+.2f}% "
-            f"± {se * 100:.2f}% over {n} runs (t {t:.1f}); {beyond} of {len(leans)} rows beyond Student's 95% point "
-            "(about 5% of them by chance).")
+    return (
+        f"A/A ratios by row across runs (mean log ratio): the furthest from 1 is {name}, {mean * 100:+.2f}% "
+        f"± {se * 100:.2f}% over {n} runs (t {t:.1f}); {beyond} of {len(leans)} rows beyond Student's 95% point "
+        "(about 5% of them by chance)."
+    )
 
 
 def run_lean_said(docs: list[dict]) -> str:
@@ -342,11 +443,17 @@ def run_lean_said(docs: list[dict]) -> str:
     how far the runs' means spread against the rows' own spread / sqrt(rows)
     (about 1 when the rows of a run are independent)."""
     from scipy import stats as sps
+
     means, allz = [], []
     for doc in docs:
-        zs = [math.copysign(float(sps.norm.isf(max(c["p_value"], 1e-300) / 2)), math.log(c["ratio"]))
-              for c in doc["comparisons"] if c["candidate"] == "local:label=aa" and c.get("ratio")
-              and c.get("p_value") is not None and c["p_value"] == c["p_value"]]
+        zs = [
+            math.copysign(float(sps.norm.isf(max(c["p_value"], 1e-300) / 2)), math.log(c["ratio"]))
+            for c in doc["comparisons"]
+            if c["candidate"] == "local:label=aa"
+            and c.get("ratio")
+            and c.get("p_value") is not None
+            and c["p_value"] == c["p_value"]
+        ]
         if len(zs) >= 2:
             means.append(statistics.fmean(zs))
             allz += zs
@@ -355,10 +462,12 @@ def run_lean_said(docs: list[dict]) -> str:
     t = statistics.fmean(means) / (statistics.stdev(means) / math.sqrt(len(means)))
     per_run = len(allz) / len(means)
     spread = statistics.variance(means) / (statistics.variance(allz) / per_run)
-    return (f"A/A rows' signed z (the p-value's normal deviate, the ratio's sign), {len(allz)} rows: variance "
-            f"{statistics.variance(allz):.3f} (1 for a test that holds its level); their mean over the series "
-            f"{statistics.fmean(allz):+.3f}, t {t:+.1f} across {len(means)} runs; the runs' means spread "
-            f"{spread:.2f}x as far as independent rows' would (variance ratio).")
+    return (
+        f"A/A rows' signed z (the p-value's normal deviate, the ratio's sign), {len(allz)} rows: variance "
+        f"{statistics.variance(allz):.3f} (1 for a test that holds its level); their mean over the series "
+        f"{statistics.fmean(allz):+.3f}, t {t:+.1f} across {len(means)} runs; the runs' means spread "
+        f"{spread:.2f}x as far as independent rows' would (variance ratio)."
+    )
 
 
 def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
@@ -378,24 +487,44 @@ def analyse(docs: list[dict], inject: float) -> tuple[str, dict]:
     aa_n = sum(r["aa_n"] for r in rows.values())
     slow = sum(r["slow"] for r in rows.values())
     slow_n = sum(r["slow_n"] for r in rows.values())
-    ps = [c["p_value"] for doc in docs for c in doc["comparisons"]
-          if c["candidate"] == "local:label=aa" and c.get("p_value") is not None]
+    ps = [
+        c["p_value"]
+        for doc in docs
+        for c in doc["comparisons"]
+        if c["candidate"] == "local:label=aa" and c.get("p_value") is not None
+    ]
     from scipy.stats import binom
-    lines = [f"**A/A rows flagged: {aa} of {aa_n} ({aa / aa_n * 100:.1f}%, 95% upper bound "
-             f"{binomial_upper(aa, aa_n) * 100:.1f}%)** — goal at most 5% (so many or more at 5%: binomial p "
-             f"{float(binom.sf(aa - 1, aa_n, 0.05)):.2f}).",
-             "", uniform_said(ps), "", lean_said(docs), "", run_lean_said(docs), "",
-             f"**{inject:g}% slowdown flagged (and above 1): {slow} of {slow_n} "
-             f"({slow / slow_n * 100:.1f}%, 95% lower bound {binomial_lower(slow, slow_n) * 100:.1f}%)** "
-             "— goal at least 95%.", "",
-             "| benchmark | A/A flagged | slowdown flagged | median ratio of the slowed target |",
-             "|---|---:|---:|---:|"]
+
+    lines = [
+        f"**A/A rows flagged: {aa} of {aa_n} ({aa / aa_n * 100:.1f}%, 95% upper bound "
+        f"{binomial_upper(aa, aa_n) * 100:.1f}%)** — goal at most 5% (so many or more at 5%: binomial p "
+        f"{float(binom.sf(aa - 1, aa_n, 0.05)):.2f}).",
+        "",
+        uniform_said(ps),
+        "",
+        lean_said(docs),
+        "",
+        run_lean_said(docs),
+        "",
+        f"**{inject:g}% slowdown flagged (and above 1): {slow} of {slow_n} "
+        f"({slow / slow_n * 100:.1f}%, 95% lower bound {binomial_lower(slow, slow_n) * 100:.1f}%)** "
+        "— goal at least 95%.",
+        "",
+        "| benchmark | A/A flagged | slowdown flagged | median ratio of the slowed target |",
+        "|---|---:|---:|---:|",
+    ]
     for name, r in rows.items():
         med = f"{statistics.median(r['ratios']):.3f}" if r["ratios"] else "-"
         lines.append(f"| {name} | {r['aa']}/{r['aa_n']} | {r['slow']}/{r['slow_n']} | {med} |")
-    summary = {"aa_flagged": aa, "aa_rows": aa_n, "slow_flagged": slow, "slow_rows": slow_n,
-               "aa_p_below": {str(q): sum(p < q for p in ps) for q in (0.01, 0.05, 0.1)}, "aa_p_values": len(ps),
-               "per_row": {k: {kk: v for kk, v in r.items() if kk != "ratios"} for k, r in rows.items()}}
+    summary = {
+        "aa_flagged": aa,
+        "aa_rows": aa_n,
+        "slow_flagged": slow,
+        "slow_rows": slow_n,
+        "aa_p_below": {str(q): sum(p < q for p in ps) for q in (0.01, 0.05, 0.1)},
+        "aa_p_values": len(ps),
+        "per_row": {k: {kk: v for kk, v in r.items() if kk != "ratios"} for k, r in rows.items()},
+    }
     return "\n".join(lines), summary
 
 
@@ -406,20 +535,38 @@ def main() -> int:
     ap.add_argument("--inject", type=float, default=3.0)
     ap.add_argument("--bench", nargs="+")
     ap.add_argument("--reuse", action="store_true", help="re-analyse the stored rounds only")
-    ap.add_argument("--fast-mode", action="store_true",
-                    help="rounds with compare --fast-mode, into results/validity-fast-N.json and validity-fast.md")
+    ap.add_argument(
+        "--fast-mode",
+        action="store_true",
+        help="rounds with compare --fast-mode, into results/validity-fast-N.json and validity-fast.md",
+    )
     ap.add_argument("--against", metavar="OLD_CHECKOUT", help="also run an older checkout's package, ABBA")
-    ap.add_argument("--hog", action="store_true",
-                    help="every round once each way (--ways) under the RT hog (results/validity-hog.md)")
-    ap.add_argument("--ways", type=ways_arg, metavar="WAY,WAY",
-                    help="with --hog: the ways each round runs (and --reuse reports), of plain, fast (--fast-mode), "
-                         "same (--same-mode); a round without a way's run is left out of that way's figures")
-    ap.add_argument("--first", type=int, default=1, metavar="N",
-                    help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds "
-                         "(more rounds later)")
-    ap.add_argument("--out", default="validity-hog", metavar="NAME",
-                    help="with --hog: the series' files, results/NAME.md, NAME.db, NAME-WAY-N.json, "
-                         "NAME-doctor-N.txt (another host's series beside the first)")
+    ap.add_argument(
+        "--hog",
+        action="store_true",
+        help="every round once each way (--ways) under the RT hog (results/validity-hog.md)",
+    )
+    ap.add_argument(
+        "--ways",
+        type=ways_arg,
+        metavar="WAY,WAY",
+        help="with --hog: the ways each round runs (and --reuse reports), of plain, fast (--fast-mode), "
+        "same (--same-mode); a round without a way's run is left out of that way's figures",
+    )
+    ap.add_argument(
+        "--first",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --against or --hog: run rounds N..--rounds only, and analyse 1..--rounds (more rounds later)",
+    )
+    ap.add_argument(
+        "--out",
+        default="validity-hog",
+        metavar="NAME",
+        help="with --hog: the series' files, results/NAME.md, NAME.db, NAME-WAY-N.json, "
+        "NAME-doctor-N.txt (another host's series beside the first)",
+    )
     args = ap.parse_args()
     if args.first != 1 and not (args.against or args.hog):
         ap.error("--first goes with --against or --hog")
@@ -451,16 +598,26 @@ def main() -> int:
     docs = [json.loads((OUT / f"{stem(args)}-{n}.json").read_text()) for n in range(1, args.rounds + 1)]
     table, summary = analyse(docs, args.inject)
     env = docs[0]["environment"]
-    text = "\n".join([
-        "# Validity: false positives and power at the default budget", "",
-        f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/validity.py` "
-        f"({args.rounds} rounds, {(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, "
-        f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). "
-        "Pinning: as each run's header says (the default, `--cpu auto`).", "",
-        "Each round: " + f"`{commands[0].replace(' --json ' + str(OUT / f'{stem(args)}-1.json'), '')}`"
-        + f" (with `--json results/{stem(args)}-N.json`). `aa` is the machine against itself; `slow` "
-        f"adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).", "",
-        table, "", "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs) + ".", ""])
+    text = "\n".join(
+        [
+            "# Validity: false positives and power at the default budget",
+            "",
+            f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/validity.py` "
+            f"({args.rounds} rounds, {(time.time() - t0) / 60:.0f} min) on {env.get('cpu_model')}, "
+            f"{env.get('cpus_online')} CPUs, kernel {env.get('kernel')} ({platform.node()}). "
+            "Pinning: as each run's header says (the default, `--cpu auto`).",
+            "",
+            "Each round: "
+            + f"`{commands[0].replace(' --json ' + str(OUT / f'{stem(args)}-1.json'), '')}`"
+            + f" (with `--json results/{stem(args)}-N.json`). `aa` is the machine against itself; `slow` "
+            f"adds {args.inject:g}% of each operation's own time to every operation (agent `--inject`).",
+            "",
+            table,
+            "",
+            "Runs: " + ", ".join(f"`{d['run_id']}`" for d in docs) + ".",
+            "",
+        ]
+    )
     (OUT / f"{stem(args)}.md").write_text(text)
     (OUT / f"{stem(args)}-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(text)

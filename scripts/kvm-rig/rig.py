@@ -22,6 +22,7 @@ vmtax's cache directory.  Its QEMU and the rig's directory go on every exit
 path (Ctrl-C, SIGTERM; SIGKILL: QEMU dies with the rig, the directory is
 swept by the next run).  The outer guest has no network (`-nic none`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,18 +53,24 @@ from vmtax.targets.qemu import QEMU, kernels  # noqa: E402
 
 # what the outer guest's kernel needs beyond what it has built in: the 9p
 # root, the overlay over it, and KVM on AMD-V
-DRIVERS = (("virtio_pci", "VIRTIO_PCI"), ("9pnet_virtio", "NET_9P_VIRTIO"), ("9p", "9P_FS"),
-           ("overlay", "OVERLAY_FS"), ("kvm_amd", "KVM_AMD"))
+DRIVERS = (
+    ("virtio_pci", "VIRTIO_PCI"),
+    ("9pnet_virtio", "NET_9P_VIRTIO"),
+    ("9p", "9P_FS"),
+    ("overlay", "OVERLAY_FS"),
+    ("kvm_amd", "KVM_AMD"),
+)
 TARGET = "qemu:accel=kvm"
 BENCH = ("getppid", "cpuid", "page_fault", "pi")
 # counted batches of 300 ms: a nested-TCG guest runs a CPUID in ~100 us, and the batch must be long
 # against the agent's report of it over the serial channel (~300 bytes, each written an `io` exit);
 # processes one after another (lockstep's 1-ms samples are a few CPUIDs in there: its sample of
 # cpuid on the nested guest came back as 0.0 and the row failed)
-COMPARE_ARGS = ("--pairing blocks --min-time-ms 300 --samples 2 --warmup 1 --min-processes 5 --precision 99% "
-                "--max-time 4m")
-CPUID_RANGE = (0.9, 1.1)   # exits of reason cpuid per CPUID
-GETPPID_MAX = 0.1          # VM exits per getppid
+COMPARE_ARGS = (
+    "--pairing blocks --min-time-ms 300 --samples 2 --warmup 1 --min-processes 5 --precision 99% --max-time 4m"
+)
+CPUID_RANGE = (0.9, 1.1)  # exits of reason cpuid per CPUID
+GETPPID_MAX = 0.1  # VM exits per getppid
 
 
 class Failed(Exception):
@@ -105,6 +112,7 @@ def initramfs(kernel: Path, modules: list[str]) -> Path:
         for d in ("dev", "proc", "sys"):
             (root / d).mkdir()
         write_newc(dest, root, extra_nodes=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)])
+
     return guest.publish(out, build)
 
 
@@ -117,15 +125,42 @@ def check_paths(*paths: Path) -> None:
 def argv(kernel: Path, initrd: Path, work: Path, smp: int, mem_mb: int) -> list[str]:
     home = Path(os.path.expanduser("~"))
     check_paths(REPO, work, home)
-    return [QEMU, "-accel", "tcg", "-cpu", "EPYC", "-smp", str(smp), "-m", f"{mem_mb}M",
-            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-nic", "none",
-            "-kernel", str(kernel), "-initrd", str(initrd),
-            "-append", f"console=ttyS0 quiet loglevel=3 panic=-1 rig.repo={REPO} rig.home={home}",
-            "-serial", f"file:{work / 'console.log'}", "-serial", "stdio",
-            "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
-            "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
-            "-fsdev", f"local,id=rigout,path={work / 'out'},security_model=none,multidevs=remap",
-            "-device", "virtio-9p-pci,fsdev=rigout,mount_tag=rigout"]
+    return [
+        QEMU,
+        "-accel",
+        "tcg",
+        "-cpu",
+        "EPYC",
+        "-smp",
+        str(smp),
+        "-m",
+        f"{mem_mb}M",
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-nic",
+        "none",
+        "-kernel",
+        str(kernel),
+        "-initrd",
+        str(initrd),
+        "-append",
+        f"console=ttyS0 quiet loglevel=3 panic=-1 rig.repo={REPO} rig.home={home}",
+        "-serial",
+        f"file:{work / 'console.log'}",
+        "-serial",
+        "stdio",
+        "-fsdev",
+        "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device",
+        "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        "-fsdev",
+        f"local,id=rigout,path={work / 'out'},security_model=none,multidevs=remap",
+        "-device",
+        "virtio-9p-pci,fsdev=rigout,mount_tag=rigout",
+    ]
 
 
 def prepare() -> None:
@@ -136,10 +171,17 @@ def prepare() -> None:
     vmtax = REPO / ".venv" / "bin" / "vmtax"
     if not os.access(vmtax, os.X_OK):
         raise Failed(f"{vmtax} is missing: run make setup")
-    code = "import vmtax.cli, vmtax.kvmexits, vmtax.report.explain, matplotlib.font_manager; " \
-           "from vmtax import guest; guest.initramfs()"
-    p = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", code], capture_output=True, text=True,
-                       timeout=300, stdin=subprocess.DEVNULL)
+    code = (
+        "import vmtax.cli, vmtax.kvmexits, vmtax.report.explain, matplotlib.font_manager; "
+        "from vmtax import guest; guest.initramfs()"
+    )
+    p = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     if p.returncode != 0:
         raise Failed("vmtax does not start here: " + (p.stderr.strip().splitlines() or ["?"])[-1])
 
@@ -163,11 +205,14 @@ def run(args: argparse.Namespace) -> int:
         (work / "out").mkdir()
         shutil.copyfile(args.script or HERE / "inside.sh", work / "out" / "inside.sh")
         (work / "out" / "rig.env").write_text(
-            f"TARGET='{TARGET}'\nBENCH='{' '.join(args.bench)}'\nCOMPARE_ARGS='{COMPARE_ARGS}'\n")
+            f"TARGET='{TARGET}'\nBENCH='{' '.join(args.bench)}'\nCOMPARE_ARGS='{COMPARE_ARGS}'\n"
+        )
         cmd = argv(kernel, initrd, work, args.smp, args.mem)
-        print(f"kvm rig: an outer TCG guest with AMD-V ({kernel.name}, -smp {args.smp}, -m {args.mem}M, "
-              f"no network) runs vmtax from this host's root; its timings are TCG's, its exit counts KVM's",
-              flush=True)
+        print(
+            f"kvm rig: an outer TCG guest with AMD-V ({kernel.name}, -smp {args.smp}, -m {args.mem}M, "
+            f"no network) runs vmtax from this host's root; its timings are TCG's, its exit counts KVM's",
+            flush=True,
+        )
         with open(work / "qemu.log", "wb") as log:  # QEMU holds its own copy
             qemu = proc.spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
         timer = threading.Timer(args.timeout, lambda: proc.kill_group(qemu))
@@ -240,34 +285,59 @@ def checks(out: Path) -> list[tuple[bool, str]]:
     except (OSError, ValueError) as e:
         return res + [(False, f"no results from inside: {e}")]
     facts = next((t.get("facts", {}) for t in doc.get("targets", []) if t.get("name") == TARGET), {})
-    res.append((facts.get("accel") == "kvm" and facts.get("hypervisor_vendor") == "KVMKVMKVM",
-                f"{TARGET}: accel fact {facts.get('accel')!r} (want 'kvm'), the guest sees hypervisor "
-                f"{facts.get('hypervisor_vendor')!r}"))
-    res.append(("kvm:kvm_exit" in str(facts.get("host_probe")),
-                f"{TARGET}: host probe counts {facts.get('host_probe')!r}"
-                + (f"; missing: {facts['host_probe_missing']}" if facts.get("host_probe_missing") else "")))
+    res.append(
+        (
+            facts.get("accel") == "kvm" and facts.get("hypervisor_vendor") == "KVMKVMKVM",
+            f"{TARGET}: accel fact {facts.get('accel')!r} (want 'kvm'), the guest sees hypervisor "
+            f"{facts.get('hypervisor_vendor')!r}",
+        )
+    )
+    res.append(
+        (
+            "kvm:kvm_exit" in str(facts.get("host_probe")),
+            f"{TARGET}: host probe counts {facts.get('host_probe')!r}"
+            + (f"; missing: {facts['host_probe_missing']}" if facts.get("host_probe_missing") else ""),
+        )
+    )
     cpuid, total = _row(explain, "cpuid", "exits_cpuid", TARGET), _row(explain, "cpuid", "exits", TARGET)
     lo, hi = CPUID_RANGE
-    res.append((cpuid is not None and lo <= cpuid <= hi,
-                f"cpuid: {_g(cpuid)} exits of reason cpuid per op{_ci(explain, 'cpuid', 'exits_cpuid', TARGET)} "
-                f"(want {lo}-{hi}); all exits {_g(total)} per op"))
+    res.append(
+        (
+            cpuid is not None and lo <= cpuid <= hi,
+            f"cpuid: {_g(cpuid)} exits of reason cpuid per op{_ci(explain, 'cpuid', 'exits_cpuid', TARGET)} "
+            f"(want {lo}-{hi}); all exits {_g(total)} per op",
+        )
+    )
     getppid = _row(explain, "getppid", "exits", TARGET)
-    res.append((getppid is not None and getppid < GETPPID_MAX,
-                f"getppid: {_g(getppid)} VM exits per op{_ci(explain, 'getppid', 'exits', TARGET)} "
-                f"(want below {GETPPID_MAX})"))
+    res.append(
+        (
+            getppid is not None and getppid < GETPPID_MAX,
+            f"getppid: {_g(getppid)} VM exits per op{_ci(explain, 'getppid', 'exits', TARGET)} "
+            f"(want below {GETPPID_MAX})",
+        )
+    )
     for bench in ("page_fault", "pi"):
         if any(b["benchmark"] == bench for b in explain.get("benchmarks", [])):
             npf = _row(explain, bench, "exits_npf", TARGET)
-            res.append((True, f"{bench}: {_g(_row(explain, bench, 'exits', TARGET))} VM exits per op"
-                        + (f", {_g(npf)} of them nested page faults" if npf is not None else "")
-                        + " (shown, not checked)"))
+            res.append(
+                (
+                    True,
+                    f"{bench}: {_g(_row(explain, bench, 'exits', TARGET))} VM exits per op"
+                    + (f", {_g(npf)} of them nested page faults" if npf is not None else "")
+                    + " (shown, not checked)",
+                )
+            )
     try:
         suite = ET.parse(out / "kvm-tests.xml").getroot()
         suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
         n, bad = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
         skipped = int(suite.get("skipped", 0))
-        res.append((n > 0 and bad == 0 and skipped == 0 and status.get("tests") == "0",
-                    f"KVM-only tests (pytest -m kvm): {n - bad - skipped} passed, {bad} failed, {skipped} skipped"))
+        res.append(
+            (
+                n > 0 and bad == 0 and skipped == 0 and status.get("tests") == "0",
+                f"KVM-only tests (pytest -m kvm): {n - bad - skipped} passed, {bad} failed, {skipped} skipped",
+            )
+        )
     except (OSError, ET.ParseError, ValueError) as e:
         res.append((False, f"KVM-only tests: no report ({e})"))
     return res
@@ -296,14 +366,22 @@ def verdict(work: Path, took: float) -> bool:
 
 def main() -> int:
     p = argparse.ArgumentParser(prog="scripts/kvm-rig/rig.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bench", nargs="+", default=list(BENCH), help="rows of the compare (getppid and cpuid "
-                   "are checked; default: %(default)s)")
+    p.add_argument(
+        "--bench",
+        nargs="+",
+        default=list(BENCH),
+        help="rows of the compare (getppid and cpuid are checked; default: %(default)s)",
+    )
     p.add_argument("--smp", type=int, default=2, help="the outer guest's vCPUs (default 2)")
     p.add_argument("--mem", type=int, default=3072, help="the outer guest's memory in MiB (default 3072)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds before the outer guest is stopped")
     p.add_argument("--keep", metavar="DIR", help="copy the results (JSON, the run's database, logs) to DIR")
-    p.add_argument("--script", metavar="FILE", help="run this shell script inside instead of inside.sh "
-                   "(its arguments: the repository, the results directory); the checks then fail")
+    p.add_argument(
+        "--script",
+        metavar="FILE",
+        help="run this shell script inside instead of inside.sh "
+        "(its arguments: the repository, the results directory); the checks then fail",
+    )
     args = p.parse_args()
     for needed in ("getppid", "cpuid"):
         if needed not in args.bench:
@@ -311,6 +389,7 @@ def main() -> int:
 
     def stop(signum, frame):
         raise KeyboardInterrupt
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too where a shell ignored it
         signal.signal(sig, stop)
     try:

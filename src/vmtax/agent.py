@@ -1,4 +1,5 @@
 """Where the agent binary is, what it says, and its hash."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,9 +17,9 @@ from .metrics import METRICS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = 1
-INT_MAX = 2 ** 63 - 1  # SQLite's INTEGER: a count beyond it cannot be stored
-FLOAT_MAX = 1e18       # ns or counts per operation: beyond it nothing was measured, and
-                       # products of two such stay far from float overflow (the runner's sizing)
+INT_MAX = 2**63 - 1  # SQLite's INTEGER: a count beyond it cannot be stored
+FLOAT_MAX = 1e18  # ns or counts per operation: beyond it nothing was measured, and
+# products of two such stay far from float overflow (the runner's sizing)
 
 
 def agent_path() -> Path:
@@ -103,8 +104,10 @@ def sample_fields(msg: dict, spec) -> dict:
     """The fields of a Sample from one agent sample line, checked: finite
     numbers in range, the benchmark and unit expected, nothing else."""
     if msg.get("bench") != spec.name or msg.get("unit") != spec.unit:
-        raise AgentError(f"sample for {str(msg.get('bench'))[:40]!r} in {str(msg.get('unit'))[:20]!r}, "
-                         f"expected {spec.name} in {spec.unit}")
+        raise AgentError(
+            f"sample for {str(msg.get('bench'))[:40]!r} in {str(msg.get('unit'))[:20]!r}, "
+            f"expected {spec.name} in {spec.unit}"
+        )
     if not isinstance(msg.get("warmup"), bool):
         raise AgentError(f"sample line with an invalid warmup: {msg.get('warmup')!r}")
     counting = msg.get("counting", False)
@@ -113,12 +116,21 @@ def sample_fields(msg: dict, spec) -> dict:
     value = _number(msg, "value", 0.0)
     if value <= 0:
         raise AgentError(f"sample line with a non-positive value: {value!r}")
-    return dict(value=value, unit=spec.unit, seq=_number(msg, "seq", 0, True),
-                instance=_number(msg, "instance", 0, True, 0), warmup=msg["warmup"],
-                iters=_number(msg, "iters", 1, True), ops=_number(msg, "ops", 1e-300),
-                overhead=_number(msg, "overhead", 0.0), tsc_per_op=_number(msg, "tsc_per_op", 0.0),
-                cpu=_number(msg, "cpu", -1, True, -1), counting=counting,
-                metrics=target_metrics(msg) if counting else {}, **reference(msg))
+    return dict(
+        value=value,
+        unit=spec.unit,
+        seq=_number(msg, "seq", 0, True),
+        instance=_number(msg, "instance", 0, True, 0),
+        warmup=msg["warmup"],
+        iters=_number(msg, "iters", 1, True),
+        ops=_number(msg, "ops", 1e-300),
+        overhead=_number(msg, "overhead", 0.0),
+        tsc_per_op=_number(msg, "tsc_per_op", 0.0),
+        cpu=_number(msg, "cpu", -1, True, -1),
+        counting=counting,
+        metrics=target_metrics(msg) if counting else {},
+        **reference(msg),
+    )
 
 
 def reference(msg: dict) -> dict:
@@ -159,6 +171,7 @@ class Event:
     """One line of an agent process, read and checked: `kind` is the
     line's type; a calibration carries `iters` (and `instance`), a sample
     its checked `fields` (those of a model.Sample), a skip its `reason`."""
+
     kind: str
     iters: int | None = None
     instance: int = 0
@@ -183,8 +196,11 @@ def events(lines: Iterable[str], spec) -> Iterator[Event]:
             yield Event(kind, fields=sample_fields(msg, spec))
         elif kind == "calibration":
             instance = msg.get("instance", 0)
-            yield Event(kind, iters=calibrated_iters(msg, line),
-                        instance=instance if in_range(instance, 0, INT_MAX, True) else -1)
+            yield Event(
+                kind,
+                iters=calibrated_iters(msg, line),
+                instance=instance if in_range(instance, 0, INT_MAX, True) else -1,
+            )
         elif kind == "skip":
             yield Event(kind, reason=str(msg.get("reason", ""))[:REASON_MAX])
         elif kind == "error":
@@ -199,6 +215,7 @@ FACT_MAX = 4096  # characters of one fact kept
 def clean_facts(obj: object) -> dict:
     """A target's facts as plain JSON values: strings (cut to FACT_MAX),
     finite numbers, booleans, null, and one level of such dicts."""
+
     def scalar(v):
         if isinstance(v, str):
             return v[:FACT_MAX]
@@ -209,11 +226,11 @@ def clean_facts(obj: object) -> dict:
         if isinstance(v, int):  # a JSON integer of 400 digits: no float, no SQLite INTEGER
             return v if abs(v) <= INT_MAX else None
         return str(v)[:FACT_MAX]
+
     if not isinstance(obj, dict):
         return {}
     out = {}
     for k, v in list(obj.items())[:200]:
         key = str(k)[:100]
-        out[key] = ({str(a)[:100]: scalar(b) for a, b in list(v.items())[:100]} if isinstance(v, dict)
-                    else scalar(v))
+        out[key] = {str(a)[:100]: scalar(b) for a, b in list(v.items())[:100]} if isinstance(v, dict) else scalar(v)
     return out

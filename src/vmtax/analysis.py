@@ -1,6 +1,7 @@
 """From stored samples to Measurements and Comparisons.  The live run and
 `vmtax show` both go through here, so a report made later from the store is
 the same as the one printed at the end of the run."""
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,9 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
         unit[1] += 1
     out = {}
     for key, units in acc.items():
-        out[key] = {(block if block >= 0 else order[key].index(proc)): total / n
-                    for proc, (block, (total, n)) in units.items()}
+        out[key] = {
+            (block if block >= 0 else order[key].index(proc)): total / n for proc, (block, (total, n)) in units.items()
+        }
     return out
 
 
@@ -70,8 +72,7 @@ def metric_summaries(samples: list[Sample]) -> dict[str, Summary]:
                 vals, groups = by.setdefault(name, ([], []))
                 vals.append(v)
                 groups.append(s.process)
-    return {name: stats.summarize(v, groups=g) for name, (v, g) in
-            ((n, by[n]) for n in metrics_registry.order(by))}
+    return {name: stats.summarize(v, groups=g) for name, (v, g) in ((n, by[n]) for n in metrics_registry.order(by))}
 
 
 def metric_block_means(samples: list[Sample]) -> dict[str, dict[int, float]]:
@@ -100,24 +101,38 @@ def metric_ratios(cand: list[Sample], base: list[Sample]) -> dict[str, tuple[flo
     return out
 
 
-def measurement(spec: BenchSpec, target: str, samples: list[Sample],
-                stopped_by: str, reason: str = "") -> Measurement:
+def measurement(spec: BenchSpec, target: str, samples: list[Sample], stopped_by: str, reason: str = "") -> Measurement:
     real = [s for s in samples if not s.warmup and not s.counting]
     values = [s.value for s in real]
-    summary = stats.summarize(values, lower_is_better=spec.direction == "lower",
-                              groups=[s.process for s in real]) if values else None
+    summary = (
+        stats.summarize(values, lower_is_better=spec.direction == "lower", groups=[s.process for s in real])
+        if values
+        else None
+    )
     overhead = sum(s.overhead for s in real) / len(real) if real else None
     cpus = {s.cpu for s in real}
-    two = (stats.modes(stats.cluster_means(values, [s.process for s in real]),
-                       higher_is_better=spec.direction == "higher") if values else None)
-    return Measurement(benchmark=spec, target=target, stopped_by=stopped_by, summary=summary,
-                       reason=reason, processes=len({s.process for s in real}),
-                       overhead=overhead, cpu=cpus.pop() if len(cpus) == 1 else -1,
-                       metrics=metric_summaries(samples), modes=two)
+    two = (
+        stats.modes(stats.cluster_means(values, [s.process for s in real]), higher_is_better=spec.direction == "higher")
+        if values
+        else None
+    )
+    return Measurement(
+        benchmark=spec,
+        target=target,
+        stopped_by=stopped_by,
+        summary=summary,
+        reason=reason,
+        processes=len({s.process for s in real}),
+        overhead=overhead,
+        cpu=cpus.pop() if len(cpus) == 1 else -1,
+        metrics=metric_summaries(samples),
+        modes=two,
+    )
 
 
-def mode_test(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-              cand_modes: Modes | None, which: str) -> tuple[stats.ModeTest, list[int]] | None:
+def mode_test(
+    base: dict[int, float], cand: dict[int, float], base_modes: Modes | None, cand_modes: Modes | None, which: str
+) -> tuple[stats.ModeTest, list[int]] | None:
     """The test within a mode of the host (stats.ModeTest: the modes found
     on both sides' values pooled, at every ratio tested) over the paired
     blocks (their ids beside it); None unless both sides' process means fell
@@ -133,8 +148,7 @@ def mode_test(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     if len(common) < 2:
         return None
     starts = (cand_modes.fast / base_modes.fast, cand_modes.slow / base_modes.slow)  # each side's modes lined up
-    t = stats.ModeTest([cand[k] for k in common], [base[k] for k in common], which,
-                       base_modes.higher_is_better, starts)
+    t = stats.ModeTest([cand[k] for k in common], [base[k] for k in common], which, base_modes.higher_is_better, starts)
     return (t, common) if modes_agree(t, base_modes, cand_modes) else None
 
 
@@ -157,8 +171,9 @@ def modes_agree(t: stats.ModeTest, base_modes: Modes, cand_modes: Modes) -> bool
     return c >= stats.MODE_AGREE and b >= stats.MODE_AGREE
 
 
-def stop_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-                cand_modes: Modes | None, same: bool) -> tuple[list[int], list[int]] | None:
+def stop_blocks(
+    base: dict[int, float], cand: dict[int, float], base_modes: Modes | None, cand_modes: Modes | None, same: bool
+) -> tuple[list[int], list[int]] | None:
     """What the runner's stop judges a mode's stratum by: (the blocks both
     sides' processes fell in their fast mode, those both in their slow mode
     if `same`, else empty), each side's mode by its own cut, a mode counted
@@ -178,20 +193,38 @@ def stop_blocks(base: dict[int, float], cand: dict[int, float], base_modes: Mode
     return (fast if len(fast) >= SAME_MIN else []), (slow if len(slow) >= SAME_MIN else [])
 
 
-def _stratum(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-             cand_modes: Modes | None, which: str, alpha: float) -> Stratum | None:
+def _stratum(
+    base: dict[int, float],
+    cand: dict[int, float],
+    base_modes: Modes | None,
+    cand_modes: Modes | None,
+    which: str,
+    alpha: float,
+) -> Stratum | None:
     got = mode_test(base, cand, base_modes, cand_modes, which)
     if got is None:
         return None
     t, common = got
     fast, slow = t.kept()
     lo, hi = t.interval(1 - alpha)
-    return Stratum(t.ratio, lo, hi, len(fast) + len(slow), len(common),
-                   t.p(1.0) if math.isfinite(t.ratio) else math.nan, slow_blocks=len(slow))
+    return Stratum(
+        t.ratio,
+        lo,
+        hi,
+        len(fast) + len(slow),
+        len(common),
+        t.p(1.0) if math.isfinite(t.ratio) else math.nan,
+        slow_blocks=len(slow),
+    )
 
 
-def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-              cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
+def fast_mode(
+    base: dict[int, float],
+    cand: dict[int, float],
+    base_modes: Modes | None,
+    cand_modes: Modes | None,
+    alpha: float = ALPHA,
+) -> Stratum | None:
     """Where both sides' process means fell in two modes: the ratio over
     the blocks whose two processes both ran in the fast mode, by the
     sign-flip test within the modes (stats.ModeTest: one rule, from both
@@ -205,8 +238,13 @@ def fast_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
 SAME_MIN = stats.STRATUM_MIN  # a mode's blocks counted in the same-mode ratio only from this many (a spread)
 
 
-def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-              cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
+def same_mode(
+    base: dict[int, float],
+    cand: dict[int, float],
+    base_modes: Modes | None,
+    cand_modes: Modes | None,
+    alpha: float = ALPHA,
+) -> Stratum | None:
     """Where both sides' process means fell in two modes: the ratio over
     the blocks whose two processes ran in the same mode, both fast or both
     slow, each mode weighted by its blocks over the spread of their levels
@@ -219,8 +257,13 @@ def same_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes 
     return _stratum(base, cand, base_modes, cand_modes, stats.SAME, alpha)
 
 
-def slow_mode(base: dict[int, float], cand: dict[int, float], base_modes: Modes | None,
-              cand_modes: Modes | None, alpha: float = ALPHA) -> Stratum | None:
+def slow_mode(
+    base: dict[int, float],
+    cand: dict[int, float],
+    base_modes: Modes | None,
+    cand_modes: Modes | None,
+    alpha: float = ALPHA,
+) -> Stratum | None:
     """The ratio over the blocks both sides ran in the slow mode (beside
     same_mode: the tax in the contended state); None as fast_mode, or with
     fewer than SAME_MIN such blocks."""
@@ -241,12 +284,27 @@ def headline_stratum(c: Comparison, which: str, alpha: float = ALPHA) -> Compari
     if not _headlines(f):
         return c
     every = Stratum(c.ratio, c.ratio_ci_low, c.ratio_ci_high, f.of_blocks, f.of_blocks, c.p_value)
-    return replace(c, ratio=f.ratio, ratio_ci_low=f.ci_low, ratio_ci_high=f.ci_high, p_value=f.p_value,
-                   significant=f.p_value < alpha, all_modes=every, headline=which)
+    return replace(
+        c,
+        ratio=f.ratio,
+        ratio_ci_low=f.ci_low,
+        ratio_ci_high=f.ci_high,
+        p_value=f.p_value,
+        significant=f.p_value < alpha,
+        all_modes=every,
+        headline=which,
+    )
 
 
-def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, float],
-            cand: dict[int, float], stopped_by: str, alpha: float = ALPHA) -> Comparison | None:
+def compare(
+    spec: BenchSpec,
+    baseline: str,
+    candidate: str,
+    base: dict[int, float],
+    cand: dict[int, float],
+    stopped_by: str,
+    alpha: float = ALPHA,
+) -> Comparison | None:
     """Ratio, interval and test over process means paired block by block:
     the runner ran both in one block, in random order, so host drift
     cancels and the sign-flip test holds its error rate (stats.py)."""
@@ -254,13 +312,22 @@ def compare(spec: BenchSpec, baseline: str, candidate: str, base: dict[int, floa
     if len(c) < 2:
         return None
     r, lo, hi, p = stats.compare_paired(c, b, confidence=1 - alpha)
-    return Comparison(benchmark=spec, baseline=baseline, candidate=candidate, ratio=r,
-                      ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha,
-                      stopped_by=stopped_by)
+    return Comparison(
+        benchmark=spec,
+        baseline=baseline,
+        candidate=candidate,
+        ratio=r,
+        ratio_ci_low=lo,
+        ratio_ci_high=hi,
+        p_value=p,
+        significant=p < alpha,
+        stopped_by=stopped_by,
+    )
 
 
-def reported_halfwidth(base: dict[int, float], cand: dict[int, float], headline: Stratum | None,
-                       alpha: float = ALPHA) -> float:
+def reported_halfwidth(
+    base: dict[int, float], cand: dict[int, float], headline: Stratum | None, alpha: float = ALPHA
+) -> float:
     """The relative half-width of the interval the report will give this
     row (analyse): its `headline` stratum (fast_mode or same_mode, as its
     mode flag asks; None without one) where headline_stratum takes it, else
@@ -279,8 +346,9 @@ def reported_halfwidth(base: dict[int, float], cand: dict[int, float], headline:
     return stats.ratio_ci_rel(r, lo, hi)
 
 
-def base_modes(spec: BenchSpec, base: dict[int, float], cand: dict[int, float],
-               every: Modes | None) -> tuple[Modes | None, int]:
+def base_modes(
+    spec: BenchSpec, base: dict[int, float], cand: dict[int, float], every: Modes | None
+) -> tuple[Modes | None, int]:
     """The baseline's modes for its comparison with `cand`, over the blocks
     the two share, and how many those are (0 where it shares them all).  A
     candidate that stopped on precision while the baseline went on with
@@ -306,8 +374,7 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
             stopped_by, reason = data.outcomes.get((name, spec.name), ("interrupted", "not finished"))
             if (name, spec.name) not in data.outcomes and not by_key.get((name, spec.name)):
                 continue  # never reached
-            measurements.append(measurement(spec, name, by_key.get((name, spec.name), []),
-                                            stopped_by, reason))
+            measurements.append(measurement(spec, name, by_key.get((name, spec.name), []), stopped_by, reason))
         if len(names) > 1:
             vals = block_means([s for n in names for s in by_key.get((n, spec.name), [])])
             base = vals.get((names[0], spec.name), {})
@@ -317,12 +384,19 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                 cand = vals.get((cand_name, spec.name), {})
                 c = compare(spec, names[0], cand_name, base, cand, stopped_by)
                 if c:
-                    ratios = metric_ratios(by_key.get((cand_name, spec.name), []),
-                                           by_key.get((names[0], spec.name), []))
+                    ratios = metric_ratios(
+                        by_key.get((cand_name, spec.name), []), by_key.get((names[0], spec.name), [])
+                    )
                     (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
-                    c = replace(c, metrics=ratios, fast_mode=fast_mode(base, cand, bm, cm),
-                                same_mode=same_mode(base, cand, bm, cm), slow_mode=slow_mode(base, cand, bm, cm),
-                                base_modes=bm if shared else None, base_shared=shared)
+                    c = replace(
+                        c,
+                        metrics=ratios,
+                        fast_mode=fast_mode(base, cand, bm, cm),
+                        same_mode=same_mode(base, cand, bm, cm),
+                        slow_mode=slow_mode(base, cand, bm, cm),
+                        base_modes=bm if shared else None,
+                        base_shared=shared,
+                    )
                     which = headline_of(data.config)
                     comparisons.append(headline_stratum(c, which) if which else c)
     return measurements, comparisons
@@ -332,9 +406,10 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
 @dataclass(frozen=True)
 class ReferenceCheck:
     """What the reference adjustment did for one candidate."""
+
     candidate: str
     used: bool
-    why: str                   # said in the report: why it was used, or not
+    why: str  # said in the report: why it was used, or not
     beta: float | None = None  # the log ratio's slope on the log reference ratio, pooled over rows
     ratio: float | None = None  # the reference loop's own candidate/baseline ratio, with its 95% CI
     ci_low: float | None = None
@@ -362,8 +437,8 @@ def runs_reference_alike(base: TargetInfo, cand: TargetInfo) -> str:
     return ""
 
 
-MIN_BLOCKS = 6     # fewer paired blocks and no 95% sign-flip interval is finite
-MAX_BETA = 3.0     # a slope beyond this is the fit's noise, not the host's state
+MIN_BLOCKS = 6  # fewer paired blocks and no 95% sign-flip interval is finite
+MAX_BETA = 3.0  # a slope beyond this is the fit's noise, not the host's state
 
 
 def _ref_ok(v: float | None) -> TypeGuard[float]:
@@ -375,8 +450,9 @@ def _centred_log_ratios(rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray
     return np.concatenate([np.log(c) - np.log(b) - np.mean(np.log(c) - np.log(b)) for c, b in rows])
 
 
-def reference_adjusted(data: RunData, comparisons: list[Comparison],
-                       alpha: float = ALPHA) -> tuple[list[Comparison], list[ReferenceCheck]]:
+def reference_adjusted(
+    data: RunData, comparisons: list[Comparison], alpha: float = ALPHA
+) -> tuple[list[Comparison], list[ReferenceCheck]]:
     """Each comparison again, adjusted by the reference loop the agent timed
     around its samples, where that is honest: a control variate whose
     expectation is known.  A block's log ratio d is replaced by d - beta * x,
@@ -412,13 +488,21 @@ def reference_adjusted(data: RunData, comparisons: list[Comparison],
     fast = {(c.benchmark.name, c.candidate) for c in comparisons if c.all_modes is not None}
     for bench, samples in by_bench.items():
         vals = block_means(samples)
-        refs = block_means([replace(s, value=s.ref_before / 2 + s.ref_after / 2) for s in samples
-                            if _ref_ok(s.ref_before) and _ref_ok(s.ref_after)])
+        refs = block_means(
+            [
+                replace(s, value=s.ref_before / 2 + s.ref_after / 2)
+                for s in samples
+                if _ref_ok(s.ref_before) and _ref_ok(s.ref_after)
+            ]
+        )
         base, rbase = vals.get((names[0], bench), {}), refs.get((names[0], bench), {})
         for cand in names[1:]:
             cv, rc = vals.get((cand, bench), {}), refs.get((cand, bench), {})
-            blocks = [k for k in sorted(set(base) & set(cv) & set(rbase) & set(rc))
-                      if all(_ref_ok(m[k]) for m in (cv, base, rc, rbase))]   # an overflowing mean is no reading
+            blocks = [
+                k
+                for k in sorted(set(base) & set(cv) & set(rbase) & set(rc))
+                if all(_ref_ok(m[k]) for m in (cv, base, rc, rbase))
+            ]  # an overflowing mean is no reading
             if len(blocks) >= MIN_BLOCKS and (bench, cand) not in fast:  # a mode's headline: as reported
                 found[(bench, cand)] = tuple(np.array([m[k] for k in blocks]) for m in (cv, base, rc, rbase))
     checks, use = [], {}
@@ -426,8 +510,9 @@ def reference_adjusted(data: RunData, comparisons: list[Comparison],
         mine = [v for (_, c), v in found.items() if c == cand]
         why_not = runs_reference_alike(info[names[0]], info[cand])
         if not mine:
-            checks.append(ReferenceCheck(cand, False, f"no row with {MIN_BLOCKS} blocks of reference readings "
-                                                      "on both sides"))
+            checks.append(
+                ReferenceCheck(cand, False, f"no row with {MIN_BLOCKS} blocks of reference readings on both sides")
+            )
             continue
         rc, rb = np.concatenate([m[2] for m in mine]), np.concatenate([m[3] for m in mine])
         r, lo, hi, _ = stats.compare_paired(rc, rb, confidence=1 - alpha)
@@ -437,13 +522,25 @@ def reference_adjusted(data: RunData, comparisons: list[Comparison],
         if not why_not and not (math.isfinite(lo) and math.isfinite(hi)):
             why_not = f"the reference loop's own ratio on {cand} has no finite interval: nothing to check it by"
         elif not why_not and not lo <= 1 <= hi:
-            why_not = (f"the reference loop itself ran {r - 1:+.2%} on {cand} [{lo:.4g}, {hi:.4g}]: its "
-                       "expectation is not 1 here, so the adjustment would move the ratio")
+            why_not = (
+                f"the reference loop itself ran {r - 1:+.2%} on {cand} [{lo:.4g}, {hi:.4g}]: its "
+                "expectation is not 1 here, so the adjustment would move the ratio"
+            )
         if not why_not and not (math.isfinite(beta) and abs(beta) <= MAX_BETA):
             why_not = f"the fitted slope {beta:.3g} is beyond +-{MAX_BETA:g}: noise, not the host's state"
         used = not why_not
-        checks.append(ReferenceCheck(cand, used, why_not or f"adjusted: {len(mine)} row(s), beta {beta:.2f}",
-                                     beta, r, lo, hi, len(mine) if used else 0))
+        checks.append(
+            ReferenceCheck(
+                cand,
+                used,
+                why_not or f"adjusted: {len(mine)} row(s), beta {beta:.2f}",
+                beta,
+                r,
+                lo,
+                hi,
+                len(mine) if used else 0,
+            )
+        )
         if used:
             use[cand] = beta
     out = []
@@ -456,7 +553,7 @@ def reference_adjusted(data: RunData, comparisons: list[Comparison],
         half = np.exp(-use[c.candidate] * (np.log(cr) - np.log(br)) / 2)
         try:
             r, lo, hi, p = stats.compare_paired(cm * half, bm / half, confidence=1 - alpha)
-        except ValueError:   # not finite and positive after all: leave the row as measured
+        except ValueError:  # not finite and positive after all: leave the row as measured
             out.append(c)
             continue
         out.append(replace(c, ratio=r, ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha))

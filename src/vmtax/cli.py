@@ -9,6 +9,7 @@ failed to start...); 2 bad input; 3 finished, but some benchmark failed
 3 inconclusive only, 4 a row the candidate or the baseline failed (nothing
 to judge there); 130 interrupted (what was measured is kept).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,13 +38,20 @@ from .suite import workloads
 from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = (console.EXIT_OK, console.EXIT_FAIL, console.EXIT_USAGE,
-                                                                console.EXIT_BENCH_ERROR, console.EXIT_INTERRUPTED)
-REFERENCE_HELP = ("gate on ratios adjusted by the reference loop the agent times around every sample (a "
-                  "control variate: the host's state taken out), for a candidate that runs that loop as the "
-                  "baseline does (one kind of target; QEMU under KVM, or one QEMU build under TCG) and whose "
-                  "reference ratio is 1 within its interval; other candidates and rows without readings are "
-                  "gated as measured; the gate says which")
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = (
+    console.EXIT_OK,
+    console.EXIT_FAIL,
+    console.EXIT_USAGE,
+    console.EXIT_BENCH_ERROR,
+    console.EXIT_INTERRUPTED,
+)
+REFERENCE_HELP = (
+    "gate on ratios adjusted by the reference loop the agent times around every sample (a "
+    "control variate: the host's state taken out), for a candidate that runs that loop as the "
+    "baseline does (one kind of target; QEMU under KVM, or one QEMU build under TCG) and whose "
+    "reference ratio is 1 within its interval; other candidates and rows without readings are "
+    "gated as measured; the gate says which"
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -83,6 +91,7 @@ def check_outputs(args) -> None:
     removed again where the check made it.  A pipe or a device is only
     asked whether it may be written (opening a FIFO waits for its reader)."""
     import stat
+
     for flag in OUTPUTS:
         dest = getattr(args, flag, None)
         if not dest or dest == "-":
@@ -121,20 +130,31 @@ def cmd_list(args) -> int:
     specs = suite.all_benchmarks()
     missing = {s.name: w.missing() for s in specs if (w := suite.workloads.of_spec(s.name))}
     if args.json:
-        _json_out([{**s.__dict__, **({"missing": missing[s.name]} if missing.get(s.name) else {})}
-                   for s in specs], args.json)
+        _json_out(
+            [{**s.__dict__, **({"missing": missing[s.name]} if missing.get(s.name) else {})} for s in specs], args.json
+        )
         return EXIT_OK
     from .report import table
-    rows = [[s.suite, s.name, s.unit, f"{s.direction} is better",
-             (s.requires + (" (missing here)" if missing.get(s.name) else "")) if s.kind == "workload"
-             else "the agent", s.description] for s in specs]
-    say(table.render(["suite", "benchmark", "unit", "direction", "needs", "what it measures"], rows,
-                     align="llllll"))
+
+    rows = [
+        [
+            s.suite,
+            s.name,
+            s.unit,
+            f"{s.direction} is better",
+            (s.requires + (" (missing here)" if missing.get(s.name) else "")) if s.kind == "workload" else "the agent",
+            s.description,
+        ]
+        for s in specs
+    ]
+    say(table.render(["suite", "benchmark", "unit", "direction", "needs", "what it measures"], rows, align="llllll"))
     micro = sum(1 for s in specs if s.kind == "micro")
-    say(f"\nsuites: {', '.join([suite.DEFAULT_SUITE, suite.ALL_SUITE, *suite.suites(specs)])} "
+    say(
+        f"\nsuites: {', '.join([suite.DEFAULT_SUITE, suite.ALL_SUITE, *suite.suites(specs)])} "
         f"({suite.DEFAULT_SUITE} = the agent's {micro} micro benchmarks; {suite.ALL_SUITE} = those and every "
         f"workload's {len(specs) - micro} figures).  A workload's tools are the host's, copied with "
-        f"their libraries into each guest and container.")
+        f"their libraries into each guest and container."
+    )
     return EXIT_OK
 
 
@@ -142,13 +162,27 @@ WEEK = 7 * 86400
 # Every numeric option's bounds, by its name (the same wherever a command has it), checked once after
 # parsing (check_options); for run and compare the agent's own bounds, so that nothing starts with a value
 # it refuses.  (least, most); most None: no bound above.
-BOUNDS = {"samples": (1, 10000), "warmup": (0, 1000), "parallel": (1, 256), "min_processes": (2, 100000),
-          "min_time_ms": (0, 60000), "tool_seconds": (1, 3600), "rounds": (2, 1000), "max_rounds": (2, 1000),
-          "processes": (8, 1000), "rows": (1, 1000), "targets": (2, 100), "limit": (1, 1_000_000),
-          "step_ms": (0.05, 1000), "noise_seconds": (0.1, 600)}
+BOUNDS = {
+    "samples": (1, 10000),
+    "warmup": (0, 1000),
+    "parallel": (1, 256),
+    "min_processes": (2, 100000),
+    "min_time_ms": (0, 60000),
+    "tool_seconds": (1, 3600),
+    "rounds": (2, 1000),
+    "max_rounds": (2, 1000),
+    "processes": (8, 1000),
+    "rows": (1, 1000),
+    "targets": (2, 100),
+    "limit": (1, 1_000_000),
+    "step_ms": (0.05, 1000),
+    "noise_seconds": (0.1, 600),
+}
 # Durations, read into seconds in place: (whether a value is in range, its range in words)
-DURATIONS = {"max_time": (lambda s: 0 < s <= WEEK, "positive and at most a week"),
-             "round_time": (lambda s: 0.05 <= s <= 3600, "between 50ms and 1h")}
+DURATIONS = {
+    "max_time": (lambda s: 0 < s <= WEEK, "positive and at most a week"),
+    "round_time": (lambda s: 0.05 <= s <= 3600, "between 50ms and 1h"),
+}
 
 
 def check_options(args) -> None:
@@ -156,11 +190,17 @@ def check_options(args) -> None:
     duration read into seconds."""
     for dest, (least, most) in BOUNDS.items():
         value = getattr(args, dest, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-                least <= value and (most is None or value <= most)):  # NaN is in no range
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and not (least <= value and (most is None or value <= most))
+        ):  # NaN is in no range
             flag, got = "--" + dest.replace("_", "-"), f"{value:g}" if isinstance(value, float) else value
-            raise UserError(f"{flag} must be at least {least}, got {got}" if most is None else
-                            f"{flag} must be between {least} and {most}, got {got}")
+            raise UserError(
+                f"{flag} must be at least {least}, got {got}"
+                if most is None
+                else f"{flag} must be between {least} and {most}, got {got}"
+            )
     for dest, (ok, said) in DURATIONS.items():
         text = getattr(args, dest, None)
         if isinstance(text, str):
@@ -175,18 +215,30 @@ def check_options(args) -> None:
 
 def _config(args) -> RunConfig:
     try:
-        precision = (parse_precision(args.precision) if args.precision is not None
-                     else precision_for(getattr(args, "gate", None)))
+        precision = (
+            parse_precision(args.precision)
+            if args.precision is not None
+            else precision_for(getattr(args, "gate", None))
+        )
     except ValueError as e:
         raise UserError(str(e)) from None
-    return RunConfig(precision=precision, max_time=args.max_time, samples_per_process=args.samples,
-                     warmup=args.warmup, min_time_ms=args.min_time_ms, cpu=_cpu(args.cpu, args.parallel),
-                     parallel=args.parallel, min_processes=args.min_processes, tool_seconds=args.tool_seconds,
-                     seed=random.SystemRandom().randrange(2 ** 32), fast_mode=getattr(args, "fast_mode", False),
-                     same_mode=getattr(args, "same_mode", False),
-                     # --parallel N instances cannot be held sample by sample: they run in turn
-                     pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
-                     step_ms=getattr(args, "step_ms", 1.0))
+    return RunConfig(
+        precision=precision,
+        max_time=args.max_time,
+        samples_per_process=args.samples,
+        warmup=args.warmup,
+        min_time_ms=args.min_time_ms,
+        cpu=_cpu(args.cpu, args.parallel),
+        parallel=args.parallel,
+        min_processes=args.min_processes,
+        tool_seconds=args.tool_seconds,
+        seed=random.SystemRandom().randrange(2**32),
+        fast_mode=getattr(args, "fast_mode", False),
+        same_mode=getattr(args, "same_mode", False),
+        # --parallel N instances cannot be held sample by sample: they run in turn
+        pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
+        step_ms=getattr(args, "step_ms", 1.0),
+    )
 
 
 def _cpu(text: str, parallel: int) -> int | None:
@@ -203,8 +255,7 @@ def _cpu(text: str, parallel: int) -> int | None:
     except ValueError:
         raise UserError(f"--cpu must be a CPU number, auto or none, got '{text}'") from None
     if cpu not in allowed:
-        raise UserError(f"--cpu {cpu}: not a CPU this process may use (allowed: "
-                        f"{', '.join(map(str, allowed))})")
+        raise UserError(f"--cpu {cpu}: not a CPU this process may use (allowed: {', '.join(map(str, allowed))})")
     return cpu
 
 
@@ -216,8 +267,9 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     first, *rest = [parse_targets(t, inventory) for t in target_texts]
     if len(first) != 1:
         what = "the baseline" if kind == "compare" else "--target"
-        raise UserError(f"{what} is one target: {target_texts[0]} names {len(first)} hosts "
-                        f"({', '.join(t.name for t in first)})")
+        raise UserError(
+            f"{what} is one target: {target_texts[0]} names {len(first)} hosts ({', '.join(t.name for t in first)})"
+        )
     targets = first + [t for group in rest for t in group]
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
@@ -238,20 +290,32 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
         return _measure_into(store, args, kind, cfg, specs, targets, skipped, began)
 
 
-def _measure_into(store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped,
-                  began: float | None = None) -> int:
+def _measure_into(
+    store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped, began: float | None = None
+) -> int:
     command = command_line()
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
-    say(f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
-        f"results in {store.location}", sys.stderr)
+    say(
+        f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
+        f"results in {store.location}",
+        sys.stderr,
+    )
     short = budget_shortfall(specs, len(targets), cfg)
     if short:
         say(f"vmtax: {short}", sys.stderr)
     try:
-        run_id, _status, failure = run_session(kind, command, cfg, specs, targets, store, progress,
-                                              notes={"skipped_targets": skipped} if skipped else None,
-                                              began=began)
+        run_id, _status, failure = run_session(
+            kind,
+            command,
+            cfg,
+            specs,
+            targets,
+            store,
+            progress,
+            notes={"skipped_targets": skipped} if skipped else None,
+            began=began,
+        )
     finally:
         proc.kill_all()
     if failure:  # the store failed mid-run: say so, then report what it holds
@@ -292,15 +356,19 @@ def _threshold(text: str) -> float:
         raise UserError(str(e).replace("precision", "threshold")) from None
 
 
-def _compare_runs(store: Store, refs: list[str] | None, since: float | None = None, host: str | None = None,
-                  limit: int = 200) -> list[tuple]:
+def _compare_runs(
+    store: Store, refs: list[str] | None, since: float | None = None, host: str | None = None, limit: int = 200
+) -> list[tuple]:
     """(data, comparisons) of stored compare runs: the ones named, or the
     complete ones (since a time, on a host), newest first."""
     if refs:
         ids = [store.resolve(r) for r in refs]
     else:
-        ids = [r["id"] for r in store.list_runs(limit=limit, host=host)
-               if r["kind"] == "compare" and r["status"] == "complete" and (since is None or r["started"] >= since)]
+        ids = [
+            r["id"]
+            for r in store.list_runs(limit=limit, host=host)
+            if r["kind"] == "compare" and r["status"] == "complete" and (since is None or r["started"] >= since)
+        ]
     out = []
     for run_id in ids:
         data = store.load(run_id)
@@ -345,6 +413,7 @@ def _since(text: str | None) -> float | None:
     if text is None:
         return None
     import datetime
+
     try:
         when = datetime.datetime.fromisoformat(text)
     except ValueError:
@@ -357,13 +426,21 @@ def cmd_history(args) -> int:
     with _store(args, readonly=True) as store:
         runs = _compare_runs(store, None, since, args.host, args.limit)
     facts = {data.id: watch.flat_facts(data) for data, _ in runs}
-    picked = [(data, [c for c in cs if (not args.bench or c.benchmark.name in args.bench)
-                      and (not args.candidate or {c.candidate, watch.known_as(data)[c.candidate]} & set(args.candidate))])
-              for data, cs in runs]
+    picked = [
+        (
+            data,
+            [
+                c
+                for c in cs
+                if (not args.bench or c.benchmark.name in args.bench)
+                and (not args.candidate or {c.candidate, watch.known_as(data)[c.candidate]} & set(args.candidate))
+            ],
+        )
+        for data, cs in runs
+    ]
     series = [s for s in watch.series(picked) if s.points]
     if not series:
-        raise UserError(f"no stored compare run matches (complete compare runs read: {len(runs)}; "
-                        f"see `vmtax runs`)")
+        raise UserError(f"no stored compare run matches (complete compare runs read: {len(runs)}; see `vmtax runs`)")
     for s in series:
         s.changes = watch.change_points(s, facts)
     say(watch_report.history_text(series), sys.stderr if args.json == "-" else sys.stdout)
@@ -390,13 +467,16 @@ def cmd_compare(args) -> int:
 
 def cmd_scale(args) -> int:
     from . import scale
+
     cfg = _scale_config(args)
     specs = suite.select(args.suite, args.bench or ([] if args.suite else ["pi"]))
     scale.check_jobs(specs)
     proto = parse_target(args.target)  # its options checked: exit 2 before anything starts
     if "barrier" not in proto.capabilities:
-        raise UserError(f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
-                        f"target cannot be (local, qemu, uml and container can)")
+        raise UserError(
+            f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
+            f"target cannot be (local, qemu, uml and container can)"
+        )
     scale.check_memory(proto, max(cfg.instances))
     ok, why = proto.available()
     if not ok:
@@ -406,15 +486,20 @@ def cmd_scale(args) -> int:
         t = parse_target(args.target)
         t.name = f"{args.target} #{i + 1}"
         return t
+
     command = command_line()
     with _store(args) as store:
-        say(f"vmtax scale: {', '.join(s.name for s in specs)} on {args.target} at N = "
+        say(
+            f"vmtax scale: {', '.join(s.name for s in specs)} on {args.target} at N = "
             f"{', '.join(map(str, cfg.instances))}; "
             f"{scale.pinning_text(cfg.pin, max(cfg.instances), scale.host_cpus())}"
-            f"; results in {store.location}", sys.stderr)
+            f"; results in {store.location}",
+            sys.stderr,
+        )
         try:
-            run_id, _status, failure = scale.run_scale(args.target, make, cfg, specs, store, command,
-                                                      lambda text: say(text, sys.stderr))
+            run_id, _status, failure = scale.run_scale(
+                args.target, make, cfg, specs, store, command, lambda text: say(text, sys.stderr)
+            )
         finally:
             proc.kill_all()
         if failure:
@@ -426,6 +511,7 @@ def cmd_scale(args) -> int:
 
 def _scale_config(args):
     from .scale import ScaleConfig
+
     try:
         ns = sorted({int(x) for x in args.instances.split(",") if x.strip()})
     except ValueError:
@@ -438,16 +524,27 @@ def _scale_config(args):
         raise UserError(str(e)) from None
     if args.max_rounds < args.rounds:
         raise UserError(f"--max-rounds ({args.max_rounds}) is less than --rounds ({args.rounds})")
-    return ScaleConfig(instances=tuple(ns), round_time=args.round_time, min_rounds=args.rounds,
-                       max_rounds=args.max_rounds, precision=precision, max_time=args.max_time,
-                       min_time_ms=args.min_time_ms, warmup=args.warmup, pin=args.pin)
+    return ScaleConfig(
+        instances=tuple(ns),
+        round_time=args.round_time,
+        min_rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        precision=precision,
+        max_time=args.max_time,
+        min_time_ms=args.min_time_ms,
+        warmup=args.warmup,
+        pin=args.pin,
+    )
 
 
 def cmd_doctor(args) -> int:
     from . import doctor
+
     if args.processes < 2 * args.targets:  # a block's two sides sit up to targets-1 slots apart (doctor.slot_lags)
-        raise UserError(f"--processes must be at least twice --targets ({2 * args.targets}) to see processes "
-                        f"as far apart as a block's, got {args.processes}")
+        raise UserError(
+            f"--processes must be at least twice --targets ({2 * args.targets}) to see processes "
+            f"as far apart as a block's, got {args.processes}"
+        )
     specs = suite.select(None, [args.bench])
     spec = specs[0]
     if len(specs) != 1 or spec.kind != "micro":
@@ -460,8 +557,22 @@ def cmd_doctor(args) -> int:
     with proc.keep_off(cpu), target:  # vmtax placed as a compare places it
         means, starts, process_s, refs = doctor.measure(target, spec, args.processes, cpu)
         times, values = noise.series(target, spec, args.noise_seconds)
-    doc, lines = doctor_report.report(doctor_report.Checkup(target.name, spec, cpu, means, starts, process_s, refs,
-                                                            args.max_time, args.rows, args.targets, times, values))
+    doc, lines = doctor_report.report(
+        doctor_report.Checkup(
+            target.name,
+            spec,
+            cpu,
+            means,
+            starts,
+            process_s,
+            refs,
+            args.max_time,
+            args.rows,
+            args.targets,
+            times,
+            values,
+        )
+    )
     say("\n".join(lines), sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
         _write_text(console.json_text(doc), args.json)
@@ -479,11 +590,18 @@ def cmd_targets(args) -> int:
         _json_out(rows, args.json)
         return EXIT_OK
     from .report import table
-    say(table.render(["kind", "works here", "what it is", "note"],
-                     [[r["kind"], "yes" if r["works"] else "no", r["what"], r["note"]] for r in rows],
-                     align="llll"))
-    say("\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm; "
-        "ssh:HOST or ssh:host=H,user=U,port=P,key=FILE; @GROUP with --inventory FILE")
+
+    say(
+        table.render(
+            ["kind", "works here", "what it is", "note"],
+            [[r["kind"], "yes" if r["works"] else "no", r["what"], r["note"]] for r in rows],
+            align="llll",
+        )
+    )
+    say(
+        "\ntarget strings: kind[:key=value,...], e.g. qemu:accel=tcg,smp=2,mem=1G,machine=microvm; "
+        "ssh:HOST or ssh:host=H,user=U,port=P,key=FILE; @GROUP with --inventory FILE"
+    )
     return EXIT_OK
 
 
@@ -495,15 +613,22 @@ def _inventory_hosts(args) -> int:
     for host in inv.hosts:
         groups = [g for g in inv.groups_of(host) if g != "ungrouped"]
         options = inv.target_options(host)
-        rows.append({"host": host, "groups": groups, "target": f"@{host}",
-                     "options": options})
+        rows.append({"host": host, "groups": groups, "target": f"@{host}", "options": options})
     if args.json:
         _json_out(rows, args.json)
         return EXIT_OK
     from .report import table
-    say(table.render(["host", "groups", "ssh options"],
-                     [[r["host"], " ".join(r["groups"]) or "-",
-                       ",".join(f"{k}={v}" for k, v in r["options"].items())] for r in rows], align="lll"))
+
+    say(
+        table.render(
+            ["host", "groups", "ssh options"],
+            [
+                [r["host"], " ".join(r["groups"]) or "-", ",".join(f"{k}={v}" for k, v in r["options"].items())]
+                for r in rows
+            ],
+            align="lll",
+        )
+    )
     say(f"\n@GROUP or @HOST names them in vmtax run/compare --inventory {args.inventory}, each as ssh:HOST")
     return EXIT_OK
 
@@ -550,12 +675,14 @@ def cmd_explain(args) -> int:
     out = sys.stderr if args.json == "-" else sys.stdout
     say(terminal.run_header(data) + "\n", out)
     if not any(len(b.rows) > 1 for b in blocks):
-        say("no counts in this run: it was measured before vmtax counted, with counters=off, or holds "
-            "workloads only (a tool's figures carry no per-operation counts)", out)
+        say(
+            "no counts in this run: it was measured before vmtax counted, with counters=off, or holds "
+            "workloads only (a tool's figures carry no per-operation counts)",
+            out,
+        )
     say(explain.text(blocks), out)
     if args.json:
-        _json_out({"schema": jsondoc.SCHEMA, "run_id": data.id, "benchmarks": explain.to_json(blocks)},
-                  args.json)
+        _json_out({"schema": jsondoc.SCHEMA, "run_id": data.id, "benchmarks": explain.to_json(blocks)}, args.json)
     if args.markdown:
         _write_text(explain.markdown(blocks), args.markdown)
     return EXIT_OK
@@ -573,52 +700,105 @@ def cmd_runs(args) -> int:
 
 # -- parser ------------------------------------------------------------------------------
 def _measure_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", action="append", metavar="NAME",
-                   help="suite to run (repeatable): a suite of `vmtax list`, default (every micro "
-                        "benchmark: what runs without --suite or --bench), apps (the real workloads), disk "
-                        "(direct I/O on a target's disk: qemu:disk=virtio, local:dir=/var/tmp), net (a "
-                        "client in the target, its server on the host: qemu:nic=virtio), all")
-    p.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
-                   help="benchmark(s) to run, by name; a workload's name (redis) runs all its figures")
-    p.add_argument("--precision", default=None,
-                   help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default "
-                        "1%%; with compare --gate T: T/3 if that is less, so an unchanged row can pass)")
-    p.add_argument("--max-time", default="6m", metavar="DURATION",
-                   help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)")
-    p.add_argument("--cpu", default="auto", metavar="N|auto|none",
-                   help="run every target on host CPU N (a QEMU guest: its vCPU threads, its emulator "
-                        "threads on the other CPUs unless emulator=together; the agent on its vCPU 0); "
-                        "auto (default): the last CPU when there are several; none: unpinned")
-    p.add_argument("--parallel", type=int, default=1, metavar="N",
-                   help="run N concurrent instances of each benchmark (default 1)")
-    p.add_argument("--samples", type=int, default=3, metavar="N",
-                   help="samples per agent process, after the warmup (default 3); every target runs one "
-                        "shared iteration count, and one whose samples last over twice the baseline's, or "
-                        "under half, takes fewer (at least 1) or more (at most 8 N) in proportion")
-    p.add_argument("--warmup", type=int, default=1, metavar="N",
-                   help="warmup samples discarded per agent process (default 1; scaled like --samples)")
-    p.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
-                   help="calibrate so one sample lasts at least MS milliseconds (default 10)")
-    p.add_argument("--min-processes", type=int, default=10, metavar="N",
-                   help="fresh agent processes (a workload: runs of its tool) per target before stopping "
-                        "on precision (default 10)")
-    p.add_argument("--tool-seconds", type=int, default=workloads.SECONDS, metavar="S",
-                   help=f"how long one run of a time-based workload tool lasts (default {workloads.SECONDS})")
-    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                   help="also write the results as JSON to FILE (- for stdout)")
+    p.add_argument(
+        "--suite",
+        action="append",
+        metavar="NAME",
+        help="suite to run (repeatable): a suite of `vmtax list`, default (every micro "
+        "benchmark: what runs without --suite or --bench), apps (the real workloads), disk "
+        "(direct I/O on a target's disk: qemu:disk=virtio, local:dir=/var/tmp), net (a "
+        "client in the target, its server on the host: qemu:nic=virtio), all",
+    )
+    p.add_argument(
+        "--bench",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="benchmark(s) to run, by name; a workload's name (redis) runs all its figures",
+    )
+    p.add_argument(
+        "--precision",
+        default=None,
+        help="stop a benchmark when its 95%% CI half-width is within this of the estimate (default "
+        "1%%; with compare --gate T: T/3 if that is less, so an unchanged row can pass)",
+    )
+    p.add_argument(
+        "--max-time",
+        default="6m",
+        metavar="DURATION",
+        help="time budget for the whole run, e.g. 90s, 6m, 1h (default 6m)",
+    )
+    p.add_argument(
+        "--cpu",
+        default="auto",
+        metavar="N|auto|none",
+        help="run every target on host CPU N (a QEMU guest: its vCPU threads, its emulator "
+        "threads on the other CPUs unless emulator=together; the agent on its vCPU 0); "
+        "auto (default): the last CPU when there are several; none: unpinned",
+    )
+    p.add_argument(
+        "--parallel", type=int, default=1, metavar="N", help="run N concurrent instances of each benchmark (default 1)"
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=3,
+        metavar="N",
+        help="samples per agent process, after the warmup (default 3); every target runs one "
+        "shared iteration count, and one whose samples last over twice the baseline's, or "
+        "under half, takes fewer (at least 1) or more (at most 8 N) in proportion",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        metavar="N",
+        help="warmup samples discarded per agent process (default 1; scaled like --samples)",
+    )
+    p.add_argument(
+        "--min-time-ms",
+        type=int,
+        default=10,
+        metavar="MS",
+        help="calibrate so one sample lasts at least MS milliseconds (default 10)",
+    )
+    p.add_argument(
+        "--min-processes",
+        type=int,
+        default=10,
+        metavar="N",
+        help="fresh agent processes (a workload: runs of its tool) per target before stopping "
+        "on precision (default 10)",
+    )
+    p.add_argument(
+        "--tool-seconds",
+        type=int,
+        default=workloads.SECONDS,
+        metavar="S",
+        help=f"how long one run of a time-based workload tool lasts (default {workloads.SECONDS})",
+    )
+    p.add_argument(
+        "--json", nargs="?", const="-", metavar="FILE", help="also write the results as JSON to FILE (- for stdout)"
+    )
     p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown to FILE")
-    p.add_argument("--inventory", metavar="FILE",
-                   help="an Ansible inventory (INI or YAML): @GROUP or @HOST among the targets names its "
-                        "hosts, each an ssh target")
+    p.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="an Ansible inventory (INI or YAML): @GROUP or @HOST among the targets names its "
+        "hosts, each an ssh target",
+    )
 
 
 def build_parser() -> Parser:
     p = Parser(prog="vmtax", description="Measure and explain the virtualization tax.")
     p.add_argument("--version", action="version", version=f"vmtax {__version__}")
-    p.add_argument("--db", metavar="FILE|URL",
-                   help=f"results database: an SQLite file, or a team's PostgreSQL: a postgresql:// URL or a libpq "
-                        f"keyword string ('host=H dbname=D ...') "
-                        f"(default $VMTAX_DB or {redact(str(default_db_path())).replace('%', '%%')})")
+    p.add_argument(
+        "--db",
+        metavar="FILE|URL",
+        help=f"results database: an SQLite file, or a team's PostgreSQL: a postgresql:// URL or a libpq "
+        f"keyword string ('host=H dbname=D ...') "
+        f"(default $VMTAX_DB or {redact(str(default_db_path())).replace('%', '%%')})",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     for add in (_add_measuring, _add_machines, _add_stored, _add_watching):
@@ -640,33 +820,58 @@ def _add_measuring(sub) -> None:
     s = sub.add_parser("compare", help="compare a baseline with candidates: the scoreboard")
     s.add_argument("baseline", help="baseline target string, e.g. local")
     s.add_argument("candidates", nargs="+", help="candidate target strings, e.g. qemu uml container")
-    s.add_argument("--skip-unavailable", action="store_true",
-                   help="leave out candidates that do not work on this machine (say which and why)")
-    s.add_argument("--explain", action="store_true",
-                   help="after the scoreboard, why: the per-operation counts (as `vmtax explain`)")
-    s.add_argument("--gate", type=_threshold, metavar="PCT",
-                   help="then gate the run as `vmtax gate` does at this threshold (e.g. 2%%): exit 0 pass, "
-                        "1 regressed, 4 a row failed, 3 inconclusive only; the JSON document carries it as `gate`")
+    s.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="leave out candidates that do not work on this machine (say which and why)",
+    )
+    s.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the scoreboard, why: the per-operation counts (as `vmtax explain`)",
+    )
+    s.add_argument(
+        "--gate",
+        type=_threshold,
+        metavar="PCT",
+        help="then gate the run as `vmtax gate` does at this threshold (e.g. 2%%): exit 0 pass, "
+        "1 regressed, 4 a row failed, 3 inconclusive only; the JSON document carries it as `gate`",
+    )
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
-    s.add_argument("--pairing", choices=("lockstep", "blocks"), default="lockstep",
-                   help="lockstep (default): each block's processes on this machine start together and "
-                        "take turns sample by sample, the baseline's and a candidate's a millisecond apart, "
-                        "so that they share the host's state (an ssh host runs its own in turn); blocks: "
-                        "one process after another")
-    s.add_argument("--step-ms", type=float, default=1.0, metavar="MS",
-                   help="with --pairing lockstep: the baseline's sample lasts about MS ms (default 1)")
+    s.add_argument(
+        "--pairing",
+        choices=("lockstep", "blocks"),
+        default="lockstep",
+        help="lockstep (default): each block's processes on this machine start together and "
+        "take turns sample by sample, the baseline's and a candidate's a millisecond apart, "
+        "so that they share the host's state (an ssh host runs its own in turn); blocks: "
+        "one process after another",
+    )
+    s.add_argument(
+        "--step-ms",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="with --pairing lockstep: the baseline's sample lasts about MS ms (default 1)",
+    )
     modes = s.add_mutually_exclusive_group()
-    modes.add_argument("--fast-mode", action="store_true",
-                       help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "
-                            "stop on and report the ratio over the blocks both sides ran in their fast mode: the "
-                            "uncontended stratum (the header says so; the ratio over the modes as they fell is in "
-                            "the row's note: vmtax show --notes); rows with one mode are as without it")
-    modes.add_argument("--same-mode", action="store_true",
-                       help="as --fast-mode, over the blocks both sides ran in the same mode, both fast or both "
-                            "slow, each mode weighted by its blocks over their levels' spread: the tax with both in "
-                            "one state of the host (where it is the same in either; each mode's own ratio is in the "
-                            "note)")
+    modes.add_argument(
+        "--fast-mode",
+        action="store_true",
+        help="on a row whose process means fall in two modes (a host busy in stretches; marked ~), "
+        "stop on and report the ratio over the blocks both sides ran in their fast mode: the "
+        "uncontended stratum (the header says so; the ratio over the modes as they fell is in "
+        "the row's note: vmtax show --notes); rows with one mode are as without it",
+    )
+    modes.add_argument(
+        "--same-mode",
+        action="store_true",
+        help="as --fast-mode, over the blocks both sides ran in the same mode, both fast or both "
+        "slow, each mode weighted by its blocks over their levels' spread: the tax with both in "
+        "one state of the host (where it is the same in either; each mode's own ratio is in the "
+        "note)",
+    )
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 
@@ -675,28 +880,59 @@ def _add_machines(sub) -> None:
     """scale, doctor, targets: many copies, the host's noise, what works here."""
     s = sub.add_parser("scale", help="N copies of a target at once: aggregate throughput, fairness, overcommit")
     s.add_argument("target", help="target string, e.g. qemu:accel=tcg,mem=256M, uml, container, local")
-    s.add_argument("--instances", default="1,2,4,8", metavar="N,N,...",
-                   help="instance counts, each a stage of its own (default 1,2,4,8)")
-    s.add_argument("--bench", action="extend", nargs="+", metavar="NAME",
-                   help="benchmark(s): an agent row or a workload whose figure is a rate (default: pi)")
+    s.add_argument(
+        "--instances",
+        default="1,2,4,8",
+        metavar="N,N,...",
+        help="instance counts, each a stage of its own (default 1,2,4,8)",
+    )
+    s.add_argument(
+        "--bench",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="benchmark(s): an agent row or a workload whose figure is a rate (default: pi)",
+    )
     s.add_argument("--suite", action="append", metavar="NAME", help="every benchmark of a suite (repeatable)")
-    s.add_argument("--round-time", default="2s", metavar="DURATION",
-                   help="timed samples per round after the synchronized start (a tool: whole seconds; default 2s)")
+    s.add_argument(
+        "--round-time",
+        default="2s",
+        metavar="DURATION",
+        help="timed samples per round after the synchronized start (a tool: whole seconds; default 2s)",
+    )
     s.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per N at least (default 3)")
     s.add_argument("--max-rounds", type=int, default=10, metavar="N", help="rounds per N at most (default 10)")
-    s.add_argument("--precision", default="5%",
-                   help="stop a stage's rounds once the aggregate's 95%% CI half-width is within this (default 5%%)")
-    s.add_argument("--max-time", default="10m", metavar="DURATION",
-                   help="time budget for the whole run; every stage still runs --rounds rounds (default 10m)")
-    s.add_argument("--pin", choices=("none", "spread"), default="none",
-                   help="none (default): the host's scheduler places the instances; spread: instance i on "
-                        "host CPU i mod CPUs (a QEMU guest's vCPU threads; its emulator threads on the other CPUs)")
-    s.add_argument("--min-time-ms", type=int, default=10, metavar="MS",
-                   help="calibrate (on one instance alone) so one sample lasts at least MS ms (default 10)")
-    s.add_argument("--warmup", type=int, default=1, metavar="N",
-                   help="samples each instance discards after the start (default 1)")
-    s.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                   help="also write the figures as JSON to FILE (- for stdout)")
+    s.add_argument(
+        "--precision",
+        default="5%",
+        help="stop a stage's rounds once the aggregate's 95%% CI half-width is within this (default 5%%)",
+    )
+    s.add_argument(
+        "--max-time",
+        default="10m",
+        metavar="DURATION",
+        help="time budget for the whole run; every stage still runs --rounds rounds (default 10m)",
+    )
+    s.add_argument(
+        "--pin",
+        choices=("none", "spread"),
+        default="none",
+        help="none (default): the host's scheduler places the instances; spread: instance i on "
+        "host CPU i mod CPUs (a QEMU guest's vCPU threads; its emulator threads on the other CPUs)",
+    )
+    s.add_argument(
+        "--min-time-ms",
+        type=int,
+        default=10,
+        metavar="MS",
+        help="calibrate (on one instance alone) so one sample lasts at least MS ms (default 10)",
+    )
+    s.add_argument(
+        "--warmup", type=int, default=1, metavar="N", help="samples each instance discards after the start (default 1)"
+    )
+    s.add_argument(
+        "--json", nargs="?", const="-", metavar="FILE", help="also write the figures as JSON to FILE (- for stdout)"
+    )
     s.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     s.add_argument("--html", metavar="FILE", help="also write an HTML page with the charts to FILE")
     s.set_defaults(func=cmd_scale)
@@ -704,12 +940,18 @@ def _add_machines(sub) -> None:
     s = sub.add_parser("doctor", help="how noisy is this host now, and what precision a budget can buy")
     s.add_argument("--target", default="local", help="target string (default: local)")
     s.add_argument("--bench", default="getppid", help="an agent row to time (default getppid)")
-    s.add_argument("--processes", type=int, default=30,
-                   help="fresh agent processes (default 30; at least twice --targets)")
+    s.add_argument(
+        "--processes", type=int, default=30, help="fresh agent processes (default 30; at least twice --targets)"
+    )
     s.add_argument("--cpu", default="auto", metavar="N|auto|none", help="as for run (default auto)")
     s.add_argument("--max-time", default="7m", help="the budget to judge (default 7m: make demo's)")
-    s.add_argument("--noise-seconds", type=float, default=3.0, metavar="S",
-                   help="how long the series of short samples for the noise by distance lasts (default 3)")
+    s.add_argument(
+        "--noise-seconds",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="how long the series of short samples for the noise by distance lasts (default 3)",
+    )
     s.add_argument("--rows", type=int, default=14, help="rows of that compare (default 14: make demo's)")
     s.add_argument("--targets", type=int, default=4, help="targets of that compare (default 4)")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
@@ -728,9 +970,12 @@ def _add_stored(sub) -> None:
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.add_argument("--markdown", metavar="FILE", help="write the report as Markdown to FILE")
     s.add_argument("--all-rows", action="store_true", help="per-target rows instead of the scoreboard")
-    s.add_argument("--notes", action="store_true",
-                   help="the scoreboard's notes in full (under the scoreboard: a line each): why a cell holds no "
-                        "ratio, and for each row whose processes fell in two modes, both sides' modes and each ratio")
+    s.add_argument(
+        "--notes",
+        action="store_true",
+        help="the scoreboard's notes in full (under the scoreboard: a line each): why a cell holds no "
+        "ratio, and for each row whose processes fell in two modes, both sides' modes and each ratio",
+    )
     s.set_defaults(func=cmd_show)
 
     s = sub.add_parser("report", help="HTML, Markdown or CSV report of stored runs (default: the latest)")
@@ -756,26 +1001,35 @@ def _add_stored(sub) -> None:
 
 def _add_watching(sub) -> None:
     """gate, diff, history: a candidate against its baseline over runs."""
-    s = sub.add_parser("gate", help="did a candidate regress? a verdict per row of a compare run, for CI",
-                       description="Gate a stored compare run (the first target the baseline build, the others "
-                                   "candidates): each row is regressed (worse beyond the threshold and "
-                                   "significant after Holm's correction over every row, family-wise alpha "
-                                   "0.05), improved, inconclusive (its interval reaches past the threshold), "
-                                   "error (the candidate or the baseline failed it: no ratio to judge) or "
-                                   "pass. A latency row regresses upward, a throughput row downward. "
-                                   "Exit codes: 0 pass (improvements included), 1 regressed, 4 error (and "
-                                   "nothing regressed), 3 inconclusive only, 2 bad input.")
+    s = sub.add_parser(
+        "gate",
+        help="did a candidate regress? a verdict per row of a compare run, for CI",
+        description="Gate a stored compare run (the first target the baseline build, the others "
+        "candidates): each row is regressed (worse beyond the threshold and "
+        "significant after Holm's correction over every row, family-wise alpha "
+        "0.05), improved, inconclusive (its interval reaches past the threshold), "
+        "error (the candidate or the baseline failed it: no ratio to judge) or "
+        "pass. A latency row regresses upward, a throughput row downward. "
+        "Exit codes: 0 pass (improvements included), 1 regressed, 4 error (and "
+        "nothing regressed), 3 inconclusive only, 2 bad input.",
+    )
     s.add_argument("run", nargs="?", help="run id or a unique prefix of one (default: the latest)")
     s.add_argument("--threshold", default="2%", help="the smallest change that matters (default 2%%)")
-    s.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                   help="{run_id, gate: {threshold, verdict, rows: [...]}} to FILE (- for stdout)")
+    s.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="{run_id, gate: {threshold, verdict, rows: [...]}} to FILE (- for stdout)",
+    )
     s.add_argument("--junit", metavar="FILE", help="JUnit XML, one testcase per row (a regression fails)")
     s.add_argument("--markdown", metavar="FILE", help="the verdicts as Markdown")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
     s.set_defaults(func=cmd_gate)
 
-    s = sub.add_parser("diff", help="the same target pair in two stored runs: each ratio's change, and the "
-                                    "facts that differ")
+    s = sub.add_parser(
+        "diff", help="the same target pair in two stored runs: each ratio's change, and the facts that differ"
+    )
     s.add_argument("run_a", metavar="RUN_A")
     s.add_argument("run_b", metavar="RUN_B")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
@@ -807,14 +1061,15 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 a.encode("utf-8")
             except UnicodeEncodeError:
-                raise UserError(f"an argument is not valid UTF-8: {a.encode('utf-8', 'surrogateescape')!r}") \
-                    from None
+                raise UserError(f"an argument is not valid UTF-8: {a.encode('utf-8', 'surrogateescape')!r}") from None
         args = build_parser().parse_args(argv)
         check_options(args)
         to_stdout = [f"--{k}" for k in OUTPUTS if getattr(args, k, None) == "-"]
         if len(to_stdout) > 1:
-            raise UserError(f"{' and '.join(to_stdout)} {'both' if len(to_stdout) == 2 else 'all'} go to stdout (-): "
-                            f"give all but one a file")
+            raise UserError(
+                f"{' and '.join(to_stdout)} {'both' if len(to_stdout) == 2 else 'all'} go to stdout (-): "
+                f"give all but one a file"
+            )
         check_outputs(args)
         return args.func(args)
     except UserError as e:

@@ -9,6 +9,7 @@ sample, sees the state: how it moves with the benchmark across processes,
 and whether its own means split where the benchmark's modes do.
 
 The analysis is pure (noise, buyable); measure() runs the processes."""
+
 from __future__ import annotations
 
 import itertools
@@ -34,13 +35,13 @@ MIN_BLOCKS = 6  # fewer, and a run's sign-flip interval is unbounded at 95% (sta
 class Noise:
     processes: int
     mean: float
-    cv: float                 # between-process SD over the mean
-    bimodality: float         # Sarle's coefficient (a uniform distribution: 5/9): a shape figure only
-    bimodal: bool             # two modes, as the run's reports call them (stats.modes)
-    fast: float | None        # the two modes' means, where bimodal
+    cv: float  # between-process SD over the mean
+    bimodality: float  # Sarle's coefficient (a uniform distribution: 5/9): a shape figure only
+    bimodal: bool  # two modes, as the run's reports call them (stats.modes)
+    fast: float | None  # the two modes' means, where bimodal
     slow: float | None
     slow_share: float | None  # the share of processes in the slow mode
-    run_s: float | None       # how long a mode lasts: the mean length of a run of one mode, in seconds
+    run_s: float | None  # how long a mode lasts: the mean length of a run of one mode, in seconds
     cut: float | None = None  # a process mean above this is in the slow mode (where bimodal)
     modes: Modes | None = None
 
@@ -59,19 +60,31 @@ def noise(means: list[float], starts: list[float]) -> Noise:
         modes = [two.is_slow(m) for m in means]
         runs = 1 + sum(a != b for a, b in itertools.pairwise(modes))
         run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
-    return Noise(n, mu, sd / mu if mu else math.inf, _bimodality(means), two is not None, fast, slow, share,
-                 run_s, slow_above, two)
+    return Noise(
+        n,
+        mu,
+        sd / mu if mu else math.inf,
+        _bimodality(means),
+        two is not None,
+        fast,
+        slow,
+        share,
+        run_s,
+        slow_above,
+        two,
+    )
 
 
 @dataclass(frozen=True)
 class StateSeen:
     """What the reference loop saw across the same processes."""
-    ref_mean: float           # ns per step
-    ref_cv: float             # its between-process SD over its mean
-    corr: float | None        # Pearson's r of log(benchmark) and log(reference) across processes
-    ref_fast: float | None    # its mean over the processes of each of the benchmark's modes
+
+    ref_mean: float  # ns per step
+    ref_cv: float  # its between-process SD over its mean
+    corr: float | None  # Pearson's r of log(benchmark) and log(reference) across processes
+    ref_fast: float | None  # its mean over the processes of each of the benchmark's modes
     ref_slow: float | None
-    separates: bool | None    # its means in the two modes REF_GAP within-mode SDs apart, slow slower
+    separates: bool | None  # its means in the two modes REF_GAP within-mode SDs apart, slow slower
 
 
 def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | None:
@@ -88,7 +101,9 @@ def state_seen(means: list[float], refs: list[float], n: Noise) -> StateSeen | N
     fast = slow = sep = None
     cut = n.cut  # there where n is bimodal
     if cut is not None:
-        a = [r for m, r in zip(means, refs, strict=True) if m <= cut]  # the processes of each mode, as noise() split them
+        a = [
+            r for m, r in zip(means, refs, strict=True) if m <= cut
+        ]  # the processes of each mode, as noise() split them
         b = [r for m, r in zip(means, refs, strict=True) if m > cut]
         if a and b:
             fast, slow = statistics.fmean(a), statistics.fmean(b)
@@ -146,8 +161,7 @@ def _lagged(means: list[float], targets: int, keep=lambda a, b: True) -> tuple[f
     return (share, math.sqrt(msq / share)) if share > 0 else (0.0, math.inf)
 
 
-def buyable(means: list[float], process_s: float, budget_s: float, rows: int,
-            targets: int) -> tuple[int, float]:
+def buyable(means: list[float], process_s: float, budget_s: float, rows: int, targets: int) -> tuple[int, float]:
     """(blocks a row gets, the 95% CI half-width of a ratio then) for a
     compare of rows x targets in budget_s, each process costing process_s:
     a Student interval over the blocks at the spread of log(later/earlier)
@@ -200,8 +214,13 @@ def _level_variance(means: list[float], targets: int, keep) -> float:
     if len(levels) < 2:
         return math.nan
     mean = sum(w * x for w, x in zip(weights, levels, strict=True)) / sum(weights)
-    var = sum(w * (x - mean) ** 2 for w, x in zip(weights, levels, strict=True)) / sum(weights) * len(levels) / (len(levels) - 1)
-    return max(var, stats.MODES_LOG_FLOOR ** 2)
+    var = (
+        sum(w * (x - mean) ** 2 for w, x in zip(weights, levels, strict=True))
+        / sum(weights)
+        * len(levels)
+        / (len(levels) - 1)
+    )
+    return max(var, stats.MODES_LOG_FLOOR**2)
 
 
 def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tuple[int, int, float]:
@@ -213,6 +232,7 @@ def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     over the variance of their levels); a mode counts from analysis.SAME_MIN
     blocks."""
     from .analysis import SAME_MIN
+
     if n.modes is None:
         return blocks, 0, math.inf
     counts, parts = [], []
@@ -231,8 +251,9 @@ def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tup
     return both, counts[1], math.sqrt(sum((w * h) ** 2 for w, h in parts)) / sum(w for w, _ in parts)
 
 
-def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
-            progress=None) -> tuple[list[float], list[float], float, list[float]]:
+def measure(
+    target, spec: BenchSpec, processes: int, cpu: int | None, progress=None
+) -> tuple[list[float], list[float], float, list[float]]:
     """(each process's mean time per operation, when each began, the mean
     wall time of one process, each process's mean reference time per step
     -- empty where the agent took none) over `processes` fresh agent
@@ -243,8 +264,14 @@ def measure(target, spec: BenchSpec, processes: int, cpu: int | None,
     means, starts, took, refs = [], [], [], []
     for i in range(processes):
         began = time.monotonic()
-        got = run_process(target, spec, Where(target.name, spec.name), rec,
-                          Lines(lambda: target.run_agent(args, timeout=120)), check=None)
+        got = run_process(
+            target,
+            spec,
+            Where(target.name, spec.name),
+            rec,
+            Lines(lambda: target.run_agent(args, timeout=120)),
+            check=None,
+        )
         if isinstance(got.failure, ChildFailed):
             raise TargetError(f"{target.name}: {got.error}")
         if got.failure is not None:

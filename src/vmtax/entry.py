@@ -5,6 +5,7 @@ Ctrl-C is held while the modules load (numpy turns a KeyboardInterrupt
 inside its C-extension import into an ImportError that quotes a
 traceback) and acted on as soon as they have.  A process started with
 SIGINT ignored keeps ignoring it."""
+
 import signal
 import sys
 

@@ -18,6 +18,7 @@ Sources, each said in the target's facts when it is missing:
   tracepoint (kvmexits.py), else their total from QMP `query-stats`
   (QEMU >= 7.1: KVM's binary statistics).
 """
+
 from __future__ import annotations
 
 import functools
@@ -137,8 +138,7 @@ class HostProbe:
     """Cumulative host-side counts of one target, at any moment (read()),
     and its idle rate per second (set after boot by measure_idle())."""
 
-    def __init__(self, roots: Callable[[], list[int]], qmp: Qmp | None = None,
-                 vcpu_tids: list[int] | None = None):
+    def __init__(self, roots: Callable[[], list[int]], qmp: Qmp | None = None, vcpu_tids: list[int] | None = None):
         """roots: the target's long-lived host processes (their descendants
         are found here); vcpu_tids (KVM): the vCPU threads, whose system
         calls are almost all ioctl(KVM_RUN) -- one per exit that reaches
@@ -146,15 +146,21 @@ class HostProbe:
         counted by reason (kvmexits.ExitCounter)."""
         self.roots, self.qmp = roots, qmp
         self.kvm = None
-        self.fds: dict[str, list[int]] = {"host_cpu_ns": [], "host_context_switches": [],
-                                          "host_syscalls": [], "exits_userspace": []}
+        self.fds: dict[str, list[int]] = {
+            "host_cpu_ns": [],
+            "host_context_switches": [],
+            "host_syscalls": [],
+            "exits_userspace": [],
+        }
         self.missing: dict[str, str] = {}
         self.idle: dict[str, float] = {}
         self.refresh()
         tid = tasks(self.pids)
         trace, why = syscall_tracepoint()
-        events = [("host_cpu_ns", TYPE_SOFTWARE, SW_TASK_CLOCK),
-                  ("host_context_switches", TYPE_SOFTWARE, SW_CONTEXT_SWITCHES)]
+        events = [
+            ("host_cpu_ns", TYPE_SOFTWARE, SW_TASK_CLOCK),
+            ("host_context_switches", TYPE_SOFTWARE, SW_CONTEXT_SWITCHES),
+        ]
         if trace is not None:
             events.append(("host_syscalls", TYPE_TRACEPOINT, trace))
         else:
@@ -233,16 +239,18 @@ class HostProbe:
             self.disable()
         self.idle = {k: max(0.0, (b[k] - a.get(k, 0.0)) / (t1 - t0)) for k in b}
 
-    def per_op(self, before: dict[str, float], after: dict[str, float], seconds: float,
-               ops: float) -> dict[str, float]:
+    def per_op(self, before: dict[str, float], after: dict[str, float], seconds: float, ops: float) -> dict[str, float]:
         """The host metrics of one interval, per operation: the difference of
         two readings less the idle rate over it, never below zero; the CPU
         time split into user and system by the ticks of the interval (or of
         the whole run, when the interval saw none)."""
         if ops <= 0:
             return {}
-        d = {k: max(0.0, after[k] - before.get(k, 0.0) - self.idle.get(k, 0.0) * seconds)
-             for k in after if not k.startswith("host_ticks")}
+        d = {
+            k: max(0.0, after[k] - before.get(k, 0.0) - self.idle.get(k, 0.0) * seconds)
+            for k in after
+            if not k.startswith("host_ticks")
+        }
         out = {k: v / ops for k, v in d.items()}
         if "host_cpu_ns" in out:
             du = after["host_ticks_user"] - before.get("host_ticks_user", 0.0)
@@ -257,10 +265,12 @@ class HostProbe:
     def facts(self) -> dict:
         """What this probe counts, and why not the rest: for the target's facts."""
         have = [k for k, fds in self.fds.items() if fds] + (
-            [self.kvm.describe()] if self.kvm else ["exits"] if self.qmp else [])
-        return {"host_probe": ", ".join(have) or "nothing",
-                **({"host_probe_missing": "; ".join(f"{k}: {v}" for k, v in self.missing.items())}
-                   if self.missing else {})}
+            [self.kvm.describe()] if self.kvm else ["exits"] if self.qmp else []
+        )
+        return {
+            "host_probe": ", ".join(have) or "nothing",
+            **({"host_probe_missing": "; ".join(f"{k}: {v}" for k, v in self.missing.items())} if self.missing else {}),
+        }
 
     def close(self) -> None:
         for name in list(self.fds):

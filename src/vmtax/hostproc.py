@@ -1,6 +1,7 @@
 """What a target costs the host, read from /proc (seed 000's idle CPU and
 memory overhead): CPU time of a process tree, and resident memory beyond
 the guest's RAM."""
+
 from __future__ import annotations
 
 import os

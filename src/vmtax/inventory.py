@@ -12,6 +12,7 @@ left alone.  Variables merge as Ansible merges them in the simple cases:
 `all`'s first, then each group's from the outermost to the innermost (by
 name among groups as deep), then the host's own.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,15 +26,18 @@ from .errors import UserError
 
 # inventory variable -> ssh target option
 VARIABLES = {
-    "ansible_host": "host", "ansible_ssh_host": "host",
-    "ansible_port": "port", "ansible_ssh_port": "port",
-    "ansible_user": "user", "ansible_ssh_user": "user",
+    "ansible_host": "host",
+    "ansible_ssh_host": "host",
+    "ansible_port": "port",
+    "ansible_ssh_port": "port",
+    "ansible_user": "user",
+    "ansible_ssh_user": "user",
     "ansible_ssh_private_key_file": "key",
 }
 PREFIX = "vmtax_"
-MAX_HOSTS = 10000   # an inventory's hosts, counted before any range is expanded
-MAX_DEPTH = 100     # groups nested in groups (YAML children)
-MAX_WALK = 200000   # groups, hosts and variables read from YAML, aliases counted each time they are used
+MAX_HOSTS = 10000  # an inventory's hosts, counted before any range is expanded
+MAX_DEPTH = 100  # groups nested in groups (YAML children)
+MAX_WALK = 200000  # groups, hosts and variables read from YAML, aliases counted each time they are used
 NAME = re.compile(r"^[A-Za-z0-9_.:\[\]-]+$")
 RANGE = re.compile(r"^(.*?)\[([0-9]+|[a-z]+|[A-Z]+):([0-9]+|[a-z]+|[A-Z]+)(?::([0-9]+))?\](.*)$")
 
@@ -134,13 +138,15 @@ class Inventory:
         options = {"host": host}
         for key, value in self.variables(host).items():
             if (key in VARIABLES or key.startswith(PREFIX)) and ("{{" in value or "{%" in value):
-                raise UserError(f"{self.path}: host {host}: {key} is a template ({value[:60]}): Ansible renders "
-                                f"those, vmtax does not: flatten the inventory with `ansible-inventory -i "
-                                f"{self.path} --list --yaml` and give that")
+                raise UserError(
+                    f"{self.path}: host {host}: {key} is a template ({value[:60]}): Ansible renders "
+                    f"those, vmtax does not: flatten the inventory with `ansible-inventory -i "
+                    f"{self.path} --list --yaml` and give that"
+                )
             if key in VARIABLES:
                 options[VARIABLES[key]] = value
             elif key.startswith(PREFIX) and len(key) > len(PREFIX):
-                options[key[len(PREFIX):]] = value
+                options[key[len(PREFIX) :]] = value
         return options
 
     def select(self, name: str) -> list[str]:
@@ -219,8 +225,7 @@ def parse_ini(text: str, path: str) -> Inventory:
         if line.startswith("["):
             m = SECTION.match(line)
             if not m:
-                raise UserError(f"{where}: '{line}' is not a section ([group], [group:vars] or "
-                                "[group:children])")
+                raise UserError(f"{where}: '{line}' is not a section ([group], [group:vars] or [group:children])")
             group, what = m.group(1).strip(), m.group(2) or "hosts"
             inv.group(group, where)
             continue
@@ -277,8 +282,7 @@ def parse_yaml(doc, path: str) -> Inventory:
 
 def _yaml_group(inv: Inventory, name: str, body, where: str, depth: int = 0) -> None:
     if depth > MAX_DEPTH:
-        raise UserError(f"{where}: groups nested more than {MAX_DEPTH} deep (a YAML alias of a group "
-                        f"inside itself?)")
+        raise UserError(f"{where}: groups nested more than {MAX_DEPTH} deep (a YAML alias of a group inside itself?)")
     g = inv.group(name, where)
     if body is None:
         return
@@ -286,15 +290,19 @@ def _yaml_group(inv: Inventory, name: str, body, where: str, depth: int = 0) -> 
         raise UserError(f"{where}: a group is a mapping with hosts, children and vars")
     unknown = set(body) - {"hosts", "children", "vars"}
     if unknown:
-        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-                        "(a group has hosts, children and vars)")
+        raise UserError(
+            f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (a group has hosts, children and vars)"
+        )
     _walk(inv, 1 + sum(len(v) for v in body.values() if isinstance(v, dict)), where)
     for key, value in _mapping(body.get("vars"), f"{where}: vars").items():
         if (text := _scalar(value, where)) is not None:
             g.vars[str(key)] = text
     for host, variables in _mapping(body.get("hosts"), f"{where}: hosts").items():
-        own = {str(k): t for k, v in _mapping(variables, f"{where}: host {host}").items()
-               if (t := _scalar(v, where)) is not None}
+        own = {
+            str(k): t
+            for k, v in _mapping(variables, f"{where}: host {host}").items()
+            if (t := _scalar(v, where)) is not None
+        }
         inv.add_host(str(host), name, own, where)
     for child, child_body in _mapping(body.get("children"), f"{where}: children").items():
         if str(child) not in g.children:
@@ -308,8 +316,10 @@ def _walk(inv: Inventory, n: int, where: str) -> None:
     would otherwise be read 2**40 times."""
     inv.walked += n
     if inv.walked > MAX_WALK:
-        raise UserError(f"{where}: the YAML's aliases make more than {MAX_WALK} groups, hosts and "
-                        "variables to read (an alias bomb?)")
+        raise UserError(
+            f"{where}: the YAML's aliases make more than {MAX_WALK} groups, hosts and "
+            "variables to read (an alias bomb?)"
+        )
 
 
 def _mapping(value, where: str) -> dict:
@@ -330,9 +340,11 @@ def load(path: str) -> Inventory:
         raise UserError(f"cannot read the inventory {path}: {getattr(e, 'strerror', None) or e}") from None
     beside = [d + "/" for d in ("group_vars", "host_vars") if (Path(path).parent / d).is_dir()]
     if beside:
-        raise UserError(f"{path}: vmtax reads the inventory file alone, not the {' and '.join(beside)} beside it "
-                        f"(Ansible would): flatten it with `ansible-inventory -i {path} --list --yaml > FILE` "
-                        f"and give FILE")
+        raise UserError(
+            f"{path}: vmtax reads the inventory file alone, not the {' and '.join(beside)} beside it "
+            f"(Ansible would): flatten it with `ansible-inventory -i {path} --list --yaml > FILE` "
+            f"and give FILE"
+        )
     if Path(path).suffix.lower() in (".yml", ".yaml", ".json"):
         return parse_yaml(_load_yaml(text, path), path)
     try:

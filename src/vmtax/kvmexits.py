@@ -16,6 +16,7 @@ too, but by reason only for the few that reach QEMU or halt: the tracepoint
 is what tells a CPUID from a nested page fault.  It needs root (or
 CAP_PERFMON) and tracefs; where either is missing, the facts say why.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -37,13 +38,49 @@ VMX, SVM = 1, 2  # the tracepoint's isa field (KVM_ISA_VMX, KVM_ISA_SVM)
 
 # counted one by one (the kernel's names, normalized); the others add up to exits_other
 COUNTED = {
-    SVM: ("cpuid", "hlt", "io", "msr", "npf", "interrupt", "vintr", "nmi", "pause", "hypercall",
-          "pf_excp", "invlpg", "write_cr3", "xsetbv", "rdtsc", "avic_incomplete_ipi",
-          "avic_unaccelerated_access", "shutdown"),
-    VMX: ("cpuid", "hlt", "io_instruction", "msr_read", "msr_write", "ept_violation", "ept_misconfig",
-          "external_interrupt", "interrupt_window", "exception_nmi", "pause_instruction", "vmcall",
-          "preemption_timer", "apic_access", "apic_write", "eoi_induced", "cr_access", "xsetbv",
-          "invlpg", "rdtsc", "tpr_below_threshold"),
+    SVM: (
+        "cpuid",
+        "hlt",
+        "io",
+        "msr",
+        "npf",
+        "interrupt",
+        "vintr",
+        "nmi",
+        "pause",
+        "hypercall",
+        "pf_excp",
+        "invlpg",
+        "write_cr3",
+        "xsetbv",
+        "rdtsc",
+        "avic_incomplete_ipi",
+        "avic_unaccelerated_access",
+        "shutdown",
+    ),
+    VMX: (
+        "cpuid",
+        "hlt",
+        "io_instruction",
+        "msr_read",
+        "msr_write",
+        "ept_violation",
+        "ept_misconfig",
+        "external_interrupt",
+        "interrupt_window",
+        "exception_nmi",
+        "pause_instruction",
+        "vmcall",
+        "preemption_timer",
+        "apic_access",
+        "apic_write",
+        "eoi_induced",
+        "cr_access",
+        "xsetbv",
+        "invlpg",
+        "rdtsc",
+        "tpr_below_threshold",
+    ),
 }
 
 _TABLE = re.compile(r"__print_symbolic\(REC->exit_reason[^,]*,")
@@ -74,9 +111,9 @@ def reasons(fmt: str) -> dict[int, dict[str, int]]:
     first: int | None = None
     for i, m in enumerate(starts):
         end = starts[i + 1].start() if i + 1 < len(starts) else len(fmt)
-        body = fmt[m.end():end]
-        body = body[:body.find(")")] if ")" in body else body  # the table ends at its closing parenthesis
-        isa_m = _ISA_TEST.search(fmt[max(0, m.start() - 40):m.start()])
+        body = fmt[m.end() : end]
+        body = body[: body.find(")")] if ")" in body else body  # the table ends at its closing parenthesis
+        isa_m = _ISA_TEST.search(fmt[max(0, m.start() - 40) : m.start()])
         if isa_m:
             isa = first = int(isa_m.group(1))
         elif first is not None and i == 1:
@@ -97,10 +134,13 @@ def host_isa() -> tuple[int | None, str]:
         return SVM, ""
     if os.path.isdir("/sys/module/kvm_intel"):
         return VMX, ""
-    others = sorted(m for m in os.listdir("/sys/module") if m.startswith("kvm_")) \
-        if os.path.isdir("/sys/module") else []
-    return None, ("no kvm_amd or kvm_intel module: no hardware exit reasons to count"
-                  + (f" ({', '.join(others)} serves /dev/kvm)" if others else ""))
+    others = (
+        sorted(m for m in os.listdir("/sys/module") if m.startswith("kvm_")) if os.path.isdir("/sys/module") else []
+    )
+    return None, (
+        "no kvm_amd or kvm_intel module: no hardware exit reasons to count"
+        + (f" ({', '.join(others)} serves /dev/kvm)" if others else "")
+    )
 
 
 class ExitCounter:
@@ -160,8 +200,10 @@ class ExitCounter:
             ioctl_all(fds, IOC_DISABLE)
 
     def describe(self) -> str:
-        return (f"exits by reason (kvm:kvm_exit, {'SVM' if self.isa == SVM else 'VMX'}: "
-                f"{len(self.reasons)} reasons and the rest)")
+        return (
+            f"exits by reason (kvm:kvm_exit, {'SVM' if self.isa == SVM else 'VMX'}: "
+            f"{len(self.reasons)} reasons and the rest)"
+        )
 
     def close(self) -> None:
         for fds in self.fds.values():

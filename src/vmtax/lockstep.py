@@ -16,6 +16,7 @@ processes (what differs between processes still counts).
 This module knows nothing of the runner: it runs one block's processes,
 held, stepped and read concurrently, and hands each sample to the caller.
 """
+
 from __future__ import annotations
 
 import queue
@@ -41,19 +42,20 @@ STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, befor
 @dataclass
 class Side:
     """One target's process in a lockstep block."""
+
     name: str
-    target: Target                     # one with the "step" capability
-    argv: list[str]                    # the agent's arguments, --step included (samples: the rounds)
+    target: Target  # one with the "step" capability
+    argv: list[str]  # the agent's arguments, --step included (samples: the rounds)
     take: Callable[[dict, float], None]  # each sample line's fields, and when it arrived
-    error: str = ""                    # why it stopped taking part ('' while it does)
-    skipped: str = ""                  # the agent's reason, where it skipped the benchmark
+    error: str = ""  # why it stopped taking part ('' while it does)
+    skipped: str = ""  # the agent's reason, where it skipped the benchmark
     iters: int | None = None
-    first: float | None = None         # when its first line arrived
-    samples: int = 0                   # samples taken
-    finished: bool = False             # the agent said done
+    first: float | None = None  # when its first line arrived
+    samples: int = 0  # samples taken
+    finished: bool = False  # the agent said done
     overheads: list[float] = field(default_factory=list)  # seconds from each go to its sample line,
     #                                                       the sample's own time less: the go's round trip
-    process: int = -1                  # the caller's process id and start time, for its record
+    process: int = -1  # the caller's process id and start time, for its record
     started: float = 0.0
     _lines: queue.Queue = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
@@ -65,6 +67,7 @@ class Side:
 
 class _End:
     """The end of a side's lines: how it ended (an exception, or None)."""
+
     def __init__(self, exc: BaseException | None):
         self.exc = exc
 
@@ -143,8 +146,14 @@ def round_order(rng: random.Random, sides: list[int]) -> list[int]:
     return order
 
 
-def run_block(sides: list[Side], spec: BenchSpec, rounds: int, rng: random.Random,
-              step_timeout: Callable[[], float], timeout: float) -> None:
+def run_block(
+    sides: list[Side],
+    spec: BenchSpec,
+    rounds: int,
+    rng: random.Random,
+    step_timeout: Callable[[], float],
+    timeout: float,
+) -> None:
     """One lockstep block: sides[0] the baseline, the others candidates,
     each an agent process started with --step and `rounds` samples,
     warmups included.  Starts every process at once, waits until each is ready,

@@ -7,6 +7,7 @@ around the target's processes (hostprobe.py).  Adding a metric is adding a
 line here and making one of those two produce it.  Names are a contract:
 scripts read them from `--json` (`results[].metrics`).
 """
+
 from __future__ import annotations
 
 import re
@@ -16,54 +17,99 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Metric:
     name: str
-    unit: str          # of one operation's figure
-    side: str          # 'target' or 'host'
-    label: str         # short, for tables
+    unit: str  # of one operation's figure
+    side: str  # 'target' or 'host'
+    label: str  # short, for tables
     description: str
 
 
 _ALL = [
     # inside the target
     Metric("page_faults", "faults", "target", "page faults", "page faults taken per operation"),
-    Metric("context_switches", "switches", "target", "context switches",
-           "context switches of the agent's tasks per operation"),
+    Metric(
+        "context_switches",
+        "switches",
+        "target",
+        "context switches",
+        "context switches of the agent's tasks per operation",
+    ),
     Metric("cpu_migrations", "migrations", "target", "CPU migrations", "moves to another CPU per operation"),
     Metric("task_clock_ns", "ns", "target", "task clock", "CPU time of the agent's tasks per operation (perf)"),
-    Metric("syscalls", "syscalls", "target", "system calls",
-           "system calls per operation (the raw_syscalls tracepoint)"),
+    Metric(
+        "syscalls", "syscalls", "target", "system calls", "system calls per operation (the raw_syscalls tracepoint)"
+    ),
     Metric("cpu_user_ns", "ns", "target", "CPU user", "user-mode CPU time per operation (getrusage)"),
     Metric("cpu_sys_ns", "ns", "target", "CPU system", "kernel-mode CPU time per operation (getrusage)"),
     Metric("cycles", "cycles", "target", "cycles", "CPU cycles per operation (a PMU: real or virtual)"),
     Metric("instructions", "instructions", "target", "instructions", "instructions retired per operation"),
     Metric("cycles_user", "cycles", "target", "cycles, user", "CPU cycles in user mode per operation"),
-    Metric("instructions_user", "instructions", "target", "instructions, user",
-           "instructions retired in user mode per operation"),
+    Metric(
+        "instructions_user",
+        "instructions",
+        "target",
+        "instructions, user",
+        "instructions retired in user mode per operation",
+    ),
     Metric("dtlb_misses", "misses", "target", "dTLB misses", "data-TLB load misses per operation"),
     Metric("llc_misses", "misses", "target", "LLC misses", "last-level cache misses per operation"),
     # on the host, for the target's processes
-    Metric("host_cpu_ns", "ns", "host", "host CPU",
-           "host CPU time of the target's processes and threads per operation, less their idle rate"),
+    Metric(
+        "host_cpu_ns",
+        "ns",
+        "host",
+        "host CPU",
+        "host CPU time of the target's processes and threads per operation, less their idle rate",
+    ),
     Metric("host_cpu_user_ns", "ns", "host", "host CPU user", "of which in user mode"),
     Metric("host_cpu_sys_ns", "ns", "host", "host CPU system", "of which in kernel mode"),
-    Metric("host_context_switches", "switches", "host", "host context switches",
-           "context switches of the target's host processes and threads per operation"),
-    Metric("host_syscalls", "syscalls", "host", "host syscalls",
-           "system calls the target's host processes and threads made per operation"),
-    Metric("exits", "exits", "host", "VM exits",
-           "VM exits per operation (KVM: its kvm:kvm_exit tracepoint, by reason; else QMP query-stats)"),
+    Metric(
+        "host_context_switches",
+        "switches",
+        "host",
+        "host context switches",
+        "context switches of the target's host processes and threads per operation",
+    ),
+    Metric(
+        "host_syscalls",
+        "syscalls",
+        "host",
+        "host syscalls",
+        "system calls the target's host processes and threads made per operation",
+    ),
+    Metric(
+        "exits",
+        "exits",
+        "host",
+        "VM exits",
+        "VM exits per operation (KVM: its kvm:kvm_exit tracepoint, by reason; else QMP query-stats)",
+    ),
     # a workload's, per unit of the work it did (seed 003's figure of merit)
     # (units: per GB moved, or per 1000 transactions: WORK below)
-    Metric("host_cpu_per_unit", "s/GB", "host", "host CPU per unit",
-           "host CPU per unit of the workload's work: the target's host processes (local: the tool "
-           "itself), user and system, less their idle rate"),
+    Metric(
+        "host_cpu_per_unit",
+        "s/GB",
+        "host",
+        "host CPU per unit",
+        "host CPU per unit of the workload's work: the target's host processes (local: the tool "
+        "itself), user and system, less their idle rate",
+    ),
     Metric("host_cpu_user_per_unit", "s/GB", "host", "  host user", "of which in user mode"),
     Metric("host_cpu_sys_per_unit", "s/GB", "host", "  host system", "of which in kernel mode"),
-    Metric("host_context_switches_per_unit", "switches/GB", "host", "host ctx switches per unit",
-           "context switches of the target's host processes and threads per unit of work, less their "
-           "idle rate (/proc: no counter taxes the run): seed 003's world switches"),
-    Metric("peer_cpu_per_unit", "s/GB", "host", "host peer CPU per unit",
-           "host CPU of the workload's peer (the server on the host: the other end of the conversation) "
-           "per unit of work"),
+    Metric(
+        "host_context_switches_per_unit",
+        "switches/GB",
+        "host",
+        "host ctx switches per unit",
+        "context switches of the target's host processes and threads per unit of work, less their "
+        "idle rate (/proc: no counter taxes the run): seed 003's world switches",
+    ),
+    Metric(
+        "peer_cpu_per_unit",
+        "s/GB",
+        "host",
+        "host peer CPU per unit",
+        "host CPU of the workload's peer (the server on the host: the other end of the conversation) per unit of work",
+    ),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_cpuid, exits_io, exits_npf, exits_other, ...
@@ -72,16 +118,22 @@ EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_cpuid, exits_io, e
 @dataclass(frozen=True)
 class Work:
     """A unit of a workload's work, as its parser counts it (the key)."""
-    key: str        # what the parser returns: bytes moved, transactions
-    name: str       # the unit: GB, 1000tx
-    size: float     # of the key's count per unit
-    cpu_unit: str   # CPU time per unit in s or ms
+
+    key: str  # what the parser returns: bytes moved, transactions
+    name: str  # the unit: GB, 1000tx
+    size: float  # of the key's count per unit
+    cpu_unit: str  # CPU time per unit in s or ms
     cpu_scale: float
 
 
 WORK = {"GB": Work("_bytes", "GB", 1e9, "s", 1.0), "1000tx": Work("_tx", "1000tx", 1e3, "ms", 1e3)}
-PER_UNIT = ("host_cpu_per_unit", "host_cpu_user_per_unit", "host_cpu_sys_per_unit",
-            "host_context_switches_per_unit", "peer_cpu_per_unit")
+PER_UNIT = (
+    "host_cpu_per_unit",
+    "host_cpu_user_per_unit",
+    "host_cpu_sys_per_unit",
+    "host_context_switches_per_unit",
+    "peer_cpu_per_unit",
+)
 
 
 def unit_of(name: str, work: str | None = None) -> str:
@@ -100,7 +152,7 @@ def describe(name: str) -> Metric:
     if name in METRICS:
         return METRICS[name]
     if EXIT_REASON.match(name):
-        reason = name[len("exits_"):].replace("_", " ")
+        reason = name[len("exits_") :].replace("_", " ")
         return Metric(name, "exits", "host", f"exits: {reason}", f"VM exits for {reason} per operation")
     raise KeyError(name)
 

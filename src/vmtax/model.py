@@ -3,6 +3,7 @@
 agent JSON line -> Sample -> Measurement (one benchmark on one target, with
 its Summary) -> Comparison (candidate/baseline ratio) -> report.
 """
+
 from __future__ import annotations
 
 import math
@@ -87,13 +88,14 @@ class Modes:
     values' unit), the share of units in the slow one, and where a value
     counts as slow.  `fast` is the better mode (lower for a time, higher for
     a throughput)."""
+
     fast: float
     slow: float
     slow_share: float
     units: int
-    cut: float             # values beyond this (above for a time, below for a throughput) are slow
-    bic_gain: float        # BIC of one normal less that of two, on the logs
-    separation: float      # Ashman's D of the two fitted normals
+    cut: float  # values beyond this (above for a time, below for a throughput) are slow
+    bic_gain: float  # BIC of one normal less that of two, on the logs
+    separation: float  # Ashman's D of the two fitted normals
     higher_is_better: bool = False
 
     def is_slow(self, value: float) -> bool:
@@ -106,6 +108,7 @@ FAST_MODE, SAME_MODE, ALL_BLOCKS = "fast mode", "same mode", "all blocks"  # Com
 def headline_of(config: dict) -> str | None:
     """Which stratum a run's rows with two modes report (its --fast-mode or --same-mode), or None."""
     return SAME_MODE if config.get("same_mode") else FAST_MODE if config.get("fast_mode") else None
+
 
 STOPPED = ("precision", "budget", "error", "skipped", "interrupted")
 
@@ -133,11 +136,12 @@ class Stratum:
     both ran in the same mode, fast or slow (analysis.same_mode: each mode
     weighted by its blocks over their levels' spread); or, beside such a
     headline, all of them."""
+
     ratio: float
     ci_low: float
     ci_high: float
-    blocks: int      # the blocks in the stratum
-    of_blocks: int   # the blocks paired
+    blocks: int  # the blocks in the stratum
+    of_blocks: int  # the blocks paired
     p_value: float = math.nan
     slow_blocks: int = 0  # of `blocks`, those both sides ran in their slow mode (the same-mode stratum)
 
@@ -188,6 +192,7 @@ class TargetInfo:
 @dataclass
 class RunData:
     """Everything stored about one run, as read back."""
+
     id: str
     kind: str
     started: float
@@ -208,6 +213,7 @@ class RunData:
 @dataclass(frozen=True)
 class Estimate:
     """A figure with its unit and 95% interval (infinite: unbounded)."""
+
     value: float
     unit: str
     ci_low: float
@@ -218,19 +224,20 @@ class Estimate:
 class ScalePoint:
     """One benchmark at one instance count of a scale run (vmtax scale):
     N copies of a target measured at once, over `rounds` rounds."""
+
     n: int
     rounds: int
-    aggregate: Estimate                 # throughput of all N together, per round
+    aggregate: Estimate  # throughput of all N together, per round
     per_instance: tuple[Estimate, ...]  # each instance's throughput over the rounds
-    jain: Estimate                      # Jain's fairness index, per round
-    slowdown: Estimate | None           # one alone / one of N (None: no N=1 measured)
-    host_cpu_pct: Estimate | None       # all host CPUs, over each round
-    host_mem_mb: tuple[float, ...]      # each instance's host processes (proportional set size)
-    vcpus: int                          # of the N instances together
+    jain: Estimate  # Jain's fairness index, per round
+    slowdown: Estimate | None  # one alone / one of N (None: no N=1 measured)
+    host_cpu_pct: Estimate | None  # all host CPUs, over each round
+    host_mem_mb: tuple[float, ...]  # each instance's host processes (proportional set size)
+    vcpus: int  # of the N instances together
     host_cpus: int
     stopped_by: str
     reason: str = ""
-    round_s: tuple[float, ...] = ()     # each round on the host's clock, from the go to the last end
+    round_s: tuple[float, ...] = ()  # each round on the host's clock, from the go to the last end
 
     @property
     def overcommit(self) -> float:

@@ -10,6 +10,7 @@ opened in it.  When the holder and those descriptors are gone, the kernel
 removes the namespace with every device in it: nothing needs sweeping, on
 any exit path.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -49,15 +50,22 @@ class NetNs:
             raise TargetError(f"{what}: {why}")
         try:
             # the holder says it is inside before it sleeps: no race with its unshare
-            self.holder = proc.spawn(["unshare", "--net", "--", "/bin/sh", "-c", "echo in; exec sleep infinity"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.holder = proc.spawn(
+                ["unshare", "--net", "--", "/bin/sh", "-c", "echo in; exec sleep infinity"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         except OSError as e:
             raise TargetError(f"{what}: cannot start unshare for a network namespace: {e.strerror}") from None
         assert self.holder.stdout is not None and self.holder.stderr is not None, "both piped"
         line = self.holder.stdout.readline()
         if line.strip() != b"in":
-            err = self.holder.stderr.read(300).decode(errors="replace").strip() if self.holder.poll() is not None \
+            err = (
+                self.holder.stderr.read(300).decode(errors="replace").strip()
+                if self.holder.poll() is not None
                 else "no word from it"
+            )
             self.close()
             raise TargetError(f"{what}: unshare --net failed: {err or 'no message'}")
         self.path = f"/proc/{self.holder.pid}/ns/net"
@@ -80,8 +88,7 @@ class NetNs:
     def run(self, argv: Sequence[str]) -> str:
         """Run a short command inside; TargetError with its message if it fails."""
         try:
-            p = subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=60,
-                               stdin=subprocess.DEVNULL)
+            p = subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError) as e:
             raise TargetError(f"{self.what}: {' '.join(argv[:3])}: {e}") from None
         if p.returncode != 0:

@@ -10,6 +10,7 @@ how close they are.  `vmtax doctor` prints it beside the distance at which
 vmtax pairs a baseline's sample with a candidate's (lockstep: about one
 sample; blocks: about one process).  The analysis is pure; series() runs
 the process."""
+
 from __future__ import annotations
 
 import bisect
@@ -30,19 +31,20 @@ from .proc import ChildFailed
 
 DISTANCES_MS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0)
 TOLERANCE = 0.25  # a pair counts for a distance d when it lies within d / (1 + this) .. d * (1 + this)
-MIN_PAIRS = 20    # fewer, and no SD is given for that distance
-SAMPLE_MS = 0.5   # the series' samples: shorter than the shortest distance
+MIN_PAIRS = 20  # fewer, and no SD is given for that distance
+SAMPLE_MS = 0.5  # the series' samples: shorter than the shortest distance
 
 
 @dataclass(frozen=True)
 class AtDistance:
-    ms: float       # how far apart the two samples' middles are
-    sd_pct: float   # the SD of log(later / earlier), in percent (x 100)
-    pairs: int      # how many pairs it is over
+    ms: float  # how far apart the two samples' middles are
+    sd_pct: float  # the SD of log(later / earlier), in percent (x 100)
+    pairs: int  # how many pairs it is over
 
 
-def by_distance(times: list[float], values: list[float],
-                distances: tuple[float, ...] = DISTANCES_MS) -> list[AtDistance]:
+def by_distance(
+    times: list[float], values: list[float], distances: tuple[float, ...] = DISTANCES_MS
+) -> list[AtDistance]:
     """For each distance (ms) that the series spans with MIN_PAIRS pairs,
     the SD of the log ratio of two of its samples that far apart (times in
     seconds, of each sample's middle, increasing): each sample with the one
@@ -54,8 +56,7 @@ def by_distance(times: list[float], values: list[float],
         for i, t in enumerate(times):
             want = t + d / 1e3
             j = bisect.bisect_left(times, want, lo=i + 1)
-            best = min((k for k in (j - 1, j) if i < k < len(times)), key=lambda k: abs(times[k] - want),
-                       default=None)
+            best = min((k for k in (j - 1, j) if i < k < len(times)), key=lambda k: abs(times[k] - want), default=None)
             if best is not None and d / (1 + TOLERANCE) <= (times[best] - t) * 1e3 <= d * (1 + TOLERANCE):
                 diffs.append(logs[best] - logs[i])
         if len(diffs) >= MIN_PAIRS:
@@ -117,8 +118,16 @@ def series(target, spec: BenchSpec, seconds: float, timeout: float = 120.0) -> t
         if not s.warmup and not s.counting:
             got.append((s.value * s.ops / 1e9, s.value))
             arrived.append(time.monotonic())
-    read = run_process(target, spec, at, rec, Lines(lambda: target.run_agent(args, timeout=timeout + seconds * 4)),
-                       on_sample=take, check=None)
+
+    read = run_process(
+        target,
+        spec,
+        at,
+        rec,
+        Lines(lambda: target.run_agent(args, timeout=timeout + seconds * 4)),
+        on_sample=take,
+        check=None,
+    )
     _raise(target, read.failure)
     if len(got) < 2:
         raise AgentError(f"{target.name}: the agent gave too few samples of {spec.name}")

@@ -6,6 +6,7 @@ the same pair), and ended after the run; a peer dies with vmtax too.
 A peer listens on the one address its target reaches (Target.peer_listen):
 the host's loopback, or the host end of a tap or bridge inside the network
 namespace vmtax made for that target -- never on a wildcard address."""
+
 from __future__ import annotations
 
 import shlex
@@ -37,8 +38,9 @@ def start_peer(w, port: int, target_cpu: int | None, bind: str = "127.0.0.1", ns
     # a file, not a pipe: a chatty peer never blocks on it; read on failure, closed on every way out below
     err = tempfile.TemporaryFile()  # noqa: SIM115
     try:
-        p = spawn(argv, cpu=others[0] if others else None, stdin=subprocess.DEVNULL,
-                  stdout=subprocess.DEVNULL, stderr=err)
+        p = spawn(
+            argv, cpu=others[0] if others else None, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+        )
     except OSError as e:
         err.close()
         raise TargetError(f"{w.name}: cannot start its peer {argv[0]} on the host: {e}") from None

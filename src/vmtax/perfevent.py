@@ -1,6 +1,7 @@
 """Counting perf events on the tasks vmtax watches (perf_event_open(2),
 without perf), and the tracefs files that name tracepoints: what the host
 probe (hostprobe.py) and the VM-exit counter (kvmexits.py) count with."""
+
 from __future__ import annotations
 
 import ctypes
@@ -34,8 +35,14 @@ def perf_open(pid: int, type_: int, config: int) -> int:
         raise OSError(0, "no libc")
     attr = struct.pack("<IIQQQQQIIQ", type_, 64, config, 0, 0, _READ_FORMAT, _DISABLED | _INHERIT, 0, 0, 0)
     buf = ctypes.create_string_buffer(attr, 64)
-    fd = _libc.syscall(_SYS_PERF_EVENT_OPEN, buf, ctypes.c_int(pid), ctypes.c_int(-1),
-                       ctypes.c_int(-1), ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC))
+    fd = _libc.syscall(
+        _SYS_PERF_EVENT_OPEN,
+        buf,
+        ctypes.c_int(pid),
+        ctypes.c_int(-1),
+        ctypes.c_int(-1),
+        ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC),
+    )
     if fd < 0:
         e = ctypes.get_errno()
         raise OSError(e, os.strerror(e))
@@ -63,11 +70,23 @@ def read_tracefs(*names: str) -> tuple[list[str] | None, str]:
         return None, "no tracefs mounted, and mounting one needs root"
     sep = "--vmtax-tracefs--\n"
     try:
-        out = subprocess.run(["unshare", "--mount", "sh", "-c",
-                              'mount -t tracefs tracefs "$1" && shift && for f; do cat "$f" && echo "$SEP"; done',
-                              "sh", _TRACEFS[0], *[f"{_TRACEFS[0]}/{n}" for n in names]],
-                             capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL,
-                             env={**os.environ, "SEP": sep.strip()})
+        out = subprocess.run(
+            [
+                "unshare",
+                "--mount",
+                "sh",
+                "-c",
+                'mount -t tracefs tracefs "$1" && shift && for f; do cat "$f" && echo "$SEP"; done',
+                "sh",
+                _TRACEFS[0],
+                *[f"{_TRACEFS[0]}/{n}" for n in names],
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "SEP": sep.strip()},
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return None, f"cannot mount tracefs: {e}"
     parts = out.stdout.split(sep)

@@ -13,6 +13,7 @@ samples with the analysis functions `show` uses (analysis.block_means).
 - sizing after calibration (sizes): one shared iteration count, halved for
   a very slow target, and samples per process so that every target's
   process costs about the baseline's (alike, per_process)."""
+
 from __future__ import annotations
 
 import math
@@ -28,33 +29,33 @@ from .suite import workloads
 
 @dataclass(frozen=True)
 class RunConfig:
-    precision: float = 0.01          # CI half-width as a fraction of the estimate
-    max_time: float = 360.0          # seconds for the whole run
-    samples_per_process: int = 3     # per fresh process (pyperf: 3); the process is the unit
-    warmup: int = 1                  # samples discarded at the start of each process
-    min_time_ms: int = 10            # calibration goal for one sample
-    min_processes: int = 10          # before stopping on precision (a steadier spread estimate)
-    cpu: int | None = None           # run every target on this host CPU (None: unpinned)
-    parallel: int = 1                # concurrent instances (seed 000 ran 16)
+    precision: float = 0.01  # CI half-width as a fraction of the estimate
+    max_time: float = 360.0  # seconds for the whole run
+    samples_per_process: int = 3  # per fresh process (pyperf: 3); the process is the unit
+    warmup: int = 1  # samples discarded at the start of each process
+    min_time_ms: int = 10  # calibration goal for one sample
+    min_processes: int = 10  # before stopping on precision (a steadier spread estimate)
+    cpu: int | None = None  # run every target on this host CPU (None: unpinned)
+    parallel: int = 1  # concurrent instances (seed 000 ran 16)
     agent_timeout: float = 300.0
-    seed: int = 0                    # the random block order (recorded, so a run can be replayed)
+    seed: int = 0  # the random block order (recorded, so a run can be replayed)
     tool_seconds: int = workloads.SECONDS  # how long one run of a time-based workload tool lasts
-    fast_mode: bool = False          # a row with two modes: stop on, and report, its ratio in the fast mode
-    same_mode: bool = False          # or over the blocks both sides ran in the same mode (analysis.same_mode)
-    pairing: str = "lockstep"        # a block's processes: "lockstep" (held together, samples alternated,
+    fast_mode: bool = False  # a row with two modes: stop on, and report, its ratio in the fast mode
+    same_mode: bool = False  # or over the blocks both sides ran in the same mode (analysis.same_mode)
+    pairing: str = "lockstep"  # a block's processes: "lockstep" (held together, samples alternated,
     #                                  lockstep.py) or "blocks" (one after another)
-    step_ms: float = 1.0             # lockstep: the baseline's sample, in ms
+    step_ms: float = 1.0  # lockstep: the baseline's sample, in ms
 
 
-FIRST_PASS = 0.6    # share of the budget for the first pass over every benchmark
-CATCH_UP = 0.8      # pass 2 brings slow rows to --min-processes within this share of the budget
+FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
+CATCH_UP = 0.8  # pass 2 brings slow rows to --min-processes within this share of the budget
 PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
 SLOWEST_SAMPLE = 4  # the slowest target's sample, at most this many --min-time-ms ...
-FASTEST_SHARE = 8   # ... unless the baseline's would be shorter than --min-time-ms / this
-MAX_SAMPLES = 8     # a target of short samples takes at most this many times --samples
-SCALE_BEYOND = 2    # targets within this factor of one another (chained) run alike
-PRECISION = 0.01    # the goal when the user names none ...
-GATE_SHARE = 3      # ... or, for a gated run, its threshold over this
+FASTEST_SHARE = 8  # ... unless the baseline's would be shorter than --min-time-ms / this
+MAX_SAMPLES = 8  # a target of short samples takes at most this many times --samples
+SCALE_BEYOND = 2  # targets within this factor of one another (chained) run alike
+PRECISION = 0.01  # the goal when the user names none ...
+GATE_SHARE = 3  # ... or, for a gated run, its threshold over this
 
 
 def precision_for(gate: float | None) -> float:
@@ -83,8 +84,11 @@ def two_blocks(job: Job, targets: int, cfg: RunConfig) -> float:
     """Seconds a row's first two blocks take at the least (the first with
     its calibration or warmup runs): the fewest with a ratio and a spread."""
     first = first_block_floor(job, targets, cfg)
-    return first + (first / 2 if job.workload is not None else
-                    targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000)
+    return first + (
+        first / 2
+        if job.workload is not None
+        else targets * (cfg.warmup + cfg.samples_per_process) * cfg.min_time_ms / 1000
+    )
 
 
 def two_blocks_floor(jobs: list[Job], targets: int, cfg: RunConfig) -> float:
@@ -117,11 +121,13 @@ def budget_shortfall(specs: list[BenchSpec], targets: int, cfg: RunConfig) -> st
     if need <= cfg.max_time * FIRST_PASS:
         return ""
     enough = math.ceil(need / FIRST_PASS / 60) * 60
-    return (f"a budget of {fmt_duration(cfg.max_time)} cannot buy two blocks of every row: on {targets} "
-            f"target{'s' if targets > 1 else ''} they need at least {fmt_duration(need)} (slow targets take "
-            f"longer), more than the first pass's {FIRST_PASS:.0%} of the budget; the run measures the rows "
-            f"it can finish, two blocks of each at least, in the order given, and names the rows it leaves out "
-            f"with the budget that would add them -- --max-time {fmt_duration(enough)} for every row, or fewer rows")
+    return (
+        f"a budget of {fmt_duration(cfg.max_time)} cannot buy two blocks of every row: on {targets} "
+        f"target{'s' if targets > 1 else ''} they need at least {fmt_duration(need)} (slow targets take "
+        f"longer), more than the first pass's {FIRST_PASS:.0%} of the budget; the run measures the rows "
+        f"it can finish, two blocks of each at least, in the order given, and names the rows it leaves out "
+        f"with the budget that would add them -- --max-time {fmt_duration(enough)} for every row, or fewer rows"
+    )
 
 
 # -- pass 2 ----------------------------------------------------------------------------
@@ -171,12 +177,15 @@ def per_process(r: float, cfg: RunConfig) -> tuple[int, int]:
     """(timed samples, warmup samples) per process for samples r times
     as long as the baseline's at its own count."""
     r = min(max(r, 1e-9), 1e9) if math.isfinite(r) else 1.0  # both counts saturate long before
-    return (min(cfg.samples_per_process * MAX_SAMPLES, max(1, int(cfg.samples_per_process / r + 0.5))),
-            cfg.warmup * min(MAX_SAMPLES, max(1, int(1 / r + 0.5))))
+    return (
+        min(cfg.samples_per_process * MAX_SAMPLES, max(1, int(cfg.samples_per_process / r + 0.5))),
+        cfg.warmup * min(MAX_SAMPLES, max(1, int(1 / r + 0.5))),
+    )
 
 
-def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
-          cfg: RunConfig) -> tuple[int, dict[str, tuple[int, int]]]:
+def sizes(
+    first: str, found: dict[str, tuple[int | None, float | None]], cfg: RunConfig
+) -> tuple[int, dict[str, tuple[int, int]]]:
     """From each target's calibration (found: name -> (its count, ns one
     iteration took), None where unknown) and the target whose count is
     shared (first: the baseline's where it calibrated), the shared count
@@ -207,8 +216,11 @@ def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
     if goal_ns > 0 and len(times) == len(per_iter):  # scaled only where every time per iteration is known
         base_ns = times[first]
         nominal = shared * base_ns  # the baseline's sample at its own count, in ns
-        while (shared % 2 == 0 and shared * max(times.values()) > SLOWEST_SAMPLE * goal_ns
-               and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE):
+        while (
+            shared % 2 == 0
+            and shared * max(times.values()) > SLOWEST_SAMPLE * goal_ns
+            and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE
+        ):
             shared //= 2
         for group in alike(times):
             # one (samples, warmup) per group of alike targets: the baseline's, or their mean's
@@ -220,16 +232,16 @@ def sizes(first: str, found: dict[str, tuple[int | None, float | None]],
 
 # -- lockstep pairs ----------------------------------------------------------------------
 STEP_WARMUP_ROUNDS = 3  # lockstep: rounds discarded at the start of each block, per --warmup sample
-MAX_ITERS = 1 << 40      # the agent's --iters at most
-MIN_STEP_ROUNDS = 10    # lockstep: timed rounds a block takes at the least, however slow a round
-STEP_GO_MS = 1.0        # a go's round trip assumed for a target before its first lockstep block
+MAX_ITERS = 1 << 40  # the agent's --iters at most
+MIN_STEP_ROUNDS = 10  # lockstep: timed rounds a block takes at the least, however slow a round
+STEP_GO_MS = 1.0  # a go's round trip assumed for a target before its first lockstep block
 
 
 @dataclass(frozen=True)
 class StepSizes:
-    iters: int          # the shared count of one sample
-    rounds: int         # pairs of each candidate with the baseline per block, warmups included
-    warmup: int         # of them discarded
+    iters: int  # the shared count of one sample
+    rounds: int  # pairs of each candidate with the baseline per block, warmups included
+    warmup: int  # of them discarded
 
 
 def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cfg: RunConfig) -> StepSizes:
@@ -248,8 +260,11 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
     times = [ns for ns in per_iter if ns]  # those known
     if base_ns and len(times) == len(per_iter):
         shared = max(1, round(goal_ns / base_ns))
-        while shared > 1 and shared * max(times) > SLOWEST_SAMPLE * goal_ns \
-                and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE:
+        while (
+            shared > 1
+            and shared * max(times) > SLOWEST_SAMPLE * goal_ns
+            and shared // 2 * base_ns >= goal_ns / FASTEST_SHARE
+        ):
             shared //= 2
         # and raised where a candidate far quicker than the baseline (the bare machine's cpuid beside a
         # guest's, which exits) would take too short a sample for its clock to time

@@ -7,6 +7,7 @@ one vmtax cannot see: a SIGKILL of vmtax itself, after which the kernel
 kills each direct child (PR_SET_PDEATHSIG) and the next run sweeps what
 was left (`sweep`).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -41,11 +42,13 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
 def _child_setup(cpu: int | None):
     """Runs in the child between fork and exec: die with vmtax (the
     spawning thread is always the main thread), and optionally pin."""
+
     def setup() -> None:
         if _prctl is not None:
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
+
     return setup
 
 
@@ -66,8 +69,7 @@ def _as_before() -> Iterator[None]:
         os.sched_setaffinity(0, mine)
 
 
-def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = True,
-          **kw) -> subprocess.Popen:
+def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = True, **kw) -> subprocess.Popen:
     """Start argv in a session of its own; it dies when vmtax does.  With
     cpu, it (and every process it starts) runs on that host CPU alone.
 
@@ -118,8 +120,7 @@ def sweep(parent: str | None = None) -> list[str]:
     for name in entries:
         m = _OWNED.match(name)
         path = os.path.join(parent, name)
-        if (not m or m.group(2) != scope or int(m.group(1)) == os.getpid()
-                or pid_alive(int(m.group(1)))):
+        if not m or m.group(2) != scope or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
             continue
         try:
             if os.stat(path).st_uid != os.getuid():
@@ -261,18 +262,29 @@ def kill_all() -> None:
         kill_group(p)
 
 
-def stream_lines(argv: Sequence[str], timeout: float, stdin_data: bytes | None = None,
-                 env: dict | None = None, cpu: int | None = None,
-                 die_with_vmtax: bool = False,
-                 hold: Callable[[subprocess.Popen], None] | None = None) -> Iterator[str]:
+def stream_lines(
+    argv: Sequence[str],
+    timeout: float,
+    stdin_data: bytes | None = None,
+    env: dict | None = None,
+    cpu: int | None = None,
+    die_with_vmtax: bool = False,
+    hold: Callable[[subprocess.Popen], None] | None = None,
+) -> Iterator[str]:
     """Run argv, yield its stdout lines as they come.  The child is killed
     when the consumer stops early, on any exception (Ctrl-C included), and
     after `timeout` seconds.  A non-zero exit raises ChildFailed with the
     tail of its stderr.  hold: its stdin is a pipe left open, and hold gets
     the child as soon as it runs (to write its go line; see Target.go)."""
-    p = spawn(argv, cpu=cpu, die_with_vmtax=die_with_vmtax,
-              stdin=subprocess.PIPE if stdin_data is not None or hold else subprocess.DEVNULL,
-              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p = spawn(
+        argv,
+        cpu=cpu,
+        die_with_vmtax=die_with_vmtax,
+        stdin=subprocess.PIPE if stdin_data is not None or hold else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     out, err_out = p.stdout, p.stderr
     assert out is not None and err_out is not None, "both piped"
     if hold is not None:

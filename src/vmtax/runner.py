@@ -29,6 +29,7 @@ The runner schedules; the engine (engine/) runs and records each process
 (execute), runs a block's processes (blocks.InTurn), judges the stop
 (stop, pure) and owns the session, its targets and its budget (session).
 """
+
 from __future__ import annotations
 
 import math
@@ -65,17 +66,18 @@ class TargetState:
     """One target's row as the run goes: its timed samples (the stop reads
     them with analysis.block_means, as `show` reads the stored ones) and how
     far it has got."""
+
     samples_taken: list[Sample] = field(default_factory=list)  # timed, in arrival order
     processes: int = 0
     iters: int | None = None
-    done: str | None = None          # "skipped" or "error" once finished early; "precision": a candidate
+    done: str | None = None  # "skipped" or "error" once finished early; "precision": a candidate
     #                                  whose ratio is precise while others go on (stop.judge)
     reason: str = ""
-    warmed: bool = False             # a workload's warmup run is done on this target
-    own_iters: int | None = None     # this target's own calibration: its counted batches use it
-    samples: int | None = None       # timed samples per process at the shared count (None: --samples)
-    warmup: int | None = None        # and warmup samples (None: --warmup)
-    higher_is_better: bool = False   # the row's direction (which of two modes is the fast one)
+    warmed: bool = False  # a workload's warmup run is done on this target
+    own_iters: int | None = None  # this target's own calibration: its counted batches use it
+    samples: int | None = None  # timed samples per process at the shared count (None: --samples)
+    warmup: int | None = None  # and warmup samples (None: --warmup)
+    higher_is_better: bool = False  # the row's direction (which of two modes is the fast one)
 
     def take(self, s: Sample) -> None:
         if not s.warmup and not s.counting:
@@ -128,9 +130,12 @@ class Finishing:
         add = plan.budget_to_add(self.cfg.max_time, need, left)
         for st in states.values():
             if st.done is None:
-                st.end("budget", f"left out: the budget could not finish it (its two blocks need {need:.0f} s or "
-                                 f"more, {max(0.0, left):.0f} s were left); --max-time {fmt_duration(add)} or more "
-                                 "would add it")
+                st.end(
+                    "budget",
+                    f"left out: the budget could not finish it (its two blocks need {need:.0f} s or "
+                    f"more, {max(0.0, left):.0f} s were left); --max-time {fmt_duration(add)} or more "
+                    "would add it",
+                )
         self.left_out.append((job.name, need))
         return False
 
@@ -145,26 +150,38 @@ class Finishing:
     def note(self) -> str:
         """The rows left out, named at the end, with the budget that would add them."""
         add = plan.budget_to_add(self.cfg.max_time, sum(need for _, need in self.left_out), 0.0)
-        return (f"vmtax: left out by the budget (each row's reason says why): "
-                f"{', '.join(name for name, _ in self.left_out)}; --max-time {fmt_duration(add)} or more "
-                f"would add them")
+        return (
+            f"vmtax: left out by the budget (each row's reason says why): "
+            f"{', '.join(name for name, _ in self.left_out)}; --max-time {fmt_duration(add)} or more "
+            f"would add them"
+        )
 
 
 class Progress(Protocol):
-    def update(self, index: int, total: int, job: Job, states: States,
-               precision_now: float, elapsed: float, eta: float) -> None: ...
+    def update(
+        self, index: int, total: int, job: Job, states: States, precision_now: float, elapsed: float, eta: float
+    ) -> None: ...
     def finished(self, index: int, total: int, job: Job, outcome: dict[str, str]) -> None: ...
     def close(self) -> None: ...
     def note(self, text: str) -> None: ...  # one line of its own (a host not reached)
 
 
 class Runner:
-    COUNT_EVERY = 4   # a counting process per target every this many blocks (metrics.py)
+    COUNT_EVERY = 4  # a counting process per target every this many blocks (metrics.py)
 
-    def __init__(self, cfg: RunConfig, specs: list[BenchSpec], targets: list[Target],
-                 store: StoreWriter, run_id: str, progress: Progress | None = None,
-                 clock: Callable[[], float] = time.monotonic, spent_before: float = 0.0,
-                 deadline: Deadline | None = None, executor: Callable[[Job], BlockExecutor] | None = None):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        specs: list[BenchSpec],
+        targets: list[Target],
+        store: StoreWriter,
+        run_id: str,
+        progress: Progress | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        spent_before: float = 0.0,
+        deadline: Deadline | None = None,
+        executor: Callable[[Job], BlockExecutor] | None = None,
+    ):
         self.cfg, self.specs, self.targets = cfg, specs, targets
         self.jobs = jobs_of(specs)
         self.relay = ThreadRelay(store)
@@ -214,8 +231,9 @@ class Runner:
                     target.facts()[LOCKSTEP_GO] = round(statistics.median(took) * 1e3, 3)
 
     def _run(self) -> str:
-        self._deadline = self.procs.deadline = self._deadline or Deadline(self.cfg.max_time, self.clock,
-                                                                          self.spent_before)
+        self._deadline = self.procs.deadline = self._deadline or Deadline(
+            self.cfg.max_time, self.clock, self.spent_before
+        )
         t0 = self._t0 = self.deadline.t0
         self._durations: list[float] = []
         by_spec, states = self._states()
@@ -230,22 +248,30 @@ class Runner:
             for k, index in enumerate(pending):  # first, every row gets an interval at all
                 job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time * plan.CATCH_UP - (self.clock() - t0))
-                self._measure(index, job, states[index], self.clock() + left / (len(pending) - k),
-                              until_enough=True)
+                self._measure(index, job, states[index], self.clock() + left / (len(pending) - k), until_enough=True)
             need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
             pending.sort(key=need.__getitem__)
             for k, index in enumerate(pending):
                 job = current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time - (self.clock() - t0))
-                self._timed(index, job, states[index], plan.pass2_share(
-                    need[index], left, len(pending) - k, self._next_block_s(job)), final=True)
+                self._timed(
+                    index,
+                    job,
+                    states[index],
+                    plan.pass2_share(need[index], left, len(pending) - k, self._next_block_s(job)),
+                    final=True,
+                )
         except KeyboardInterrupt:
             self._close(([current] if current else []) + [self.jobs[i] for i in pending], by_spec, "interrupted")
             return "interrupted"
         except BudgetSpent:
-            later = self.jobs[self.jobs.index(current) + 1:] if current else []
-            self._close(([current] if current else []) + [self.jobs[i] for i in pending] + later, by_spec,
-                        "budget", f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)")
+            later = self.jobs[self.jobs.index(current) + 1 :] if current else []
+            self._close(
+                ([current] if current else []) + [self.jobs[i] for i in pending] + later,
+                by_spec,
+                "budget",
+                f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)",
+            )
         if self.rows.left_out and self.progress:
             self.progress.note(self.rows.note())
         return "complete"
@@ -253,8 +279,10 @@ class Runner:
     def _states(self) -> tuple[dict[str, States], list[list[States]]]:
         """Each row's targets' states, by row and by job (a workload whose
         tool is missing: skipped everywhere, with why)."""
-        by_spec = {spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher")
-                               for t in self.targets} for spec in self.specs}
+        by_spec = {
+            spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher") for t in self.targets}
+            for spec in self.specs
+        }
         states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
         for job, sts in zip(self.jobs, states, strict=True):
             why = job.workload.missing() if job.workload else ""
@@ -280,8 +308,7 @@ class Runner:
     def _widths(self, states: States) -> dict[str, float]:
         return widths(self.rule, self.names, {n: st.side() for n, st in states.items()})
 
-    def _timed(self, index: int, job: Job, sts: list[States], share: float,
-               final: bool = False) -> dict | None:
+    def _timed(self, index: int, job: Job, sts: list[States], share: float, final: bool = False) -> dict | None:
         """Measure until precision (recorded, returned) or budget (None)."""
         started = self.clock()
         how = self._measure(index, job, sts, started + share)
@@ -307,13 +334,18 @@ class Runner:
         already precise, the others' widest interval so far."""
         per = [self._widths(s) for s in sts]
         widest = {n: max(w.get(n, 0.0) for w in per) for n in per[0]}
-        return {n: "precision" if st.done == "precision" else
-                f"±{widest[n] * 100:.1f}% so far, more in pass 2" if math.isfinite(widest[n]) else "more in pass 2"
-                for n, st in sts[0].items() if st.done == "precision" or n in widest}
+        return {
+            n: "precision"
+            if st.done == "precision"
+            else f"±{widest[n] * 100:.1f}% so far, more in pass 2"
+            if math.isfinite(widest[n])
+            else "more in pass 2"
+            for n, st in sts[0].items()
+            if st.done == "precision" or n in widest
+        }
 
     # -- the blocks -----------------------------------------------------------------------------
-    def _measure(self, index: int, job: Job, sts: list[States],
-                 deadline: float, until_enough: bool = False) -> str:
+    def _measure(self, index: int, job: Job, sts: list[States], deadline: float, until_enough: bool = False) -> str:
         """Block after block, each in a random order; 'precision' or 'budget'
         (until_enough: or 'budget' as soon as every target has the minimum
         number of processes; with it, nothing is run once they have)."""
@@ -330,14 +362,16 @@ class Runner:
             worst = self._block(job, sts)
             if self.progress:
                 elapsed = self.clock() - self._t0
-                self.progress.update(index, len(self.jobs), job, states, worst, elapsed,
-                                     self._eta(index, deadline, elapsed))
+                self.progress.update(
+                    index, len(self.jobs), job, states, worst, elapsed, self._eta(index, deadline, elapsed)
+                )
             if not any(st.done is None for st in states.values()):
                 return "budget"  # every target skipped or failed: the outcome says which
             if self._enough(states) and worst <= self.cfg.precision:
                 return "precision"
             if (self.clock() >= deadline and len(self._block_s[job.name]) >= 2) or (
-                    until_enough and self._enough(states)):
+                until_enough and self._enough(states)
+            ):
                 return "budget"  # a row begun gets two blocks, the fewest with a ratio (_past)
 
     def _block(self, job: Job, sts: list[States]) -> float:
@@ -379,7 +413,8 @@ class Runner:
         fewest with a ratio; Finishing.fits_two begins only a row they should fit)."""
         blocks = len(self._block_s.get(job.name, ()))
         return blocks > 0 and self.clock() + self._next_block_s(job) > (
-            deadline if blocks >= 2 else self.deadline.hard_end)
+            deadline if blocks >= 2 else self.deadline.hard_end
+        )
 
     def _next_block_s(self, job: Job) -> float:
         """How long this job's next block should take: its last three
@@ -388,8 +423,9 @@ class Runner:
         took = self._block_s.get(job.name)
         if not took:
             return 0.0
-        return sum(took[-3:]) / len(took[-3:]) + (self._count_s.get(job.name, 0.0)
-                                                  if self._counts(job, self._blocks.get(job.name, 0)) else 0.0)
+        return sum(took[-3:]) / len(took[-3:]) + (
+            self._count_s.get(job.name, 0.0) if self._counts(job, self._blocks.get(job.name, 0)) else 0.0
+        )
 
     def _counts(self, job: Job, block: int) -> bool:
         """Whether this block has its counting processes (every COUNT_EVERY-th)."""
@@ -432,8 +468,7 @@ class Processes:
     def deadline(self, deadline: Deadline) -> None:
         self._deadline = deadline
 
-    def turns(self, job: Job, sts: list[States], block: int, order: list[Target],
-              counting: bool = False) -> list[Turn]:
+    def turns(self, job: Job, sts: list[States], block: int, order: list[Target], counting: bool = False) -> list[Turn]:
         """The block's processes (counting: its counting processes, slotted
         after the timed ones) on the targets still going."""
         out = []
@@ -446,12 +481,12 @@ class Processes:
                 out.append(Turn(slot, target, partial(self._tool_runs, target, job, mine, at)))
                 continue
             argv = partial(self.agent_args, target, job.specs[0], mine[0], counting)
-            out.append(Turn(slot, target, partial(self._one_process, target, job.specs[0], mine[0], at, argv, counting),
-                            argv))
+            out.append(
+                Turn(slot, target, partial(self._one_process, target, job.specs[0], mine[0], at, argv, counting), argv)
+            )
         return out
 
-    def agent_args(self, target: Target, spec: BenchSpec, st: TargetState,
-                   counting: bool = False) -> list[str]:
+    def agent_args(self, target: Target, spec: BenchSpec, st: TargetState, counting: bool = False) -> list[str]:
         """A timed process's arguments; or a counting process's: a warmup,
         then one batch with counters on, no timed sample (counting costs
         time; see agent/main.c)."""
@@ -464,11 +499,25 @@ class Processes:
         if counting:
             # the bare machine's agent counts its own syscalls: the host's
             trace = syscall_tracepoint()[0] if target.mirror_host else None
-            return agent_argv(target, spec, warmup=max(c.warmup, 1), min_time_ms=c.min_time_ms, iters=iters,
-                              count_settle_ms=target.count_settle_ms, parallel=c.parallel, tracepoint=trace)
-        return agent_argv(target, spec, samples=st.samples if st.samples is not None else c.samples_per_process,
-                          warmup=st.warmup if st.warmup is not None else c.warmup, min_time_ms=c.min_time_ms,
-                          iters=iters, parallel=c.parallel)
+            return agent_argv(
+                target,
+                spec,
+                warmup=max(c.warmup, 1),
+                min_time_ms=c.min_time_ms,
+                iters=iters,
+                count_settle_ms=target.count_settle_ms,
+                parallel=c.parallel,
+                tracepoint=trace,
+            )
+        return agent_argv(
+            target,
+            spec,
+            samples=st.samples if st.samples is not None else c.samples_per_process,
+            warmup=st.warmup if st.warmup is not None else c.warmup,
+            min_time_ms=c.min_time_ms,
+            iters=iters,
+            parallel=c.parallel,
+        )
 
     def calibrate(self, spec: BenchSpec, states: States) -> None:
         """One process on each target finds the iteration count that makes
@@ -484,8 +533,15 @@ class Processes:
         for target in self.targets:
             st = states[target.name]
             if st.done is None and st.iters is None:
-                got = calibrate(target, spec, Where(target.name, spec.name), self.rec, self.cfg.min_time_ms,
-                                self.deadline.timeout(self.cfg.agent_timeout), self.deadline)
+                got = calibrate(
+                    target,
+                    spec,
+                    Where(target.name, spec.name),
+                    self.rec,
+                    self.cfg.min_time_ms,
+                    self.deadline.timeout(self.cfg.agent_timeout),
+                    self.deadline,
+                )
                 if got.result.error:
                     st.end("error", got.result.error)
                 elif got.result.read.skipped:
@@ -504,14 +560,30 @@ class Processes:
         for st in states.values():
             st.iters = shared
 
-    def _one_process(self, target: Target, spec: BenchSpec, st: TargetState, at: Where,
-                     argv: Callable[[], list[str]], counting: bool = False, lines: Lines | None = None) -> None:
+    def _one_process(
+        self,
+        target: Target,
+        spec: BenchSpec,
+        st: TargetState,
+        at: Where,
+        argv: Callable[[], list[str]],
+        counting: bool = False,
+        lines: Lines | None = None,
+    ) -> None:
         """One agent process (execute.run_process): its lines opened here,
         or given (a block executor that started it)."""
         timeout = self.cfg.agent_timeout
         lines = lines or Lines(lambda: target.run_agent(argv(), timeout=self.deadline.timeout(timeout)))
-        got = run_process(target, spec, at, self.rec, lines, probe=target.host_probe if counting else None,
-                          on_sample=st.take, deadline=self.deadline)
+        got = run_process(
+            target,
+            spec,
+            at,
+            self.rec,
+            lines,
+            probe=target.host_probe if counting else None,
+            on_sample=st.take,
+            deadline=self.deadline,
+        )
         if got.read.skipped:
             st.end("skipped", got.read.skipped)
         elif st.iters is None:
@@ -521,8 +593,9 @@ class Processes:
         if not counting:
             st.processes += 1
 
-    def _tool_runs(self, target: Target, job: Job, sts: list[TargetState], at: Where,
-                   _lines: Lines | None = None) -> None:
+    def _tool_runs(
+        self, target: Target, job: Job, sts: list[TargetState], at: Where, _lines: Lines | None = None
+    ) -> None:
         """One run of a workload's tool (after a warmup run, the first time
         on this target): a sample of each of its figures (execute.run_tool),
         its host cost per unit of work beside them (ToolCost).  A block
@@ -538,11 +611,22 @@ class Processes:
         for warmup in ([] if sts[0].warmed else [True]) + [False]:
             began, port = self.clock(), free_port()
             argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, port, peer_at or "127.0.0.1")
+
             def open_tool(argv: list[str] = argv) -> Iterable[str]:
                 return target.run_tool(argv, timeout=self.deadline.timeout(w.timeout))
+
             lines = Lines(open_tool)
-            got = run_tool(target, job, at, self.rec, lines, warmup=warmup, cost=ToolCost(target, w, port),
-                           on_sample=lambda s: by_spec[s.benchmark].take(s), deadline=self.deadline)
+            got = run_tool(
+                target,
+                job,
+                at,
+                self.rec,
+                lines,
+                warmup=warmup,
+                cost=ToolCost(target, w, port),
+                on_sample=lambda s: by_spec[s.benchmark].take(s),
+                deadline=self.deadline,
+            )
             if warmup:
                 self.warm_s[job.name] = self.warm_s.get(job.name, 0.0) + self.clock() - began
             for st in sts:
@@ -562,25 +646,40 @@ class Processes:
         host runs its processes in turn, after them); [] where fewer than
         two can."""
         base = self.targets[0]
-        if (self.cfg.pairing != "lockstep" or job.workload is not None or self.cfg.parallel != 1
-                or job.specs[0].name not in self.steps):
+        if (
+            self.cfg.pairing != "lockstep"
+            or job.workload is not None
+            or self.cfg.parallel != 1
+            or job.specs[0].name not in self.steps
+        ):
             return []
-        can = [t for t in self.targets if states[t.name].done is None and lockstep.STEP in t.capabilities
-               and t.host_machine() == ""]
+        can = [
+            t
+            for t in self.targets
+            if states[t.name].done is None and lockstep.STEP in t.capabilities and t.host_machine() == ""
+        ]
         return can if base in can and len(can) >= 2 else []
 
-    def lockstep_block(self, job: Job, states: States, block: int, targets: list[Target],
-                       rng: random.Random) -> None:
+    def lockstep_block(self, job: Job, states: States, block: int, targets: list[Target], rng: random.Random) -> None:
         """One block of these targets' processes in lockstep
         (lockstep.run_block): the baseline's first, each sample recorded as
         it arrives and each process as one of its own (Recorder)."""
         spec, size = job.specs[0], self.steps[job.specs[0].name]
-        size = plan.step_rounds(size, [size.iters * (self.per_iter[spec.name].get(t.name) or 0.0) / 1e6
-                                       for t in targets], [self._go_ms(t) for t in targets], self.cfg)
+        size = plan.step_rounds(
+            size,
+            [size.iters * (self.per_iter[spec.name].get(t.name) or 0.0) / 1e6 for t in targets],
+            [self._go_ms(t) for t in targets],
+            self.cfg,
+        )
         sides = [self._side(spec, target, states[target.name], block, size) for target in targets]
-        lockstep.run_block(sides, spec, size.rounds, rng,
-                           step_timeout=lambda: self.deadline.timeout(lockstep.STEP_TIMEOUT),
-                           timeout=self.deadline.timeout(self.cfg.agent_timeout))
+        lockstep.run_block(
+            sides,
+            spec,
+            size.rounds,
+            rng,
+            step_timeout=lambda: self.deadline.timeout(lockstep.STEP_TIMEOUT),
+            timeout=self.deadline.timeout(self.cfg.agent_timeout),
+        )
         if any(s.error for s in sides) and self.deadline.spent():
             raise BudgetSpent
         for slot, (target, side) in enumerate(zip(targets, sides, strict=True)):
@@ -591,13 +690,19 @@ class Processes:
                 st.end("error", side.error[:500])
             st.processes += 1
             self.step_latency.setdefault(target.name, []).extend(side.overheads)
-            got = ProcessResult(side.process, Where(target.name, spec.name, block, slot), side.started,
-                                AgentRead(side.iters, side.skipped, side.finished, side.first, side.samples),
-                                ended=time.time(), error=side.error)
+            got = ProcessResult(
+                side.process,
+                Where(target.name, spec.name, block, slot),
+                side.started,
+                AgentRead(side.iters, side.skipped, side.finished, side.first, side.samples),
+                ended=time.time(),
+                error=side.error,
+            )
             self.rec.process(got, st.done if st.done in ("error", "skipped") else "ok")
 
-    def _side(self, spec: BenchSpec, target: Target, st: TargetState, block: int,
-              size: plan.StepSizes) -> lockstep.Side:
+    def _side(
+        self, spec: BenchSpec, target: Target, st: TargetState, block: int, size: plan.StepSizes
+    ) -> lockstep.Side:
         """One target's process in a lockstep block: a sample a round."""
         process = self.rec.new_process()
 
@@ -605,8 +710,10 @@ class Processes:
             s = Sample(benchmark=spec.name, target=target.name, process=process, block=block, t=t, **f)
             self.rec.sample(s)
             st.take(s)
-        argv = agent_argv(target, spec, samples=size.rounds - size.warmup, warmup=size.warmup,
-                          iters=size.iters) + ["--step"]
+
+        argv = agent_argv(target, spec, samples=size.rounds - size.warmup, warmup=size.warmup, iters=size.iters) + [
+            "--step"
+        ]
         side = lockstep.Side(target.name, target, argv, take)
         side.process, side.started = process, time.time()
         return side
@@ -617,9 +724,17 @@ class Processes:
         return statistics.median(took[-50:]) * 1e3 if took else plan.STEP_GO_MS
 
 
-def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
-                targets: list[Target], store, progress: Progress | None = None,
-                notes: dict | None = None, began: float | None = None) -> tuple[str, str, str]:
+def run_session(
+    kind: str,
+    command: str,
+    cfg: RunConfig,
+    specs: list[BenchSpec],
+    targets: list[Target],
+    store,
+    progress: Progress | None = None,
+    notes: dict | None = None,
+    began: float | None = None,
+) -> tuple[str, str, str]:
     """compare's (and run's) session (engine.session): record the run,
     start the targets one by one with vmtax kept off their CPU, measure,
     and stop everything on every exit path.  A remote candidate (another
@@ -646,7 +761,11 @@ def run_session(kind: str, command: str, cfg: RunConfig, specs: list[BenchSpec],
                 if target in started and LOCKSTEP_GO in target.facts():
                     s.recorder.target(position, target.info())
 
-    config = {**asdict(cfg), "targets": [t.name for t in targets], "benchmarks": [s.name for s in specs],
-              "controller_cpus": controller_cpus(cfg.cpu), **(notes or {})}
-    return session.run_session(store, kind, command, config, measure,
-                               closing=progress.close if progress else None)
+    config = {
+        **asdict(cfg),
+        "targets": [t.name for t in targets],
+        "benchmarks": [s.name for s in specs],
+        "controller_cpus": controller_cpus(cfg.cpu),
+        **(notes or {}),
+    }
+    return session.run_session(store, kind, command, config, measure, closing=progress.close if progress else None)

@@ -27,6 +27,7 @@ Stored as a run of kind "scale": each stage is a target `TARGET xN`; its
 samples carry their instance and round (block); its facts (`scale`) the
 instance count, vCPUs, host CPUs, pinning and the per-round host figures.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,16 +60,16 @@ RESERVE_MB = 256.0  # of MemAvailable kept for the host and vmtax itself
 
 @dataclass(frozen=True)
 class ScaleConfig:
-    instances: tuple[int, ...]       # the instance counts, ascending
-    round_time: float = 2.0          # seconds of timed samples per round (a tool: rounded up)
-    min_rounds: int = 3              # rounds per stage and benchmark, at least
-    max_rounds: int = 10             # and at most
-    precision: float = 0.05          # stop when the aggregate's CI half-width is within this
-    max_time: float = 600.0          # seconds for the whole run (min_rounds always run)
-    min_time_ms: int = 10            # calibration goal of one sample, on one copy alone
-    warmup: int = 1                  # samples each agent discards after the start
-    pin: str = "none"                # none | spread (round-robin over the host CPUs)
-    timeout: float = 300.0           # one round, from launch to the last line
+    instances: tuple[int, ...]  # the instance counts, ascending
+    round_time: float = 2.0  # seconds of timed samples per round (a tool: rounded up)
+    min_rounds: int = 3  # rounds per stage and benchmark, at least
+    max_rounds: int = 10  # and at most
+    precision: float = 0.05  # stop when the aggregate's CI half-width is within this
+    max_time: float = 600.0  # seconds for the whole run (min_rounds always run)
+    min_time_ms: int = 10  # calibration goal of one sample, on one copy alone
+    warmup: int = 1  # samples each agent discards after the start
+    pin: str = "none"  # none | spread (round-robin over the host CPUs)
+    timeout: float = 300.0  # one round, from launch to the last line
 
 
 def host_cpus() -> list[int]:
@@ -81,8 +82,10 @@ def pinning_text(pin: str, n: int, cpus: list[int]) -> str:
         return f"unpinned: the host's scheduler places every instance on its {len(cpus)} CPUs"
     counts = [sum(1 for i in range(n) if i % len(cpus) == k) for k in range(len(cpus))]
     share = ", ".join(f"CPU {c}: {k}" for c, k in zip(cpus, counts, strict=True) if k)
-    return (f"pinned round-robin: instance i on host CPU i mod {len(cpus)} (a guest's vCPU "
-            f"threads; its emulator threads on the other CPUs; at N={n}: {share})")
+    return (
+        f"pinned round-robin: instance i on host CPU i mod {len(cpus)} (a guest's vCPU "
+        f"threads; its emulator threads on the other CPUs; at N={n}: {share})"
+    )
 
 
 def check_memory(proto: Target, n: int, available: float | None = None) -> None:
@@ -95,10 +98,12 @@ def check_memory(proto: Target, n: int, available: float | None = None) -> None:
     room = available - RESERVE_MB
     if n * each > room:
         fits = max(0, int(room // each))
-        raise UserError(f"--instances {n}: {n} x {proto.name} need about {n * each / 1024:.1f} GiB "
-                        f"({each:.0f} MiB each: its memory and its host processes'), but the host has "
-                        f"{available / 1024:.1f} GiB available (MemAvailable, less {RESERVE_MB:.0f} MiB kept): "
-                        f"{fits} fit; ask for fewer instances, or give the guest less mem=")
+        raise UserError(
+            f"--instances {n}: {n} x {proto.name} need about {n * each / 1024:.1f} GiB "
+            f"({each:.0f} MiB each: its memory and its host processes'), but the host has "
+            f"{available / 1024:.1f} GiB available (MemAvailable, less {RESERVE_MB:.0f} MiB kept): "
+            f"{fits} fit; ask for fewer instances, or give the guest less mem="
+        )
 
 
 def check_jobs(specs: list[BenchSpec]) -> list[Job]:
@@ -107,20 +112,32 @@ def check_jobs(specs: list[BenchSpec]) -> list[Job]:
     for job in jobs:
         w = job.workload
         if w is not None and (w.peer or w.needs_disk):
-            raise UserError(f"vmtax scale runs {w.name} in no copy: it needs "
-                            f"{'a peer on the host' if w.peer else 'a disk'}; give a workload that runs alone")
+            raise UserError(
+                f"vmtax scale runs {w.name} in no copy: it needs "
+                f"{'a peer on the host' if w.peer else 'a disk'}; give a workload that runs alone"
+            )
         if w is not None and w.missing():
             raise UserError(f"{w.name} cannot run here: {w.missing()}")
         for spec in job.specs:
             if not is_throughput(spec):
-                raise UserError(f"{spec.name} reports a {spec.unit} where lower is better, not a rate: "
-                                f"vmtax scale sums throughputs (an agent row, or a workload's rate)")
+                raise UserError(
+                    f"{spec.name} reports a {spec.unit} where lower is better, not a rate: "
+                    f"vmtax scale sums throughputs (an agent row, or a workload's rate)"
+                )
     return jobs
 
 
 # -- the pool of copies ------------------------------------------------------------
-def grow(pool: TargetPool, make: Callable[[int], Target], n: int, pin: str, cpus: list[int], files: tuple,
-         label: str, note: Callable[[str], None]) -> None:
+def grow(
+    pool: TargetPool,
+    make: Callable[[int], Target],
+    n: int,
+    pin: str,
+    cpus: list[int],
+    files: tuple,
+    label: str,
+    note: Callable[[str], None],
+) -> None:
     """Start copies until the session's pool has n (TargetPool.start_all:
     in parallel, the very first alone where its start settles something
     the others reuse), pinned round-robin over the host CPUs with --pin
@@ -133,23 +150,25 @@ def grow(pool: TargetPool, make: Callable[[int], Target], n: int, pin: str, cpus
     pool.add(fresh, [cpus[i % len(cpus)] if pin == "spread" else None for i in range(start, n)], files)
     got = pool.start_all(fresh, lambda i: f"instance {i + 1} of {n}")
     how = f"{got.parallel} in parallel" + (", after the first alone" if got.alone else "")
-    note(f"{n - start} instance(s) of {label} started in {got.seconds:.1f} s"
-         + (f" ({how})" if got.parallel > 1 else ""))
+    note(
+        f"{n - start} instance(s) of {label} started in {got.seconds:.1f} s" + (f" ({how})" if got.parallel > 1 else "")
+    )
 
 
 # -- one round ---------------------------------------------------------------------
 @dataclass
 class RoundResult:
     lines: list[list[tuple[float, str]]]  # per instance: (arrival time, line) after its ready line
-    reached: list[bool]                   # whether each got to the barrier (else: skipped, say)
+    reached: list[bool]  # whether each got to the barrier (else: skipped, say)
     host_cpu_pct: float | None
-    seconds: float                        # from the go to the last instance's end
+    seconds: float  # from the go to the last instance's end
     host_mem_mib: list[float]
-    started: float                        # wall-clock time of the go
+    started: float  # wall-clock time of the go
 
 
-def run_round(targets: list[Target], argv_of: Callable[[int, Target], list[str]], tool: bool,
-              timeout: float, memory: bool = True) -> RoundResult:
+def run_round(
+    targets: list[Target], argv_of: Callable[[int, Target], list[str]], tool: bool, timeout: float, memory: bool = True
+) -> RoundResult:
     """Every target runs its argv held at the barrier; once all are ready,
     all are released at once.  TargetError naming the instance at the
     first failure of any (the caller stops them all).  memory: read each
@@ -235,8 +254,15 @@ class ScaleRun:
     started in the session's pool, every process read and recorded by the
     engine (execute), rounds until the aggregate is precise."""
 
-    def __init__(self, text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs: list[BenchSpec],
-                 session: Session, note: Callable[[str], None]):
+    def __init__(
+        self,
+        text: str,
+        make: Callable[[int], Target],
+        cfg: ScaleConfig,
+        specs: list[BenchSpec],
+        session: Session,
+        note: Callable[[str], None],
+    ):
         self.text, self.make, self.cfg, self.specs = text, make, cfg, specs
         self.jobs = jobs_of(specs)  # checked by check_jobs before the run was recorded
         self.pool, self.rec, self.note = session.pool, session.recorder, note
@@ -254,9 +280,14 @@ class ScaleRun:
                 grow(self.pool, self.make, n, self.cfg.pin, self.cpus, files, self.text, self.note)
                 stage = stage_name(self.text, n)
                 copies = self.pool.targets[:n]
-                facts = {"n": n, "vcpus": sum(t.vcpus() for t in copies), "host_cpus": len(self.cpus),
-                         "pinning": pinning_text(self.cfg.pin, n, self.cpus),
-                         "instances": [t.name for t in copies], "rounds": {}}
+                facts = {
+                    "n": n,
+                    "vcpus": sum(t.vcpus() for t in copies),
+                    "host_cpus": len(self.cpus),
+                    "pinning": pinning_text(self.cfg.pin, n, self.cpus),
+                    "instances": [t.name for t in copies],
+                    "rounds": {},
+                }
                 self._store_stage(position, stage, copies, facts)
                 for job in self.jobs:
                     share = max(0.0, self.cfg.max_time - (time.monotonic() - self.deadline.t0)) / items
@@ -291,10 +322,15 @@ class ScaleRun:
         boots = [t.boot_s for t in copies if t.boot_s is not None]
         idle = [t.idle_cpu for t in copies if t.idle_cpu is not None]
         over = [t.mem_overhead for t in copies if t.mem_overhead is not None]
-        info = TargetInfo(name=stage, kind=first.kind, accel=first.accel, facts={**first.facts, "scale": facts},
-                          boot_s=max(boots) if boots else None,            # the slowest of the parallel boots
-                          idle_cpu_pct=sum(idle) if idle else None,          # all N idle together
-                          mem_overhead_mb=sum(over) / len(over) if over else None)
+        info = TargetInfo(
+            name=stage,
+            kind=first.kind,
+            accel=first.accel,
+            facts={**first.facts, "scale": facts},
+            boot_s=max(boots) if boots else None,  # the slowest of the parallel boots
+            idle_cpu_pct=sum(idle) if idle else None,  # all N idle together
+            mem_overhead_mb=sum(over) / len(over) if over else None,
+        )
         self.rec.target(position, info)
 
     def _measure(self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float) -> None:
@@ -310,8 +346,9 @@ class ScaleRun:
             how, why = stopped or ("skipped", self.skipped.get(name, ""))
             self.rec.outcome(stage, name, how, why)
 
-    def _rounds(self, job: Job, stage: str, copies: list[Target], facts: dict,
-                deadline: float) -> tuple[str, str] | None:
+    def _rounds(
+        self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float
+    ) -> tuple[str, str] | None:
         """Rounds until the aggregate is precise ('precision', ''), or
         --max-rounds or the job's share of the budget is reached ('budget',
         why); None where the copies skipped the benchmark."""
@@ -321,8 +358,7 @@ class ScaleRun:
             facts["rounds"][name] = []
         for r in range(self.cfg.max_rounds):
             try:
-                res = run_round(copies, self._argv_maker(job), job.workload is not None, self._timeout(),
-                                memory=r == 0)
+                res = run_round(copies, self._argv_maker(job), job.workload is not None, self._timeout(), memory=r == 0)
             except TargetError as e:
                 self._cut(e, stage, names)
                 raise
@@ -331,10 +367,14 @@ class ScaleRun:
                 return None
             self.rounds += 1
             for name in names:
-                facts["rounds"][name].append({"round": r, "host_cpu_pct": res.host_cpu_pct,
-                                              "seconds": round(res.seconds, 3),
-                                              **({"host_mem_mib": [round(m, 1) for m in res.host_mem_mib]}
-                                                 if res.host_mem_mib else {})})
+                facts["rounds"][name].append(
+                    {
+                        "round": r,
+                        "host_cpu_pct": res.host_cpu_pct,
+                        "seconds": round(res.seconds, 3),
+                        **({"host_mem_mib": [round(m, 1) for m in res.host_mem_mib]} if res.host_mem_mib else {}),
+                    }
+                )
             rates = instance_rates(samples, job.specs[0])
             aggregates.append(sum(rates.values()))
             took.append(res.seconds)
@@ -353,8 +393,9 @@ class ScaleRun:
             w, seconds = job.workload, max(1, math.ceil(c.round_time))
             return lambda i, t: w.argv(t.scratch_dir() or "/tmp", seconds, free_port())
         iters = self.iters[job.name]
-        return lambda i, t: agent_argv(t, job.specs[0], iters=iters, warmup=c.warmup,
-                                       duration_ms=max(1, round(c.round_time * 1000)), go=True)
+        return lambda i, t: agent_argv(
+            t, job.specs[0], iters=iters, warmup=c.warmup, duration_ms=max(1, round(c.round_time * 1000)), go=True
+        )
 
     def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:
         """One copy alone finds the iteration count every process then uses
@@ -384,8 +425,11 @@ class ScaleRun:
         for i, t in enumerate(copies):
             lines = Lines.read_before(res.lines[i], res.started)
             at = Where(stage, job.specs[0].name, r, i, instance=i)
-            got = (run_tool(t, job, at, held, lines) if job.workload is not None
-                   else run_process(t, job.specs[0], at, held, lines, check=_timed_sample))
+            got = (
+                run_tool(t, job, at, held, lines)
+                if job.workload is not None
+                else run_process(t, job.specs[0], at, held, lines, check=_timed_sample)
+            )
             if got.error or got.read.skipped:
                 held.commit(samples=False)
                 if got.error:
@@ -399,8 +443,10 @@ class ScaleRun:
     def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
         v = list(rates.values())
         cpu = f"{res.host_cpu_pct:.0f}%" if res.host_cpu_pct is not None else "?"
-        self.note(f"  N={n} {job.name} round {r + 1}: aggregate {sum(v):.4g} {rate_unit(job.specs[0])}, "
-                  f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s")
+        self.note(
+            f"  N={n} {job.name} round {r + 1}: aggregate {sum(v):.4g} {rate_unit(job.specs[0])}, "
+            f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s"
+        )
 
 
 def _timed_sample(read) -> str:
@@ -412,22 +458,42 @@ def _ci_rel(values: list[float]) -> float:
     return summarize(values).ci_rel if len(values) >= 2 else float("inf")
 
 
-def run_scale(text: str, make: Callable[[int], Target], cfg: ScaleConfig, specs: list[BenchSpec],
-              store: Store, command: str, note: Callable[[str], None]) -> tuple[str, str, str]:
+def run_scale(
+    text: str,
+    make: Callable[[int], Target],
+    cfg: ScaleConfig,
+    specs: list[BenchSpec],
+    store: Store,
+    command: str,
+    note: Callable[[str], None],
+) -> tuple[str, str, str]:
     """Record the run and measure every stage in one session
     (engine.session, as compare's): every copy stopped and vmtax's CPUs
     given back on every exit path.  Returns (run_id, status, failure):
     status complete, failed or interrupted; failure what went wrong ('' when
     nothing did).  What was measured before a failure or a Ctrl-C is kept."""
     cpus = host_cpus()
-    config = {**asdict(cfg), "instances": list(cfg.instances), "target": text,
-              "benchmarks": [s.name for s in specs], "host_cpus": len(cpus),
-              "pinning": pinning_text(cfg.pin, max(cfg.instances), cpus)}
+    config = {
+        **asdict(cfg),
+        "instances": list(cfg.instances),
+        "target": text,
+        "benchmarks": [s.name for s in specs],
+        "host_cpus": len(cpus),
+        "pinning": pinning_text(cfg.pin, max(cfg.instances), cpus),
+    }
 
     def measure(s: Session) -> str:
         scale = ScaleRun(text, make, cfg, specs, s, note)
         s.recorder.benchmarks(specs)
         scale.run()
         return "complete"
-    return run_session(store, "scale", command, config, measure, failures=(TargetError, AgentError, StoreError),
-                       describe=lambda e: f"{e}; every instance was stopped")
+
+    return run_session(
+        store,
+        "scale",
+        command,
+        config,
+        measure,
+        failures=(TargetError, AgentError, StoreError),
+        describe=lambda e: f"{e}; every instance was stopped",
+    )

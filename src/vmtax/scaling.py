@@ -13,6 +13,7 @@ for `run`), each figure is a mean with its Student 95% interval.  The
 slowdown is one instance alone (N=1) over one instance of N: the ratio of
 the per-instance means, its interval by the delta method.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -100,14 +101,32 @@ def points(data: RunData) -> dict[str, list[ScalePoint]]:
             means = [sum(v) / n for v in rounds.values()]
             if n == 1:
                 alone = means
-            rows.append(_point(spec, t.name, scale, n, rounds, means, alone,
-                               data.outcomes.get((t.name, spec.name), ("interrupted", ""))))
+            rows.append(
+                _point(
+                    spec,
+                    t.name,
+                    scale,
+                    n,
+                    rounds,
+                    means,
+                    alone,
+                    data.outcomes.get((t.name, spec.name), ("interrupted", "")),
+                )
+            )
         out[spec.name] = rows
     return out
 
 
-def _point(spec: BenchSpec, stage: str, scale: dict, n: int, rounds: dict[int, list[float]],
-           means: list[float], alone: list[float] | None, outcome: tuple[str, str]) -> ScalePoint:
+def _point(
+    spec: BenchSpec,
+    stage: str,
+    scale: dict,
+    n: int,
+    rounds: dict[int, list[float]],
+    means: list[float],
+    alone: list[float] | None,
+    outcome: tuple[str, str],
+) -> ScalePoint:
     unit = rate_unit(spec)
     per_round = scale.get("rounds", {}).get(spec.name, [])
     cpu = [r["host_cpu_pct"] for r in per_round if r.get("round") in rounds and r.get("host_cpu_pct") is not None]
@@ -124,17 +143,24 @@ def _point(spec: BenchSpec, stage: str, scale: dict, n: int, rounds: dict[int, l
         slowdown = None
     instances = list(zip(*rounds.values(), strict=True))  # per instance, its rate in each round
     return ScalePoint(
-        n=n, rounds=len(rounds),
+        n=n,
+        rounds=len(rounds),
         aggregate=estimate([sum(v) for v in rounds.values()], unit, lo=0.0),
         per_instance=tuple(estimate(list(v), unit, lo=0.0) for v in instances),
-        jain=(Estimate(1.0, "", 1.0, 1.0) if n == 1 else
-              estimate([stats.jain(v) for v in rounds.values()], "", lo=1.0 / n, hi=1.0)),
+        jain=(
+            Estimate(1.0, "", 1.0, 1.0)
+            if n == 1
+            else estimate([stats.jain(v) for v in rounds.values()], "", lo=1.0 / n, hi=1.0)
+        ),
         slowdown=slowdown,
         host_cpu_pct=estimate(cpu, "%", lo=0.0, hi=100.0) if cpu else None,
         host_mem_mb=tuple(mem[i] for i in sorted(mem)),
-        vcpus=int(scale.get("vcpus", n)), host_cpus=int(scale.get("host_cpus", 0)),
-        stopped_by=outcome[0], reason=outcome[1],
-        round_s=tuple(r["seconds"] for r in per_round if r.get("round") in rounds and r.get("seconds")))
+        vcpus=int(scale.get("vcpus", n)),
+        host_cpus=int(scale.get("host_cpus", 0)),
+        stopped_by=outcome[0],
+        reason=outcome[1],
+        round_s=tuple(r["seconds"] for r in per_round if r.get("round") in rounds and r.get("seconds")),
+    )
 
 
 def drawn_out(p: ScalePoint, round_time: float) -> bool:

@@ -15,6 +15,7 @@
   et al., "Hunter", ICPE 2023), each annotated with the facts that changed
   there.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,13 +23,14 @@ from dataclasses import dataclass, field
 
 from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Comparison, RunData
 
-ALPHA = 0.05            # family-wise error rate of a gate, over all its rows
+ALPHA = 0.05  # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
 VERDICTS = ("pass", "improved", "inconclusive", "error", "regressed")
 # facts that differ between any two runs without a change of build, host or
 # options: a namespace's inode, the random block order, a private scratch directory
-VOLATILE = frozenset({"seed", "tap", "bridge", "emulator_threads_on", "vcpu_threads_on", "idle_cpu_pct", "boot_s",
-                      "tmpdir"})
+VOLATILE = frozenset(
+    {"seed", "tap", "bridge", "emulator_threads_on", "vcpu_threads_on", "idle_cpu_pct", "boot_s", "tmpdir"}
+)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -51,8 +53,10 @@ def _worse(c: Comparison) -> tuple[float, float, float]:
     return c.ratio, c.ratio_ci_low, c.ratio_ci_high
 
 
-STRATUM_SAID = {FAST_MODE: "; in the fast mode (--fast-mode)",
-                SAME_MODE: "; over the blocks both ran in the same mode (--same-mode)"}
+STRATUM_SAID = {
+    FAST_MODE: "; in the fast mode (--fast-mode)",
+    SAME_MODE: "; over the blocks both ran in the same mode (--same-mode)",
+}
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class GateRow:
 class Gate:
     threshold: float
     alpha: float
-    verdict: str          # the run's: regressed if any row is, else error if any, else inconclusive if any, else pass
+    verdict: str  # the run's: regressed if any row is, else error if any, else inconclusive if any, else pass
     rows: tuple[GateRow, ...]
     reference: tuple = ()  # analysis.ReferenceCheck per candidate, when gated --reference
 
@@ -85,8 +89,7 @@ class Gate:
         return {"regressed": 1, "error": 4, "inconclusive": 3}.get(self.verdict, 0)
 
 
-def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
-         alpha: float = ALPHA) -> Gate:
+def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02, alpha: float = ALPHA) -> Gate:
     """Each compared row's verdict against a threshold (a fraction):
     regressed when significant after Holm's correction over every row with
     a test and worse than the threshold; improved likewise in the better
@@ -95,7 +98,9 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
     could not compare is an error where the candidate or the baseline
     failed it (their message says why), else inconclusive."""
     tested = [c for c in comparisons if math.isfinite(c.p_value)]
-    adjusted = dict(zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested]), strict=True))
+    adjusted = dict(
+        zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested]), strict=True)
+    )
     limit = 1 + threshold
     rows = []
     for c in comparisons:
@@ -108,14 +113,30 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
             verdict, why = "improved", f"better by {1 - r:.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
         elif not math.isfinite(hi) or hi > limit:
             verdict = "inconclusive"
-            why = ("no interval (too few blocks)" if not math.isfinite(hi) else
-                   f"the interval reaches {hi - 1:+.2%}, past {threshold:.2%}"
-                   + (f"; adjusted p {p_adj:.3g}" if p_adj is not None else ""))
+            why = (
+                "no interval (too few blocks)"
+                if not math.isfinite(hi)
+                else f"the interval reaches {hi - 1:+.2%}, past {threshold:.2%}"
+                + (f"; adjusted p {p_adj:.3g}" if p_adj is not None else "")
+            )
         else:
             verdict, why = "pass", f"within {threshold:.2%}"
-        rows.append(GateRow(c.benchmark.name, c.candidate, c.benchmark.unit, c.benchmark.direction, c.ratio,
-                            c.ratio_ci_low, c.ratio_ci_high, c.p_value, p_adj, verdict,
-                            why + STRATUM_SAID.get(c.estimand, ""), c.estimand))
+        rows.append(
+            GateRow(
+                c.benchmark.name,
+                c.candidate,
+                c.benchmark.unit,
+                c.benchmark.direction,
+                c.ratio,
+                c.ratio_ci_low,
+                c.ratio_ci_high,
+                c.p_value,
+                p_adj,
+                verdict,
+                why + STRATUM_SAID.get(c.estimand, ""),
+                c.estimand,
+            )
+        )
     compared = {(c.benchmark.name, c.candidate) for c in comparisons}
     names = [t.name for t in data.targets]
     for spec in data.benchmarks:
@@ -126,8 +147,21 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02,
                 if how != "error" and base_how == "error":
                     how, reason = "the baseline's error", base_reason
                 verdict = "error" if how in ("error", "the baseline's error") else "inconclusive"
-                rows.append(GateRow(spec.name, cand, spec.unit, spec.direction, None, None, None, None, None,
-                                    verdict, f"no ratio: {how}{': ' + reason if reason else ''}"[:300]))
+                rows.append(
+                    GateRow(
+                        spec.name,
+                        cand,
+                        spec.unit,
+                        spec.direction,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        verdict,
+                        f"no ratio: {how}{': ' + reason if reason else ''}"[:300],
+                    )
+                )
     found = {r.verdict for r in rows}
     verdict = next((v for v in ("regressed", "error", "inconclusive") if v in found), "pass")
     return Gate(threshold, alpha, verdict, tuple(rows))
@@ -170,14 +204,18 @@ def _text(v) -> str:
 
 def facts_that_differ(a: dict[str, str], b: dict[str, str]) -> list[tuple[str, str, str]]:
     """(key, in a, in b) for every fact that differs ('absent' where one lacks it)."""
-    return [(k, a.get(k, "absent"), b.get(k, "absent")) for k in sorted(a.keys() | b.keys())
-            if a.get(k, "absent") != b.get(k, "absent")]
+    return [
+        (k, a.get(k, "absent"), b.get(k, "absent"))
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k, "absent") != b.get(k, "absent")
+    ]
 
 
 # -- diff -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Change:
     """A ratio in run A and in run B, and B's over A's with its interval."""
+
     benchmark: str
     baseline: str
     candidate: str
@@ -188,9 +226,9 @@ class Change:
     change: float
     ci_low: float
     ci_high: float
-    estimand_a: str = ALL_BLOCKS   # which blocks each run's ratio is over (Comparison.estimand)
+    estimand_a: str = ALL_BLOCKS  # which blocks each run's ratio is over (Comparison.estimand)
     estimand_b: str = ALL_BLOCKS
-    candidate_b: str = ""          # run B's candidate, where the diff paired two single candidates (Diff.paired)
+    candidate_b: str = ""  # run B's candidate, where the diff paired two single candidates (Diff.paired)
 
     def __post_init__(self):
         if not self.candidate_b:
@@ -254,21 +292,44 @@ def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison])
         if cb is None:
             continue
         change, lo, hi = ratio_of_ratios(ca, cb)
-        changes.append(Change(ca.benchmark.name, as_a[ca.baseline], as_a[ca.candidate], ca.benchmark.unit,
-                              ca.benchmark.direction, ca.ratio, cb.ratio, change, lo, hi, ca.estimand, cb.estimand,
-                              paired[2] if paired else ""))
+        changes.append(
+            Change(
+                ca.benchmark.name,
+                as_a[ca.baseline],
+                as_a[ca.candidate],
+                ca.benchmark.unit,
+                ca.benchmark.direction,
+                ca.ratio,
+                cb.ratio,
+                change,
+                lo,
+                hi,
+                ca.estimand,
+                cb.estimand,
+                paired[2] if paired else "",
+            )
+        )
     if not changes:
         common = sorted(set(names_a) & set(names_b))
-        raise ValueError(f"runs {a.id} and {b.id} have no compared row in common (targets: "
-                         f"{', '.join(names_a)} | {', '.join(names_b)}"
-                         f"{'; in both: ' + ', '.join(common) if common else '; none in both'})")
+        raise ValueError(
+            f"runs {a.id} and {b.id} have no compared row in common (targets: "
+            f"{', '.join(names_a)} | {', '.join(names_b)}"
+            f"{'; in both: ' + ', '.join(common) if common else '; none in both'})"
+        )
     facts_b = flat_facts(b)
     if paired:  # B's candidate's facts under A's candidate's name: side by side, not 'absent' in one run
-        facts_b = {(paired[1] + k[len(paired[2]):] if k.startswith(paired[2] + ".") else k): v
-                   for k, v in facts_b.items()}
+        facts_b = {
+            (paired[1] + k[len(paired[2]) :] if k.startswith(paired[2] + ".") else k): v for k, v in facts_b.items()
+        }
         return Diff(a.id, b.id, changes, facts_that_differ(flat_facts(a), facts_b), paired=paired)
-    return Diff(a.id, b.id, changes, facts_that_differ(flat_facts(a), facts_b),
-                [n for n in names_a if n not in names_b], [n for n in names_b if n not in names_a])
+    return Diff(
+        a.id,
+        b.id,
+        changes,
+        facts_that_differ(flat_facts(a), facts_b),
+        [n for n in names_a if n not in names_b],
+        [n for n in names_b if n not in names_a],
+    )
 
 
 # -- history --------------------------------------------------------------------------
@@ -284,9 +345,9 @@ class Point:
 
 @dataclass(frozen=True)
 class ChangePoint:
-    index: int            # the first point of the new level
+    index: int  # the first point of the new level
     run: str
-    before: float         # mean ratio before and after
+    before: float  # mean ratio before and after
     after: float
     p_value: float
     facts: tuple[tuple[str, str, str], ...]  # what differs between the run before and this one
@@ -311,14 +372,14 @@ def series(runs: list[tuple[RunData, list[Comparison]]]) -> list[Series]:
         names = known_as(data)
         for c in cs:
             key = (names[c.baseline], names[c.candidate], c.benchmark.name)
-            s = out.setdefault(key, Series(c.benchmark.name, *key[:2], c.benchmark.unit,
-                                           c.benchmark.direction, []))
+            s = out.setdefault(key, Series(c.benchmark.name, *key[:2], c.benchmark.unit, c.benchmark.direction, []))
             s.points.append(Point(data.id, data.started, c.ratio, c.ratio_ci_low, c.ratio_ci_high, c.estimand))
     return list(out.values())
 
 
-def change_points(s: Series, facts: dict[str, dict[str, str]], max_pvalue: float = 0.01,
-                  window: int = 50) -> list[ChangePoint]:
+def change_points(
+    s: Series, facts: dict[str, dict[str, str]], max_pvalue: float = 0.01, window: int = 50
+) -> list[ChangePoint]:
     """Where the series' level changed (Otava's E-divisive means with a
     t-test, at max_pvalue), each with the facts that differ between the run
     before it and the run at it (facts: run id -> flat_facts), the row's
@@ -327,6 +388,7 @@ def change_points(s: Series, facts: dict[str, dict[str, str]], max_pvalue: float
     if len(s.points) < 4:
         return []
     from otava.analysis import compute_change_points  # numpy and scipy: loaded only for history
+
     values = [math.log(p.ratio) for p in s.points]
     found, _ = compute_change_points(values, window_len=window, max_pvalue=max_pvalue)
     out = []
@@ -338,6 +400,14 @@ def change_points(s: Series, facts: dict[str, dict[str, str]], max_pvalue: float
         after = math.exp(sum(values[i:]) / (len(values) - i))
         at, prev = s.points[i], s.points[i - 1]
         moved = [("estimand", prev.estimand, at.estimand)] if prev.estimand != at.estimand else []
-        out.append(ChangePoint(i, at.run, before, after, float(cp.stats.pvalue),
-                               tuple(moved + facts_that_differ(facts.get(prev.run, {}), facts.get(at.run, {})))))
+        out.append(
+            ChangePoint(
+                i,
+                at.run,
+                before,
+                after,
+                float(cp.stats.pvalue),
+                tuple(moved + facts_that_differ(facts.get(prev.run, {}), facts.get(at.run, {}))),
+            )
+        )
     return out

@@ -11,6 +11,7 @@
 - stop: when a row stops, a pure function of what it has stored;
 - writer: the typed writes of a run (StoreWriter, ThreadRelay);
 - hostcost: a tool run's host cost per unit of work."""
+
 from .budget import BudgetSpent, Deadline, grace_s
 from .execute import Lines, ProcessResult, Recorder, Where, calibrate, run_process, run_tool
 from .jobs import Job, jobs_of
@@ -18,23 +19,23 @@ from .protocol import CALIBRATION_SAMPLES, agent_argv, read_agent
 from .session import Session, TargetPool, new_run_id, run_session
 
 __all__ = [
-           "CALIBRATION_SAMPLES",
-           "BudgetSpent",
-           "Deadline",
-           "Job",
-           "Lines",
-           "ProcessResult",
-           "Recorder",
-           "Session",
-           "TargetPool",
-           "Where",
-           "agent_argv",
-           "calibrate",
-           "grace_s",
-           "jobs_of",
-           "new_run_id",
-           "read_agent",
-           "run_process",
-           "run_session",
-           "run_tool",
+    "CALIBRATION_SAMPLES",
+    "BudgetSpent",
+    "Deadline",
+    "Job",
+    "Lines",
+    "ProcessResult",
+    "Recorder",
+    "Session",
+    "TargetPool",
+    "Where",
+    "agent_argv",
+    "calibrate",
+    "grace_s",
+    "jobs_of",
+    "new_run_id",
+    "read_agent",
+    "run_process",
+    "run_session",
+    "run_tool",
 ]

@@ -5,6 +5,7 @@ drawn, machines at once.  A lockstep executor (every side's process alive
 at once, samples alternating between them) replaces it without touching
 the runner: a turn carries its agent's arguments, and its run() takes the
 Lines the executor opened and paces (execute.Lines.sampled)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,6 +24,7 @@ class Turn:
     run(lines) measuring it -- with the lines given, or (None) opening its
     own.  argv(): the agent process's arguments (None: a tool's runs, which
     open their own)."""
+
     slot: int
     target: Target
     run: Callable[[Lines | None], None]

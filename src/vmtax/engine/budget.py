@@ -1,6 +1,7 @@
 """A run's budget and its hard stop, one implementation for compare and
 scale: no block or round is begun that is expected to end past the budget,
 and every process still running at budget + grace is stopped (Deadline)."""
+
 from __future__ import annotations
 
 import time
@@ -46,4 +47,3 @@ class Deadline:
         """Whether the hard stop has come (a process that failed then was
         stopped by it: its failure is the budget's, not the target's)."""
         return time.monotonic() >= self.hard_end_real - 0.05
-

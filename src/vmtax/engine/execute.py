@@ -11,6 +11,7 @@ round, every copy read at once behind its barrier); when() says when each
 arrived.  A Recorder numbers the run's processes and writes what they give
 through a StoreWriter; exactly one place calls add_process (Recorder.process).
 A Batch holds a round's writes until every copy has delivered."""
+
 from __future__ import annotations
 
 import itertools
@@ -41,6 +42,7 @@ class Lines:
     arrived.  Lines read before (scale's round) say when the process
     started and ended.  sampled(s), where set, is called after each sample
     is taken: the hook of a block executor that paces its processes."""
+
     open: Callable[[], Iterable[str]]
     when: Callable[[], float] = time.time
     started: float | None = None
@@ -51,8 +53,7 @@ class Lines:
     def read_before(cls, got: list[tuple[float, str]], started: float) -> Lines:
         """Lines already read, each with its arrival time, after a start at `started`."""
         arrived = iter(t for t, line in got if line.strip())
-        return cls(lambda: (line for _, line in got), lambda: next(arrived), started,
-                   got[-1][0] if got else None)
+        return cls(lambda: (line for _, line in got), lambda: next(arrived), started, got[-1][0] if got else None)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Where:
     scale stage's, 'T xN'), the row (a workload's first figure), its block
     (-1: outside any, a calibration), its slot in the block, and the copy
     its samples came from (scale; None: as the agent says)."""
+
     target: str
     benchmark: str
     block: int = -1
@@ -73,6 +75,7 @@ class ProcessResult:
     """What one process gave: its number, its samples (every one it
     printed, warmups and counted batches included), what the agent said,
     when it ran, and its error ('' when none; failure: the exception)."""
+
     process: int
     where: Where
     started: float
@@ -111,8 +114,18 @@ class Recorder:
         """The process's row: the one call of add_process."""
         if self.writer is not None:
             w = r.where
-            self.writer.add_process(self.run_id, r.process, w.target, w.benchmark, w.block, w.slot, r.started,
-                                    r.read.first, r.ended, outcome)
+            self.writer.add_process(
+                self.run_id,
+                r.process,
+                w.target,
+                w.benchmark,
+                w.block,
+                w.slot,
+                r.started,
+                r.read.first,
+                r.ended,
+                outcome,
+            )
 
     def outcome(self, target: str, bench: str, how: str, reason: str = "") -> None:
         if self.writer is not None:
@@ -162,10 +175,20 @@ def finished(read: AgentRead) -> str:
     return "" if read.finished or read.skipped else "the agent stopped without finishing"
 
 
-def run_process(target, spec: BenchSpec, where: Where, rec: Recorder, lines: Lines, *, probe=None,
-                on_sample: Callable[[Sample], None] | None = None,
-                check: Callable[[AgentRead], str] | None = finished, keep: bool = True, ok: str = "ok",
-                deadline: Deadline | None = None) -> ProcessResult:
+def run_process(
+    target,
+    spec: BenchSpec,
+    where: Where,
+    rec: Recorder,
+    lines: Lines,
+    *,
+    probe=None,
+    on_sample: Callable[[Sample], None] | None = None,
+    check: Callable[[AgentRead], str] | None = finished,
+    keep: bool = True,
+    ok: str = "ok",
+    deadline: Deadline | None = None,
+) -> ProcessResult:
     """One agent process measuring `spec` on `target`, read and recorded:
     each sample written as it arrives (keep; a calibration's are not), then
     on_sample(s); the process's row once it has ended, its outcome ok (or
@@ -185,6 +208,7 @@ def run_process(target, spec: BenchSpec, where: Where, rec: Recorder, lines: Lin
         for hook in (on_sample, lines.sampled):
             if hook is not None:
                 hook(s)
+
     try:
         read_agent(target, lines.open(), spec, take, probe, when=lines.when, into=res.read)
         why = check(res.read) if check is not None else ""
@@ -206,25 +230,33 @@ def _ended(res: ProcessResult, rec: Recorder, lines: Lines, deadline: Deadline |
 # -- calibration -----------------------------------------------------------------------------
 @dataclass
 class Calibration:
-    iters: int | None            # the count the agent calibrated (None: skipped or failed)
-    ns_per_iter: float | None    # what one iteration took: the median of the timed samples (None: unknown)
-    result: ProcessResult        # the process (its error, its skip)
+    iters: int | None  # the count the agent calibrated (None: skipped or failed)
+    ns_per_iter: float | None  # what one iteration took: the median of the timed samples (None: unknown)
+    result: ProcessResult  # the process (its error, its skip)
 
 
 def calibrated(read: AgentRead) -> str:
     return "" if read.skipped or read.iters is not None else "the agent calibrated nothing"
 
 
-def calibrate(target, spec: BenchSpec, where: Where, rec: Recorder, min_time_ms: int, timeout: float,
-              deadline: Deadline | None = None) -> Calibration:
+def calibrate(
+    target,
+    spec: BenchSpec,
+    where: Where,
+    rec: Recorder,
+    min_time_ms: int,
+    timeout: float,
+    deadline: Deadline | None = None,
+) -> Calibration:
     """One process on `target` finds the iteration count that makes a
     sample of `spec` last min_time_ms, and what one iteration takes (the
     median of its timed samples, for an agent row): one implementation for
     compare and scale.  Its samples are not kept (they ran outside any
     block); its row's outcome is 'calibration', skipped or error."""
     lines = Lines(lambda: target.run_agent(calibration_args(target, spec, min_time_ms), timeout=timeout))
-    res = run_process(target, spec, where, rec, lines, check=calibrated, keep=False, ok="calibration",
-                      deadline=deadline)
+    res = run_process(
+        target, spec, where, rec, lines, check=calibrated, keep=False, ok="calibration", deadline=deadline
+    )
     if res.error or res.read.skipped:
         return Calibration(None, None, res)
     per_iter = [s.value * s.ops / s.iters for s in res.samples if not s.warmup] if spec.agent_row else []
@@ -232,9 +264,18 @@ def calibrate(target, spec: BenchSpec, where: Where, rec: Recorder, min_time_ms:
 
 
 # -- one tool run ----------------------------------------------------------------------------
-def run_tool(target, job: Job, where: Where, rec: Recorder, lines: Lines, *, warmup: bool = False,
-             cost: ToolCost | None = None, on_sample: Callable[[Sample], None] | None = None,
-             deadline: Deadline | None = None) -> ProcessResult:
+def run_tool(
+    target,
+    job: Job,
+    where: Where,
+    rec: Recorder,
+    lines: Lines,
+    *,
+    warmup: bool = False,
+    cost: ToolCost | None = None,
+    on_sample: Callable[[Sample], None] | None = None,
+    deadline: Deadline | None = None,
+) -> ProcessResult:
     """One run of a workload's tool on `target`, read and recorded: its
     output parsed into a sample of each of the job's figures (with the
     host's cost per unit of work, where `cost` reads it around the run),
@@ -254,9 +295,17 @@ def run_tool(target, job: Job, where: Where, rec: Recorder, lines: Lines, *, war
             if cost is not None:
                 cost.end()
             values = w.parse("\n".join(out))
-            res.samples = tool_samples(job, values, where.target, res.process, where.block,
-                                       lines.ended if lines.ended is not None else time.time(), target.host_cpu,
-                                       warmup, where.instance or 0)
+            res.samples = tool_samples(
+                job,
+                values,
+                where.target,
+                res.process,
+                where.block,
+                lines.ended if lines.ended is not None else time.time(),
+                target.host_cpu,
+                warmup,
+                where.instance or 0,
+            )
             extra = cost.per_unit(values) if cost is not None else {}
             for s in res.samples:
                 s.metrics.update(extra)

@@ -1,6 +1,7 @@
 """What a workload's tool run cost the host, per unit of its work (seed
 003's figures of merit): the target's host CPU and context switches read
 around the run, less its idle rate, and its peer's CPU (ToolCost)."""
+
 from __future__ import annotations
 
 import resource
@@ -31,8 +32,15 @@ def host_cost(target) -> dict[str, float] | None:
     return {"user": user / TICK, "sys": system / TICK, "switches": float(switches(probe.pids))}
 
 
-def per_unit(target, work: str, values: dict[str, float], before: dict[str, float] | None,
-             after: dict[str, float] | None, seconds: float, peer_s: float | None) -> dict[str, float]:
+def per_unit(
+    target,
+    work: str,
+    values: dict[str, float],
+    before: dict[str, float] | None,
+    after: dict[str, float] | None,
+    seconds: float,
+    peer_s: float | None,
+) -> dict[str, float]:
     """One tool run's host cost per unit of its work (metrics.WORK: per GB
     moved, per 1000 transactions), less the target's idle rate over it:
     seed 003's figures of merit.  {} when the tool counted no work."""
@@ -47,11 +55,15 @@ def per_unit(target, work: str, values: dict[str, float], before: dict[str, floa
     du, ds = after["user"] - before["user"], after["sys"] - before["sys"]
     busy = max(0.0, du + ds - idle.get("host_cpu_ns", 0.0) / 1e9 * seconds)
     share = du / (du + ds) if du + ds > 0 else 0.0
-    out = {"host_cpu_per_unit": busy * w.cpu_scale / units,
-           "host_cpu_user_per_unit": busy * share * w.cpu_scale / units,
-           "host_cpu_sys_per_unit": busy * (1 - share) * w.cpu_scale / units,
-           "host_context_switches_per_unit": max(0.0, after["switches"] - before["switches"]
-                                                 - idle.get("host_context_switches", 0.0) * seconds) / units}
+    out = {
+        "host_cpu_per_unit": busy * w.cpu_scale / units,
+        "host_cpu_user_per_unit": busy * share * w.cpu_scale / units,
+        "host_cpu_sys_per_unit": busy * (1 - share) * w.cpu_scale / units,
+        "host_context_switches_per_unit": max(
+            0.0, after["switches"] - before["switches"] - idle.get("host_context_switches", 0.0) * seconds
+        )
+        / units,
+    }
     if peer_s is not None:
         out["peer_cpu_per_unit"] = peer_s * w.cpu_scale / units
     return out
@@ -86,8 +98,7 @@ class ToolCost:
         self.peer_s = sum(ticks([self.peer.pid])) / TICK if self.peer is not None else None
 
     def per_unit(self, values: dict[str, float]) -> dict[str, float]:
-        return per_unit(self.target, self.workload.work, values, self.before, self.after, self.seconds,
-                        self.peer_s)
+        return per_unit(self.target, self.workload.work, values, self.before, self.after, self.seconds, self.peer_s)
 
     def __exit__(self, *exc) -> None:
         if self.peer is not None:

@@ -1,5 +1,6 @@
 """What one process measures (Job): one micro benchmark of the agent's
 table, or every figure of one workload's tool run."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from ..suite.workloads import Workload
 class Job:
     """What one process measures: one micro benchmark, or every figure of
     one workload."""
+
     specs: tuple[BenchSpec, ...]
     workload: Workload | None = None
 
@@ -27,11 +29,15 @@ class Job:
         if w is None:
             return ""
         if w.needs_disk and not target.on_disk():
-            return (f"{w.name} needs direct I/O and {target.name}'s scratch directory is a tmpfs: "
-                    "give it a disk (qemu:disk=virtio; local:dir=/var/tmp)")
+            return (
+                f"{w.name} needs direct I/O and {target.name}'s scratch directory is a tmpfs: "
+                "give it a disk (qemu:disk=virtio; local:dir=/var/tmp)"
+            )
         if w.peer and target.peer_address() is None:
-            return (f"{w.name} needs a peer on the host and {target.name} has no network to it: "
-                    "give it a NIC (qemu:nic=virtio)")
+            return (
+                f"{w.name} needs a peer on the host and {target.name} has no network to it: "
+                "give it a NIC (qemu:nic=virtio)"
+            )
         return ""
 
 

@@ -4,6 +4,7 @@ its lines give (read_agent: the samples, with the target's host cost on a
 counted batch), a calibration process's arguments, and a tool run's
 samples (tool_samples).  The agent's lines have one reader, agent.events,
 which read_agent wraps."""
+
 from __future__ import annotations
 
 import time
@@ -19,10 +20,20 @@ from .jobs import Job
 CALIBRATION_SAMPLES = 3
 
 
-def agent_argv(target, spec: BenchSpec, *, warmup: int, samples: int | None = None,
-               min_time_ms: int | None = None, iters: int | None = None, duration_ms: int | None = None,
-               count_settle_ms: int | None = None, parallel: int = 1, tracepoint: int | None = None,
-               go: bool = False) -> list[str]:
+def agent_argv(
+    target,
+    spec: BenchSpec,
+    *,
+    warmup: int,
+    samples: int | None = None,
+    min_time_ms: int | None = None,
+    iters: int | None = None,
+    duration_ms: int | None = None,
+    count_settle_ms: int | None = None,
+    parallel: int = 1,
+    tracepoint: int | None = None,
+    go: bool = False,
+) -> list[str]:
     """One agent process's arguments on `target`, for every process of
     compare, scale and doctor: `samples` timed samples after `warmup` (a
     counting process, count_settle_ms given: no timed sample, one batch
@@ -63,15 +74,23 @@ def calibration_args(target, spec: BenchSpec, min_time_ms: int) -> list[str]:
 @dataclass
 class AgentRead:
     """What one agent process said, its samples aside (they go to the caller's take())."""
-    iters: int | None = None     # the count it calibrated (instance 0's)
-    skipped: str = ""            # its reason, where it skipped the benchmark
-    finished: bool = False       # it said 'done'
-    first: float | None = None   # when its first line arrived
-    timed: int = 0               # its timed samples
+
+    iters: int | None = None  # the count it calibrated (instance 0's)
+    skipped: str = ""  # its reason, where it skipped the benchmark
+    finished: bool = False  # it said 'done'
+    first: float | None = None  # when its first line arrived
+    timed: int = 0  # its timed samples
 
 
-def read_agent(target, lines: Iterable[str], spec: BenchSpec, take: Callable[[dict, float], None],
-               probe=None, when: Callable[[], float] = time.time, into: AgentRead | None = None) -> AgentRead:
+def read_agent(
+    target,
+    lines: Iterable[str],
+    spec: BenchSpec,
+    take: Callable[[dict, float], None],
+    probe=None,
+    when: Callable[[], float] = time.time,
+    into: AgentRead | None = None,
+) -> AgentRead:
     """Every line of one agent process on `target` (agent.events checks
     them): take(fields, t) for each sample as it comes, t when it arrived
     (when()).  A counted batch's sample carries what it cost the host per
@@ -130,15 +149,28 @@ def mirror(m: dict[str, float]) -> dict[str, float]:
     out = {}
     if "task_clock_ns" in m or "cpu_user_ns" in m:
         out["host_cpu_ns"] = m.get("task_clock_ns", m.get("cpu_user_ns", 0.0) + m.get("cpu_sys_ns", 0.0))
-    for own, host in (("cpu_user_ns", "host_cpu_user_ns"), ("cpu_sys_ns", "host_cpu_sys_ns"),
-                      ("context_switches", "host_context_switches"), ("syscalls", "host_syscalls")):
+    for own, host in (
+        ("cpu_user_ns", "host_cpu_user_ns"),
+        ("cpu_sys_ns", "host_cpu_sys_ns"),
+        ("context_switches", "host_context_switches"),
+        ("syscalls", "host_syscalls"),
+    ):
         if own in m:
             out[host] = m[own]
     return out
 
 
-def tool_samples(job: Job, values: dict[str, float], target: str, process: int, block: int, t: float,
-                 cpu: int | None, warmup: bool = False, instance: int = 0) -> list[Sample]:
+def tool_samples(
+    job: Job,
+    values: dict[str, float],
+    target: str,
+    process: int,
+    block: int,
+    t: float,
+    cpu: int | None,
+    warmup: bool = False,
+    instance: int = 0,
+) -> list[Sample]:
     """One run of a workload's tool, its figures parsed (values): a sample
     of each of the job's rows.  AgentError naming the figure that is not a
     positive number."""
@@ -148,7 +180,21 @@ def tool_samples(job: Job, values: dict[str, float], target: str, process: int, 
             v = workloads.figure(spec, values)
         except workloads.ParseError as e:
             raise AgentError(str(e)) from None
-        out.append(Sample(benchmark=spec.name, target=target, value=v, unit=spec.unit, process=process, seq=0,
-                          instance=instance, warmup=warmup, iters=1, ops=1.0, block=block, t=t,
-                          cpu=cpu if cpu is not None else -1))
+        out.append(
+            Sample(
+                benchmark=spec.name,
+                target=target,
+                value=v,
+                unit=spec.unit,
+                process=process,
+                seq=0,
+                instance=instance,
+                warmup=warmup,
+                iters=1,
+                ops=1.0,
+                block=block,
+                t=t,
+                cpu=cpu if cpu is not None else -1,
+            )
+        )
     return out

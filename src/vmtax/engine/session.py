@@ -3,6 +3,7 @@ its first row to its status on every exit path (recorded), its targets
 started and stopped in one place with vmtax kept off the CPUs they are
 pinned to (TargetPool), its writes (execute.Recorder) and its budget
 (budget.Deadline, begun where the caller's measuring begins)."""
+
 from __future__ import annotations
 
 import queue
@@ -28,10 +29,16 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
 
 
-def recorded(store, kind: str, command: str, config: dict, body: Callable[[str], str],
-             failures: tuple[type[Exception], ...] = (StoreError,),
-             describe: Callable[[Exception], str] = str,
-             closing: Callable[[], None] | None = None) -> tuple[str, str, str]:
+def recorded(
+    store,
+    kind: str,
+    command: str,
+    config: dict,
+    body: Callable[[str], str],
+    failures: tuple[type[Exception], ...] = (StoreError,),
+    describe: Callable[[Exception], str] = str,
+    closing: Callable[[], None] | None = None,
+) -> tuple[str, str, str]:
     """A run's record from its first row to its status, on every exit
     path.  Writes the run's row (with stop signals held: a Ctrl-C arriving
     then is taken just after it, so a run is never left half-begun), calls
@@ -71,6 +78,7 @@ def recorded(store, kind: str, command: str, config: dict, body: Callable[[str],
 class Started:
     """How a group of targets started: how many, how many of them in
     parallel, whether the first started alone, and in how many seconds."""
+
     count: int
     parallel: int
     alone: bool
@@ -158,6 +166,7 @@ class TargetPool:
             except BaseException as e:  # told to this thread
                 error = e
             done.put((t, error))
+
         for t in parallel:
             threading.Thread(target=finish, args=(t,), daemon=True).start()
         for _ in parallel:  # the first failure ends the wait: close() stops the others mid-boot
@@ -203,14 +212,16 @@ def _stop_quietly(t: Target) -> None:
 class Session:
     """What a run's measuring gets: its id, its writes, its targets and,
     once begun, its budget."""
+
     run_id: str
     recorder: Recorder
     pool: TargetPool
     deadline: Deadline | None = None
     failed: dict[str, str] = field(default_factory=dict)  # targets that did not start (start_each): why
 
-    def begin(self, max_time: float, clock: Callable[[], float] = time.monotonic,
-              spent_before: float = 0.0) -> Deadline:
+    def begin(
+        self, max_time: float, clock: Callable[[], float] = time.monotonic, spent_before: float = 0.0
+    ) -> Deadline:
         """The budget, from now less what went before it (starting the
         targets): what is begun and every process's timeout are judged
         against it."""
@@ -218,15 +229,25 @@ class Session:
         return self.deadline
 
 
-def run_session(store, kind: str, command: str, config: dict, body: Callable[[Session], str], *,
-                failures: tuple[type[Exception], ...] = (StoreError,), describe: Callable[[Exception], str] = str,
-                closing: Callable[[], None] | None = None) -> tuple[str, str, str]:
+def run_session(
+    store,
+    kind: str,
+    command: str,
+    config: dict,
+    body: Callable[[Session], str],
+    *,
+    failures: tuple[type[Exception], ...] = (StoreError,),
+    describe: Callable[[Exception], str] = str,
+    closing: Callable[[], None] | None = None,
+) -> tuple[str, str, str]:
     """A run of compare or scale: recorded (its status on every exit path),
     body(session) measuring it, every target stopped and vmtax's CPUs given
     back whatever happens.  Returns (run_id, status, failure)."""
+
     def measure(run_id: str) -> str:
         with TargetPool() as pool:
             return body(Session(run_id, Recorder(store, run_id), pool))
+
     return recorded(store, kind, command, config, measure, failures, describe, closing)
 
 
@@ -246,8 +267,9 @@ def start_each(session: Session, targets: list[Target], note: Note | None = None
             if not target.remote or position == 0:
                 raise
             session.failed[target.name] = str(e)
-            info = TargetInfo(name=target.name, kind=target.kind,
-                              facts={**target.own_facts(), "start_error": str(e)[:500]})
+            info = TargetInfo(
+                name=target.name, kind=target.kind, facts={**target.own_facts(), "start_error": str(e)[:500]}
+            )
             if note:
                 note(f"vmtax: {e} -- measuring the others")
         else:

@@ -26,6 +26,7 @@ block, until the slowest was (results/precision.md, 2026-11-27).
 The fits behind it (stats.modes, the report's strata) are kept per content
 (lru_cache): a row's means change only when a block is added, and the rule
 is asked several times a block."""
+
 from __future__ import annotations
 
 import math
@@ -38,10 +39,10 @@ from ..model import Sample
 
 @dataclass(frozen=True)
 class StopRule:
-    precision: float             # CI half-width as a fraction of the estimate
-    min_processes: int = 10      # each side's processes before a row may stop
-    same_mode: bool = False      # judge a row with two modes over its same-mode blocks
-    fast_mode: bool = False      # or over its fast-mode blocks
+    precision: float  # CI half-width as a fraction of the estimate
+    min_processes: int = 10  # each side's processes before a row may stop
+    same_mode: bool = False  # judge a row with two modes over its same-mode blocks
+    fast_mode: bool = False  # or over its fast-mode blocks
 
     @classmethod
     def of(cls, cfg) -> StopRule:
@@ -58,6 +59,7 @@ class Side:
     """One target on one row, as the stop reads it: its timed samples (one
     process per block), how many timed processes it ran, whether it is
     still going, and the row's direction."""
+
     samples: tuple[Sample, ...]
     processes: int = 0
     active: bool = True
@@ -70,8 +72,8 @@ class Side:
 
 @dataclass(frozen=True)
 class Judgement:
-    worst: float                 # the widest interval still deciding the row (0: none)
-    precise: frozenset[str]      # candidates whose own ratio is now precise: they stop
+    worst: float  # the widest interval still deciding the row (0: none)
+    precise: frozenset[str]  # candidates whose own ratio is now precise: they stop
 
 
 def widths(rule: StopRule, names: list[str], sides: dict[str, Side]) -> dict[str, float]:
@@ -106,10 +108,23 @@ def judge(rule: StopRule, names: list[str], figures: list[dict[str, Side]]) -> J
     per = [widths(rule, names, sides) for sides in figures]
     precise: frozenset[str] = frozenset()
     if len(names) >= 3 and base.active and base.processes >= rule.min_processes:
-        precise = frozenset(n for n in per[0] if figures[0][n].processes >= rule.min_processes
-                            and max(w.get(n, math.inf) for w in per) <= rule.precision)
-    return Judgement(max((w for sides, by in zip(figures, per, strict=True) for n, w in by.items()
-                          if sides[n].active and n not in precise), default=0.0), precise)
+        precise = frozenset(
+            n
+            for n in per[0]
+            if figures[0][n].processes >= rule.min_processes and max(w.get(n, math.inf) for w in per) <= rule.precision
+        )
+    return Judgement(
+        max(
+            (
+                w
+                for sides, by in zip(figures, per, strict=True)
+                for n, w in by.items()
+                if sides[n].active and n not in precise
+            ),
+            default=0.0,
+        ),
+        precise,
+    )
 
 
 def _summary_rel(side: Side) -> float:
@@ -139,8 +154,13 @@ def _estimate(rule: StopRule, bb_items: tuple, cb_items: tuple, bhib: bool, chib
         if got is not None:
             fast, slow = got
             keep = fast + slow
-            w = (float("inf") if len(keep) < rule.min_processes else stats.stop_halfwidth_strata(
-                [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)))
+            w = (
+                float("inf")
+                if len(keep) < rule.min_processes
+                else stats.stop_halfwidth_strata(
+                    [cb[k] for k in keep], [bb[k] for k in keep], [0] * len(fast) + [1] * len(slow)
+                )
+            )
             if w > rule.precision or _holds(stats.SAME, *key):
                 return w
     if rule.fast_mode:  # judged in the fast mode where a side has two (analysis.stop_blocks)
@@ -187,4 +207,3 @@ def _reported(which: str | None, bb_items: tuple, cb_items: tuple, bhib: bool, c
     precise."""
     headline = _stratum(which, bb_items, cb_items, bhib, chib) if which else None
     return analysis.reported_halfwidth(dict(bb_items), dict(cb_items), headline)
-

@@ -1,6 +1,7 @@
 """What a run writes to its store, typed: the StoreWriter protocol (a
 Store is one), and ThreadRelay, a StoreWriter that hands the writes of
 other threads to the thread that owns the store."""
+
 from __future__ import annotations
 
 import queue
@@ -14,11 +15,23 @@ from ..model import BenchSpec, Sample, TargetInfo
 
 class StoreWriter(Protocol):
     """The writes of a run in progress (store.base.Store has them all)."""
+
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None: ...
     def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None: ...
     def add_sample(self, run_id: str, s: Sample) -> None: ...
-    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
-                    started: float, first_line: float | None, ended: float, outcome: str) -> None: ...
+    def add_process(
+        self,
+        run_id: str,
+        process: int,
+        target: str,
+        bench: str,
+        block: int,
+        slot: int,
+        started: float,
+        first_line: float | None,
+        ended: float,
+        outcome: str,
+    ) -> None: ...
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None: ...
 
 
@@ -42,10 +55,22 @@ class ThreadRelay:
     def add_sample(self, run_id: str, s: Sample) -> None:
         self._call(self._store.add_sample, run_id, s)
 
-    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
-                    started: float, first_line: float | None, ended: float, outcome: str) -> None:
-        self._call(self._store.add_process, run_id, process, target, bench, block, slot, started, first_line,
-                   ended, outcome)
+    def add_process(
+        self,
+        run_id: str,
+        process: int,
+        target: str,
+        bench: str,
+        block: int,
+        slot: int,
+        started: float,
+        first_line: float | None,
+        ended: float,
+        outcome: str,
+    ) -> None:
+        self._call(
+            self._store.add_process, run_id, process, target, bench, block, slot, started, first_line, ended, outcome
+        )
 
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         self._call(self._store.set_outcome, run_id, target, bench, stopped_by, reason)
@@ -76,6 +101,7 @@ class ThreadRelay:
                 lane()
             except BaseException as e:  # handed to the serving thread
                 errors.append(e)
+
         threads = [threading.Thread(target=run, args=(lane,), daemon=True) for lane in lanes]
         self._open = True
         try:

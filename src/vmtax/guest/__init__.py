@@ -3,6 +3,7 @@ the static agent, /init and vmtax-shell, plus the tools of the workloads
 chosen, each with the shared libraries it loads), as a directory for
 containers or a newc cpio initramfs for QEMU and UML; built once per
 content and cached."""
+
 from __future__ import annotations
 
 import hashlib
@@ -80,15 +81,18 @@ def publish(dest: Path, build: Callable[[Path], object]) -> Path:
 Extra = tuple[tuple[str, Path], ...]  # (path inside the root, host file)
 
 
-APPLETS = ("sh", "ip", "mount", "stty", "poweroff", "sync", "cat", "mkdir", "mknod", "ln", "sleep", "rm",
-           "true", "cp")
+APPLETS = ("sh", "ip", "mount", "stty", "poweroff", "sync", "cat", "mkdir", "mknod", "ln", "sleep", "rm", "true", "cp")
 
 
 def _files(extra: Extra = ()) -> list[tuple[str, Path]]:
     """The root's files: its own, then the extras (never over its own or a
     busybox applet: /bin/sh in a root is busybox's, not the host's dash)."""
-    base = [("bin/busybox", busybox_path()), ("vmtax-agent", agent_path()),
-            ("init", HERE / "init"), ("vmtax-shell", HERE / "vmtax-shell")]
+    base = [
+        ("bin/busybox", busybox_path()),
+        ("vmtax-agent", agent_path()),
+        ("init", HERE / "init"),
+        ("vmtax-shell", HERE / "vmtax-shell"),
+    ]
     taken = {name for name, _ in base} | {f"bin/{a}" for a in APPLETS}
     return base + [(name, src) for name, src in extra if name not in taken]
 
@@ -163,19 +167,24 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
     if not strace:
         raise TargetError("strace is not installed on this host (make setup installs it)")
     import tempfile
+
     with tempfile.TemporaryDirectory(prefix="vmtax-trace-") as tmp:
         try:  # the whole traced tree dies on a timeout, on Ctrl-C, and with vmtax
-            p = proc.spawn([strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat",
-                            "-o", os.path.join(tmp, "t"), *argv], cwd=cwd, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            p = proc.spawn(
+                [strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat", "-o", os.path.join(tmp, "t"), *argv],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         except OSError as e:
             raise TargetError(f"could not trace {argv[0]}: {e}") from None
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill_group(p)
-            raise TargetError(f"{' '.join(argv[:3])} did not finish within {timeout:.0f} s on this host") \
-                from None
+            raise TargetError(f"{' '.join(argv[:3])} did not finish within {timeout:.0f} s on this host") from None
         except BaseException:
             proc.kill_group(p)
             raise
@@ -195,8 +204,8 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
 
     def ours(f: str) -> bool:
         return os.path.realpath(f).startswith(here) or f.startswith(here)
-    keep = [f for f in files | programs
-            if not f.startswith(TRACE_SKIP) and not ours(f) and os.path.isfile(f)]
+
+    keep = [f for f in files | programs if not f.startswith(TRACE_SKIP) and not ours(f) and os.path.isfile(f)]
     # binutils load every plugin in their bfd-plugins directory, whether the
     # build uses it or not (LLVM's gold plugin brings ~150 MB of libraries):
     # a plugin is kept only where the build names it itself (gcc passes its
@@ -241,6 +250,7 @@ def initramfs(extra: Extra = ()) -> Path:
     out = cache_dir() / f"initramfs-{_key(extra)}.cpio.gz"
     if not out.exists():
         from .cpio import write_newc
+
         root = rootfs_dir(extra)
         publish(out, lambda tmp: write_newc(tmp, root, extra_nodes=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)]))
     return out
@@ -253,12 +263,12 @@ def traced_cached(key: str, argv: list[str], cwd_setup: Callable[[str], None], e
     memo = cache_dir() / f"trace-{key}.json"
     try:
         known = json.loads(memo.read_text())
-        if all(os.stat(src).st_size == size and os.stat(src).st_mtime == mtime
-               for _, src, size, mtime in known):
+        if all(os.stat(src).st_size == size and os.stat(src).st_mtime == mtime for _, src, size, mtime in known):
             return tuple((name, Path(src)) for name, src, _, _ in known)
     except (OSError, ValueError, TypeError):
         pass
     import tempfile
+
     with tempfile.TemporaryDirectory(prefix="vmtax-build-") as tmp:
         cwd_setup(tmp)
         found = traced(argv, tmp, env)

@@ -1,4 +1,5 @@
 """A newc ("070701") cpio writer: enough for an initramfs, needs no root."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def _header(ino: int, mode: int, size: int, name: bytes, rmaj: int = 0, rmin: int = 0,
-            nlink: int = 1) -> bytes:
+def _header(ino: int, mode: int, size: int, name: bytes, rmaj: int = 0, rmin: int = 0, nlink: int = 1) -> bytes:
     fields = [ino, mode, 0, 0, nlink, 0, size, 0, 0, rmaj, rmin, len(name) + 1, 0]
     hdr = b"070701" + b"".join(b"%08X" % f for f in fields) + name + b"\0"
     return hdr + b"\0" * (-len(hdr) % 4)
@@ -41,8 +41,7 @@ def write_newc(out: Path, root: Path, extra_nodes: Sequence[tuple[str, int, int,
                 f.write(_header(ino, stat.S_IFDIR | stat.S_IMODE(st.st_mode), 0, name, nlink=2))
             elif stat.S_ISREG(st.st_mode):
                 data = path.read_bytes()
-                f.write(_header(ino, stat.S_IFREG | stat.S_IMODE(st.st_mode), len(data), name)
-                        + data + _pad(len(data)))
+                f.write(_header(ino, stat.S_IFREG | stat.S_IMODE(st.st_mode), len(data), name) + data + _pad(len(data)))
             ino += 1
         for rel, mode, major, minor in extra_nodes:
             assert rel.split("/")[0] in dev_dirs

@@ -10,6 +10,7 @@ finished, but some benchmark failed (its error is in the report); 130
 interrupted (what was measured is kept).  With a gate: its verdict's code
 (0 pass, 1 regressed, 4 a row the candidate or the baseline failed, 3
 inconclusive only)."""
+
 from __future__ import annotations
 
 import json
@@ -30,16 +31,17 @@ NO_NOTES = "no notes: every cell holds a ratio, and no row's processes fell in t
 @dataclass(frozen=True)
 class Options:
     """What the command asked of the report (its options; None: not asked)."""
-    json: str | None = None       # a file, or '-' for stdout
+
+    json: str | None = None  # a file, or '-' for stdout
     markdown: str | None = None
     html: str | None = None
     junit: str | None = None
-    gate: float | None = None     # the threshold to gate a compare run at
-    reference: bool = False       # gate the rows adjusted by the reference loop
-    all_rows: bool = False        # a compare run's rows, not its scoreboard
-    notes: bool = False           # the notes in full, not the scoreboard
-    explain: bool = False         # after the scoreboard, why (the per-operation counts)
-    command: str = ""             # the command line, as an HTML page names it
+    gate: float | None = None  # the threshold to gate a compare run at
+    reference: bool = False  # gate the rows adjusted by the reference loop
+    all_rows: bool = False  # a compare run's rows, not its scoreboard
+    notes: bool = False  # the notes in full, not the scoreboard
+    explain: bool = False  # after the scoreboard, why (the per-operation counts)
+    command: str = ""  # the command line, as an HTML page names it
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Output:
     """What to print and write: `out` goes to stdout, or to stderr where a
     document goes to stdout (`--json - | jq` works); `err` to stderr;
     `files` are (destination, text), '-' for stdout."""
+
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
     files: list[tuple[str, str]] = field(default_factory=list)
@@ -73,15 +76,24 @@ def report(data: RunData, opts: Options) -> Output:
     else:
         t = view.measurements(data, ms, cs)
         modes = terminal.mode_lines(t)
-        o.out += ([modes or NO_NOTES] if opts.notes else
-                  [terminal.measurements_table(t) + "\n"] + ([modes + "\n"] if modes else []) + [terminal.stop_tally(ms)])
+        o.out += (
+            [modes or NO_NOTES]
+            if opts.notes
+            else [terminal.measurements_table(t) + "\n"] + ([modes + "\n"] if modes else []) + [terminal.stop_tally(ms)]
+        )
     if gate is not None:
         o.out.append("\n" + watch_report.gate_text(gate, data.id))
         if opts.junit:
             o.files.append((opts.junit, watch_report.gate_junit(gate, data.id)))
     if opts.json:
-        o.files.append((opts.json, json_text({**jsondoc.document(data, ms, cs),
-                                              **({"gate": watch_report.gate_json(gate)} if gate else {})})))
+        o.files.append(
+            (
+                opts.json,
+                json_text(
+                    {**jsondoc.document(data, ms, cs), **({"gate": watch_report.gate_json(gate)} if gate else {})}
+                ),
+            )
+        )
     if opts.markdown:
         o.files.append((opts.markdown, markdown.document(data, ms, cs)))
     o.code, said = exit_code(data, ms, cs, gate)
@@ -111,8 +123,13 @@ def exit_code(data: RunData, ms: list[Measurement], cs: list[Comparison], gate=N
     failed = any(m.stopped_by == "error" for m in ms)
     empty = nothing_measured(data, ms, cs)
     if empty:  # a benchmark's error says more than "no ratio" (exit 3), else 1; a gate's error its own
-        code = gate.exit_code if gate is not None and gate.verdict == "error" else \
-            EXIT_BENCH_ERROR if failed else EXIT_FAIL
+        code = (
+            gate.exit_code
+            if gate is not None and gate.verdict == "error"
+            else EXIT_BENCH_ERROR
+            if failed
+            else EXIT_FAIL
+        )
         return code, [f"vmtax: {empty}"]
     if gate is not None:
         return gate.exit_code, []
@@ -125,8 +142,10 @@ def nothing_measured(data: RunData, ms: list[Measurement], cs: list[Comparison])
     if data.kind == "compare" and len(data.targets) > 1:
         if any(math.isfinite(c.ratio) and c.ratio > 0 for c in cs):
             return ""
-        return (f"run {data.id} produced no ratio: no row has a sample on the baseline and a candidate "
-                f"(see each row's reason; a larger --max-time buys the first blocks)")
+        return (
+            f"run {data.id} produced no ratio: no row has a sample on the baseline and a candidate "
+            f"(see each row's reason; a larger --max-time buys the first blocks)"
+        )
     if any(m.summary is not None and m.summary.n > 0 for m in ms):
         return ""
     return f"run {data.id} produced no measurement (see each row's reason)"
@@ -136,8 +155,10 @@ def gate_of(data: RunData, cs: list[Comparison], threshold: float, reference: bo
     """The gate of a stored compare run (its rows adjusted by the reference
     loop where asked and honest); UserError where there is nothing to gate."""
     if data.kind != "compare" or len(data.targets) < 2:
-        raise UserError(f"run {data.id} is a {data.kind} run of {len(data.targets)} target(s): a gate needs a "
-                        f"compare run (a baseline and a candidate: vmtax compare A B)")
+        raise UserError(
+            f"run {data.id} is a {data.kind} run of {len(data.targets)} target(s): a gate needs a "
+            f"compare run (a baseline and a candidate: vmtax compare A B)"
+        )
     checks: list = []
     if reference:
         cs, checks = reference_adjusted(data, cs)

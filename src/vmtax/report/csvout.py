@@ -1,6 +1,7 @@
 """CSV export: one row per benchmark and target of every run, with the
 host it was measured on and the candidate's ratio to the baseline where the
 run is a comparison."""
+
 from __future__ import annotations
 
 import csv
@@ -29,8 +30,11 @@ def header(t: Table) -> list[str]:
 
 def rows(t: Table, metric_names: Sequence[str] = ()) -> list[list[str]]:
     cols = t.shown(CSV)
-    return [[_field(c.value(r)) for c in cols]
-            + [_field(r.m.metrics[n].mean) if n in r.m.metrics else "" for n in metric_names] for r in t.rows]
+    return [
+        [_field(c.value(r)) for c in cols]
+        + [_field(r.m.metrics[n].mean) if n in r.m.metrics else "" for n in metric_names]
+        for r in t.rows
+    ]
 
 
 def document(runs: list[tuple[RunData, list[Measurement], list[Comparison]]]) -> str:

@@ -7,6 +7,7 @@ reading where the figures say something clear.
 One view-model (rows of cells, readings) and thin writers for the terminal,
 Markdown, JSON and HTML.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,15 +23,26 @@ from .units import fmt_value, json_number
 
 # The rows of the view, in order: (key, label, unit); a key is a metric name,
 # "time" (the benchmark's own figure) or "cpi" (cycles / instructions).
-ROWS = [("time", "time / op", "ns"), ("instructions", "instructions / op", ""), ("cpi", "CPI", ""),
-        ("instructions_user", "  of which user", ""), ("page_faults", "page faults / op", ""),
-        ("context_switches", "context switches / op", ""), ("cpu_migrations", "CPU migrations / op", ""),
-        ("syscalls", "system calls / op", ""), ("cpu_user_ns", "CPU user / op", "ns"),
-        ("cpu_sys_ns", "CPU system / op", "ns"), ("dtlb_misses", "dTLB misses / op", ""),
-        ("llc_misses", "LLC misses / op", ""), ("host_cpu_ns", "host CPU / op", "ns"),
-        ("host_cpu_user_ns", "  host user", "ns"), ("host_cpu_sys_ns", "  host system", "ns"),
-        ("host_context_switches", "host ctx switches / op", ""), ("host_syscalls", "host syscalls / op", ""),
-        ("exits", "VM exits / op", "")]
+ROWS = [
+    ("time", "time / op", "ns"),
+    ("instructions", "instructions / op", ""),
+    ("cpi", "CPI", ""),
+    ("instructions_user", "  of which user", ""),
+    ("page_faults", "page faults / op", ""),
+    ("context_switches", "context switches / op", ""),
+    ("cpu_migrations", "CPU migrations / op", ""),
+    ("syscalls", "system calls / op", ""),
+    ("cpu_user_ns", "CPU user / op", "ns"),
+    ("cpu_sys_ns", "CPU system / op", "ns"),
+    ("dtlb_misses", "dTLB misses / op", ""),
+    ("llc_misses", "LLC misses / op", ""),
+    ("host_cpu_ns", "host CPU / op", "ns"),
+    ("host_cpu_user_ns", "  host user", "ns"),
+    ("host_cpu_sys_ns", "  host system", "ns"),
+    ("host_context_switches", "host ctx switches / op", ""),
+    ("host_syscalls", "host syscalls / op", ""),
+    ("exits", "VM exits / op", ""),
+]
 
 
 @dataclass
@@ -43,6 +55,7 @@ class Cell:
 @dataclass
 class Block:
     """One benchmark: its rows of cells (one per target), and readings."""
+
     benchmark: str
     description: str
     unit: str
@@ -103,25 +116,41 @@ def _workload_block(spec, work: str, present: list[str], measured: dict[str, Mea
     """A workload's figure and its host cost per unit of work, seed 003's
     figures of merit, with a reading of how much more a unit costs."""
     b = Block(spec.name, spec.description, spec.unit, present, per=f"per {work}")
-    b.rows.append(("time", f"the figure: {spec.name.split('.', 1)[1]} ({spec.unit})", spec.unit,
-                   [_cell(measured[n].summary) for n in present]))
+    b.rows.append(
+        (
+            "time",
+            f"the figure: {spec.name.split('.', 1)[1]} ({spec.unit})",
+            spec.unit,
+            [_cell(measured[n].summary) for n in present],
+        )
+    )
     for key in PER_UNIT:
         cells = [_cell(measured[n].metrics.get(key)) for n in present]
         if any(c.mean is not None for c in cells):
-            b.rows.append((key, f"{describe(key).label.replace(' per unit', '')} ({unit_of(key, work)})",
-                           unit_of(key, work), cells))
+            b.rows.append(
+                (
+                    key,
+                    f"{describe(key).label.replace(' per unit', '')} ({unit_of(key, work)})",
+                    unit_of(key, work),
+                    cells,
+                )
+            )
     base = measured[present[0]]
     c0, s0 = _m(base, "host_cpu_per_unit"), _m(base, "host_context_switches_per_unit")
     for name in present[1:]:
         c, sw = _m(measured[name], "host_cpu_per_unit"), _m(measured[name], "host_context_switches_per_unit")
         system = _m(measured[name], "host_cpu_sys_per_unit")
         if c and c0 and c > 1.5 * c0:
-            split = (f", {100 * system / c:.0f}% of it in the host kernel" if system is not None and c > 0
-                     else "")
-            more = (f"; {_g(sw)} host context switches per {work} against {_g(s0)}"
-                    if sw is not None and s0 is not None and sw > 1.5 * s0 else "")
-            b.readings.append(f"{name}: {c / c0:.3g}x the host CPU per {work} of {present[0]} "
-                              f"({_g(c)} against {_g(c0)} {unit_of('host_cpu_per_unit', work)}){split}{more}")
+            split = f", {100 * system / c:.0f}% of it in the host kernel" if system is not None and c > 0 else ""
+            more = (
+                f"; {_g(sw)} host context switches per {work} against {_g(s0)}"
+                if sw is not None and s0 is not None and sw > 1.5 * s0
+                else ""
+            )
+            b.readings.append(
+                f"{name}: {c / c0:.3g}x the host CPU per {work} of {present[0]} "
+                f"({_g(c)} against {_g(c0)} {unit_of('host_cpu_per_unit', work)}){split}{more}"
+            )
     return b
 
 
@@ -149,36 +178,50 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
         if hcs is not None and hcs >= 1 and (bcs is None or bcs < 0.5):
             extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
             native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
-            why = (": a ptrace round trip through the UML kernel's host process for each trap into "
-                   "the guest kernel" if kind == "uml" else ": the guest's kernel runs in other host tasks")
+            why = (
+                ": a ptrace round trip through the UML kernel's host process for each trap into the guest kernel"
+                if kind == "uml"
+                else ": the guest's kernel runs in other host tasks"
+            )
             out.append(f"{name}: ~{_g(hcs)} host context switches{extra} per {bench}{native}{why}")
         # against the guest's CPU time in the same counted batches: counting
         # slows the guest (its syscall tracepoint), so not the timed figure
         user, exits, guest = _m(m, "host_cpu_user_ns"), _m(m, "exits"), _m(m, "task_clock_ns")
         if kind == "qemu" and accel == "tcg" and user is not None and guest and 0.65 < user / guest < 1.5:
-            out.append(f"{name}: host user CPU ≈ guest CPU time ({fmt_value(user, 'ns')} against "
-                       f"{fmt_value(guest, 'ns')} per op, counted batches), no VM exits: TCG emulates "
-                       "every instruction in user space, at a cost that follows the instructions, not "
-                       "the kernel entries")
+            out.append(
+                f"{name}: host user CPU ≈ guest CPU time ({fmt_value(user, 'ns')} against "
+                f"{fmt_value(guest, 'ns')} per op, counted batches), no VM exits: TCG emulates "
+                "every instruction in user space, at a cost that follows the instructions, not "
+                "the kernel entries"
+            )
         if exits is not None and exits >= 0.5:
             # exits_userspace counts the vCPU threads' system calls, not exits: no reason
-            reasons = {k[len("exits_"):]: v.mean for k, v in m.metrics.items()
-                       if k.startswith("exits_") and k != "exits_userspace"}
+            reasons = {
+                k[len("exits_") :]: v.mean
+                for k, v in m.metrics.items()
+                if k.startswith("exits_") and k != "exits_userspace"
+            }
             top = max(reasons, key=reasons.__getitem__) if reasons else None
-            out.append(f"{name}: {_g(exits)} VM exits per op" + (f", mostly {top}" if top else "")
-                       + ": each is a world switch to the hypervisor and back")
+            out.append(
+                f"{name}: {_g(exits)} VM exits per op"
+                + (f", mostly {top}" if top else "")
+                + ": each is a world switch to the hypervisor and back"
+            )
         pf, pf0 = _m(m, "page_faults"), _m(b, "page_faults")
         if pf is not None and pf0 is not None and pf > 1.5 * pf0 + 0.05:
             out.append(f"{name}: {_g(pf)} page faults per op against {_g(pf0)} on {base}")
         if t > 1.1 * t0 and _same_counts(m, b) and len(out) == said:
-            out.append(f"{name}: the same counts per op as {base} within 10%, {t / t0:.2f}x the time: "
-                       "the operation is the same, each step of it costs more")
+            out.append(
+                f"{name}: the same counts per op as {base} within 10%, {t / t0:.2f}x the time: "
+                "the operation is the same, each step of it costs more"
+            )
     return out
 
 
 def _same_counts(m: Measurement, b: Measurement) -> bool:
-    keys = [k for k in ("page_faults", "context_switches", "syscalls", "instructions")
-            if k in m.metrics and k in b.metrics]
+    keys = [
+        k for k in ("page_faults", "context_switches", "syscalls", "instructions") if k in m.metrics and k in b.metrics
+    ]
     if not keys:
         return False
     for k in keys:
@@ -222,36 +265,67 @@ def text(blocks: list[Block]) -> str:
 def markdown(blocks: list[Block]) -> str:
     out = []
     for b in blocks:
-        out += [f"#### {md_cell(b.benchmark)}", "", md_cell(b.description), "",
-                f"| {b.per} | " + " | ".join(md_cell(t) for t in b.targets) + " |",
-                "|---|" + "---:|" * len(b.targets)]
-        out += ["| " + md_cell(label.strip()) + " | " + " | ".join(md_cell(_fmt(c, unit)) for c in cells) + " |"
-                for _, label, unit, cells in b.rows]
+        out += [
+            f"#### {md_cell(b.benchmark)}",
+            "",
+            md_cell(b.description),
+            "",
+            f"| {b.per} | " + " | ".join(md_cell(t) for t in b.targets) + " |",
+            "|---|" + "---:|" * len(b.targets),
+        ]
+        out += [
+            "| " + md_cell(label.strip()) + " | " + " | ".join(md_cell(_fmt(c, unit)) for c in cells) + " |"
+            for _, label, unit, cells in b.rows
+        ]
         out += [""] + [f"- {md_cell(r)}" for r in b.readings] + [""]
     return "\n".join(out)
 
 
 def to_json(blocks: list[Block]) -> list[dict]:
-    return [{"benchmark": b.benchmark, "unit": b.unit, "targets": b.targets,
-             "rows": [{"key": k, "label": label.strip(), "unit": unit,
-                       "values": {t: {"mean": json_number(c.mean), "ci_low": json_number(c.low), "ci_high": json_number(c.high)}
-                                  for t, c in zip(b.targets, cells, strict=True)}}
-                      for k, label, unit, cells in b.rows],
-             "readings": b.readings} for b in blocks]
+    return [
+        {
+            "benchmark": b.benchmark,
+            "unit": b.unit,
+            "targets": b.targets,
+            "rows": [
+                {
+                    "key": k,
+                    "label": label.strip(),
+                    "unit": unit,
+                    "values": {
+                        t: {"mean": json_number(c.mean), "ci_low": json_number(c.low), "ci_high": json_number(c.high)}
+                        for t, c in zip(b.targets, cells, strict=True)
+                    },
+                }
+                for k, label, unit, cells in b.rows
+            ],
+            "readings": b.readings,
+        }
+        for b in blocks
+    ]
 
 
 def html(blocks: list[Block]) -> str:
-    parts = ['<p class="meta">Per operation, from the counting processes (one batch with counters on, '
-             "every few blocks; counted batches are never timed): the target's own kernel's counts, then "
-             "what its host processes cost the host; a workload's: what the host spent per unit of its work "
-             "(per GB moved, per 1000 transactions), from every run. ± is the 95% CI half-width.</p>"]
+    parts = [
+        '<p class="meta">Per operation, from the counting processes (one batch with counters on, '
+        "every few blocks; counted batches are never timed): the target's own kernel's counts, then "
+        "what its host processes cost the host; a workload's: what the host spent per unit of its work "
+        "(per GB moved, per 1000 transactions), from every run. ± is the 95% CI half-width.</p>"
+    ]
     for b in blocks:
         head = "".join(f"<th>{escape(t)}</th>" for t in b.targets)
-        body = "".join("<tr><td class=\"l\">" + escape(label) + "</td>"
-                       + "".join(f"<td>{escape(_fmt(c, unit))}</td>" for c in cells) + "</tr>"
-                       for _, label, unit, cells in b.rows)
+        body = "".join(
+            '<tr><td class="l">'
+            + escape(label)
+            + "</td>"
+            + "".join(f"<td>{escape(_fmt(c, unit))}</td>" for c in cells)
+            + "</tr>"
+            for _, label, unit, cells in b.rows
+        )
         reads = "".join(f"<li>{escape(r)}</li>" for r in b.readings)
-        parts.append(f"<h4>{escape(b.benchmark)}</h4><p class=\"meta\">{escape(b.description)}</p>"
-                     f'<table><thead><tr><th class="l">{escape(b.per)}</th>{head}</tr></thead>'
-                     f"<tbody>{body}</tbody></table>" + (f"<ul>{reads}</ul>" if reads else ""))
+        parts.append(
+            f'<h4>{escape(b.benchmark)}</h4><p class="meta">{escape(b.description)}</p>'
+            f'<table><thead><tr><th class="l">{escape(b.per)}</th>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>" + (f"<ul>{reads}</ul>" if reads else "")
+        )
     return "".join(parts)

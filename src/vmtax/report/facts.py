@@ -2,6 +2,7 @@
 laid out by the terminal, Markdown, HTML and JSON writers), the notes under
 it, and warnings where runs that are shown together differ (pyperf refuses
 to mix apples and oranges; we warn)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -11,10 +12,18 @@ from ..model import RunData, TargetInfo
 from .view import ALL, HTML, JSON, PEOPLE
 
 # (label, fact key) shown for every target
-FACTS = [("kernel", "kernel"), ("CPU", "cpu_model"), ("CPUs", "cpus_online"),
-         ("hypervisor seen", "hypervisor_vendor"), ("accel / engine", "accel"),
-         ("clocksource", "clocksource"), ("THP", "thp_enabled"), ("governor", "cpu_governor"),
-         ("XSAVE bytes", "xsave_bytes"), ("systemd-detect-virt", "systemd_detect_virt")]
+FACTS = [
+    ("kernel", "kernel"),
+    ("CPU", "cpu_model"),
+    ("CPUs", "cpus_online"),
+    ("hypervisor seen", "hypervisor_vendor"),
+    ("accel / engine", "accel"),
+    ("clocksource", "clocksource"),
+    ("THP", "thp_enabled"),
+    ("governor", "cpu_governor"),
+    ("XSAVE bytes", "xsave_bytes"),
+    ("systemd-detect-virt", "systemd_detect_virt"),
+]
 
 COMPARED = [("CPU model", "cpu_model"), ("kernel", "kernel")]
 
@@ -25,6 +34,7 @@ class TargetColumn:
     JSON, its title, its raw value and its text for people, and the formats
     that show it (view.TEXT, MD, HTML, JSON).  A number's column sorts by
     its value on the HTML page."""
+
     key: str
     title: str
     value: Callable[[TargetInfo, RunData], object]
@@ -46,6 +56,7 @@ def _fact(key: str) -> Callable[[TargetInfo, RunData], object]:
 def _figure(attr: str, form: str) -> tuple[Callable, Callable]:
     def value(t: TargetInfo, data: RunData) -> float | None:
         return getattr(t, attr)
+
     return value, lambda t, data: form.format(getattr(t, attr)) if getattr(t, attr) is not None else "-"
 
 
@@ -64,10 +75,18 @@ TARGET_COLUMNS: list[TargetColumn] = [
     TargetColumn("mem_overhead_mb", "mem overhead", *_figure("mem_overhead_mb", "{:.0f} MiB"), align="r"),
     TargetColumn("kernel", "kernel", _fact("kernel"), show=PEOPLE),
     TargetColumn("hypervisor_vendor", "hypervisor seen", _fact("hypervisor_vendor"), show=PEOPLE),
-    *[TargetColumn(key, label, _fact(key), show=_PAGE)
-      for label, key in FACTS if key not in ("kernel", "hypervisor_vendor", "accel")],
-    TargetColumn("agent_hash", "agent sha256", lambda t, data: data.agent_hashes.get(t.name),
-                 lambda t, data: (data.agent_hashes.get(t.name) or "-")[:12], show=frozenset({HTML, JSON})),
+    *[
+        TargetColumn(key, label, _fact(key), show=_PAGE)
+        for label, key in FACTS
+        if key not in ("kernel", "hypervisor_vendor", "accel")
+    ],
+    TargetColumn(
+        "agent_hash",
+        "agent sha256",
+        lambda t, data: data.agent_hashes.get(t.name),
+        lambda t, data: (data.agent_hashes.get(t.name) or "-")[:12],
+        show=frozenset({HTML, JSON}),
+    ),
     TargetColumn("facts", "facts", lambda t, data: t.facts, show=frozenset({JSON})),
 ]
 
@@ -76,6 +95,7 @@ TARGET_COLUMNS: list[TargetColumn] = [
 class Targets:
     """A run's targets, one row each, and the notes under them
     (target_notes), built once for every writer."""
+
     data: RunData
     notes: list[tuple[list[str], str]]
     columns: list[TargetColumn] = field(default_factory=lambda: list(TARGET_COLUMNS))
@@ -119,12 +139,16 @@ def warnings(runs: list[RunData]) -> list[str]:
         for label, key in COMPARED:
             values = {r.id: (r.targets[0].facts.get(key) if r.targets else None) for r in runs}
             if len(set(values.values())) > 1:
-                out.append(f"runs differ in the baseline's {label}: "
-                           + "; ".join(f"{rid}: {v}" for rid, v in values.items()))
+                out.append(
+                    f"runs differ in the baseline's {label}: " + "; ".join(f"{rid}: {v}" for rid, v in values.items())
+                )
         hashes = {h for r in runs for h in r.agent_hashes.values() if h}
         if len(hashes) > 1:
-            out.append(f"runs used {len(hashes)} different agent binaries (sha256 "
-                       + ", ".join(sorted(h[:12] for h in hashes)) + f"); first run {first.id}")
+            out.append(
+                f"runs used {len(hashes)} different agent binaries (sha256 "
+                + ", ".join(sorted(h[:12] for h in hashes))
+                + f"); first run {first.id}"
+            )
     for r in runs:
         hashes = {h for h in r.agent_hashes.values() if h}
         if len(hashes) > 1:

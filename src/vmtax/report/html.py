@@ -3,6 +3,7 @@ Policy forbids every fetch), charts as inline SVG, tables sortable by a few
 lines of inline script.  Every string that comes from a run -- target names,
 facts, commands, reasons -- goes through escape(): a target cannot inject
 markup into the page."""
+
 from __future__ import annotations
 
 import math
@@ -27,15 +28,19 @@ def scoreboard_table(board: Board) -> str:
     """The board as one sortable table (a line per benchmark), its legend
     before it and the notes in full after it."""
     fields = board.shown(HTML)
-    header = ["suite", "benchmark", "better"] + [f.title_in(HTML, k, board.baseline) for k in board.candidates
-                                                 for f in fields]
+    header = ["suite", "benchmark", "better"] + [
+        f.title_in(HTML, k, board.baseline) for k in board.candidates for f in fields
+    ]
     rows = []
     for g in board.groups:
         for line in g.lines:
             spec = line.spec
             cells = [td(spec.suite, cls="l"), td(spec.name, cls="l"), td(spec.direction, cls="l")]
-            cells += [td(f.text_in(x, HTML), f.sort(x) if f.sort else None, f.cls(x) if f.cls else "")
-                      for x in line.cells for f in fields]
+            cells += [
+                td(f.text_in(x, HTML), f.sort(x) if f.sort else None, f.cls(x) if f.cls else "")
+                for x in line.cells
+                for f in fields
+            ]
             rows.append(f"<tr>{''.join(cells)}</tr>")
     legend = f'<p class="meta">{escape(" · ".join(board.legend(fields, HTML)))}</p>'
     return legend + table(header, rows, left=3) + mode_paragraphs([f"{view.MODES_MARK} {n.text}" for n in board.modes])
@@ -43,8 +48,14 @@ def scoreboard_table(board: Board) -> str:
 
 def measurements_table(t: Table) -> str:
     cols = t.shown(HTML)
-    rows = ["<tr>" + "".join(td(c.text_of(r), _sort(c.value(r)), cls="wrap" if c.wrap else
-                                 "l" if c.align == "l" else "") for c in cols) + "</tr>" for r in t.rows]
+    rows = [
+        "<tr>"
+        + "".join(
+            td(c.text_of(r), _sort(c.value(r)), cls="wrap" if c.wrap else "l" if c.align == "l" else "") for c in cols
+        )
+        + "</tr>"
+        for r in t.rows
+    ]
     return table([c.title_in(HTML) for c in cols], rows, left=sum(1 for c in cols[:3] if c.align == "l"))
 
 
@@ -61,12 +72,15 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
     suites = list(dict.fromkeys((b.suite, b.direction) for b in data.benchmarks))
     chunks = []
     for suite, direction in suites:
-        names = [b.name for b in data.benchmarks if b.suite == suite and b.direction == direction
-                 and any((k, b.name) in cby for k in cands)]
+        names = [
+            b.name
+            for b in data.benchmarks
+            if b.suite == suite and b.direction == direction and any((k, b.name) in cby for k in cands)
+        ]
         parts = math.ceil(len(names) / CHART_MAX_BARS)
         for i in range(parts):  # a long suite is split so that every chart stays legible
             label = f"{suite} ({i + 1}/{parts})" if parts > 1 else suite
-            chunks.append((suite, label, direction, names[i * CHART_MAX_BARS:(i + 1) * CHART_MAX_BARS]))
+            chunks.append((suite, label, direction, names[i * CHART_MAX_BARS : (i + 1) * CHART_MAX_BARS]))
     for suite, label, direction, benches in chunks:
         series = []
         for k in cands:
@@ -76,10 +90,11 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
                 vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
             series.append((k, vals))
         svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
-        caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite, direction), float('nan')):.3g}"
-                            for k in cands)
-        out.append(f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (sign-flip test, paired blocks) · "
-                   f"{escape(direction)} is better</figcaption></figure>")
+        caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite, direction), float('nan')):.3g}" for k in cands)
+        out.append(
+            f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (sign-flip test, paired blocks) · "
+            f"{escape(direction)} is better</figcaption></figure>"
+        )
     return f'<div class="charts">{"".join(out)}</div>'
 
 
@@ -95,16 +110,22 @@ def distribution_charts(data: RunData) -> str:
         per = [(t.name, *by[(spec.name, t.name)]) for t in data.targets if (spec.name, t.name) in by]
         if not per:
             continue
-        out.append(f'<figure id="dist-{escape(spec.name)}">'
-                   f'{plots.distribution(spec.name, spec.unit, per)}'
-                   f"<figcaption>{escape(spec.name)}: {escape(spec.description)}</figcaption></figure>")
+        out.append(
+            f'<figure id="dist-{escape(spec.name)}">'
+            f"{plots.distribution(spec.name, spec.unit, per)}"
+            f"<figcaption>{escape(spec.name)}: {escape(spec.description)}</figcaption></figure>"
+        )
     return f'<div class="charts">{"".join(out)}</div>'
 
 
 def targets_table(t: facts.Targets) -> str:
     cols = t.shown(HTML)
-    rows = ["<tr>" + "".join(td(c.text_of(x, t.data), _sort(c.value(x, t.data)), "l" if c.align == "l" else "")
-                             for c in cols) + "</tr>" for x in t.data.targets]
+    rows = [
+        "<tr>"
+        + "".join(td(c.text_of(x, t.data), _sort(c.value(x, t.data)), "l" if c.align == "l" else "") for c in cols)
+        + "</tr>"
+        for x in t.data.targets
+    ]
     out = table([c.title for c in cols], rows, left=next((i for i, c in enumerate(cols) if c.align != "l"), len(cols)))
     notes = [", ".join(names) + f": {note}" for names, note in t.notes]
     return out + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
@@ -116,28 +137,48 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
     board = scoreboard.build(data, ms, cs)  # the one view its scoreboard, measurements and targets lay out
     t, h = board.table, board.header
     host = f" · on {escape(h.host)}" + (f" by {escape(h.user)}" if h.user else "") if h.host else ""
-    parts = [f'<section id="run-{escape(h.id)}"><h2>Run {escape(h.id)} · {escape(h.kind)} · '
-             f"{escape(h.status)}</h2>",
-             f'<p class="meta">{escape(h.when(utc=True))}{host} · vmtax {escape(h.vmtax_version)} · goal ±'
-             f"{escape(h.goal)} (95% CI) within {escape(h.budget)} · {escape(h.pinning)}"
-             + (f" · {escape(h.estimand)}" if h.estimand else "") + "<br>"
-             f"command: <code>{escape(h.command)}</code></p>"]
+    parts = [
+        f'<section id="run-{escape(h.id)}"><h2>Run {escape(h.id)} · {escape(h.kind)} · {escape(h.status)}</h2>',
+        f'<p class="meta">{escape(h.when(utc=True))}{host} · vmtax {escape(h.vmtax_version)} · goal ±'
+        f"{escape(h.goal)} (95% CI) within {escape(h.budget)} · {escape(h.pinning)}"
+        + (f" · {escape(h.estimand)}" if h.estimand else "")
+        + "<br>"
+        f"command: <code>{escape(h.command)}</code></p>",
+    ]
     if data.kind == "compare" and len(data.targets) > 1:
-        parts += ['<p class="verdict">' + "<br>".join(escape(line) for line in board.verdict.lines()) + "</p>",
-                  "<h3>Scoreboard</h3>", scoreboard_table(board),
-                  "<h3>Ratios to the baseline</h3>", ratio_charts(data, cs)]
+        parts += [
+            '<p class="verdict">' + "<br>".join(escape(line) for line in board.verdict.lines()) + "</p>",
+            "<h3>Scoreboard</h3>",
+            scoreboard_table(board),
+            "<h3>Ratios to the baseline</h3>",
+            ratio_charts(data, cs),
+        ]
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):
         parts += ["<h3>Why: per-operation counts, in the target and on its host</h3>", explain.html(blocks)]
-    modes = ("" if data.kind == "compare" and len(data.targets) > 1  # or under the scoreboard
-             else mode_paragraphs(view.mode_texts(t)))
-    parts += ["<h3>Measurements</h3>", measurements_table(t) + modes,
-              "<h3>Targets</h3>", targets_table(board.targets),
-              "<h3>Samples: distribution and time order</h3>", distribution_charts(data), "</section>"]
+    modes = (
+        ""
+        if data.kind == "compare" and len(data.targets) > 1  # or under the scoreboard
+        else mode_paragraphs(view.mode_texts(t))
+    )
+    parts += [
+        "<h3>Measurements</h3>",
+        measurements_table(t) + modes,
+        "<h3>Targets</h3>",
+        targets_table(board.targets),
+        "<h3>Samples: distribution and time order</h3>",
+        distribution_charts(data),
+        "</section>",
+    ]
     return "".join(parts)
 
 
 def document(runs: list[tuple[RunData, list[Measurement], list[Comparison]]], command: str) -> str:
-    return page(f"vmtax report: {', '.join(r.id for r, _, _ in runs)}", "vmtax report", command,
-                "".join(run_section(*r) for r in runs), warnings([r for r, _, _ in runs]),
-                f" from {len(runs)} stored run(s)")
+    return page(
+        f"vmtax report: {', '.join(r.id for r, _, _ in runs)}",
+        "vmtax report",
+        command,
+        "".join(run_section(*r) for r in runs),
+        warnings([r for r, _, _ in runs]),
+        f" from {len(runs)} stored run(s)",
+    )

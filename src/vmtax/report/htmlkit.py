@@ -1,6 +1,7 @@
 """The pieces every HTML page of vmtax shares: its style, its policy (no
 network: a Content-Security-Policy forbids every fetch), sortable tables and
 the page itself.  Every string from a run goes through escape()."""
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,9 @@ def td(text: object, v: float | None = None, cls: str = "") -> str:
 
 
 def table(header: list[str], rows: list[str], left: int = 1) -> str:
-    ths = "".join(f'<th class="l">{escape(h)}</th>' if i < left else f"<th>{escape(h)}</th>"
-                  for i, h in enumerate(header))
+    ths = "".join(
+        f'<th class="l">{escape(h)}</th>' if i < left else f"<th>{escape(h)}</th>" for i, h in enumerate(header)
+    )
     return f'<table class="sortable"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
@@ -62,10 +64,12 @@ def page(title: str, heading: str, command: str, body: str, warn: Sequence[str] 
     """A whole self-contained page (source: what it was made from, said after the version)."""
     made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     warn_html = "".join(f'<div class="warn">⚠ {escape(w)}</div>' for w in warn)
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-            f"<h1>{escape(heading)}</h1><p class=\"meta\">made {escape(made)} by <code>{escape(command)}</code> "
-            f"with vmtax {escape(__version__)}{escape(source)}</p>{warn_html}{body}"
-            f"<script>{SORT_JS}</script></body></html>\n")
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{escape(heading)}</h1><p class="meta">made {escape(made)} by <code>{escape(command)}</code> '
+        f"with vmtax {escape(__version__)}{escape(source)}</p>{warn_html}{body}"
+        f"<script>{SORT_JS}</script></body></html>\n"
+    )

@@ -2,6 +2,7 @@
 never renamed or dropped; new ones are added.  Its parts are the views'
 (view.Table's results, scoreboard.Board's comparisons and verdict,
 facts.Targets' targets), laid out here."""
+
 from __future__ import annotations
 
 from ..metrics import unit_of
@@ -16,9 +17,14 @@ SCHEMA = 1
 
 
 def result_rows(t: Table) -> list[dict]:
-    return [{**{k: json_number(v) for k, v in values.items()}, "metrics": metric_rows(r.m.metrics, r.m.benchmark.name),
-             "modes": modes_row(r.m.modes)}
-            for r, values in zip(t.rows, t.values(JSON), strict=True)]
+    return [
+        {
+            **{k: json_number(v) for k, v in values.items()},
+            "metrics": metric_rows(r.m.metrics, r.m.benchmark.name),
+            "modes": modes_row(r.m.modes),
+        }
+        for r, values in zip(t.rows, t.values(JSON), strict=True)
+    ]
 
 
 def metric_rows(metrics: dict, benchmark: str = "") -> dict:
@@ -26,9 +32,16 @@ def metric_rows(metrics: dict, benchmark: str = "") -> dict:
     a workload's host cost per unit of its work."""
     w = of_spec(benchmark)
     work = w.work if w is not None else None
-    return {name: {"unit": unit_of(name, work), "mean": json_number(s.mean), "ci_low": json_number(s.ci_low),
-                   "ci_high": json_number(s.ci_high), "n": s.units}
-            for name, s in metrics.items()}
+    return {
+        name: {
+            "unit": unit_of(name, work),
+            "mean": json_number(s.mean),
+            "ci_low": json_number(s.ci_low),
+            "ci_high": json_number(s.ci_high),
+            "n": s.units,
+        }
+        for name, s in metrics.items()
+    }
 
 
 def comparisons(board: scoreboard.Board) -> list[dict]:
@@ -43,10 +56,19 @@ def comparisons(board: scoreboard.Board) -> list[dict]:
 
 
 def verdict(v: scoreboard.Verdict) -> dict:
-    return {"ratios": v.ratios, "precise": v.precise, "significant": v.significant, "goal": json_number(v.goal),
-            "median_halfwidth": json_number(v.median), "stopped_by": v.stopped,
-            "budget": {"ratios": v.budget, "median_halfwidth": json_number(v.budget_median),
-                       "blocks_to_goal": json_number(v.more_blocks)}}
+    return {
+        "ratios": v.ratios,
+        "precise": v.precise,
+        "significant": v.significant,
+        "goal": json_number(v.goal),
+        "median_halfwidth": json_number(v.median),
+        "stopped_by": v.stopped,
+        "budget": {
+            "ratios": v.budget,
+            "median_halfwidth": json_number(v.budget_median),
+            "blocks_to_goal": json_number(v.more_blocks),
+        },
+    }
 
 
 def targets(t: facts.Targets) -> list[dict]:
@@ -56,9 +78,17 @@ def targets(t: facts.Targets) -> list[dict]:
 def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict:
     board = scoreboard.build(data, ms, cs)
     doc = {
-        "schema": SCHEMA, "run_id": data.id, "kind": data.kind, "status": data.status,
-        "command": data.command, "vmtax_version": data.vmtax_version, "host": data.host, "user": data.user,
-        "started": data.started, "finished": data.finished, "config": data.config,
+        "schema": SCHEMA,
+        "run_id": data.id,
+        "kind": data.kind,
+        "status": data.status,
+        "command": data.command,
+        "vmtax_version": data.vmtax_version,
+        "host": data.host,
+        "user": data.user,
+        "started": data.started,
+        "finished": data.finished,
+        "config": data.config,
         "environment": data.targets[0].facts if data.targets else {},
         "targets": targets(board.targets),
         "results": result_rows(board.table),

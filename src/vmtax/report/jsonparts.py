@@ -1,5 +1,6 @@
 """The pieces of vmtax's JSON documents that more than one part of a
 document carries: two modes, a stratum's ratio, metrics' ratios."""
+
 from __future__ import annotations
 
 from ..model import Modes, Stratum
@@ -11,9 +12,15 @@ def modes_row(m: Modes | None) -> dict | None:
     mode's mean, the slow one's share, and how clearly two."""
     if m is None:
         return None
-    return {"fast": json_number(m.fast), "slow": json_number(m.slow), "slow_share": json_number(m.slow_share),
-            "processes": m.units, "cut": json_number(m.cut), "bic_gain": json_number(m.bic_gain),
-            "separation": json_number(m.separation)}
+    return {
+        "fast": json_number(m.fast),
+        "slow": json_number(m.slow),
+        "slow_share": json_number(m.slow_share),
+        "processes": m.units,
+        "cut": json_number(m.cut),
+        "bic_gain": json_number(m.bic_gain),
+        "separation": json_number(m.separation),
+    }
 
 
 def stratum(s: Stratum | None, slow: bool = False) -> dict | None:
@@ -21,12 +28,20 @@ def stratum(s: Stratum | None, slow: bool = False) -> dict | None:
     null where the stratum had too few blocks for an interval."""
     if s is None:
         return None
-    return {"ratio": json_number(s.ratio), "ci_low": json_number(s.ci_low), "ci_high": json_number(s.ci_high),
-            "p_value": json_number(s.p_value), "blocks": s.blocks, "of_blocks": s.of_blocks,
-            **({"slow_blocks": s.slow_blocks} if slow else {})}  # same_mode's and slow_mode's: of its blocks
+    return {
+        "ratio": json_number(s.ratio),
+        "ci_low": json_number(s.ci_low),
+        "ci_high": json_number(s.ci_high),
+        "p_value": json_number(s.p_value),
+        "blocks": s.blocks,
+        "of_blocks": s.of_blocks,
+        **({"slow_blocks": s.slow_blocks} if slow else {}),
+    }  # same_mode's and slow_mode's: of its blocks
 
 
 def metric_ratios(metrics: dict) -> dict:
     """name -> {ratio, ci_low, ci_high} of a comparison's metrics."""
-    return {name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
-            for name, (r, lo, hi) in metrics.items()}
+    return {
+        name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
+        for name, (r, lo, hi) in metrics.items()
+    }

@@ -1,5 +1,6 @@
 """The pieces every Markdown writer of vmtax shares: text made safe for a
 table cell, and the two-modes mark made literal."""
+
 from __future__ import annotations
 
 

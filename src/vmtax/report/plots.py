@@ -1,5 +1,6 @@
 """Every chart of the reports, as inline SVG from matplotlib (text kept as
 <text>, so it stays searchable and small).  One way to plot, used by all."""
+
 from __future__ import annotations
 
 import io
@@ -21,8 +22,14 @@ if TYPE_CHECKING:
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 # text.parse_math off: a label like `$x$` is text, never a formula (and a
 # malformed one cannot crash the report); hashsalt: stable ids
-STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
-         "axes.spines.right": False, "svg.hashsalt": "vmtax", "text.parse_math": False}
+STYLE: dict[RcKeyType, Any] = {
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.hashsalt": "vmtax",
+    "text.parse_math": False,
+}
 
 
 def colour(i: int) -> str:
@@ -40,7 +47,7 @@ def to_svg(fig: Figure) -> str:
         warnings.simplefilter("ignore")
         fig.savefig(buf, format="svg", bbox_inches="tight", dpi=110)
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
@@ -49,8 +56,9 @@ def _figure(width: float, height: float) -> Figure:
         return Figure(figsize=(width, height), layout="constrained")
 
 
-def ratio_bars(title: str, direction: str, benches: list[str],
-               series: list[tuple[str, list[tuple[float, float, float] | None]]]) -> str:
+def ratio_bars(
+    title: str, direction: str, benches: list[str], series: list[tuple[str, list[tuple[float, float, float] | None]]]
+) -> str:
     """Grouped bars of candidate/baseline ratios with their 95% intervals
     as error bars, a line at 1.0, one colour per candidate.  series:
     (candidate, [(ratio, low, high) or None per benchmark])."""
@@ -72,15 +80,23 @@ def ratio_bars(title: str, direction: str, benches: list[str],
                 ys.append(r)
                 lo.append(max(0.0, r - a) if math.isfinite(a) else 0.0)
                 hi.append(max(0.0, b - r) if math.isfinite(b) else 0.0)
-            ax.bar(xs, ys, width * 0.9, color=colour(i), label=name,
-                   yerr=[lo, hi], error_kw={"elinewidth": 0.8, "capsize": 2},
-                   bottom=0 if not log else None)
+            ax.bar(
+                xs,
+                ys,
+                width * 0.9,
+                color=colour(i),
+                label=name,
+                yerr=[lo, hi],
+                error_kw={"elinewidth": 0.8, "capsize": 2},
+                bottom=0 if not log else None,
+            )
         ax.axhline(1.0, color="black", linewidth=0.8)
         if log:
             ax.set_yscale("log")
             # plain numbers: the default labels are mathtext, which an SVG
             # with svg.fonttype=none shows raw ("$\\mathdefault{10^{1}}$")
             from matplotlib.ticker import FuncFormatter
+
             plain = FuncFormatter(lambda v, _: f"{v:g}")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
@@ -103,15 +119,15 @@ def distribution(title: str, unit: str, per_target: list[tuple[str, list[float],
         for i, (name, times, values) in enumerate(per_target):
             if not values:
                 continue
-            left.boxplot([values], positions=[i], widths=0.5, showfliers=False,
-                         medianprops={"color": "black"})
+            left.boxplot([values], positions=[i], widths=0.5, showfliers=False, medianprops={"color": "black"})
             step = max(1, len(values) // 400)  # at most ~400 points a target
             pts = values[::step]
             jitter = [i + 0.18 * ((k * 0.618) % 1 - 0.5) for k in range(len(pts))]
             left.scatter(jitter, pts, s=4, color=colour(i), alpha=0.5, linewidths=0, rasterized=True)
             t0 = times[0]
-            right.plot([t - t0 for t in times[::step]], pts, ".", markersize=2, color=colour(i),
-                       label=name, rasterized=True)  # points as one image: a small page
+            right.plot(
+                [t - t0 for t in times[::step]], pts, ".", markersize=2, color=colour(i), label=name, rasterized=True
+            )  # points as one image: a small page
         left.set_xticks(range(len(per_target)), [n for n, _, _ in per_target], rotation=20, ha="right")
         left.set_ylabel(unit)
         left.set_title(title, loc="left")
@@ -121,21 +137,23 @@ def distribution(title: str, unit: str, per_target: list[tuple[str, list[float],
         if per_target and per_target[0][2]:
             lo = min(min(v) for _, _, v in per_target if v)
             hi = max(max(v) for _, _, v in per_target if v)
-            right.set_title(f"range {fmt_value(lo, unit)} – {fmt_value(hi, unit)}", loc="right",
-                            fontsize=8)
+            right.set_title(f"range {fmt_value(lo, unit)} – {fmt_value(hi, unit)}", loc="right", fontsize=8)
         return to_svg(fig)
 
 
 def _errors(points: list[tuple[float, float, float]]) -> list[list[float]]:
     """Error bar lengths below and above each (value, low, high); an
     unbounded end is left off."""
-    return [[max(0.0, v - lo) if math.isfinite(lo) else 0.0 for v, lo, _ in points],
-            [max(0.0, hi - v) if math.isfinite(hi) else 0.0 for v, _, hi in points]]
+    return [
+        [max(0.0, v - lo) if math.isfinite(lo) else 0.0 for v, lo, _ in points],
+        [max(0.0, hi - v) if math.isfinite(hi) else 0.0 for v, _, hi in points],
+    ]
 
 
 def _n_axis(ax, ns: list[int]) -> None:
     """N on a log2 axis, a tick at each N measured."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(ns))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -143,9 +161,13 @@ def _n_axis(ax, ns: list[int]) -> None:
     ax.set_xlabel("instances at once (N)")
 
 
-def versus_n(title: str, ylabel: str, ns: list[int],
-             series: list[tuple[str, list[tuple[float, float, float]]]],
-             ylim: tuple[float, float] | None = None) -> str:
+def versus_n(
+    title: str,
+    ylabel: str,
+    ns: list[int],
+    series: list[tuple[str, list[tuple[float, float, float]]]],
+    ylim: tuple[float, float] | None = None,
+) -> str:
     """A figure against the instance count N (vmtax scale): one line per
     series, its 95% intervals as error bars."""
     title, series = inert(title), [(inert(n), p) for n, p in series]
@@ -153,8 +175,18 @@ def versus_n(title: str, ylabel: str, ns: list[int],
         fig = _figure(4.6, 3.0)
         ax = fig.add_subplot()
         for i, (name, points) in enumerate(series):
-            ax.errorbar(ns, [p[0] for p in points], yerr=_errors(points), color=colour(i), marker="o",
-                        markersize=3.5, linewidth=1.2, elinewidth=0.9, capsize=3, label=name)
+            ax.errorbar(
+                ns,
+                [p[0] for p in points],
+                yerr=_errors(points),
+                color=colour(i),
+                marker="o",
+                markersize=3.5,
+                linewidth=1.2,
+                elinewidth=0.9,
+                capsize=3,
+                label=name,
+            )
         _n_axis(ax, ns)
         if ylim is not None:
             ax.set_ylim(*ylim)
@@ -164,25 +196,54 @@ def versus_n(title: str, ylabel: str, ns: list[int],
         return to_svg(fig)
 
 
-def throughput_vs_n(title: str, unit: str, ns: list[int], aggregate: list[tuple[float, float, float]],
-                    each: list[tuple[float, float, float]], slowest: list[float], fastest: list[float]) -> str:
+def throughput_vs_n(
+    title: str,
+    unit: str,
+    ns: list[int],
+    aggregate: list[tuple[float, float, float]],
+    each: list[tuple[float, float, float]],
+    slowest: list[float],
+    fastest: list[float],
+) -> str:
     """vmtax scale's throughput against N: the N instances together (left
     axis) and one instance (right axis: the mean with its interval, and
     the slowest to the fastest shaded), both from zero."""
     title = inert(title)
     from matplotlib.ticker import FuncFormatter
+
     short = FuncFormatter(lambda v, _: fmt_rate(v, "").strip())
     with matplotlib.rc_context(STYLE):
         fig = _figure(5.0, 3.0)
         left = fig.add_subplot()
         right = left.twinx()
         right.spines["right"].set_visible(True)
-        right.fill_between(ns, slowest, fastest, color=colour(1), alpha=0.15, linewidth=0,
-                           label="slowest – fastest instance")
-        right.errorbar(ns, [p[0] for p in each], yerr=_errors(each), color=colour(1), marker="s",
-                       markersize=3.5, linewidth=1.2, elinewidth=0.9, capsize=3, label="one instance (mean)")
-        left.errorbar(ns, [p[0] for p in aggregate], yerr=_errors(aggregate), color=colour(0), marker="o",
-                      markersize=3.5, linewidth=1.2, elinewidth=0.9, capsize=3, label="all N together")
+        right.fill_between(
+            ns, slowest, fastest, color=colour(1), alpha=0.15, linewidth=0, label="slowest – fastest instance"
+        )
+        right.errorbar(
+            ns,
+            [p[0] for p in each],
+            yerr=_errors(each),
+            color=colour(1),
+            marker="s",
+            markersize=3.5,
+            linewidth=1.2,
+            elinewidth=0.9,
+            capsize=3,
+            label="one instance (mean)",
+        )
+        left.errorbar(
+            ns,
+            [p[0] for p in aggregate],
+            yerr=_errors(aggregate),
+            color=colour(0),
+            marker="o",
+            markersize=3.5,
+            linewidth=1.2,
+            elinewidth=0.9,
+            capsize=3,
+            label="all N together",
+        )
         _n_axis(left, ns)
         for ax, what, c in ((left, "all N together", colour(0)), (right, "one instance", colour(1))):
             ax.set_ylim(bottom=0)
@@ -194,8 +255,9 @@ def throughput_vs_n(title: str, unit: str, ns: list[int], aggregate: list[tuple[
         return to_svg(fig)
 
 
-def history(title: str, direction: str, points: list[tuple[float, float, float]], labels: list[str],
-            changes: list[int]) -> str:
+def history(
+    title: str, direction: str, points: list[tuple[float, float, float]], labels: list[str], changes: list[int]
+) -> str:
     """A ratio over stored runs, oldest first: its 95% interval as a band,
     the ratio as a line of points, a dashed line at each change point
     (before the first run of the new level)."""
@@ -207,12 +269,20 @@ def history(title: str, direction: str, points: list[tuple[float, float, float]]
         ys = [p[0] for p in points]
         finite = [(x, lo, hi) for x, (_, lo, hi) in enumerate(points) if math.isfinite(lo) and math.isfinite(hi)]
         if finite:
-            ax.fill_between([f[0] for f in finite], [f[1] for f in finite], [f[2] for f in finite],
-                            color=colour(0), alpha=0.2, linewidth=0, label="95% CI")
+            ax.fill_between(
+                [f[0] for f in finite],
+                [f[1] for f in finite],
+                [f[2] for f in finite],
+                color=colour(0),
+                alpha=0.2,
+                linewidth=0,
+                label="95% CI",
+            )
         ax.plot(xs, ys, "o-", color=colour(0), markersize=3.5, linewidth=1.2, label="ratio")
         for k, i in enumerate(changes):
-            ax.axvline(i - 0.5, color=colour(1), linestyle="--", linewidth=1.2,
-                       label="change point" if k == 0 else None)
+            ax.axvline(
+                i - 0.5, color=colour(1), linestyle="--", linewidth=1.2, label="change point" if k == 0 else None
+            )
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_xticks(xs, labels, rotation=35, ha="right", fontsize=7)
         better = "lower" if direction == "lower" else "higher"

@@ -1,5 +1,6 @@
 """Live progress on stderr: one redrawn line with an ETA on a terminal, one
 line per finished benchmark otherwise."""
+
 from __future__ import annotations
 
 import sys
@@ -19,8 +20,10 @@ class TerminalProgress:
         if not self.tty:
             return
         n = sum(len(st.values) for st in states.values())
-        msg = (f"[{index + 1}/{total}] {spec.name:<14} n={n:<5} ±{fmt_pct(precision_now, 2):>7}"
-               f" (goal {fmt_pct(self.goal)})  elapsed {fmt_duration(elapsed)}  ETA {fmt_duration(eta)}")
+        msg = (
+            f"[{index + 1}/{total}] {spec.name:<14} n={n:<5} ±{fmt_pct(precision_now, 2):>7}"
+            f" (goal {fmt_pct(self.goal)})  elapsed {fmt_duration(elapsed)}  ETA {fmt_duration(eta)}"
+        )
         self.stream.write("\r\x1b[2K" + inert(msg[:120]))
         self.stream.flush()
         self._drawn = True

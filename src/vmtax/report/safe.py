@@ -8,12 +8,14 @@ DEL, C1) and the Unicode bidirectional overrides are shown as escapes
 instead of acting; so are the code points no text may hold, which XML
 forbids and HTML calls a parse error (a lone surrogate, a noncharacter
 such as U+FFFE): whatever a target says, a JUnit file still parses."""
+
 from __future__ import annotations
 
 import re
 
-_NONCHARACTERS = "\ufdd0-\ufdef" + "".join(f"{chr(plane + 0xfffe)}{chr(plane + 0xffff)}"
-                                             for plane in range(0, 0x110000, 0x10000))
+_NONCHARACTERS = "\ufdd0-\ufdef" + "".join(
+    f"{chr(plane + 0xFFFE)}{chr(plane + 0xFFFF)}" for plane in range(0, 0x110000, 0x10000)
+)
 _ACTIVE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff{_NONCHARACTERS}]")
 
 

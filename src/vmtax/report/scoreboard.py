@@ -12,6 +12,7 @@ title per format, its legend, and the formats that show it.  The writers
 -- terminal.scoreboard, markdown.scoreboard_md, html.scoreboard_table and
 jsondoc.comparisons -- only lay the board out and escape it for their
 format: a new field is one entry in FIELDS."""
+
 from __future__ import annotations
 
 import math
@@ -30,14 +31,24 @@ from .view import HTML, JSON, MD, PEOPLE, TEXT, ModeNote
 WIDTH = 100  # the terminal's scoreboard fits a 100-column terminal
 OMIT = object()  # a field's value that leaves its key out of a JSON comparison
 
-DIRECTIONS = {"higher": "Throughput benchmarks -> HIGHER IS BETTER -> higher ratio is better",
-              "lower": "Latency benchmarks -> LOWER IS BETTER -> lower ratio is better"}
+DIRECTIONS = {
+    "higher": "Throughput benchmarks -> HIGHER IS BETTER -> higher ratio is better",
+    "lower": "Latency benchmarks -> LOWER IS BETTER -> lower ratio is better",
+}
 # (mark, what it means, {format: in its own words}): the terminal's words are few, its screen is small
-MARKS = [("*", "a difference at the 5% level (sign-flip test over blocks run in random order)",
-          {TEXT: "differs at the 5% level"}),
-         ("?", "the ratio's 95% CI is wider than the precision asked", {TEXT: "CI wider than asked"}),
-         (view.MODES_MARK, "a side's processes fell in two modes (its note says which ratio the row gives)",
-          {TEXT: "two modes (see below)"})]
+MARKS = [
+    (
+        "*",
+        "a difference at the 5% level (sign-flip test over blocks run in random order)",
+        {TEXT: "differs at the 5% level"},
+    ),
+    ("?", "the ratio's 95% CI is wider than the precision asked", {TEXT: "CI wider than asked"}),
+    (
+        view.MODES_MARK,
+        "a side's processes fell in two modes (its note says which ratio the row gives)",
+        {TEXT: "two modes (see below)"},
+    ),
+]
 
 
 def precise(c: Comparison, goal: float | None) -> bool:
@@ -54,6 +65,7 @@ def stop_text(m: Measurement) -> str:
 class Cell:
     """One candidate's side of one benchmark: its comparison with the
     baseline and both sides' measurements (None where not measured)."""
+
     spec: BenchSpec
     baseline: str
     candidate: str
@@ -61,7 +73,7 @@ class Cell:
     cand: Measurement | None
     base: Measurement | None
     goal: float | None
-    note: int = 0                 # the number of the note saying why it holds no ratio (0: none)
+    note: int = 0  # the number of the note saying why it holds no ratio (0: none)
     mode: ModeNote | None = None  # where a side's processes fell in two modes
 
     @property
@@ -71,12 +83,18 @@ class Cell:
         budget left out): its note says why."""
         sides = [m for m in (self.cand, self.base) if m is not None]
         return next((m for m in sides if m.stopped_by in ("skipped", "error")), None) or (
-            None if self._compared else next((m for m in sides if m.reason), None))
+            None if self._compared else next((m for m in sides if m.reason), None)
+        )
 
     @property
     def _compared(self) -> bool:
-        return bool(self.c is not None and self.cand is not None and self.base is not None and self.cand.summary
-                    and self.base.summary)
+        return bool(
+            self.c is not None
+            and self.cand is not None
+            and self.base is not None
+            and self.cand.summary
+            and self.base.summary
+        )
 
     @property
     def state(self) -> str:
@@ -115,8 +133,11 @@ class Cell:
         if self.c is None:
             return ""
         blank = " " if pad else ""
-        return (("*" if self.c.significant else blank) + (blank if self.precise else "?")
-                + (view.MODES_MARK if self.two_modes else ""))
+        return (
+            ("*" if self.c.significant else blank)
+            + (blank if self.precise else "?")
+            + (view.MODES_MARK if self.two_modes else "")
+        )
 
     @property
     def why(self) -> str:
@@ -144,16 +165,24 @@ def _ratio_text(x: Cell, fmt: str) -> str:
         ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
         return f"{fmt_ratio3(x.comparison.ratio)} ({ci})"
     stopped = x.stopped  # there when the state is "stopped"
-    text = (f"{stopped.stopped_by} [{x.note}]" if stopped is not None else "-" if x.state == "none"
-            else f"{fmt_ratio2(x.comparison.ratio)}{x.flags(pad=True)}")
+    text = (
+        f"{stopped.stopped_by} [{x.note}]"
+        if stopped is not None
+        else "-"
+        if x.state == "none"
+        else f"{fmt_ratio2(x.comparison.ratio)}{x.flags(pad=True)}"
+    )
     return f"{text.strip()} {_means(x)}" if fmt == MD else text  # Markdown: the raw means in the ratio's cell
 
 
 def _means_text(x: Cell, fmt: str) -> str:
     if fmt == HTML:
         unit = x.spec.unit
-        return f"{fmt_value(x.cand_summary.mean, unit)} vs {fmt_value(x.base_summary.mean, unit)}" \
-            if x.state == "ratio" else "-"
+        return (
+            f"{fmt_value(x.cand_summary.mean, unit)} vs {fmt_value(x.base_summary.mean, unit)}"
+            if x.state == "ratio"
+            else "-"
+        )
     return _means(x)
 
 
@@ -173,6 +202,7 @@ class Field:
     it; sort: the HTML page sorts its column by this; cls: its HTML class;
     drop: the terminal leaves out a field with a drop (the highest first)
     where the table would not fit WIDTH."""
+
     key: str
     value: Callable[[Cell], object]
     text: Callable[[Cell, str], str] | None = None
@@ -186,8 +216,7 @@ class Field:
     drop: int = 0
 
     def title_in(self, fmt: str, cand: str, base: str) -> str:
-        return self.titles.get(fmt, self.title).format(cand=cand, base=base, c=cand.split(":")[0],
-                                                       b=base.split(":")[0])
+        return self.titles.get(fmt, self.title).format(cand=cand, base=base, c=cand.split(":")[0], b=base.split(":")[0])
 
     def legend_in(self, fmt: str) -> str:
         return self.legends.get(fmt, self.legend)
@@ -210,39 +239,79 @@ def _spec(name: str) -> Callable[[Cell], object]:
 _PEOPLE_JSON = PEOPLE | {JSON}
 
 FIELDS: list[Field] = [
-    Field("benchmark", _spec("name")), Field("suite", _spec("suite")), Field("direction", _spec("direction")),
-    Field("unit", _spec("unit")), Field("kind", _spec("kind")),
-    Field("baseline", lambda x: x.baseline), Field("candidate", lambda x: x.candidate),
-    Field("ratio", _c("ratio"), _ratio_text, "{cand}", {MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
-          "ratio = candidate/baseline",
-          {TEXT: "",  # the terminal's table says it in its title
-           MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
-           HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
-                 "reject, over process means paired block by block (each block in random order), so host drift "
-                 "cancels and the error rate holds on a noisy host"},
-          show=_PEOPLE_JSON, sort=lambda x: x.comparison.ratio if x.state == "ratio" else None,
-          cls=lambda x: "" if x.state == "ratio" else "wrap"),
-    Field("ratio_ci_low", _c("ratio_ci_low")), Field("ratio_ci_high", _c("ratio_ci_high")),
-    Field("p_value", _c("p_value")), Field("significant", _c("significant")), Field("stopped_by", _c("stopped_by")),
+    Field("benchmark", _spec("name")),
+    Field("suite", _spec("suite")),
+    Field("direction", _spec("direction")),
+    Field("unit", _spec("unit")),
+    Field("kind", _spec("kind")),
+    Field("baseline", lambda x: x.baseline),
+    Field("candidate", lambda x: x.candidate),
+    Field(
+        "ratio",
+        _c("ratio"),
+        _ratio_text,
+        "{cand}",
+        {MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
+        "ratio = candidate/baseline",
+        {
+            TEXT: "",  # the terminal's table says it in its title
+            MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
+            HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
+            "reject, over process means paired block by block (each block in random order), so host drift "
+            "cancels and the error rate holds on a noisy host",
+        },
+        show=_PEOPLE_JSON,
+        sort=lambda x: x.comparison.ratio if x.state == "ratio" else None,
+        cls=lambda x: "" if x.state == "ratio" else "wrap",
+    ),
+    Field("ratio_ci_low", _c("ratio_ci_low")),
+    Field("ratio_ci_high", _c("ratio_ci_high")),
+    Field("p_value", _c("p_value")),
+    Field("significant", _c("significant")),
+    Field("stopped_by", _c("stopped_by")),
     Field("metrics", lambda x: metric_ratios(x.comparison.metrics)),
     Field("fast_mode", lambda x: stratum(x.comparison.fast_mode)),
-    Field("same_mode", lambda x: stratum(x.comparison.same_mode, slow=True)),  # both fast or both slow, the modes weighted
+    Field(
+        "same_mode", lambda x: stratum(x.comparison.same_mode, slow=True)
+    ),  # both fast or both slow, the modes weighted
     Field("slow_mode", lambda x: stratum(x.comparison.slow_mode, slow=True)),
     # --fast-mode (--same-mode) on a row with two modes: ratio/ratio_ci_* are fast_mode's (same_mode's), and
     # all_modes every block's
-    Field("estimand", lambda x: x.comparison.estimand), Field("all_modes", lambda x: stratum(x.comparison.all_modes)),
+    Field("estimand", lambda x: x.comparison.estimand),
+    Field("all_modes", lambda x: stratum(x.comparison.all_modes)),
     # a candidate that stopped before the baseline: the baseline's modes over the blocks the two share, which the
     # ratio was judged by (null: one mode there), and that block count; absent otherwise
     Field("baseline_shared_blocks", lambda x: x.comparison.base_shared if x.comparison.base_shared else OMIT),
     Field("baseline_modes", lambda x: modes_row(x.comparison.base_modes) if x.comparison.base_shared else OMIT),
-    Field("means", lambda x: OMIT, _means_text, "[{c}/{b}]", {HTML: "{cand} vs {base}"},
-          "[candidate/baseline] raw means", {TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
-          show=frozenset({TEXT, HTML}), sort=lambda x: x.cand_summary.mean if x.state == "ratio" else None, drop=1),
-    Field("ci", lambda x: OMIT, _ci_text, "±c/b %", legend="±c/b = 95% CI half-width of each mean",
-          legends={TEXT: "±c/b %: each mean's 95% CI"}, show=frozenset({TEXT, MD})),
-    Field("flags", lambda x: x.flags(), lambda x, fmt: x.flags() if x.state == "ratio" else "", "",
-          show=frozenset({HTML, JSON}),
-          cls=lambda x: "" if x.state != "ratio" else "l sig" if x.comparison.significant else "l prec"),
+    Field(
+        "means",
+        lambda x: OMIT,
+        _means_text,
+        "[{c}/{b}]",
+        {HTML: "{cand} vs {base}"},
+        "[candidate/baseline] raw means",
+        {TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
+        show=frozenset({TEXT, HTML}),
+        sort=lambda x: x.cand_summary.mean if x.state == "ratio" else None,
+        drop=1,
+    ),
+    Field(
+        "ci",
+        lambda x: OMIT,
+        _ci_text,
+        "±c/b %",
+        legend="±c/b = 95% CI half-width of each mean",
+        legends={TEXT: "±c/b %: each mean's 95% CI"},
+        show=frozenset({TEXT, MD}),
+    ),
+    Field(
+        "flags",
+        lambda x: x.flags(),
+        lambda x, fmt: x.flags() if x.state == "ratio" else "",
+        "",
+        show=frozenset({HTML, JSON}),
+        cls=lambda x: "" if x.state != "ratio" else "l sig" if x.comparison.significant else "l prec",
+    ),
 ]
 
 
@@ -250,6 +319,7 @@ FIELDS: list[Field] = [
 @dataclass(frozen=True)
 class Line:
     """One benchmark: its cell for each candidate, in the run's order."""
+
     spec: BenchSpec
     cells: list[Cell]
 
@@ -258,6 +328,7 @@ class Line:
 class Group:
     """A suite's lines of one direction, with each candidate's geometric
     mean of their ratios."""
+
     suite: str
     direction: str
     geomeans: list[float]
@@ -267,14 +338,15 @@ class Group:
 @dataclass(frozen=True)
 class Verdict:
     """What the run reached, over its ratios."""
+
     ratios: int
     precise: int
     significant: int
     goal: float | None
-    median: float                # the median relative 95% half-width (inf: no interval)
-    stopped: dict[str, int]      # the candidates' rows by what stopped them
-    budget: int                  # ratios short of the goal whose candidate stopped on the budget
-    budget_median: float         # their median half-width
+    median: float  # the median relative 95% half-width (inf: no interval)
+    stopped: dict[str, int]  # the candidates' rows by what stopped them
+    budget: int  # ratios short of the goal whose candidate stopped on the budget
+    budget_median: float  # their median half-width
     budget_s: float
 
     @property
@@ -292,11 +364,16 @@ class Verdict:
         out = [self.share()]
         if self.budget:
             more = self.more_blocks
-            where = (f"at a median ±{fmt_pct(self.budget_median)}: ±{fmt_goal(self.goal)} would take about "
-                     f"{more:.{1 if more < 10 else 0}f}× their blocks (a CI narrows as 1/√blocks)" if more else
-                     f"without an interval (under {MIN_BLOCKS} blocks each): a larger --max-time buys them")
-            out.append(f"{self.budget} stopped on the budget ({fmt_duration(self.budget_s)}) {where}; "
-                       "`vmtax doctor` says what this host's noise lets a budget buy")
+            where = (
+                f"at a median ±{fmt_pct(self.budget_median)}: ±{fmt_goal(self.goal)} would take about "
+                f"{more:.{1 if more < 10 else 0}f}× their blocks (a CI narrows as 1/√blocks)"
+                if more
+                else f"without an interval (under {MIN_BLOCKS} blocks each): a larger --max-time buys them"
+            )
+            out.append(
+                f"{self.budget} stopped on the budget ({fmt_duration(self.budget_s)}) {where}; "
+                "`vmtax doctor` says what this host's noise lets a budget buy"
+            )
         others = [f"{k} {v}" for k, v in self.stopped.items() if k not in ("precision", "budget")]
         if others:
             out.append("stopped otherwise: " + ", ".join(others) + " (the notes say why)")
@@ -308,14 +385,17 @@ class Verdict:
             return "no ratios"
         median = f", median ±{fmt_pct(self.median)}" if math.isfinite(self.median) else ", median: no interval"
         asked = f" (±{fmt_goal(self.goal)})" if self.goal is not None else ""
-        return (f"{self.precise} of {self.ratios} ratios ({fmt_pct(self.precise / self.ratios, 0)}) reached the "
-                f"precision asked{asked}{median}; {self.significant} outside the noise")
+        return (
+            f"{self.precise} of {self.ratios} ratios ({fmt_pct(self.precise / self.ratios, 0)}) reached the "
+            f"precision asked{asked}{median}; {self.significant} outside the noise"
+        )
 
 
 def _median_halfwidth(cs: list[Comparison]) -> float:
     """The median 95% CI half-width of the ratios (one without an interval counts as infinite)."""
-    return statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs) \
-        if cs else math.inf
+    return (
+        statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs) if cs else math.inf
+    )
 
 
 def verdict(data: RunData, cells: list[Cell]) -> Verdict:
@@ -325,26 +405,36 @@ def verdict(data: RunData, cells: list[Cell]) -> Verdict:
     for x in cells:
         if x.cand is not None:
             stopped[x.cand.stopped_by] = stopped.get(x.cand.stopped_by, 0) + 1
-    short = [x.c for x in cells if x.c is not None and x.cand is not None and x.cand.stopped_by == "budget"
-             and not x.precise]
-    return Verdict(len(cs), sum(1 for x in cells if x.c is not None and x.precise),
-                   sum(1 for c in cs if c.significant), goal, _median_halfwidth(cs), dict(sorted(stopped.items())),
-                   len(short), _median_halfwidth(short), float(data.config.get("max_time", 0) or 0))
+    short = [
+        x.c for x in cells if x.c is not None and x.cand is not None and x.cand.stopped_by == "budget" and not x.precise
+    ]
+    return Verdict(
+        len(cs),
+        sum(1 for x in cells if x.c is not None and x.precise),
+        sum(1 for c in cs if c.significant),
+        goal,
+        _median_halfwidth(cs),
+        dict(sorted(stopped.items())),
+        len(short),
+        _median_halfwidth(short),
+        float(data.config.get("max_time", 0) or 0),
+    )
 
 
 @dataclass
 class Board:
     """The scoreboard of a compare run, for every writer."""
+
     header: view.Header
     baseline: str
     candidates: list[str]
-    groups: list[Group]        # the throughput suites first, then the latency ones
-    cells: list[Cell]          # every cell, benchmark by benchmark (the JSON's order)
-    reasons: list[str]         # why a cell holds no ratio, numbered from 1 (Cell.note)
-    modes: list[ModeNote]      # the rows with two modes, in full
+    groups: list[Group]  # the throughput suites first, then the latency ones
+    cells: list[Cell]  # every cell, benchmark by benchmark (the JSON's order)
+    reasons: list[str]  # why a cell holds no ratio, numbered from 1 (Cell.note)
+    modes: list[ModeNote]  # the rows with two modes, in full
     verdict: Verdict
     targets: facts.Targets
-    table: view.Table          # the measurements it was built from
+    table: view.Table  # the measurements it was built from
     fields: list[Field] = field(default_factory=lambda: list(FIELDS))
 
     def shown(self, fmt: str) -> list[Field]:
@@ -389,13 +479,33 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
                 if text not in reasons:
                     reasons.append(text)
                 notes[(line.spec.name, side.target)] = reasons.index(text) + 1
-    cells = {(line.spec.name, side.target): Cell(line.spec, base, side.target, side.c, side.m, line.base, goal,
-                                                 notes.get((line.spec.name, side.target), 0),
-                                                 mode_of.get((line.spec.name, side.target)))
-             for line in lines for side in line.sides}
-    return Board(view.header(data), base, [x.name for x in data.targets[1:]],
-                 _groups(shown, cells, data.targets[1:]), list(cells.values()), reasons, modes,
-                 verdict(data, list(cells.values())), facts.targets(data), t)
+    cells = {
+        (line.spec.name, side.target): Cell(
+            line.spec,
+            base,
+            side.target,
+            side.c,
+            side.m,
+            line.base,
+            goal,
+            notes.get((line.spec.name, side.target), 0),
+            mode_of.get((line.spec.name, side.target)),
+        )
+        for line in lines
+        for side in line.sides
+    }
+    return Board(
+        view.header(data),
+        base,
+        [x.name for x in data.targets[1:]],
+        _groups(shown, cells, data.targets[1:]),
+        list(cells.values()),
+        reasons,
+        modes,
+        verdict(data, list(cells.values())),
+        facts.targets(data),
+        t,
+    )
 
 
 def _groups(lines: list[view.Line], cells: dict, cands) -> list[Group]:
@@ -412,9 +522,18 @@ def _groups(lines: list[view.Line], cells: dict, cands) -> list[Group]:
         g.lines.append(Line(line.spec, row))
     for g in groups:  # over every ratio of the suite and direction, as before the lines were picked
         for k in cands:
-            g.geomeans.append(stats.geomean([x.c.ratio for x in cells.values() if x.candidate == k.name
-                                             and x.c is not None and x.spec.suite == g.suite
-                                             and x.spec.direction == g.direction]))
+            g.geomeans.append(
+                stats.geomean(
+                    [
+                        x.c.ratio
+                        for x in cells.values()
+                        if x.candidate == k.name
+                        and x.c is not None
+                        and x.spec.suite == g.suite
+                        and x.spec.direction == g.direction
+                    ]
+                )
+            )
     return groups
 
 
@@ -430,5 +549,14 @@ def geomeans(data: RunData, cs: list[Comparison]) -> dict[tuple[str, str, str], 
 def precision_share(data: RunData, cs: list[Comparison]) -> str:
     """The precision reached over these ratios (Verdict.share)."""
     goal = data.config.get("precision")
-    return Verdict(len(cs), sum(1 for c in cs if precise(c, goal)), sum(1 for c in cs if c.significant), goal,
-                   _median_halfwidth(cs), {}, 0, math.inf, 0.0).share()
+    return Verdict(
+        len(cs),
+        sum(1 for c in cs if precise(c, goal)),
+        sum(1 for c in cs if c.significant),
+        goal,
+        _median_halfwidth(cs),
+        {},
+        0,
+        math.inf,
+        0.0,
+    ).share()

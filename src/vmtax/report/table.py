@@ -1,9 +1,11 @@
 """One plain-text table renderer, shared by every terminal report."""
+
 from __future__ import annotations
 
 
-def render(header: list[str], rows: list[list[str]], align: str | None = None,
-           groups: list[tuple[int, str]] | None = None) -> str:
+def render(
+    header: list[str], rows: list[list[str]], align: str | None = None, groups: list[tuple[int, str]] | None = None
+) -> str:
     """align: one 'l' or 'r' per column.  groups: (row index, title) lines
     printed before that row."""
     align = align or "l" + "r" * (len(header) - 1)

@@ -1,5 +1,6 @@
 """The terminal report of a run: the scoreboard of a compare run
 (scoreboard.Board laid out), or one row per benchmark and target."""
+
 from __future__ import annotations
 
 import textwrap
@@ -16,23 +17,30 @@ def run_header(data: RunData) -> str:
     """Which run, where, what it asked and how it was started, each line wrapped at WIDTH."""
     h = view.header(data)
     host = f" · on {h.host}" if h.host else ""
-    return "\n".join(_fill(line) for line in [
-        f"run {h.id} ({h.status}) · {h.when()}{host} · {', '.join(h.targets)}",
-        f"goal: ±{h.goal} (95% CI) in {h.budget} · {h.pinning}"
-        + (f" · {h.per_process}" if h.per_process else "") + (f" · {h.flag}" if h.flag else ""),
-        f"command: {h.command}"])
+    return "\n".join(
+        _fill(line)
+        for line in [
+            f"run {h.id} ({h.status}) · {h.when()}{host} · {', '.join(h.targets)}",
+            f"goal: ±{h.goal} (95% CI) in {h.budget} · {h.pinning}"
+            + (f" · {h.per_process}" if h.per_process else "")
+            + (f" · {h.flag}" if h.flag else ""),
+            f"command: {h.command}",
+        ]
+    )
 
 
 def measurements_table(view: Table) -> str:
     cols = view.shown(TEXT)
-    return table.render([c.title_in(TEXT) for c in cols], view.texts(TEXT),
-                        align="".join(c.align for c in cols), groups=view.groups())
+    return table.render(
+        [c.title_in(TEXT) for c in cols], view.texts(TEXT), align="".join(c.align for c in cols), groups=view.groups()
+    )
 
 
 def mode_lines(t: Table) -> str:
     """The rows whose processes fell in two modes, a sentence each ('' if none)."""
-    return "\n".join(textwrap.fill(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False)
-                     for text in view.mode_texts(t))
+    return "\n".join(
+        textwrap.fill(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) for text in view.mode_texts(t)
+    )
 
 
 def stop_tally(ms: list[Measurement]) -> str:
@@ -43,11 +51,28 @@ def stop_tally(ms: list[Measurement]) -> str:
 
 
 def runs_table(runs: list[dict]) -> str:
-    rows = [[r["id"], r["kind"], time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])),
-             r["host"] or "-", r["status"], r["targets"] or "", str(r["benchmarks"]), str(r["samples"])]
-            for r in runs]
-    return table.render(["run", "kind", "started", "host", "status", "targets", "benchmarks", "samples"],
-                        rows, align="lllllrrr" if rows else None) if rows else "no runs stored"
+    rows = [
+        [
+            r["id"],
+            r["kind"],
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])),
+            r["host"] or "-",
+            r["status"],
+            r["targets"] or "",
+            str(r["benchmarks"]),
+            str(r["samples"]),
+        ]
+        for r in runs
+    ]
+    return (
+        table.render(
+            ["run", "kind", "started", "host", "status", "targets", "benchmarks", "samples"],
+            rows,
+            align="lllllrrr" if rows else None,
+        )
+        if rows
+        else "no runs stored"
+    )
 
 
 def _fill(text: str, indent: str = "    ") -> str:
@@ -56,7 +81,7 @@ def _fill(text: str, indent: str = "    ") -> str:
 
 def _one_line(text: str) -> str:
     """Text on one line of the terminal: cut with an ellipsis where longer (said in full by --notes)."""
-    return text if len(text) <= WIDTH else text[:WIDTH - 2].rstrip() + " …"
+    return text if len(text) <= WIDTH else text[: WIDTH - 2].rstrip() + " …"
 
 
 def scoreboard(board: Board) -> str:
@@ -70,9 +95,14 @@ def scoreboard(board: Board) -> str:
     if board.reasons or board.modes:
         legend.append(f"notes in full: vmtax show --notes {board.header.id}")
     out = [_fill(line) for line in board.verdict.lines()]
-    out += ["", _fill(f"Ratios to {board.baseline} (lower is better unless a suite says higher; a suite's line: "
-                      "geometric mean)"), table_text,
-            _fill(" · ".join(legend), "")]
+    out += [
+        "",
+        _fill(
+            f"Ratios to {board.baseline} (lower is better unless a suite says higher; a suite's line: geometric mean)"
+        ),
+        table_text,
+        _fill(" · ".join(legend), ""),
+    ]
     out += [_one_line(f"[{i}] {text}") for i, text in enumerate(board.reasons, 1)]
     out += mode_lines_short(board)
     return "\n".join(out)
@@ -98,10 +128,11 @@ def _table(board: Board, fields: list) -> str:
     titles = []
     for g in board.groups:
         titles.append(len(body))
-        body.append([g.suite + (" (higher is better)" if g.direction == "higher" else "")]
-                    + [t for gm in g.geomeans for t in [fmt_ratio2(gm)] + [""] * (len(fields) - 1)])
-        body += [["  " + line.spec.name] + [f.text_in(x, TEXT) for x in line.cells for f in fields]
-                 for line in g.lines]
+        body.append(
+            [g.suite + (" (higher is better)" if g.direction == "higher" else "")]
+            + [t for gm in g.geomeans for t in [fmt_ratio2(gm)] + [""] * (len(fields) - 1)]
+        )
+        body += [["  " + line.spec.name] + [f.text_in(x, TEXT) for x in line.cells for f in fields] for line in g.lines]
     return table.render(header, body, align="l" * (1 + len(fields) * len(board.candidates)))
 
 
@@ -112,15 +143,22 @@ def mode_lines_short(board: Board) -> list[str]:
     alike: dict[str, list[tuple[str, str]]] = {}  # what they say, without whys -> (benchmark, with them)
     for name, groups in board.mode_rows():
         bare = "; ".join(f"{said} for {', '.join(c for c, _ in cands)}" for said, cands in groups)
-        full = "; ".join(f"{said} for " + ", ".join(c + (f" ({why})" if why else "") for c, why in cands)
-                         for said, cands in groups)
+        full = "; ".join(
+            f"{said} for " + ", ".join(c + (f" ({why})" if why else "") for c, why in cands) for said, cands in groups
+        )
         alike.setdefault(bare, []).append((name, full))
     out = []
     for bare, rows in alike.items():
         names, fulls = ", ".join(n for n, _ in rows), {f for _, f in rows}
         tries = ([fulls.pop()] if len(fulls) == 1 else []) + [bare]
-        lines = next((x for x in (_fill(f"{view.MODES_MARK} {names}: {said}").splitlines() for said in tries)
-                      if len(x) <= len(rows)), None)
+        lines = next(
+            (
+                x
+                for x in (_fill(f"{view.MODES_MARK} {names}: {said}").splitlines() for said in tries)
+                if len(x) <= len(rows)
+            ),
+            None,
+        )
         out += lines or [_one_line(f"{view.MODES_MARK} {names}: {bare}")]  # one row: its name first, then the cut
     return out
 
@@ -129,9 +167,11 @@ def notes(board: Board) -> str:
     """The notes in full: why each cell without a ratio has none; for each
     row with two modes, both sides' modes and every ratio; the targets'
     notes ('' if none)."""
-    return "\n".join([_fill(f"[{i}] {text}") for i, text in enumerate(board.reasons, 1)]
-                     + [_fill(f"{view.MODES_MARK} {n.text}") for n in board.modes]
-                     + [_fill(", ".join(names) + f": {note}") for names, note in board.targets.notes])
+    return "\n".join(
+        [_fill(f"[{i}] {text}") for i, text in enumerate(board.reasons, 1)]
+        + [_fill(f"{view.MODES_MARK} {n.text}") for n in board.modes]
+        + [_fill(", ".join(names) + f": {note}") for names, note in board.targets.notes]
+    )
 
 
 def targets(t: facts.Targets, whole: bool = True) -> str:
@@ -139,6 +179,10 @@ def targets(t: facts.Targets, whole: bool = True) -> str:
     else on one line)."""
     cols = t.shown(TEXT)
     notes = [", ".join(names) + f": {note}" for names, note in t.notes]
-    return "\n".join([table.render([c.title for c in cols], t.texts(TEXT), align="".join(c.align for c in cols))]
-                     + [textwrap.fill(n, WIDTH, initial_indent="  ", subsequent_indent="    ") if whole
-                        else _one_line("  " + n) for n in notes])
+    return "\n".join(
+        [table.render([c.title for c in cols], t.texts(TEXT), align="".join(c.align for c in cols))]
+        + [
+            textwrap.fill(n, WIDTH, initial_indent="  ", subsequent_indent="    ") if whole else _one_line("  " + n)
+            for n in notes
+        ]
+    )

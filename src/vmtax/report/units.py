@@ -1,4 +1,5 @@
 """Figures with their units, scaled for people (JSON keeps the base unit)."""
+
 from __future__ import annotations
 
 import math
@@ -100,6 +101,7 @@ def fmt_duration(s: float) -> str:
 def parse_duration(text: str) -> float:
     """'6m', '90s', '1h30m', '500ms', '2.5m' or a plain number of seconds."""
     import re
+
     t = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", t):
         return float(t)

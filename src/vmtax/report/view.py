@@ -21,6 +21,7 @@ lays it out in its own shape.  So is the scoreboard's pivot of the same
 rows (pivot(): one line per benchmark, the baseline's measurement and each
 candidate's with its ratio), which the text, Markdown and HTML
 scoreboards lay out."""
+
 from __future__ import annotations
 
 import math
@@ -42,6 +43,7 @@ ALL = frozenset({TEXT, MD, HTML, CSV, JSON})
 class Row:
     """One benchmark on one target of a run, with its ratio to the baseline
     where the run compares."""
+
     run: RunData
     m: Measurement
     c: Comparison | None
@@ -57,11 +59,11 @@ class Column:
     key: str
     title: str
     value: Callable[[Row], object]
-    text: Callable[[Row], str] | None = None   # for people; None: the value as it is
+    text: Callable[[Row], str] | None = None  # for people; None: the value as it is
     show: frozenset[str] = ALL
     align: str = "r"
     titles: dict = field(default_factory=dict)  # format -> its own title
-    names: dict = field(default_factory=dict)   # format -> its own key (CSV's "kind" is the run's)
+    names: dict = field(default_factory=dict)  # format -> its own key (CSV's "kind" is the run's)
     wrap: bool = False  # long text: a page may wrap it
 
     def title_in(self, fmt: str) -> str:
@@ -111,8 +113,14 @@ COLUMNS: list[Column] = [
     Column("target", "target", lambda r: r.m.target, align="l"),
     Column("role", "role", lambda r: r.role, show=frozenset({CSV})),
     Column("mean", "mean", _stat("mean"), _shown("mean")),
-    Column("ci_rel", "±95% CI", _stat("ci_rel"), lambda r: "±" + fmt_pct(r.s.ci_rel, 2) if r.s else "-",
-           show=frozenset({TEXT, MD, HTML, JSON}), titles={TEXT: "95% CI"}),
+    Column(
+        "ci_rel",
+        "±95% CI",
+        _stat("ci_rel"),
+        lambda r: "±" + fmt_pct(r.s.ci_rel, 2) if r.s else "-",
+        show=frozenset({TEXT, MD, HTML, JSON}),
+        titles={TEXT: "95% CI"},
+    ),
     Column("median", "median", _stat("median"), _shown("median")),
     Column("ci_low", "CI low", _stat("ci_low"), show=_MACHINE),
     Column("ci_high", "CI high", _stat("ci_high"), show=_MACHINE),
@@ -122,8 +130,13 @@ COLUMNS: list[Column] = [
     Column("min", "min", _stat("min"), _shown("min"), show=frozenset({TEXT, CSV, JSON})),
     Column("best18of30", "best 18/30", _stat("best18of30"), show=frozenset({JSON})),
     Column("n", "n", lambda r: r.s.n if r.s else 0),
-    Column("processes", "processes", lambda r: r.m.processes, show=frozenset({TEXT, HTML, CSV, JSON}),
-           titles={TEXT: "procs"}),
+    Column(
+        "processes",
+        "processes",
+        lambda r: r.m.processes,
+        show=frozenset({TEXT, HTML, CSV, JSON}),
+        titles={TEXT: "procs"},
+    ),
     Column("harness_overhead", "harness", lambda r: r.m.overhead, _harness, show=frozenset({TEXT, JSON})),
     Column("cpu", "cpu", lambda r: r.m.cpu if r.m.cpu >= 0 else None, show=frozenset({JSON})),
     Column("stopped", "stopped by", _stopped, show=PEOPLE, align="l", wrap=True),
@@ -141,15 +154,40 @@ COLUMNS: list[Column] = [
 # CSV's first columns, in the order scripts have read them by position since
 # they were written; a column added later comes after them (and after every
 # earlier addition), so no position ever moves
-CSV_FIRST = ["run_id", "host", "run_kind", "benchmark", "suite", "direction", "unit", "target", "role", "n",
-             "processes", "mean", "median", "ci_low", "ci_high", "stdev", "min", "best3of5", "stopped_by",
-             "reason", "ratio", "ratio_ci_low", "ratio_ci_high", "p_value", "significant"]
+CSV_FIRST = [
+    "run_id",
+    "host",
+    "run_kind",
+    "benchmark",
+    "suite",
+    "direction",
+    "unit",
+    "target",
+    "role",
+    "n",
+    "processes",
+    "mean",
+    "median",
+    "ci_low",
+    "ci_high",
+    "stdev",
+    "min",
+    "best3of5",
+    "stopped_by",
+    "reason",
+    "ratio",
+    "ratio_ci_low",
+    "ratio_ci_high",
+    "p_value",
+    "significant",
+]
 
 
 @dataclass
 class Table:
     """The rows of a run's measurements, in the analysis's order, and the
     suites they fall in (the terminal titles each group)."""
+
     rows: list[Row]
     columns: list[Column] = field(default_factory=lambda: list(COLUMNS))
 
@@ -182,31 +220,36 @@ class Table:
 def measurements(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Table:
     base = data.targets[0].name if data.targets else ""
     cby = {(c.candidate, c.benchmark.name): c for c in cs}
-    return Table([Row(data, m, cby.get((m.target, m.benchmark.name)), "baseline" if m.target == base
-                      else "candidate") for m in ms])
+    return Table(
+        [
+            Row(data, m, cby.get((m.target, m.benchmark.name)), "baseline" if m.target == base else "candidate")
+            for m in ms
+        ]
+    )
 
 
 @dataclass(frozen=True)
 class Header:
     """What every writer says about a run before its rows, as text."""
+
     id: str
     kind: str
     status: str
     started: float
-    host: str            # '' when not recorded
+    host: str  # '' when not recorded
     user: str
     vmtax_version: str
     command: str
     targets: list[str]
-    goal: str            # the precision asked: '1.0%'
-    budget: str          # '6 min'
-    pinning: str         # 'pinned to host CPU 1' | 'unpinned'
-    per_process: str     # '3 samples/process, 1 warmup' ('' where not recorded)
-    cpu_model: str       # the baseline's machine
+    goal: str  # the precision asked: '1.0%'
+    budget: str  # '6 min'
+    pinning: str  # 'pinned to host CPU 1' | 'unpinned'
+    per_process: str  # '3 samples/process, 1 warmup' ('' where not recorded)
+    cpu_model: str  # the baseline's machine
     cpus: str
     kernel: str
-    estimand: str = ""   # where it is not the ratio over every block: what the ratios are
-    flag: str = ""       # and the option that said so: '--same-mode' | '--fast-mode'
+    estimand: str = ""  # where it is not the ratio over every block: what the ratios are
+    flag: str = ""  # and the option that said so: '--same-mode' | '--fast-mode'
 
     def when(self, utc: bool = False) -> str:
         if utc:
@@ -224,12 +267,17 @@ def per_process(data: RunData) -> str:
     if cfg.get("samples_per_process") is None:
         return ""
     if data.kind == "compare" and cfg.get("pairing") == "lockstep":
-        go = [f"{t.name} {t.facts['lockstep_go_ms']:.2g} ms" for t in data.targets
-              if isinstance(t.facts.get("lockstep_go_ms"), (int, float))]
+        go = [
+            f"{t.name} {t.facts['lockstep_go_ms']:.2g} ms"
+            for t in data.targets
+            if isinstance(t.facts.get("lockstep_go_ms"), (int, float))
+        ]
         apart = [t.name for t in data.targets[1:] if t.kind == "ssh"]
-        return (f"lockstep pairs of ~{cfg.get('step_ms', 1):g} ms samples"
-                + (f" (a go's round trip: {', '.join(go)})" if go else "")
-                + (f"; {', '.join(apart)}: another machine, its processes in turn" if apart else ""))
+        return (
+            f"lockstep pairs of ~{cfg.get('step_ms', 1):g} ms samples"
+            + (f" (a go's round trip: {', '.join(go)})" if go else "")
+            + (f"; {', '.join(apart)}: another machine, its processes in turn" if apart else "")
+        )
     return f"{cfg['samples_per_process']} samples/process, {cfg.get('warmup', 0)} warmup"
 
 
@@ -237,25 +285,42 @@ def header(data: RunData) -> Header:
     cfg = data.config
     env = data.targets[0].facts if data.targets else {}
     headline = headline_of(cfg)
-    return Header(data.id, data.kind, data.status, data.started, data.host or "", data.user or "",
-                  data.vmtax_version, data.command, [t.name for t in data.targets],
-                  fmt_goal(cfg.get("precision")), fmt_duration(cfg.get("max_time", 0)),
-                  f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
-                  per_process(data),
-                  str(env.get("cpu_model", "?")), str(env.get("cpus_online", "?")), str(env.get("kernel", "?")),
-                  f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
-                  "where those blocks give an interval" if headline else "",
-                  HEADLINE_FLAG[headline] if headline else "")
+    return Header(
+        data.id,
+        data.kind,
+        data.status,
+        data.started,
+        data.host or "",
+        data.user or "",
+        data.vmtax_version,
+        data.command,
+        [t.name for t in data.targets],
+        fmt_goal(cfg.get("precision")),
+        fmt_duration(cfg.get("max_time", 0)),
+        f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
+        per_process(data),
+        str(env.get("cpu_model", "?")),
+        str(env.get("cpus_online", "?")),
+        str(env.get("kernel", "?")),
+        f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
+        "where those blocks give an interval"
+        if headline
+        else "",
+        HEADLINE_FLAG[headline] if headline else "",
+    )
 
 
-HEADLINE_SAID = {FAST_MODE: "in the fast mode (--fast-mode)",
-                 SAME_MODE: "over the blocks both sides ran in the same mode (--same-mode)"}
+HEADLINE_SAID = {
+    FAST_MODE: "in the fast mode (--fast-mode)",
+    SAME_MODE: "over the blocks both sides ran in the same mode (--same-mode)",
+}
 HEADLINE_FLAG = {FAST_MODE: "--fast-mode", SAME_MODE: "--same-mode"}
 
 
 @dataclass(frozen=True)
 class Side:
     """One candidate's side of a scoreboard line."""
+
     target: str
     m: Measurement | None
     c: Comparison | None
@@ -265,6 +330,7 @@ class Side:
 class Line:
     """One benchmark of a compare run: the baseline's measurement and each
     candidate's side, in the run's target order."""
+
     spec: BenchSpec
     base: Measurement | None
     sides: list[Side]
@@ -282,8 +348,14 @@ def pivot(t: Table) -> list[Line]:
     out = []
     for spec in run.benchmarks:
         base = by.get((names[0], spec.name))
-        sides = [Side(k, by[(k, spec.name)].m if (k, spec.name) in by else None,
-                      by[(k, spec.name)].c if (k, spec.name) in by else None) for k in names[1:]]
+        sides = [
+            Side(
+                k,
+                by[(k, spec.name)].m if (k, spec.name) in by else None,
+                by[(k, spec.name)].c if (k, spec.name) in by else None,
+            )
+            for k in names[1:]
+        ]
         out.append(Line(spec, base.m if base else None, sides))
     return out
 
@@ -310,8 +382,10 @@ def _modes_of(target: str, m: Measurement | None, c: Comparison | None = None) -
     row = m if m is not None else c
     assert row is not None  # a side's row, or the comparison whose baseline it is
     unit = row.benchmark.unit
-    return (f"{target}: two modes{over}, {fmt_value(md.fast, unit)} ({1 - md.slow_share:.0%}) and "
-            f"{fmt_value(md.slow, unit)} ({md.slow_share:.0%} of {md.units} processes)")
+    return (
+        f"{target}: two modes{over}, {fmt_value(md.fast, unit)} ({1 - md.slow_share:.0%}) and "
+        f"{fmt_value(md.slow, unit)} ({md.slow_share:.0%} of {md.units} processes)"
+    )
 
 
 def _interval(r: float, lo: float, hi: float) -> str:
@@ -322,28 +396,43 @@ def _interval(r: float, lo: float, hi: float) -> str:
 
 def _apart(fast, slow) -> bool:
     """Whether the two modes' own ratios' intervals do not meet."""
-    return (slow is not None and fast is not None
-            and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
-            and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low))
+    return (
+        slow is not None
+        and fast is not None
+        and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
+        and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low)
+    )
 
 
 def _same_said(ratio: str, same, fast, slow, every) -> str:
     """A --same-mode headline's note: which blocks, each mode's own ratio,
     and where the two modes' intervals do not meet, that it mixes them."""
     n_fast = same.blocks - same.slow_blocks
-    which = (f"{n_fast} fast, {same.slow_blocks} slow; each mode weighted by its blocks over their levels' spread"
-             if n_fast and same.slow_blocks else f"{n_fast} fast: too few both slow to count" if n_fast else
-             f"{same.slow_blocks} slow: too few both fast to count")
+    which = (
+        f"{n_fast} fast, {same.slow_blocks} slow; each mode weighted by its blocks over their levels' spread"
+        if n_fast and same.slow_blocks
+        else f"{n_fast} fast: too few both slow to count"
+        if n_fast
+        else f"{same.slow_blocks} slow: too few both fast to count"
+    )
     apart = _apart(fast, slow)
-    return (f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran in the same "
-            f"mode ({which}; --same-mode); in the fast mode alone it is "
-            + (f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, " if fast is not None else
-               "none (at its ratio the modes fitted together were not each side's own), ")
-            + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, "
-               if slow is not None else "")
-            + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}."
-            + (" The two modes' ratios differ (their intervals do not meet): the same-mode ratio lies between them; "
-               "--fast-mode gives the fast mode's alone." if apart else ""))
+    return (
+        f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran in the same "
+        f"mode ({which}; --same-mode); in the fast mode alone it is "
+        + (
+            f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, "
+            if fast is not None
+            else "none (at its ratio the modes fitted together were not each side's own), "
+        )
+        + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, " if slow is not None else "")
+        + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}."
+        + (
+            " The two modes' ratios differ (their intervals do not meet): the same-mode ratio lies between them; "
+            "--fast-mode gives the fast mode's alone."
+            if apart
+            else ""
+        )
+    )
 
 
 def bimodal(c: Comparison | None, cand: Measurement | None, base: Measurement | None) -> TypeGuard[Comparison]:
@@ -364,11 +453,12 @@ class ModeNote:
     """A row whose process means fell in two modes: which figure the row
     gives and why, in a few words each (the scoreboard's one line), and the
     note in full (both sides' modes and every stratum's ratio)."""
+
     benchmark: str
     target: str
-    said: str   # the figure given: 'same-mode ratio', 'all-blocks ratio', ...
-    why: str    # '' or why that one: 'two modes on local only', ...
-    text: str   # in full
+    said: str  # the figure given: 'same-mode ratio', 'all-blocks ratio', ...
+    why: str  # '' or why that one: 'two modes on local only', ...
+    text: str  # in full
 
 
 def mode_notes(t: Table) -> list[ModeNote]:
@@ -384,13 +474,30 @@ def mode_notes(t: Table) -> list[ModeNote]:
         base = by[(r.c.baseline, name)].m if r.c is not None and (r.c.baseline, name) in by else None
         if bimodal(r.c, r.m, base):
             said, why, text = _ratio_said(r, base)
-            out.append(ModeNote(name, target, said, why,
-                                f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
-                                f"{_modes_of(r.c.baseline, base, r.c)}. {text}"))
-        elif r.c is None and r.m.modes is not None and not any(
-                x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows):
-            out.append(ModeNote(name, target, "mean over both modes", "",
-                                f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as they fell."))
+            out.append(
+                ModeNote(
+                    name,
+                    target,
+                    said,
+                    why,
+                    f"{name}, {target} vs {r.c.baseline}: {_modes_of(target, r.m)}; "
+                    f"{_modes_of(r.c.baseline, base, r.c)}. {text}",
+                )
+            )
+        elif (
+            r.c is None
+            and r.m.modes is not None
+            and not any(x.c is not None and x.c.baseline == target and x.m.benchmark.name == name for x in t.rows)
+        ):
+            out.append(
+                ModeNote(
+                    name,
+                    target,
+                    "mean over both modes",
+                    "",
+                    f"{name} on {_modes_of(target, r.m)}; its mean is over the modes as they fell.",
+                )
+            )
     return out
 
 
@@ -409,32 +516,53 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
     asked = (f if which == FAST_MODE else c.same_mode) if which else f  # the stratum its run asked for
     flag = "--fast-mode" if which == FAST_MODE else "--same-mode"
     if asked is None and r.m.modes is not None and _base_modes(c, base) is not None:
-        return (ALL_BLOCKS_SAID, "modes not one host state",
-                f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
-                + (f" ({flag})" if which else "")
-                + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
-                f"than {MODE_AGREE:.0%} of one side's processes fall where its own fit puts them), so "
-                "they are not one state of the host seen on both.")
+        return (
+            ALL_BLOCKS_SAID,
+            "modes not one host state",
+            f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode"
+            + (f" ({flag})" if which else "")
+            + ": fitted to both sides together at the ratio, the modes are not each side's own (fewer "
+            f"than {MODE_AGREE:.0%} of one side's processes fall where its own fit puts them), so "
+            "they are not one state of the host seen on both.",
+        )
     if asked is None:
-        return (ALL_BLOCKS_SAID, f"two modes on {r.m.target if r.m.modes is not None else c.baseline} only",
-                f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode "
-                "(fast or same): one side's mode set against the other side's mix would be biased wherever "
-                "that side's modes went undetected.")
+        return (
+            ALL_BLOCKS_SAID,
+            f"two modes on {r.m.target if r.m.modes is not None else c.baseline} only",
+            f"The ratio {ratio} is of the means over the modes as they fell; no ratio within a mode "
+            "(fast or same): one side's mode set against the other side's mix would be biased wherever "
+            "that side's modes went undetected.",
+        )
     if every is not None and c.estimand == SAME_MODE:  # --same-mode: the headline is that stratum's
-        return ("same-mode ratio", "the modes' ratios differ" if _apart(f, c.slow_mode) else "",
-                _same_said(ratio, c.same_mode, f, c.slow_mode, every))
+        return (
+            "same-mode ratio",
+            "the modes' ratios differ" if _apart(f, c.slow_mode) else "",
+            _same_said(ratio, c.same_mode, f, c.slow_mode, every),
+        )
     if every is not None:  # --fast-mode: the headline is the fast mode's
-        return ("fast-mode ratio", "",
-                f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
-                f"{_interval(every.ratio, every.ci_low, every.ci_high)}.")
+        return (
+            "fast-mode ratio",
+            "",
+            f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
+            f"{_interval(every.ratio, every.ci_low, every.ci_high)}.",
+        )
     if which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
-        ran = ("ran with both sides in their fast mode" if which == FAST_MODE else
-               f"count as run with both sides in one mode (a mode counts from {STRATUM_MIN} such blocks)")
-        return (ALL_BLOCKS_SAID, f"too few {which.replace(' ', '-')} blocks",
-                f"The ratio {ratio} is of the means over the modes as they fell: {asked.blocks} of {asked.of_blocks} "
-                f"blocks {ran}, too few for an interval, so it stays the ratio over all blocks ({flag} "
-                "reports a stratum with one).")
+        ran = (
+            "ran with both sides in their fast mode"
+            if which == FAST_MODE
+            else f"count as run with both sides in one mode (a mode counts from {STRATUM_MIN} such blocks)"
+        )
+        return (
+            ALL_BLOCKS_SAID,
+            f"too few {which.replace(' ', '-')} blocks",
+            f"The ratio {ratio} is of the means over the modes as they fell: {asked.blocks} of {asked.of_blocks} "
+            f"blocks {ran}, too few for an interval, so it stays the ratio over all blocks ({flag} "
+            "reports a stratum with one).",
+        )
     assert f is not None  # no stratum asked for: the one said (asked) is the fast mode's
-    return (ALL_BLOCKS_SAID, "two modes on both sides",
-            f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
-            f"{_interval(f.ratio, f.ci_low, f.ci_high)}.")
+    return (
+        ALL_BLOCKS_SAID,
+        "two modes on both sides",
+        f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
+        f"{_interval(f.ratio, f.ci_low, f.ci_high)}.",
+    )

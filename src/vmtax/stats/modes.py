@@ -1,5 +1,6 @@
 """Two modes among process means (a host busy in stretches): a mixture of
 two normals on the logs, called only where it clearly beats one.  Pure."""
+
 from __future__ import annotations
 
 import math
@@ -9,11 +10,11 @@ import numpy as np
 
 from ..model import Modes
 
-MODES_MIN_UNITS = 16    # fewer process means than this: no call on modes
-MODES_BIC_GAIN = 10.0   # two normals on the logs must beat one by this much BIC ("very strong")
+MODES_MIN_UNITS = 16  # fewer process means than this: no call on modes
+MODES_BIC_GAIN = 10.0  # two normals on the logs must beat one by this much BIC ("very strong")
 MODES_SEPARATION = 2.0  # and be this far apart (Ashman's D: two humps, not a shoulder)
-MODES_MIN_SHARE = 0.1   # and each hold this share of the units (and 3 of them)
-MODES_MIN_GAP = 1.02    # and the slow mode's mean be at least this many times the fast one's
+MODES_MIN_SHARE = 0.1  # and each hold this share of the units (and 3 of them)
+MODES_MIN_GAP = 1.02  # and the slow mode's mean be at least this many times the fast one's
 MODES_LOG_FLOOR = 1e-4  # a mode's SD on the logs is at least this (a coarse timer's ties are one mode)
 
 
@@ -65,21 +66,37 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     a, b = int(np.argmin(mu)), int(np.argmax(mu))
     cut = _crossing(w[[a, b]], mu[[a, b]], sd[[a, b]])
     low, high = x[y <= cut], x[y > cut]
-    if (gain <= MODES_BIC_GAIN or d <= MODES_SEPARATION or abs(mu[1] - mu[0]) < math.log(MODES_MIN_GAP)
-            or min(low.size, high.size) < max(3, MODES_MIN_SHARE * n)):
+    if (
+        gain <= MODES_BIC_GAIN
+        or d <= MODES_SEPARATION
+        or abs(mu[1] - mu[0]) < math.log(MODES_MIN_GAP)
+        or min(low.size, high.size) < max(3, MODES_MIN_SHARE * n)
+    ):
         return None
     fast, slow = (high, low) if higher_is_better else (low, high)
-    return Modes(float(fast.mean()), float(slow.mean()), slow.size / n, int(n), math.exp(cut), float(gain),
-                 float(d), higher_is_better)
+    return Modes(
+        float(fast.mean()),
+        float(slow.mean()),
+        slow.size / n,
+        int(n),
+        math.exp(cut),
+        float(gain),
+        float(d),
+        higher_is_better,
+    )
 
 
 def _crossing(w, mu, sd) -> float:
     """Where between the two means (logs, low first) the weighted densities
     of the two normals meet (compared as log densities: in a wide gap both
     round to 0): a unit below is likelier in the low mode."""
+
     def diff(t: float) -> float:
-        return float((math.log(w[0] / sd[0]) - 0.5 * ((t - mu[0]) / sd[0]) ** 2)
-                     - (math.log(w[1] / sd[1]) - 0.5 * ((t - mu[1]) / sd[1]) ** 2))
+        return float(
+            (math.log(w[0] / sd[0]) - 0.5 * ((t - mu[0]) / sd[0]) ** 2)
+            - (math.log(w[1] / sd[1]) - 0.5 * ((t - mu[1]) / sd[1]) ** 2)
+        )
+
     lo, hi = float(mu[0]), float(mu[1])
     if not diff(lo) > 0 > diff(hi):
         return (lo + hi) / 2

@@ -1,5 +1,6 @@
 """The sign-flip test over blocks paired in random order, its inverted
 interval, and the label-free precision the runner stops on.  Pure."""
+
 from __future__ import annotations
 
 import math
@@ -31,14 +32,14 @@ from .summary import CONFIDENCE, Values, t_quantile
 # of the two labels in a block leaves alone -- how far apart the pair is, not
 # which side is ahead -- and the test stays exact however the run stopped.
 
-EXACT_PAIRS = 12   # up to 2**12 sign patterns are enumerated: an exact test
-DRAWS = 4000       # beyond that, a fixed pseudo-random draw (p-value error ±0.004 at 0.05)
-_ROWS = 1000       # patterns generated at a time (memory stays small for any k)
+EXACT_PAIRS = 12  # up to 2**12 sign patterns are enumerated: an exact test
+DRAWS = 4000  # beyond that, a fixed pseudo-random draw (p-value error ±0.004 at 0.05)
+_ROWS = 1000  # patterns generated at a time (memory stays small for any k)
 
 
 @lru_cache(maxsize=EXACT_PAIRS + 1)
 def _exact_patterns(k: int) -> np.ndarray:
-    bits = (np.arange(2 ** k)[:, None] >> np.arange(k)) & 1
+    bits = (np.arange(2**k)[:, None] >> np.arange(k)) & 1
     return (1 - 2 * bits).astype(np.float64)
 
 
@@ -75,9 +76,11 @@ def _folded_lambda(r: float) -> float:
     """delta/sigma of a normal N(delta, sigma) from r = E|d|^2 / E d^2 of its
     absolute values (the folded normal: r runs from 2/pi at delta = 0 to 1);
     inf beyond 40, where nothing folds (the caller takes the plain variance)."""
+
     def g(lam: float) -> float:
         m1 = math.sqrt(2 / math.pi) * math.exp(-lam * lam / 2) + lam * (1 - 2 * sst.norm.cdf(-lam))
         return m1 * m1 / (1 + lam * lam)
+
     if r <= 2 / math.pi:
         return 0.0
     lo, hi = 0.0, 40.0
@@ -112,7 +115,7 @@ def stop_halfwidth(cand: Values, base: Values) -> float:
     if m2 == 0:
         return 0.0
     m1 = float(np.mean(dist))
-    lam = _folded_lambda(m1 ** 2 / m2)
+    lam = _folded_lambda(m1**2 / m2)
     fold = max(m2 - m1 * m1, 0.0) if math.isinf(lam) else m2 / (1 + lam * lam)
     var = max(fold, float(np.sum(np.diff(dist) ** 2)) / (2 * (k - 1)))
     return float(t_quantile(k - 1, CONFIDENCE) * math.sqrt(var / k))
@@ -191,8 +194,7 @@ class PairedTest:
         return inside
 
 
-def compare_paired(cand: Values, base: Values,
-                   confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+def compare_paired(cand: Values, base: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(ratio of means, CI low, CI high, p-value of "no difference") for
     values paired block by block (cand[i] and base[i] measured side by side,
     in random order): the sign-flip test and its inversion."""

@@ -2,6 +2,7 @@
 the slow mode, each weighed by its precision) and within the host's
 modes (ModeTest: the blocks both sides ran in one mode, found from both
 sides pooled at each ratio tried).  Pure."""
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,9 @@ def _stratum_weights(c: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> 
     cand/theta and base leaves a level as it was at every theta, and theta
     shifts every level alike, so the weight is label-free and the same at
     every theta."""
-    return [idx.size / max(float(np.var(np.log(c[idx]) + np.log(b[idx]), ddof=1)), MODES_LOG_FLOOR ** 2)
-            for idx in groups]
+    return [
+        idx.size / max(float(np.var(np.log(c[idx]) + np.log(b[idx]), ddof=1)), MODES_LOG_FLOOR**2) for idx in groups
+    ]
 
 
 class StratifiedTest(PairedTest):
@@ -105,8 +107,9 @@ class StratifiedTest(PairedTest):
         return hits / perm.size if self.exact else (hits + 1) / (perm.size + 1)
 
 
-def compare_strata(cand: Values, base: Values, strata: Sequence[int],
-                   confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+def compare_strata(
+    cand: Values, base: Values, strata: Sequence[int], confidence: float = CONFIDENCE
+) -> tuple[float, float, float, float]:
     """compare_paired over pairs in strata (StratifiedTest)."""
     t = StratifiedTest(cand, base, strata)
     lo, hi = t.interval(confidence)
@@ -132,8 +135,8 @@ def stop_halfwidth_strata(cand: Values, base: Values, strata: Sequence[int]) -> 
 # -- the test within the host's modes ------------------------------------------------
 FAST, SLOW, SAME = "fast", "slow", "same"  # ModeTest's strata: both sides fast, both slow, either
 MODE_MIN_PAIRS = 6  # a kept set smaller than this cannot reject at 5% (2/2^6): the test at that theta uses every pair
-MODE_MARGIN = 0.2   # the middle 2 x this of the distance between the modes' means (logs) counts in neither
-MODE_AGREE = 0.8    # at the ratio, the pooled modes must put this share of each side's processes where its own fit does
+MODE_MARGIN = 0.2  # the middle 2 x this of the distance between the modes' means (logs) counts in neither
+MODE_AGREE = 0.8  # at the ratio, the pooled modes must put this share of each side's processes where its own fit does
 
 
 def mode_sides(m: Modes, values: Values) -> tuple[np.ndarray, np.ndarray]:
@@ -171,8 +174,9 @@ class ModeTest(PairedTest):
 
     EDGE_TOL = 1e-5  # each theta tried costs a fit of the modes: ends to 0.001% of the ratio
 
-    def __init__(self, cand: Values, base: Values, which: str,
-                 higher_is_better: bool = False, starts: Sequence[float] = ()):
+    def __init__(
+        self, cand: Values, base: Values, which: str, higher_is_better: bool = False, starts: Sequence[float] = ()
+    ):
         if which not in (FAST, SLOW, SAME):
             raise ValueError(f"no stratum {which!r}")
         self.c, self.b = as_pairs(cand, base)
@@ -226,8 +230,9 @@ class ModeTest(PairedTest):
                 idx = fast or slow
                 self._tests[key] = PairedTest(self.c[idx], self.b[idx])
             else:
-                self._tests[key] = StratifiedTest(self.c[fast + slow], self.b[fast + slow],
-                                                  [0] * len(fast) + [1] * len(slow))
+                self._tests[key] = StratifiedTest(
+                    self.c[fast + slow], self.b[fast + slow], [0] * len(fast) + [1] * len(slow)
+                )
         return self._tests[key]
 
     def _ratio_of(self, fast: list[int], slow: list[int]) -> float:

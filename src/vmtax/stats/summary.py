@@ -1,6 +1,7 @@
 """Summaries of one side: the mean and its Student-t interval over process
 means, best k of n, and the figures made of several (a ratio's relative half-width,
 a geometric mean, Jain's index, an unpaired ratio).  Pure: no I/O."""
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,12 @@ def cluster_means(values: Sequence[float], groups: Sequence[int] | None) -> list
     return [total / count for total, count in sums.values()]
 
 
-def summarize(values: Sequence[float], confidence: float = CONFIDENCE,
-              lower_is_better: bool = True, groups: Sequence[int] | None = None) -> Summary:
+def summarize(
+    values: Sequence[float],
+    confidence: float = CONFIDENCE,
+    lower_is_better: bool = True,
+    groups: Sequence[int] | None = None,
+) -> Summary:
     """The mean with its Student-t confidence interval, computed over the
     means of the groups (processes) when given, and the descriptive figures
     (median, min, best k of n) over all values."""
@@ -66,10 +71,14 @@ def summarize(values: Sequence[float], confidence: float = CONFIDENCE,
     else:
         half = float("inf")
     return Summary(
-        n=int(a.size), mean=mean, median=float(np.median(a)),
+        n=int(a.size),
+        mean=mean,
+        median=float(np.median(a)),
         stdev=float(a.std(ddof=1)) if a.size > 1 else 0.0,
-        ci_low=mean - half, ci_high=mean + half,
-        min=float(a.min()), max=float(a.max()),
+        ci_low=mean - half,
+        ci_high=mean + half,
+        min=float(a.min()),
+        max=float(a.max()),
         best3of5=best_k_of_n(list(a), 3, 5, lower_is_better),
         best18of30=best_k_of_n(list(a), 18, 30, lower_is_better),
         units=int(k),
@@ -101,8 +110,7 @@ def jain(values: Sequence[float]) -> float:
     return float(x.sum() ** 2 / (x.size * sq)) if sq > 0 else 1.0
 
 
-def ratio_unpaired(a: Values, b: Values,
-                   confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
     at one instance count against rounds at another): the delta method on
     the log of the ratio (so the interval stays positive), its standard
@@ -113,10 +121,10 @@ def ratio_unpaired(a: Values, b: Values,
     r = ma / mb
     if a.size < 2 or b.size < 2:
         return r, float("-inf"), float("inf")
-    ra = float(a.var(ddof=1)) / a.size / ma ** 2  # squared relative standard errors
-    rb = float(b.var(ddof=1)) / b.size / mb ** 2
+    ra = float(a.var(ddof=1)) / a.size / ma**2  # squared relative standard errors
+    rb = float(b.var(ddof=1)) / b.size / mb**2
     if ra + rb == 0:
         return r, r, r
-    df = (ra + rb) ** 2 / ((ra ** 2 / (a.size - 1) if ra else 0.0) + (rb ** 2 / (b.size - 1) if rb else 0.0))
+    df = (ra + rb) ** 2 / ((ra**2 / (a.size - 1) if ra else 0.0) + (rb**2 / (b.size - 1) if rb else 0.0))
     half = t_quantile(df, confidence) * math.sqrt(ra + rb)
     return r, r * math.exp(-half), r * math.exp(half)

@@ -1,6 +1,7 @@
 """Results store.  SQLite is the embedded default (sqlite.py); a
 postgresql:// URL stores runs in a team's PostgreSQL (postgres.py).  Both
 are behind one interface, Store (base.py): Store(location) opens either."""
+
 from __future__ import annotations
 
 import os
@@ -13,11 +14,13 @@ __all__ = ["Store", "default_db_path", "is_url", "redact"]
 
 def _sqlite() -> type:
     from .sqlite import SqliteStore
+
     return SqliteStore
 
 
 def _postgres() -> type:
     from .postgres import PostgresStore  # psycopg is loaded only for a postgresql:// URL
+
     return PostgresStore
 
 

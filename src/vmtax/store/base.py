@@ -7,6 +7,7 @@ else is an SQLite file (sqlite.py, the embedded default).  The runner, the
 CLI and the reports see only this class.  Every write is one committed
 transaction, so a crash or a Ctrl-C loses nothing already measured; any
 error of the database becomes one StoreError (or a UserError on opening)."""
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,16 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 
 
 # libpq's connection keywords: `host=db port=5432 dbname=vt` is a PostgreSQL location, never a file name
-LIBPQ_KEYWORDS = frozenset((
-    "host hostaddr port dbname user password passfile require_auth channel_binding connect_timeout "
-    "client_encoding options application_name fallback_application_name keepalives keepalives_idle "
-    "keepalives_interval keepalives_count tcp_user_timeout replication gssencmode sslmode requiressl "
-    "sslcompression sslcert sslkey sslpassword sslcertmode sslrootcert sslcrl sslcrldir sslsni requirepeer "
-    "ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation service "
-    "target_session_attrs load_balance_hosts sslnegotiation").split())
+LIBPQ_KEYWORDS = frozenset(
+    (
+        "host hostaddr port dbname user password passfile require_auth channel_binding connect_timeout "
+        "client_encoding options application_name fallback_application_name keepalives keepalives_idle "
+        "keepalives_interval keepalives_count tcp_user_timeout replication gssencmode sslmode requiressl "
+        "sslcompression sslcert sslkey sslpassword sslcertmode sslrootcert sslcrl sslcrldir sslsni requirepeer "
+        "ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation service "
+        "target_session_attrs load_balance_hosts sslnegotiation"
+    ).split()
+)
 _PAIR = r"(\w+)\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']*)"
 _CONNINFO = re.compile(rf"\s*{_PAIR}(?:\s+{_PAIR})*\s*")
 _CONNINFO_KEY = re.compile(_PAIR)
@@ -49,8 +53,9 @@ def is_url(location: str | Path) -> bool:
         return False
     if location.startswith(URL_SCHEMES):
         return True
-    return (_CONNINFO.fullmatch(location) is not None
-            and any(k.lower() in LIBPQ_KEYWORDS for k in _CONNINFO_KEY.findall(location)))
+    return _CONNINFO.fullmatch(location) is not None and any(
+        k.lower() in LIBPQ_KEYWORDS for k in _CONNINFO_KEY.findall(location)
+    )
 
 
 _URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@]*):[^\s/]*@", re.IGNORECASE)
@@ -76,16 +81,36 @@ def _finite(x) -> bool:
 def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
     """INSERT, or on a row with the same key, UPDATE (both backends' syntax)."""
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
-    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-            f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
 
 
-ADD_TARGET = _upsert("run_targets", ("run_id", "position", "name", "kind", "accel", "boot_s", "idle_cpu_pct",
-                                     "mem_overhead_mb", "agent_hash", "facts_json"), ("run_id", "name"))
-ADD_PROCESS = _upsert("processes", ("run_id", "process", "target", "benchmark", "block", "slot", "started",
-                                    "first_line", "ended", "outcome"), ("run_id", "process"))
-SET_OUTCOME = _upsert("outcomes", ("run_id", "target", "benchmark", "stopped_by", "reason"),
-                      ("run_id", "target", "benchmark"))
+ADD_TARGET = _upsert(
+    "run_targets",
+    (
+        "run_id",
+        "position",
+        "name",
+        "kind",
+        "accel",
+        "boot_s",
+        "idle_cpu_pct",
+        "mem_overhead_mb",
+        "agent_hash",
+        "facts_json",
+    ),
+    ("run_id", "name"),
+)
+ADD_PROCESS = _upsert(
+    "processes",
+    ("run_id", "process", "target", "benchmark", "block", "slot", "started", "first_line", "ended", "outcome"),
+    ("run_id", "process"),
+)
+SET_OUTCOME = _upsert(
+    "outcomes", ("run_id", "target", "benchmark", "stopped_by", "reason"), ("run_id", "target", "benchmark")
+)
 
 
 class Store:
@@ -165,26 +190,54 @@ class Store:
     def new_run(self, run_id: str, kind: str, command: str, version: str, config: dict) -> None:
         c = this_controller()
         with self._write(f"record run {run_id}"):
-            self._execute('INSERT INTO runs (id, kind, started, finished, status, command, vmtax_version,'
-                          ' config_json, host, "user", pid, pid_start, boot_id)'
-                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          (run_id, kind, time.time(), None, "running", command, version,
-                           json.dumps(config, sort_keys=True),
-                           c["host"], c["user"], c["pid"], c["pid_start"], c["boot_id"]))
+            self._execute(
+                "INSERT INTO runs (id, kind, started, finished, status, command, vmtax_version,"
+                ' config_json, host, "user", pid, pid_start, boot_id)'
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    kind,
+                    time.time(),
+                    None,
+                    "running",
+                    command,
+                    version,
+                    json.dumps(config, sort_keys=True),
+                    c["host"],
+                    c["user"],
+                    c["pid"],
+                    c["pid_start"],
+                    c["boot_id"],
+                ),
+            )
 
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
         with self._write(f"store target {info.name}"):
-            self._execute(ADD_TARGET, (run_id, position, info.name, info.kind, info.accel, info.boot_s,
-                                       info.idle_cpu_pct, info.mem_overhead_mb, agent_hash,
-                                       json.dumps(info.facts, sort_keys=True)))
+            self._execute(
+                ADD_TARGET,
+                (
+                    run_id,
+                    position,
+                    info.name,
+                    info.kind,
+                    info.accel,
+                    info.boot_s,
+                    info.idle_cpu_pct,
+                    info.mem_overhead_mb,
+                    agent_hash,
+                    json.dumps(info.facts, sort_keys=True),
+                ),
+            )
 
     def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None:
         with self._write("store the benchmarks"):
             self.db.cursor().executemany(
-                self.dialect.sql("INSERT INTO run_benchmarks (run_id, position, name, suite, unit, direction,"
-                                 " description, kind) VALUES (?,?,?,?,?,?,?,?)"),
-                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description, s.kind)
-                 for i, s in enumerate(specs)])
+                self.dialect.sql(
+                    "INSERT INTO run_benchmarks (run_id, position, name, suite, unit, direction,"
+                    " description, kind) VALUES (?,?,?,?,?,?,?,?)"
+                ),
+                [(run_id, i, s.name, s.suite, s.unit, s.direction, s.description, s.kind) for i, s in enumerate(specs)],
+            )
 
     def add_sample(self, run_id: str, s: Sample) -> None:
         """The sample and its metrics, together; ValueError for a value or
@@ -194,33 +247,65 @@ class Store:
         if bad:
             raise ValueError(f"sample of {s.benchmark} on {s.target}: not a finite number: {bad!r}")
         if not all(isinstance(k, str) and k for k in s.metrics):
-            raise ValueError(f"sample of {s.benchmark} on {s.target}: a metric name that is not a"
-                             f" non-empty string: {list(s.metrics)!r}")
+            raise ValueError(
+                f"sample of {s.benchmark} on {s.target}: a metric name that is not a"
+                f" non-empty string: {list(s.metrics)!r}"
+            )
         with self._write("store a sample"):
             sample_id = self._execute(
                 "INSERT INTO samples (run_id,target,benchmark,process,instance,seq,warmup,value,unit,"
                 "iters,ops,overhead,tsc_per_op,cpu,t,block,counting,ref_before,ref_after)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                (run_id, s.target, s.benchmark, s.process, s.instance, s.seq, int(s.warmup), s.value,
-                 s.unit, s.iters, s.ops, s.overhead, s.tsc_per_op, s.cpu, s.t,
-                 s.block if s.block >= 0 else None, int(s.counting), s.ref_before, s.ref_after)).fetchall()[0][0]
+                (
+                    run_id,
+                    s.target,
+                    s.benchmark,
+                    s.process,
+                    s.instance,
+                    s.seq,
+                    int(s.warmup),
+                    s.value,
+                    s.unit,
+                    s.iters,
+                    s.ops,
+                    s.overhead,
+                    s.tsc_per_op,
+                    s.cpu,
+                    s.t,
+                    s.block if s.block >= 0 else None,
+                    int(s.counting),
+                    s.ref_before,
+                    s.ref_after,
+                ),
+            ).fetchall()[0][0]
             if s.metrics:
                 self.db.cursor().executemany(
-                    self.dialect.sql("INSERT INTO sample_metrics (sample_id, name, value, position)"
-                                     " VALUES (?,?,?,?)"),
-                    [(sample_id, name, float(v), i) for i, (name, v) in enumerate(s.metrics.items())])
+                    self.dialect.sql("INSERT INTO sample_metrics (sample_id, name, value, position) VALUES (?,?,?,?)"),
+                    [(sample_id, name, float(v), i) for i, (name, v) in enumerate(s.metrics.items())],
+                )
 
-    def add_process(self, run_id: str, process: int, target: str, bench: str, block: int, slot: int,
-                    started: float, first_line: float | None, ended: float, outcome: str) -> None:
+    def add_process(
+        self,
+        run_id: str,
+        process: int,
+        target: str,
+        bench: str,
+        block: int,
+        slot: int,
+        started: float,
+        first_line: float | None,
+        ended: float,
+        outcome: str,
+    ) -> None:
         """When one agent process ran and where its time went."""
         with self._write("store a process"):
-            self._execute(ADD_PROCESS, (run_id, process, target, bench, block, slot, started, first_line,
-                                        ended, outcome))
+            self._execute(
+                ADD_PROCESS, (run_id, process, target, bench, block, slot, started, first_line, ended, outcome)
+            )
 
     def processes(self, run_id: str) -> list[dict]:
         """Every agent process of a run, in order (empty for runs before schema 6)."""
-        keys = ("process", "target", "benchmark", "block", "slot", "started", "first_line", "ended",
-                "outcome")
+        keys = ("process", "target", "benchmark", "block", "slot", "started", "first_line", "ended", "outcome")
         rows = self._rows(f"SELECT {','.join(keys)} FROM processes WHERE run_id=? ORDER BY process", (run_id,))
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
@@ -249,14 +334,30 @@ class Store:
         """The latest runs, newest first; only those measured on host, if given."""
         where, params = ("WHERE r.host = ?", (host, limit)) if host is not None else ("", (limit,))
         rows = self._rows(
-            "SELECT r.id, r.kind, r.started, r.finished, r.status, r.command, "
-            + self.dialect.run_targets + ","
+            "SELECT r.id, r.kind, r.started, r.finished, r.status, r.command, " + self.dialect.run_targets + ","
             " (SELECT count(*) FROM run_benchmarks b WHERE b.run_id = r.id),"
             " (SELECT count(*) FROM samples s WHERE s.run_id = r.id AND s.warmup = 0),"
             ' r.host, r."user", r.vmtax_version, r.pid, r.pid_start, r.boot_id'
-            f" FROM runs r {where} ORDER BY r.started DESC LIMIT ?", params)
-        keys = ("id", "kind", "started", "finished", "status", "command", "targets", "benchmarks", "samples",
-                "host", "user", "vmtax_version", "pid", "pid_start", "boot_id")
+            f" FROM runs r {where} ORDER BY r.started DESC LIMIT ?",
+            params,
+        )
+        keys = (
+            "id",
+            "kind",
+            "started",
+            "finished",
+            "status",
+            "command",
+            "targets",
+            "benchmarks",
+            "samples",
+            "host",
+            "user",
+            "vmtax_version",
+            "pid",
+            "pid_start",
+            "boot_id",
+        )
         runs = [dict(zip(keys, r, strict=True)) for r in rows]
         for run in runs:
             run["command"] = redact(run["command"])
@@ -280,42 +381,96 @@ class Store:
         return rows[0][0]
 
     def load(self, run_id: str) -> RunData:
-        rows = self._rows("SELECT id,kind,started,finished,status,command,vmtax_version,config_json,"
-                          'host,pid,pid_start,boot_id,"user" FROM runs WHERE id=?', (run_id,))
+        rows = self._rows(
+            "SELECT id,kind,started,finished,status,command,vmtax_version,config_json,"
+            'host,pid,pid_start,boot_id,"user" FROM runs WHERE id=?',
+            (run_id,),
+        )
         if not rows:
             raise UserError(f"no run '{run_id}' in {self.location}")
         r = rows[0]
-        data = RunData(id=r[0], kind=r[1], started=r[2], finished=r[3], status=r[4], command=r[5],
-                       vmtax_version=r[6], config=json.loads(r[7]), host=r[8], user=r[12])
+        data = RunData(
+            id=r[0],
+            kind=r[1],
+            started=r[2],
+            finished=r[3],
+            status=r[4],
+            command=r[5],
+            vmtax_version=r[6],
+            config=json.loads(r[7]),
+            host=r[8],
+            user=r[12],
+        )
         data.command = redact(data.command)  # a run stored before vmtax redacted its command line
         data.status = effective_status(r[4], *r[8:12])
-        for row in self._rows("SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
-                              "agent_hash,facts_json FROM run_targets WHERE run_id=? ORDER BY position", (run_id,)):
-            data.targets.append(TargetInfo(name=row[0], kind=row[1], accel=row[2], boot_s=row[3],
-                                           idle_cpu_pct=row[4], mem_overhead_mb=row[5],
-                                           facts=json.loads(row[7])))
+        for row in self._rows(
+            "SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
+            "agent_hash,facts_json FROM run_targets WHERE run_id=? ORDER BY position",
+            (run_id,),
+        ):
+            data.targets.append(
+                TargetInfo(
+                    name=row[0],
+                    kind=row[1],
+                    accel=row[2],
+                    boot_s=row[3],
+                    idle_cpu_pct=row[4],
+                    mem_overhead_mb=row[5],
+                    facts=json.loads(row[7]),
+                )
+            )
             data.agent_hashes[row[0]] = row[6]
-        for row in self._rows("SELECT name,suite,unit,direction,description,kind FROM run_benchmarks"
-                              " WHERE run_id=? ORDER BY position", (run_id,)):
+        for row in self._rows(
+            "SELECT name,suite,unit,direction,description,kind FROM run_benchmarks WHERE run_id=? ORDER BY position",
+            (run_id,),
+        ):
             # the kind as stored; a run stored before kinds were (schema < 9): from the name, as then
-            data.benchmarks.append(BenchSpec(name=row[0], suite=row[1], unit=row[2], direction=row[3],
-                                             description=row[4],
-                                             kind=row[5] or ("workload" if "." in row[0] else "micro")))
+            data.benchmarks.append(
+                BenchSpec(
+                    name=row[0],
+                    suite=row[1],
+                    unit=row[2],
+                    direction=row[3],
+                    description=row[4],
+                    kind=row[5] or ("workload" if "." in row[0] else "micro"),
+                )
+            )
         metrics: dict[int, dict[str, float]] = {}
         for sample_id, name, value in self._rows(
-                "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"
-                f" ON s.id = m.sample_id WHERE s.run_id=? ORDER BY m.sample_id, {self.dialect.metric_order}",
-                (run_id,)):
+            "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"
+            f" ON s.id = m.sample_id WHERE s.run_id=? ORDER BY m.sample_id, {self.dialect.metric_order}",
+            (run_id,),
+        ):
             metrics.setdefault(sample_id, {})[name] = value
-        for row in self._rows("SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
-                              "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting,ref_before,ref_after FROM samples"
-                              " WHERE run_id=? ORDER BY id", (run_id,)):
-            data.samples.append(Sample(benchmark=row[0], target=row[1], value=row[2], unit=row[3], process=row[4],
-                                       seq=row[5], instance=row[6], warmup=bool(row[7]), iters=row[8],
-                                       ops=row[9], overhead=row[10], tsc_per_op=row[11], cpu=row[12],
-                                       t=row[13], metrics=metrics.get(row[14], {}),
-                                       block=row[15] if row[15] is not None else -1,
-                                       counting=bool(row[16]), ref_before=row[17], ref_after=row[18]))
+        for row in self._rows(
+            "SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
+            "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting,ref_before,ref_after FROM samples"
+            " WHERE run_id=? ORDER BY id",
+            (run_id,),
+        ):
+            data.samples.append(
+                Sample(
+                    benchmark=row[0],
+                    target=row[1],
+                    value=row[2],
+                    unit=row[3],
+                    process=row[4],
+                    seq=row[5],
+                    instance=row[6],
+                    warmup=bool(row[7]),
+                    iters=row[8],
+                    ops=row[9],
+                    overhead=row[10],
+                    tsc_per_op=row[11],
+                    cpu=row[12],
+                    t=row[13],
+                    metrics=metrics.get(row[14], {}),
+                    block=row[15] if row[15] is not None else -1,
+                    counting=bool(row[16]),
+                    ref_before=row[17],
+                    ref_after=row[18],
+                )
+            )
         for row in self._rows("SELECT target,benchmark,stopped_by,reason FROM outcomes WHERE run_id=?", (run_id,)):
             data.outcomes[(row[0], row[1])] = (row[2], row[3])
         return data

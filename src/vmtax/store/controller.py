@@ -2,6 +2,7 @@
 with the run so that a reader can tell a live run from one whose controller
 is gone (killed, crashed, or the machine rebooted).  Reads Linux /proc;
 where that tells nothing, a run reads as stored."""
+
 from __future__ import annotations
 
 import os
@@ -15,12 +16,10 @@ def this_controller() -> dict:
     except KeyError:
         user = str(os.getuid())
     pid = os.getpid()
-    return {"host": socket.gethostname(), "user": user, "pid": pid, "pid_start": start_time(pid),
-            "boot_id": boot_id()}
+    return {"host": socket.gethostname(), "user": user, "pid": pid, "pid_start": start_time(pid), "boot_id": boot_id()}
 
 
-def effective_status(status: str, host: str | None, pid: int | None, pid_start: int | None,
-                     boot: str | None) -> str:
+def effective_status(status: str, host: str | None, pid: int | None, pid_start: int | None, boot: str | None) -> str:
     """'abandoned' for a run stored as running whose controller ran on this
     host and is gone: another boot, or no process with its pid and start
     time.  On another host, or with nothing recorded, it cannot be known."""

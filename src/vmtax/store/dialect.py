@@ -6,6 +6,7 @@ PostgreSQL differs in its types (REAL is 4 bytes there, INTEGER 4, and it
 has no rowid to alias), in the reserved word user, in its placeholder
 (%s), and in the functions a few reads use.  PRAGMAs are SQLite's own:
 PostgreSQL keeps its schema version in a table instead (postgres.py)."""
+
 from __future__ import annotations
 
 import re
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Dialect:
     name: str
-    run_targets: str              # a run's target names, space-separated, in order (r: the run)
-    metric_order: str             # the order a sample's metrics were given in (m: sample_metrics)
-    placeholder: str              # what stands for one ? parameter
+    run_targets: str  # a run's target names, space-separated, in order (r: the run)
+    metric_order: str  # the order a sample's metrics were given in (m: sample_metrics)
+    placeholder: str  # what stands for one ? parameter
     schema: Callable[[str], str | None]  # a migration statement as run here; None: not here
 
     def sql(self, statement: str) -> str:
@@ -45,10 +46,16 @@ _POSTGRES_TYPES = [
 SQLITE = Dialect(
     name="sqlite",
     run_targets="(SELECT group_concat(name, ' ') FROM (SELECT name FROM run_targets t"
-                " WHERE t.run_id = r.id ORDER BY position))",
-    metric_order="m.rowid", placeholder="?", schema=lambda statement: statement)
+    " WHERE t.run_id = r.id ORDER BY position))",
+    metric_order="m.rowid",
+    placeholder="?",
+    schema=lambda statement: statement,
+)
 
 POSTGRES = Dialect(
     name="postgresql",
     run_targets="(SELECT string_agg(name, ' ' ORDER BY position) FROM run_targets t WHERE t.run_id = r.id)",
-    metric_order="m.position", placeholder="%s", schema=_postgres_schema)
+    metric_order="m.position",
+    placeholder="%s",
+    schema=_postgres_schema,
+)

@@ -3,6 +3,7 @@ PRAGMA user_version holds the number of the last one applied, and
 PRAGMA application_id marks the file as vmtax's (see opening.check_ours);
 in PostgreSQL the table vmtax_schema does both (postgres.py), and
 dialect.py turns each statement into PostgreSQL's SQL."""
+
 import sqlite3
 
 APPLICATION_ID = 0x766D7478  # "vmtx"

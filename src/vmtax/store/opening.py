@@ -5,6 +5,7 @@ written to it.  Read-write: the file is created if missing, put in WAL mode
 and migrated under a write lock, so any number of vmtax processes may open a
 brand-new path at once.  Read-only: the file is opened with mode=ro and never
 written; an older schema is migrated in a private in-memory copy."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -62,8 +63,10 @@ def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
             raise
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size:
-        raise UserError(f"cannot read {path}: its directory is read-only, and its write-ahead log"
-                        f" {wal.name} holds changes that only a writer can apply")
+        raise UserError(
+            f"cannot read {path}: its directory is read-only, and its write-ahead log"
+            f" {wal.name} holds changes that only a writer can apply"
+        )
     return _ours(sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None), path), True
 
 
@@ -141,8 +144,9 @@ def check_ours(db: sqlite3.Connection, path: Path) -> None:
             db.execute("BEGIN")
         app_id = db.execute("PRAGMA application_id").fetchone()[0]
         version = user_version(db)
-        tables = [r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name")]
+        tables = [
+            r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name")
+        ]
         empty = not db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         old_vmtax = "config_json" in {r[0] for r in db.execute("SELECT name FROM pragma_table_info('runs')")}
     except sqlite3.DatabaseError as e:
@@ -155,6 +159,11 @@ def check_ours(db: sqlite3.Connection, path: Path) -> None:
     new = empty and version == 0
     if app_id == APPLICATION_ID or (app_id == 0 and (new or (version >= 1 and old_vmtax))):
         return
-    what = (f"it has tables {', '.join(tables)}" if tables
-            else f"its application_id is {app_id:#x}" if app_id else f"its user_version is {version}")
+    what = (
+        f"it has tables {', '.join(tables)}"
+        if tables
+        else f"its application_id is {app_id:#x}"
+        if app_id
+        else f"its user_version is {version}"
+    )
     raise UserError(f"{path} is not a vmtax results database ({what})")

@@ -10,6 +10,7 @@ migrations run under an advisory lock, deciding inside it what is missing.
 Read-only (show, runs, report): the session is read-only; an older schema is
 migrated inside a transaction that is never committed (as SQLite migrates a
 private copy), which holds its locks until the store is closed."""
+
 from __future__ import annotations
 
 import os
@@ -105,8 +106,12 @@ def _prepare(db: psycopg.Connection, where: str, readonly: bool) -> None:
 
 
 def _tables(db: psycopg.Connection) -> list[str]:
-    return [r[0] for r in db.execute("SELECT table_name FROM information_schema.tables"
-                                     " WHERE table_schema = current_schema() ORDER BY table_name")]
+    return [
+        r[0]
+        for r in db.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name"
+        )
+    ]
 
 
 def _version(db: psycopg.Connection) -> int:

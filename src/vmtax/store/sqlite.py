@@ -1,5 +1,6 @@
 """SQLite results store, the embedded default: WAL mode, numbered
 migrations, every sample committed as it arrives (opening.py opens it)."""
+
 from __future__ import annotations
 
 import sqlite3

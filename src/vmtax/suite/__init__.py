@@ -1,6 +1,7 @@
 """The benchmark registry: micro benchmarks come from `vmtax-agent --list`
 (the agent's table is the single source of truth for them); workloads, the
 real tools, from workloads.py.  A workload's rows are `<workload>.<metric>`."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from ..model import BenchSpec
 from . import workloads
 
 DEFAULT_SUITE = "default"  # every micro benchmark the agent has
-ALL_SUITE = "all"          # that and every workload
+ALL_SUITE = "all"  # that and every workload
 
 
 @lru_cache(maxsize=4)
@@ -44,8 +45,11 @@ def suites(specs: tuple[BenchSpec, ...] | None = None) -> list[str]:
     return seen
 
 
-def select(suite_names: list[str] | None = None, bench_names: list[str] | None = None,
-           specs: tuple[BenchSpec, ...] | None = None) -> list[BenchSpec]:
+def select(
+    suite_names: list[str] | None = None,
+    bench_names: list[str] | None = None,
+    specs: tuple[BenchSpec, ...] | None = None,
+) -> list[BenchSpec]:
     """The benchmarks named, in table order.  A workload's name selects
     every figure it reports.  Unknown names are a UserError.  With neither,
     the default suite: every micro benchmark."""
@@ -66,8 +70,7 @@ def select(suite_names: list[str] | None = None, bench_names: list[str] | None =
         elif suite in known_suites:
             chosen.update(s.name for s in specs if s.suite == suite)
         else:
-            raise UserError(f"unknown suite '{suite}' (known: "
-                            f"{', '.join([DEFAULT_SUITE, ALL_SUITE, *known_suites])})")
+            raise UserError(f"unknown suite '{suite}' (known: {', '.join([DEFAULT_SUITE, ALL_SUITE, *known_suites])})")
     if not suite_names and not bench_names:
         chosen.update(s.name for s in specs if s.kind == "micro")
     return [s for s in specs if s.name in chosen]

@@ -3,6 +3,7 @@
 value as a bare first word (`ssh:HOST,port=2222`).  With an inventory,
 `@NAME[:key=value,...]` is every host of the group NAME (or the host NAME)
 as an ssh target named `ssh:HOST`, the options given applying to each."""
+
 from __future__ import annotations
 
 from ..errors import UserError

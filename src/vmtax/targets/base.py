@@ -2,6 +2,7 @@
 arguments and streams its output lines back, and reports facts about
 itself.  Every concrete target cleans up its processes in stop(), which the
 context manager calls on every exit path."""
+
 from __future__ import annotations
 
 import math
@@ -52,15 +53,15 @@ class Target(ABC):
         unknown = set(options) - self.allowed_options - COMMON_OPTIONS
         if unknown:
             known = sorted(self.allowed_options | COMMON_OPTIONS)
-            raise UserError(f"target '{name}': unknown option(s) {', '.join(sorted(unknown))} "
-                            f"(known: {', '.join(known)})")
+            raise UserError(
+                f"target '{name}': unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(known)})"
+            )
         self.name = name
         self.options = options
         self.boot_s: float | None = None
         self.host_cpu: int | None = None
         self._facts: dict | None = None
-        self.inject = option_number(name, options, "inject", None, lo=0.0, hi=100.0,
-                                    strip="%", open_lo=True)
+        self.inject = option_number(name, options, "inject", None, lo=0.0, hi=100.0, strip="%", open_lo=True)
         self.counters = options.get("counters", "on")
         if self.counters not in ("on", "off"):
             raise UserError(f"target '{name}': counters must be on or off, got '{self.counters}'")
@@ -91,6 +92,7 @@ class Target(ABC):
         """Run a provisioned tool (a workload's script) inside the target;
         yield its stdout lines.  ChildFailed on a non-zero exit."""
         from ..errors import TargetError
+
         raise TargetError(f"{self.name}: a {self.kind} target cannot run workloads")
 
     def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
@@ -100,17 +102,20 @@ class Target(ABC):
         GATE; either then waits until go() (vmtax scale's synchronized
         start: N targets released at once)."""
         from ..errors import TargetError
+
         raise TargetError(f"{self.name}: a {self.kind} target cannot hold a run at a barrier")
 
     def go(self) -> None:
         """Release the run that run_gated holds at the barrier."""
         from ..errors import TargetError
+
         raise TargetError(f"{self.name}: nothing is held at a barrier")
 
     def step(self) -> None:
         """One more go line to the agent run_gated holds with --step: it
         takes its next sample (lockstep pairs)."""
         from ..errors import TargetError
+
         raise TargetError(f"{self.name}: a {self.kind} target cannot hold an agent sample by sample")
 
     def release(self) -> None:  # noqa: B027 - optional: a kind that cannot hold its agent has none to release
@@ -216,6 +221,7 @@ class Target(ABC):
             from ..agent import clean_facts, parse_line
             from ..errors import AgentError, TargetError
             from ..proc import ChildFailed
+
             scratch = self.scratch_dir()
             args = ["--env"] + (["--tmpdir", scratch] if scratch else [])
             try:
@@ -240,8 +246,9 @@ class Target(ABC):
         return {"target_kind": self.kind}
 
     def info(self) -> TargetInfo:
-        return TargetInfo(name=self.name, kind=self.kind, facts=self.facts(),
-                          accel=self.options.get("accel"), boot_s=self.boot_s)
+        return TargetInfo(
+            name=self.name, kind=self.kind, facts=self.facts(), accel=self.options.get("accel"), boot_s=self.boot_s
+        )
 
     def __enter__(self) -> Target:
         try:
@@ -255,8 +262,17 @@ class Target(ABC):
         self.stop()
 
 
-def option_number(name: str, options: dict[str, str], key: str, default, lo: float, hi: float,
-                  integer: bool = False, strip: str = "", open_lo: bool = False):
+def option_number(
+    name: str,
+    options: dict[str, str],
+    key: str,
+    default,
+    lo: float,
+    hi: float,
+    integer: bool = False,
+    strip: str = "",
+    open_lo: bool = False,
+):
     """A numeric target option, checked: one clear line for a bad one."""
     if key not in options:
         return default
@@ -268,6 +284,8 @@ def option_number(name: str, options: dict[str, str], key: str, default, lo: flo
     if v is None or not math.isfinite(v) or v > hi or v < lo or (open_lo and v == lo):
         what = "an integer" if integer else "a number"
         top = f"{int(hi)}" if integer else f"{hi:g}"
-        raise UserError(f"target '{name}': {key} must be {what} {'>' if open_lo else '>='} {lo:g} "
-                        f"and <= {top}, got '{options[key]}'")
+        raise UserError(
+            f"target '{name}': {key} must be {what} {'>' if open_lo else '>='} {lo:g} "
+            f"and <= {top}, got '{options[key]}'"
+        )
     return v

@@ -7,6 +7,7 @@ Guest -> host: the agent's stdout lines, then `@@VMTAX-END <status>`.
 A line is never lost or split: the transport is a pipe or a serial port
 whose QEMU backend is a pipe, and both ends read whole lines.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,11 @@ class Channel:
         except queue.Empty:
             raise TimeoutError from None
         if line is None:
-            self.broken = (f"{self.name}: {self._refused}" if self._refused else
-                           f"{self.name} went away (exit status {self.p.poll()}){self.console_tail()}")
+            self.broken = (
+                f"{self.name}: {self._refused}"
+                if self._refused
+                else f"{self.name} went away (exit status {self.p.poll()}){self.console_tail()}"
+            )
             raise TargetError(self.broken)
         return line
 
@@ -86,8 +90,7 @@ class Channel:
             if why:
                 raise TargetError(why)
             if time.monotonic() >= deadline:
-                raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s"
-                                  f"{self.console_tail()}")
+                raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s{self.console_tail()}")
 
     def command(self, line: str, timeout: float) -> Iterator[str]:
         """Send one command; yield the answer's lines; ChildFailed on a
@@ -148,7 +151,7 @@ class Channel:
 
 def _status(frame: str) -> int | None:
     """The exit status in an end-of-answer line; None if it is not one."""
-    text = frame[len(END):].strip()
+    text = frame[len(END) :].strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
 
 
@@ -156,6 +159,7 @@ class ChannelTarget(Target):
     """A target reached through vmtax-shell over a Channel: QEMU, UML,
     containers.  Subclasses say how to launch; this class boots, measures
     boot time, and tears down on every path."""
+
     capabilities = frozenset({"barrier", "parallel_start", "step"})
 
     boot_timeout = 120.0  # seconds; the boot_timeout= option overrides it
@@ -163,8 +167,9 @@ class ChannelTarget(Target):
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
-        self.boot_timeout = option_number(name, options, "boot_timeout", self.boot_timeout,
-                                          lo=0.0, hi=3600.0, open_lo=True)
+        self.boot_timeout = option_number(
+            name, options, "boot_timeout", self.boot_timeout, lo=0.0, hi=3600.0, open_lo=True
+        )
         self.p: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.workdir: Path | None = None
@@ -176,8 +181,16 @@ class ChannelTarget(Target):
 
     def spawn(self, argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
         with open(self.console_log, "ab") as log:
-            return proc.spawn(argv, cpu=self.host_cpu, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=log, env=env, cwd=self.workdir, **kw)
+            return proc.spawn(
+                argv,
+                cpu=self.host_cpu,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                cwd=self.workdir,
+                **kw,
+            )
 
     @property
     def console_log(self) -> Path:
@@ -237,8 +250,7 @@ class ChannelTarget(Target):
             return
         self.host_probe.measure_idle(self.IDLE_WINDOW)
         rate = self.host_probe.idle.get("host_cpu_ns")
-        self.idle_cpu = (rate / 1e7 if rate is not None
-                         else idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW))
+        self.idle_cpu = rate / 1e7 if rate is not None else idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
         self.count_settle_ms = self.settle_for_the_host()
 
     PINGS = 3

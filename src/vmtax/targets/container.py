@@ -14,6 +14,7 @@ peers beside it: the host's own interfaces and routes are never touched;
 slirp4netns is the rootless user-mode stack (the host's loopback at
 10.0.2.2).  unshare offers none and host.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,16 +34,32 @@ from .channel import ChannelTarget
 # What this machine's podman needs (rootless limits are low inside a microVM).
 # The root is vmtax's cached directory, mounted read-only: a container cannot
 # change the agent that later runs record the hash of.
-PODMAN_RUN = ["podman", "run", "--rm", "-i", "--runtime", "runc",
-              "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--read-only",
-              "--tmpfs", "/tmp", "--log-driver", "none"]
+PODMAN_RUN = [
+    "podman",
+    "run",
+    "--rm",
+    "-i",
+    "--runtime",
+    "runc",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ulimit",
+    "nproc=1024:1024",
+    "--read-only",
+    "--tmpfs",
+    "/tmp",
+    "--log-driver",
+    "none",
+]
 SHELL = ["/bin/sh", "/vmtax-shell"]
 # unshare gets no /dev of its own: make the few nodes a process expects.
-UNSHARE_INIT = ("mount -t proc proc /proc && mount -t tmpfs tmp /tmp && mount -t tmpfs dev /dev && "
-                "mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/zero c 1 5 && "
-                "mknod -m 666 /dev/urandom c 1 9 && ln -s /proc/self/fd /dev/fd && "
-                "ln -s /proc/self/fd/2 /dev/stderr && ip link set lo up && "
-                "VMTAX_STDERR=/dev/stderr exec /bin/sh /vmtax-shell")
+UNSHARE_INIT = (
+    "mount -t proc proc /proc && mount -t tmpfs tmp /tmp && mount -t tmpfs dev /dev && "
+    "mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/zero c 1 5 && "
+    "mknod -m 666 /dev/urandom c 1 9 && ln -s /proc/self/fd /dev/fd && "
+    "ln -s /proc/self/fd/2 /dev/stderr && ip link set lo up && "
+    "VMTAX_STDERR=/dev/stderr exec /bin/sh /vmtax-shell"
+)
 # unshare: the root directory bind-mounted read-only inside the new mount
 # namespace, then chroot; paths travel as arguments, never inside the script.
 UNSHARE_ROOT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec chroot "$1" /bin/sh -c "$2"'
@@ -51,8 +68,10 @@ NAME = re.compile(r"^vmtax-(\d+)-[0-9a-f]+$")
 
 def podman_run(runtime: str = "runc") -> list[str]:
     """podman run's fixed arguments, with the OCI runtime given."""
-    return [("--runtime" if a == "--runtime" else runtime if prev == "--runtime" else a)
-            for prev, a in zip([None, *PODMAN_RUN], PODMAN_RUN, strict=False)]  # each with the one before it
+    return [
+        ("--runtime" if a == "--runtime" else runtime if prev == "--runtime" else a)
+        for prev, a in zip([None, *PODMAN_RUN], PODMAN_RUN, strict=False)
+    ]  # each with the one before it
 
 
 def oci_runtime(text: str, name: str) -> str:
@@ -71,8 +90,9 @@ def oci_runtime(text: str, name: str) -> str:
 def runtime_version(path: str) -> str:
     """The first line of `RUNTIME --version` ('runc version 1.1.5'); '' if it says no such thing."""
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL).stdout.strip()
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
     first = out.splitlines()[0] if out else ""
@@ -85,8 +105,13 @@ def podman_works() -> tuple[bool, str]:
         return False, "podman is not installed"
     try:
         root = guest.rootfs_dir()
-        p = subprocess.run(PODMAN_RUN + ["--network", "none", "--rootfs", str(root), "/bin/busybox", "true"],
-                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        p = subprocess.run(
+            PODMAN_RUN + ["--network", "none", "--rootfs", str(root), "/bin/busybox", "true"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError, TargetError, UserError) as e:
         return False, f"podman failed: {e}"
     if p.returncode != 0:
@@ -113,15 +138,24 @@ def sweep_containers() -> None:
         return
     _swept = True
     try:
-        out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "name=^vmtax-"],
-                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+        out = subprocess.run(
+            ["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "name=^vmtax-"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return
-    stale = [n for n in out.split() if (m := NAME.match(n)) and int(m.group(1)) != os.getpid()
-             and not pid_alive(int(m.group(1)))]
+    stale = [
+        n
+        for n in out.split()
+        if (m := NAME.match(n)) and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
+    ]
     if stale:
-        subprocess.run(["podman", "rm", "-f", "-t", "0", *stale], capture_output=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["podman", "rm", "-f", "-t", "0", *stale], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
+        )
 
 
 class ContainerTarget(ChannelTarget):
@@ -149,7 +183,7 @@ class ContainerTarget(ChannelTarget):
         self.host_seen_at: str | None = None  # the host's address from inside, once started
         self.engine: str | None = None
         self.engine_note = ""
-        self.side: NetNs | None = None   # net=bridge: the host's side, with the peers
+        self.side: NetNs | None = None  # net=bridge: the host's side, with the peers
         self.inner: NetNs | None = None  # net=bridge: the container's namespace
         # the controller's pid in the name: a later run removes what a killed one left
         self.container_name = f"vmtax-{os.getpid()}-{uuid.uuid4().hex[:10]}"
@@ -178,15 +212,42 @@ class ContainerTarget(ChannelTarget):
         root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()
-            net = (self._bridge() if self.net == "bridge" else
-                   "slirp4netns:allow_host_loopback=true" if self.net == "slirp4netns" else self.net)
-            argv = podman_run(self.runtime) + ["--network", net, "--name", self.container_name,
-                                 "--env", "VMTAX_STDERR=/dev/stderr", "--rootfs", root, *SHELL]
+            net = (
+                self._bridge()
+                if self.net == "bridge"
+                else "slirp4netns:allow_host_loopback=true"
+                if self.net == "slirp4netns"
+                else self.net
+            )
+            argv = podman_run(self.runtime) + [
+                "--network",
+                net,
+                "--name",
+                self.container_name,
+                "--env",
+                "VMTAX_STDERR=/dev/stderr",
+                "--rootfs",
+                root,
+                *SHELL,
+            ]
         else:
             init = UNSHARE_INIT.replace("ip link set lo up && ", "") if self.net == "host" else UNSHARE_INIT
-            argv = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc",
-                    *([] if self.net == "host" else ["--net"]),
-                    "--kill-child", "/bin/sh", "-c", UNSHARE_ROOT, "sh", root, init]
+            argv = [
+                "unshare",
+                "--fork",
+                "--pid",
+                "--mount",
+                "--uts",
+                "--ipc",
+                *([] if self.net == "host" else ["--net"]),
+                "--kill-child",
+                "/bin/sh",
+                "-c",
+                UNSHARE_ROOT,
+                "sh",
+                root,
+                init,
+            ]
         return self.spawn(argv)
 
     BRIDGE_HOST, BRIDGE_INSIDE = "10.213.0.1", "10.213.0.2/24"
@@ -197,23 +258,31 @@ class ContainerTarget(ChannelTarget):
         route to the bridge's address): podman's network `ns:` joins it."""
         self.side = NetNs(f"{self.name}: net=bridge")
         self.inner = NetNs(f"{self.name}: net=bridge")
-        for argv in (["ip", "link", "add", "vmtaxbr0", "type", "bridge"],
-                     ["ip", "addr", "add", f"{self.BRIDGE_HOST}/24", "dev", "vmtaxbr0"],
-                     ["ip", "link", "set", "vmtaxbr0", "up"],
-                     ["ip", "link", "add", "veth0", "type", "veth", "peer", "name", "eth0",
-                      "netns", str(self.inner.pid)],
-                     ["ip", "link", "set", "veth0", "master", "vmtaxbr0", "up"]):
+        for argv in (
+            ["ip", "link", "add", "vmtaxbr0", "type", "bridge"],
+            ["ip", "addr", "add", f"{self.BRIDGE_HOST}/24", "dev", "vmtaxbr0"],
+            ["ip", "link", "set", "vmtaxbr0", "up"],
+            ["ip", "link", "add", "veth0", "type", "veth", "peer", "name", "eth0", "netns", str(self.inner.pid)],
+            ["ip", "link", "set", "veth0", "master", "vmtaxbr0", "up"],
+        ):
             self.side.run(argv)
-        for argv in (["ip", "addr", "add", self.BRIDGE_INSIDE, "dev", "eth0"], ["ip", "link", "set", "eth0", "up"],
-                     ["ip", "route", "add", "default", "via", self.BRIDGE_HOST]):
+        for argv in (
+            ["ip", "addr", "add", self.BRIDGE_INSIDE, "dev", "eth0"],
+            ["ip", "link", "set", "eth0", "up"],
+            ["ip", "route", "add", "default", "via", self.BRIDGE_HOST],
+        ):
             self.inner.run(argv)
         return f"ns:{self.inner.path}"
 
     def stop(self) -> None:
         super().stop()
         if self.engine == "podman":  # conmon outlives the client: remove the container itself
-            subprocess.run(["podman", "rm", "-f", "-t", "0", self.container_name],
-                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                ["podman", "rm", "-f", "-t", "0", self.container_name],
+                capture_output=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
         for ns in (self.side, self.inner):
             if ns is not None:
                 ns.close()
@@ -243,18 +312,36 @@ class ContainerTarget(ChannelTarget):
         (conmon's child), under unshare what vmtax started."""
         if self.engine != "podman":
             return self.root_pids()
-        out = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", self.container_name],
-                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+        out = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.Pid}}", self.container_name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        ).stdout
         return [int(out)] if out.strip().isdigit() and int(out) > 0 else []
 
     def own_facts(self) -> dict:
-        return {"target_kind": self.kind, "engine": self.engine, "engine_note": self.engine_note, "net": self.net,
-                **({"runtime": self.runtime, "runtime_version": runtime_version(self.runtime)}
-                   if self.engine == "podman" else {}),
-                **({"bridge": f"vmtaxbr0 {self.BRIDGE_HOST}/24 in network namespace {self.side.describe()}, "
-                              f"the container's veth {self.BRIDGE_INSIDE} in {self.inner.describe()}"}
-                   if self.side and self.inner else {}),
-                **self.probe_facts()}
+        return {
+            "target_kind": self.kind,
+            "engine": self.engine,
+            "engine_note": self.engine_note,
+            "net": self.net,
+            **(
+                {"runtime": self.runtime, "runtime_version": runtime_version(self.runtime)}
+                if self.engine == "podman"
+                else {}
+            ),
+            **(
+                {
+                    "bridge": f"vmtaxbr0 {self.BRIDGE_HOST}/24 in network namespace {self.side.describe()}, "
+                    f"the container's veth {self.BRIDGE_INSIDE} in {self.inner.describe()}"
+                }
+                if self.side and self.inner
+                else {}
+            ),
+            **self.probe_facts(),
+        }
 
     def info(self):
         return replace(super().info(), accel=self.engine, idle_cpu_pct=self.idle_cpu)

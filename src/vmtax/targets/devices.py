@@ -12,6 +12,7 @@ last user (QEMU) closes it, whatever killed whom.  The guest's /init loads
 the modules named on the kernel command line and mounts the disk at
 /mnt/disk, which becomes the target's scratch directory.
 """
+
 from __future__ import annotations
 
 import errno
@@ -35,7 +36,7 @@ IMAGE_PARENT = "/var/tmp"
 @dataclass(frozen=True)
 class DiskModel:
     devices: tuple[str, ...]  # QEMU -device arguments; {drive} is the drive id
-    node: str                 # the block device the guest sees
+    node: str  # the block device the guest sees
     drivers: tuple[tuple[str, str], ...]  # (module, CONFIG_ symbol), in load order
     machines: tuple[str, ...]
     note: str
@@ -43,22 +44,47 @@ class DiskModel:
 
 _VIRTIO_PCI = ("virtio_pci", "VIRTIO_PCI")
 DISKS: dict[str, DiskModel] = {
-    "virtio": DiskModel(("virtio-blk-pci,drive={drive}",), "/dev/vda",
-                        (_VIRTIO_PCI, ("virtio_blk", "VIRTIO_BLK")), ("pc", "q35"), "virtio-blk on PCI"),
-    "scsi": DiskModel(("virtio-scsi-pci,id=vscsi", "scsi-hd,drive={drive},bus=vscsi.0"), "/dev/sda",
-                      (_VIRTIO_PCI, ("virtio_scsi", "SCSI_VIRTIO"), ("sd_mod", "BLK_DEV_SD")), ("pc", "q35"),
-                      "virtio-scsi with a scsi-hd"),
-    "nvme": DiskModel(("nvme,drive={drive},serial=vmtax",), "/dev/nvme0n1", (("nvme", "BLK_DEV_NVME"),),
-                      ("pc", "q35"), "an emulated NVMe controller"),
-    "ahci": DiskModel(("ich9-ahci,id=sata", "ide-hd,drive={drive},bus=sata.0"), "/dev/sda",
-                      (("ahci", "SATA_AHCI"), ("sd_mod", "BLK_DEV_SD")), ("pc", "q35"), "an emulated AHCI SATA disk"),
-    "ide": DiskModel(("ide-hd,drive={drive},bus=ide.0",), "/dev/sda",
-                     (("ata_piix", "ATA_PIIX"), ("sd_mod", "BLK_DEV_SD")), ("pc",),
-                     "an emulated IDE disk on the pc machine's PIIX controller"),
+    "virtio": DiskModel(
+        ("virtio-blk-pci,drive={drive}",),
+        "/dev/vda",
+        (_VIRTIO_PCI, ("virtio_blk", "VIRTIO_BLK")),
+        ("pc", "q35"),
+        "virtio-blk on PCI",
+    ),
+    "scsi": DiskModel(
+        ("virtio-scsi-pci,id=vscsi", "scsi-hd,drive={drive},bus=vscsi.0"),
+        "/dev/sda",
+        (_VIRTIO_PCI, ("virtio_scsi", "SCSI_VIRTIO"), ("sd_mod", "BLK_DEV_SD")),
+        ("pc", "q35"),
+        "virtio-scsi with a scsi-hd",
+    ),
+    "nvme": DiskModel(
+        ("nvme,drive={drive},serial=vmtax",),
+        "/dev/nvme0n1",
+        (("nvme", "BLK_DEV_NVME"),),
+        ("pc", "q35"),
+        "an emulated NVMe controller",
+    ),
+    "ahci": DiskModel(
+        ("ich9-ahci,id=sata", "ide-hd,drive={drive},bus=sata.0"),
+        "/dev/sda",
+        (("ahci", "SATA_AHCI"), ("sd_mod", "BLK_DEV_SD")),
+        ("pc", "q35"),
+        "an emulated AHCI SATA disk",
+    ),
+    "ide": DiskModel(
+        ("ide-hd,drive={drive},bus=ide.0",),
+        "/dev/sda",
+        (("ata_piix", "ATA_PIIX"), ("sd_mod", "BLK_DEV_SD")),
+        ("pc",),
+        "an emulated IDE disk on the pc machine's PIIX controller",
+    ),
 }
+
+
 @dataclass(frozen=True)
 class NicModel:
-    device: str                           # QEMU -device, on netdev n0
+    device: str  # QEMU -device, on netdev n0
     drivers: tuple[tuple[str, str], ...]  # (module, CONFIG_ symbol), in load order
     note: str
 
@@ -137,10 +163,12 @@ def modules_for(kernel: Path, drivers: tuple[tuple[str, str], ...], what: str) -
         if state == "m" and module in by_name:
             add(by_name[module])
             continue
-        raise UserError(f"{what} needs the {module} driver (CONFIG_{symbol}), which the guest kernel "
-                        f"{kernel.name} {'lacks' if config else 'cannot be checked for (no /boot/config-' + release + ')'}"
-                        f"; give kernel=PATH of one that has it (Debian's linux-image-amd64 has e1000, "
-                        f"ahci and rtl8139; the cloud kernel has virtio, nvme, scsi and ide)")
+        raise UserError(
+            f"{what} needs the {module} driver (CONFIG_{symbol}), which the guest kernel "
+            f"{kernel.name} {'lacks' if config else 'cannot be checked for (no /boot/config-' + release + ')'}"
+            f"; give kernel=PATH of one that has it (Debian's linux-image-amd64 has e1000, "
+            f"ahci and rtl8139; the cloud kernel has virtio, nvme, scsi and ide)"
+        )
     return order
 
 
@@ -159,11 +187,13 @@ def make_image(where: Path, size_mb: int, fmt: str) -> Path:
     raw = where / "disk.raw"
     try:
         with open(raw, "wb") as f:
-            f.truncate(size_mb * 2 ** 20)
+            f.truncate(size_mb * 2**20)
     except OSError as e:
         raise TargetError(f"cannot make the guest's disk image {raw}: {e.strerror}") from None
-    _run([mkfs, "-q", "-F", "-t", "ext4", "-E", "lazy_itable_init=0,lazy_journal_init=0", "-L", "vmtax",
-          str(raw)], "mkfs.ext4")
+    _run(
+        [mkfs, "-q", "-F", "-t", "ext4", "-E", "lazy_itable_init=0,lazy_journal_init=0", "-L", "vmtax", str(raw)],
+        "mkfs.ext4",
+    )
     if fmt == "raw":
         return raw
     img = where / "disk.qcow2"
@@ -178,8 +208,9 @@ def check_mounted(target, node: str) -> None:
     try:
         list(target.run_tool(["grep", "-q", f" {MOUNT} ", "/proc/mounts"], timeout=30))
     except proc.ChildFailed:
-        raise TargetError(f"{target.name}: the guest did not mount its disk ({node})"
-                          f"{target.channel.console_tail()}") from None
+        raise TargetError(
+            f"{target.name}: the guest did not mount its disk ({node}){target.channel.console_tail()}"
+        ) from None
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -206,7 +237,7 @@ _LOOP_CTL_GET_FREE, _LOOP_SET_FD, _LOOP_CLR_FD = 0x4C82, 0x4C00, 0x4C01
 _LOOP_SET_STATUS64, _LOOP_SET_DIRECT_IO, _LOOP_CONFIGURE = 0x4C04, 0x4C08, 0x4C0A
 _LO_FLAGS_AUTOCLEAR = 4
 _INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")  # struct loop_info64, 232 bytes
-_CONFIG = struct.Struct("=II232s8Q")               # struct loop_config: fd, block_size, info, reserved
+_CONFIG = struct.Struct("=II232s8Q")  # struct loop_config: fd, block_size, info, reserved
 
 
 class LoopDevice:
@@ -248,8 +279,9 @@ class LoopDevice:
             self.path = f"/dev/loop{n}"
             self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         except OSError as e:
-            raise TargetError(f"backing=block needs a loop device: {e.strerror} "
-                              f"(root, and /dev/loop* in this environment)") from None
+            raise TargetError(
+                f"backing=block needs a loop device: {e.strerror} (root, and /dev/loop* in this environment)"
+            ) from None
         info = _INFO64.pack(0, 0, 0, 0, 0, 0, 0, 0, _LO_FLAGS_AUTOCLEAR, str(image)[-63:].encode(), b"", b"", 0, 0)
         try:
             fcntl.ioctl(self.fd, _LOOP_CONFIGURE, _CONFIG.pack(backing, 0, info, *[0] * 8))
@@ -327,8 +359,9 @@ class Tap:
             self.ns = NetNs("net=tap")
             with self.ns.entered():  # the tap is made where /dev/net/tun is opened
                 self.fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
-                ifr = fcntl.ioctl(self.fd, TUNSETIFF,
-                                  struct.pack("16sH22x", b"vmtax%d", IFF_TAP | IFF_NO_PI | IFF_VNET_HDR))
+                ifr = fcntl.ioctl(
+                    self.fd, TUNSETIFF, struct.pack("16sH22x", b"vmtax%d", IFF_TAP | IFF_NO_PI | IFF_VNET_HDR)
+                )
             self.name = ifr[:16].rstrip(b"\0").decode()
             self.host, self.guest = TAP_HOST, TAP_GUEST
             self.ns.run(["ip", "addr", "add", f"{self.host}/30", "dev", self.name])

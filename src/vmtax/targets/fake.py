@@ -18,6 +18,7 @@ slow_share and slow_by (each process, with probability slow_share, runs
 slow_by times slower: process means in two modes, as tlb_4k's fell on a
 cloud host; the reference does not see it).
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,9 +41,24 @@ class FakeTarget(Target):
     capabilities = frozenset({"barrier"})
     kind = "fake"
     summary = "synthetic values, for testing vmtax itself"
-    allowed_options = frozenset({"scale", "noise", "process_noise", "seed", "delay", "skip", "crash",
-                                 "garbage", "hostile", "host_noise", "host_rho", "slow_share", "slow_by",
-                                 "step"})
+    allowed_options = frozenset(
+        {
+            "scale",
+            "noise",
+            "process_noise",
+            "seed",
+            "delay",
+            "skip",
+            "crash",
+            "garbage",
+            "hostile",
+            "host_noise",
+            "host_rho",
+            "slow_share",
+            "slow_by",
+            "step",
+        }
+    )
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
@@ -57,7 +73,7 @@ class FakeTarget(Target):
         self.slow_by = num("slow_by", 1.0, lo=1.0, hi=100.0)
         # independent draws per target unless a seed is given: two fakes with one
         # seed would produce perfectly correlated "noise" and a zero-width ratio
-        seed = num("seed", None, lo=0, hi=2 ** 63, integer=True)
+        seed = num("seed", None, lo=0, hi=2**63, integer=True)
         self.rng = random.Random(seed if seed is not None else zlib.crc32(name.encode()))
         # step=on: it can be held sample by sample (lockstep pairs), and its host state, with
         # host_noise, moves from one sample to the next (a real host's moves within milliseconds)
@@ -75,8 +91,13 @@ class FakeTarget(Target):
         if args and args[0] == "run":
             return self._run(args[1], args[2:], timeout)
         if args == ["--env"]:
-            return iter([json.dumps({"schema": 1, "type": "env", "kernel": "fake",
-                                     "cpu_model": "fake cpu", "hostname": self.name})])
+            return iter(
+                [
+                    json.dumps(
+                        {"schema": 1, "type": "env", "kernel": "fake", "cpu_model": "fake cpu", "hostname": self.name}
+                    )
+                ]
+            )
         # --list and anything else: the real table, so names are real
         return LocalTarget("local", {}).run_agent(args, timeout)
 
@@ -134,16 +155,27 @@ class FakeTarget(Target):
         base = 1000.0 + zlib.crc32(name.encode()) % 9000
         v = base / self.scale * math.exp(self.rng.gauss(0, self.noise))
         secs = 3 * math.exp(self.rng.gauss(0, self.noise))  # a time-based run
-        return iter(["sysbench 1.0.20 (fake)", f"    events per second: {v:.2f}",
-                     f"    total time:  {secs:.4f}s", f"    total number of events: {round(v * secs)}",
-                     f"{v * secs:.2f} MiB transferred ({v:.2f} MiB/sec)",
-                     f"    read, MiB/s:  {v / 10:.2f}", f"    written, MiB/s:  {v / 20:.2f}"])
+        return iter(
+            [
+                "sysbench 1.0.20 (fake)",
+                f"    events per second: {v:.2f}",
+                f"    total time:  {secs:.4f}s",
+                f"    total number of events: {round(v * secs)}",
+                f"{v * secs:.2f} MiB transferred ({v:.2f} MiB/sec)",
+                f"    read, MiB/s:  {v / 10:.2f}",
+                f"    written, MiB/s:  {v / 20:.2f}",
+            ]
+        )
 
     def _metrics(self, value: float) -> dict[str, float]:
         """Counts per operation that scale with the fake's speed: its CPU
         time is its time, a page fault per op, a context switch per 100."""
-        return {"page_faults": 1.0 * self.scale, "context_switches": 0.01 * self.scale,
-                "cpu_user_ns": value * 0.25, "cpu_sys_ns": value * 0.75}
+        return {
+            "page_faults": 1.0 * self.scale,
+            "context_switches": 0.01 * self.scale,
+            "cpu_user_ns": value * 0.25,
+            "cpu_sys_ns": value * 0.75,
+        }
 
     def _run(self, bench: str, rest: list[str], timeout: float = math.inf) -> Iterator[str]:
         end = time.monotonic() + timeout  # a real agent is killed there (proc.stream_lines)
@@ -166,8 +198,7 @@ class FakeTarget(Target):
             yield _line(type="skip", bench=bench, reason="fake target skips it")
             yield _line(type="done", bench=bench)
             return
-        yield _line(type="calibration", bench=bench, instance=0, iters=1000,
-                    ops_per_iter=1, overhead=0.01, unit="ns")
+        yield _line(type="calibration", bench=bench, instance=0, iters=1000, ops_per_iter=1, overhead=0.01, unit="ns")
         if stepping:
             yield _line(type="ready", bench=bench)
         for s in range(warmup + samples + count):
@@ -183,9 +214,24 @@ class FakeTarget(Target):
             if self.options.get("crash") == bench and s == 2 and "--iters" in opts:  # a timed process
                 raise ChildFailed(-11, "fake agent: Segmentation fault")
             if self.hostile and s == warmup + 1 and "--iters" in opts:
-                yield json.dumps({"schema": 1, "type": "sample", "bench": bench, "unit": "ns", "instance": 0,
-                                  "seq": s, "warmup": False, "iters": 1000, "ops": 1000, "value": mean,
-                                  "overhead": 0.01, "tsc_per_op": mean, "cpu": -1, **HOSTILE[self.hostile]})
+                yield json.dumps(
+                    {
+                        "schema": 1,
+                        "type": "sample",
+                        "bench": bench,
+                        "unit": "ns",
+                        "instance": 0,
+                        "seq": s,
+                        "warmup": False,
+                        "iters": 1000,
+                        "ops": 1000,
+                        "value": mean,
+                        "overhead": 0.01,
+                        "tsc_per_op": mean,
+                        "cpu": -1,
+                        **HOSTILE[self.hostile],
+                    }
+                )
             counting = s >= warmup + samples
             if counting and s == warmup + samples:
                 yield _line(type="counting", bench=bench, instance=0)
@@ -193,17 +239,35 @@ class FakeTarget(Target):
             if stepping and self.host_noise:  # the host's state of this moment, shared with the other side's sample
                 v *= HOST.step(self.host_noise, self.host_rho)
             extra = {"counting": True, "metrics": self._metrics(v)} if counting else {}
-            yield _line(type="sample", bench=bench, unit="ns", instance=0, seq=s,
-                        warmup=s < warmup, iters=1000, ops=1000, value=v,
-                        overhead=0.01, tsc_per_op=v * 2, cpu=int(opts.get("--cpu", -1)), **extra, **ref)
+            yield _line(
+                type="sample",
+                bench=bench,
+                unit="ns",
+                instance=0,
+                seq=s,
+                warmup=s < warmup,
+                iters=1000,
+                ops=1000,
+                value=v,
+                overhead=0.01,
+                tsc_per_op=v * 2,
+                cpu=int(opts.get("--cpu", -1)),
+                **extra,
+                **ref,
+            )
         yield _line(type="done", bench=bench)
 
 
-REF_NS = 50.0   # the fake reference loop's step, ns (with host_noise: it follows the host's state)
+REF_NS = 50.0  # the fake reference loop's step, ns (with host_noise: it follows the host's state)
 
 # what a compromised guest, container or ssh host can print in a sample line
-HOSTILE: dict[str, dict[str, float]] = {"huge_value": {"value": 1e308}, "huge_int": {"ops": 10 ** 400}, "huge_seq": {"seq": 2 ** 70},
-           "huge_instance": {"instance": 2 ** 63}, "bool_iters": {"iters": True}}
+HOSTILE: dict[str, dict[str, float]] = {
+    "huge_value": {"value": 1e308},
+    "huge_int": {"ops": 10**400},
+    "huge_seq": {"seq": 2**70},
+    "huge_instance": {"instance": 2**63},
+    "bool_iters": {"iters": True},
+}
 
 
 class _Host:

@@ -3,6 +3,7 @@
 Option dir=PATH: the scratch directory's parent (default /dev/shm, a tmpfs
 like a guest's /tmp); a directory on the host's disk (local:dir=/var/tmp) is
 the baseline for guests with a disk (qemu:disk=virtio) and the disk suite."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,25 @@ GATE_SH = f'echo {GATE}; IFS= read -r go; [ "$go" = go ] || exit 125; exec "$@" 
 
 
 # kernel interfaces that look like directories: nothing can be created in them
-PSEUDO = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
-                    "pstore", "bpf", "efivarfs", "devpts", "mqueue", "hugetlbfs", "fusectl"})
+PSEUDO = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "configfs",
+        "pstore",
+        "bpf",
+        "efivarfs",
+        "devpts",
+        "mqueue",
+        "hugetlbfs",
+        "fusectl",
+    }
+)
 
 
 class LocalTarget(Target):
@@ -42,8 +60,10 @@ class LocalTarget(Target):
         if self.parent is not None and not (os.path.isdir(self.parent) and os.access(self.parent, os.W_OK)):
             raise UserError(f"target '{name}': dir={self.parent} is not a writable directory")
         if self.parent is not None and filesystem(self.parent) in PSEUDO:
-            raise UserError(f"target '{name}': dir={self.parent} is on {filesystem(self.parent)}, not a filesystem "
-                            f"files can be made in (try /var/tmp or /dev/shm)")
+            raise UserError(
+                f"target '{name}': dir={self.parent} is on {filesystem(self.parent)}, not a filesystem "
+                f"files can be made in (try /var/tmp or /dev/shm)"
+            )
 
     def peer_address(self) -> str | None:
         return "127.0.0.1"  # the same pair over loopback: like for like
@@ -76,8 +96,9 @@ class LocalTarget(Target):
 
     def run_gated(self, argv: list[str], timeout: float, tool: bool = False) -> Iterator[str]:
         cmd = ["/bin/sh", "-c", GATE_SH, "vmtax-gate", *argv] if tool else [str(agent_path()), *argv]
-        return proc.stream_lines(cmd, timeout=timeout, cpu=self.host_cpu if tool else None,
-                                 die_with_vmtax=tool, hold=self._hold)
+        return proc.stream_lines(
+            cmd, timeout=timeout, cpu=self.host_cpu if tool else None, die_with_vmtax=tool, hold=self._hold
+        )
 
     def _hold(self, p) -> None:
         self.held = p
@@ -86,12 +107,14 @@ class LocalTarget(Target):
         p = self.held
         if p is None or p.poll() is not None:
             from ..errors import TargetError
+
             raise TargetError(f"{self.name}: no run is held at the barrier")
         try:
             p.stdin.write(b"go\n")
             p.stdin.close()
         except (OSError, ValueError) as e:
             from ..errors import TargetError
+
             raise TargetError(f"{self.name}: cannot release the held run ({e})") from None
 
     def step(self) -> None:

@@ -25,6 +25,7 @@ target's one exit stack on every path; the accelerator (accel_without_probe,
 guest_cpu, vhost_net; the KVM probe in QemuTarget.start) and the placement of
 QEMU's threads (place_threads) are units of their own.
 """
+
 from __future__ import annotations
 
 import glob
@@ -60,8 +61,9 @@ def find_kernel(explicit: str | None = None) -> Path:
         return p
     cands = kernels()
     if not cands:
-        raise TargetError("no kernel under /boot: install linux-image-cloud-amd64 "
-                          "(make setup does) or give kernel=PATH")
+        raise TargetError(
+            "no kernel under /boot: install linux-image-cloud-amd64 (make setup does) or give kernel=PATH"
+        )
     return cands[0]
 
 
@@ -116,9 +118,9 @@ def agree_kernels(targets: list) -> str | None:
             t.config = replace(t.config, kernel=kernel, modules=tuple(m))
         return f"every qemu target boots {kernel.name}: one of them needs a driver only it has"
     booted = {t.name: t.config.kernel or default for t in free}
-    return ("the qemu targets boot different kernels (no kernel under /boot has every driver they need): "
-            + ", ".join(f"{name}: {k.name if k else 'none under /boot'}" for name, k in booted.items()))
-
+    return "the qemu targets boot different kernels (no kernel under /boot has every driver they need): " + ", ".join(
+        f"{name}: {k.name if k else 'none under /boot'}" for name, k in booted.items()
+    )
 
 
 # -- the host --------------------------------------------------------------------------
@@ -151,8 +153,9 @@ def qemu_binary(path: str, name: str) -> str:
     if not real:
         raise UserError(f"target '{name}': binary={path}: no such executable")
     if not _qemu_version(real).startswith("QEMU emulator version"):
-        raise UserError(f"target '{name}': binary={path} is not a QEMU (its --version does not say "
-                        f"'QEMU emulator version')")
+        raise UserError(
+            f"target '{name}': binary={path} is not a QEMU (its --version does not say 'QEMU emulator version')"
+        )
     return real
 
 
@@ -176,7 +179,6 @@ def _probe_key(binary: str = QEMU) -> str:
     except (TargetError, UserError):
         kernel = "?"
     return f"{boot_id()}|{_qemu_version(binary)}|{kernel}"
-
 
 
 def accel_without_probe(wanted: str, binary: str = QEMU) -> tuple[str, str]:
@@ -212,13 +214,14 @@ class QemuConfig:
     """A QEMU target's options, parsed and checked once (UserError: one
     line, exit 2, before anything starts); the kernel chosen for its
     devices' drivers (agree_kernels may choose another: a new config)."""
+
     binary: str = QEMU
-    accel: str = "auto"              # kvm | tcg | auto (KVM where a guest boots with it)
-    machine: str = "pc"              # pc | q35 | microvm
+    accel: str = "auto"  # kvm | tcg | auto (KVM where a guest boots with it)
+    machine: str = "pc"  # pc | q35 | microvm
     mem_mb: int = 1024
     smp: int = 1
-    cpu: str | None = None           # cpu=MODEL (None: guest_cpu's choice)
-    emulator: str = "apart"          # apart | together: QEMU's own threads beside the vCPUs or not
+    cpu: str | None = None  # cpu=MODEL (None: guest_cpu's choice)
+    emulator: str = "apart"  # apart | together: QEMU's own threads beside the vCPUs or not
     nic: str = "none"
     net: str = "user"
     disk: str = "none"
@@ -226,17 +229,19 @@ class QemuConfig:
     cache: str = "none"
     backing: str = "file"
     disk_mb: int = 1024
-    kernel_path: str | None = None   # kernel=PATH as given
-    kernel: Path | None = None       # the kernel its devices' drivers chose (None: the default, found at launch)
-    modules: tuple[str, ...] = ()    # the module files the guest loads, in order
+    kernel_path: str | None = None  # kernel=PATH as given
+    kernel: Path | None = None  # the kernel its devices' drivers chose (None: the default, found at launch)
+    modules: tuple[str, ...] = ()  # the module files the guest loads, in order
     needs: Needs = ()
 
     @classmethod
     def parse(cls, name: str, options: dict[str, str]) -> QemuConfig:
         where = tempfile.gettempdir()
         if "," in where:  # -qmp unix:PATH,server=on and -serial file:PATH read a comma as a separator
-            raise UserError(f"target '{name}': the temporary directory {where} holds a comma, which QEMU's "
-                            f"option syntax cannot take in a path: give a TMPDIR without one")
+            raise UserError(
+                f"target '{name}': the temporary directory {where} holds a comma, which QEMU's "
+                f"option syntax cannot take in a path: give a TMPDIR without one"
+            )
         binary = qemu_binary(options["binary"], name) if "binary" in options else QEMU
         accel = options.get("accel", "auto")
         if accel not in ("auto", "kvm", "tcg"):
@@ -246,12 +251,13 @@ class QemuConfig:
             raise UserError(f"machine must be pc, q35 or microvm, got '{machine}'")
         mem_mb = parse_size_mb(options.get("mem", "1G"))
         if mem_mb < 128:
-            raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, "
-                            f"got '{options['mem']}'")
+            raise UserError(f"target '{name}': mem must be at least 128M for the guest kernel, got '{options['mem']}'")
         most = mem_and_swap_mb()
         if most is not None and mem_mb > most:  # QEMU could not map it: refused before it starts
-            raise UserError(f"target '{name}': mem={options['mem']} is more memory than this host has "
-                            f"({most / 1024:.1f} GiB of RAM and swap)")
+            raise UserError(
+                f"target '{name}': mem={options['mem']} is more memory than this host has "
+                f"({most / 1024:.1f} GiB of RAM and swap)"
+            )
         smp = option_number(name, options, "smp", 1, lo=1, hi=256, integer=True)
         emulator = options.get("emulator", "apart")
         if emulator not in ("apart", "together"):
@@ -260,17 +266,46 @@ class QemuConfig:
         disk, disk_needs = _disk_options(name, options, machine)
         needs += disk_needs
         kernel, modules = choose_kernel(options.get("kernel"), list(needs)) if needs else (None, [])
-        return cls(binary, accel, machine, mem_mb, smp, options.get("cpu"), emulator, nic, net, **disk,
-                   kernel_path=options.get("kernel"), kernel=kernel, modules=tuple(modules), needs=needs)
+        return cls(
+            binary,
+            accel,
+            machine,
+            mem_mb,
+            smp,
+            options.get("cpu"),
+            emulator,
+            nic,
+            net,
+            **disk,
+            kernel_path=options.get("kernel"),
+            kernel=kernel,
+            modules=tuple(modules),
+            needs=needs,
+        )
 
     def facts(self) -> dict:
         """What its options fix about the guest, as the run's facts say it."""
-        return {"machine": self.machine, "smp": self.smp, "mem_mb": self.mem_mb, "nic": self.nic,
-                **({"net": self.net, "nic_device": devices.NICS[self.nic].note} if self.nic != "none" else {}),
-                "disk": self.disk,
-                **({"image": self.image, "cache": self.cache, "backing": self.backing, "disk_mb": self.disk_mb,
-                    "disk_device": devices.DISKS[self.disk].note} if self.disk != "none" else {}),
-                "qemu": _qemu_version(self.binary), "qemu_binary": shutil.which(self.binary) or self.binary}
+        return {
+            "machine": self.machine,
+            "smp": self.smp,
+            "mem_mb": self.mem_mb,
+            "nic": self.nic,
+            **({"net": self.net, "nic_device": devices.NICS[self.nic].note} if self.nic != "none" else {}),
+            "disk": self.disk,
+            **(
+                {
+                    "image": self.image,
+                    "cache": self.cache,
+                    "backing": self.backing,
+                    "disk_mb": self.disk_mb,
+                    "disk_device": devices.DISKS[self.disk].note,
+                }
+                if self.disk != "none"
+                else {}
+            ),
+            "qemu": _qemu_version(self.binary),
+            "qemu_binary": shutil.which(self.binary) or self.binary,
+        }
 
 
 def _choice(name: str, options: dict[str, str], key: str, allowed, default: str) -> str:
@@ -298,10 +333,12 @@ def _nic_options(name: str, options: dict[str, str], machine: str) -> tuple[str,
 
 def _disk_options(name: str, options: dict[str, str], machine: str) -> tuple[dict, Needs]:
     """The disk options, checked: (QemuConfig's disk fields, the drivers it needs)."""
-    got: dict[str, Any] = {"disk": _choice(name, options, "disk", (*devices.DISKS, "none"), "none"),
-           "image": _choice(name, options, "image", devices.IMAGES, "raw"),
-           "cache": _choice(name, options, "cache", devices.CACHES, "none"),
-           "backing": _choice(name, options, "backing", devices.BACKINGS, "file")}
+    got: dict[str, Any] = {
+        "disk": _choice(name, options, "disk", (*devices.DISKS, "none"), "none"),
+        "image": _choice(name, options, "image", devices.IMAGES, "raw"),
+        "cache": _choice(name, options, "cache", devices.CACHES, "none"),
+        "backing": _choice(name, options, "backing", devices.BACKINGS, "file"),
+    }
     try:
         got["disk_mb"] = parse_size_mb(options.get("disk_size", "1G"))
     except UserError:
@@ -310,21 +347,27 @@ def _disk_options(name: str, options: dict[str, str], machine: str) -> tuple[dic
     if disk == "none":
         extra = [k for k in ("image", "cache", "backing", "disk_size") if k in options]
         if extra:
-            raise UserError(f"target '{name}': {', '.join(extra)} without a disk: add disk=virtio "
-                            f"(or scsi, nvme, ahci, ide)")
+            raise UserError(
+                f"target '{name}': {', '.join(extra)} without a disk: add disk=virtio (or scsi, nvme, ahci, ide)"
+            )
         return got, ()
     model = devices.DISKS[disk]
     if machine not in model.machines:
-        raise UserError(f"target '{name}': disk={disk} needs machine={' or '.join(model.machines)}"
-                        f"{' (microvm has no PCI bus)' if machine == 'microvm' else ''}, not {machine}")
+        raise UserError(
+            f"target '{name}': disk={disk} needs machine={' or '.join(model.machines)}"
+            f"{' (microvm has no PCI bus)' if machine == 'microvm' else ''}, not {machine}"
+        )
     if got["disk_mb"] < 64:
         raise UserError(f"target '{name}': disk_size must be at least 64M, got '{options['disk_size']}'")
     if got["backing"] == "block" and got["image"] != "raw":
-        raise UserError(f"target '{name}': backing=block is a loop device over a raw image: "
-                        f"image=qcow2 cannot go with it")
+        raise UserError(
+            f"target '{name}': backing=block is a loop device over a raw image: image=qcow2 cannot go with it"
+        )
     if got["backing"] == "block" and not os.access("/dev/loop-control", os.R_OK | os.W_OK):
-        raise UserError(f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
-                        f"which this user cannot use: run as root")
+        raise UserError(
+            f"target '{name}': backing=block needs loop devices (/dev/loop-control), "
+            f"which this user cannot use: run as root"
+        )
     return got, ((model.drivers + devices.EXT4, f"target '{name}': disk={disk}"),)
 
 
@@ -332,6 +375,7 @@ def _disk_options(name: str, options: dict[str, str], machine: str) -> tuple[dic
 @dataclass(frozen=True)
 class TapEnds:
     """What the command line needs of a tap: QEMU's descriptor of it, the guest's address and the host's."""
+
     fd: int
     guest: str
     host: str
@@ -343,6 +387,7 @@ class Plumbing:
     a test): the kernel and initramfs, the console log and QMP socket, the
     disk (the image file, or the loop device over it), the tap, the host's
     TSC rate (microvm) and whether /dev/vhost-net is there."""
+
     kernel: Path
     initrd: Path
     console: Path
@@ -370,14 +415,45 @@ def qemu_argv(cfg: QemuConfig, accel: str, p: Plumbing) -> list[str]:
         machine = "microvm,isa-serial=on,rtc=on"
     # ttyS0: the console, to a log file; ttyS1: the channel, on stdio.
     # microvm wires only one -serial, so its second port is named explicitly.
-    channel = (["-chardev", "stdio,id=vmtaxchan", "-device", "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
-               if cfg.machine == "microvm" else ["-serial", "stdio"])
+    channel = (
+        ["-chardev", "stdio,id=vmtaxchan", "-device", "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
+        if cfg.machine == "microvm"
+        else ["-serial", "stdio"]
+    )
     # debug-threads=on names the vCPU threads "CPU n/TCG" (or /KVM): the pinning and the exit probe find them by it
-    return [cfg.binary, "-name", "vmtax,debug-threads=on", "-nodefaults", "-no-user-config", "-display", "none",
-            "-accel", accel, "-M", machine, "-cpu", guest_cpu(cfg.cpu, accel), "-smp", str(cfg.smp),
-            "-m", f"{cfg.mem_mb}M", "-kernel", str(p.kernel), "-initrd", str(p.initrd),
-            "-append", " ".join(append), "-serial", f"file:{p.console}",
-            *channel, *_disk_args(cfg, p), *nic, "-qmp", f"unix:{p.qmp},server=on,wait=off", "-no-reboot"]
+    return [
+        cfg.binary,
+        "-name",
+        "vmtax,debug-threads=on",
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-accel",
+        accel,
+        "-M",
+        machine,
+        "-cpu",
+        guest_cpu(cfg.cpu, accel),
+        "-smp",
+        str(cfg.smp),
+        "-m",
+        f"{cfg.mem_mb}M",
+        "-kernel",
+        str(p.kernel),
+        "-initrd",
+        str(p.initrd),
+        "-append",
+        " ".join(append),
+        "-serial",
+        f"file:{p.console}",
+        *channel,
+        *_disk_args(cfg, p),
+        *nic,
+        "-qmp",
+        f"unix:{p.qmp},server=on,wait=off",
+        "-no-reboot",
+    ]
 
 
 def _disk_args(cfg: QemuConfig, p: Plumbing) -> list[str]:
@@ -433,10 +509,20 @@ def acquire(cfg: QemuConfig, workdir: Path, files: tuple, held: ExitStack) -> Ac
         assert tap.fd is not None, "open until closed"
         ends = TapEnds(tap.fd, tap.guest, tap.host)
     initrd = guest.initramfs(files + devices.module_files(kernel, list(cfg.modules)))
-    return Acquired(Plumbing(kernel, initrd, workdir / "console.log", workdir / "qmp.sock", disk,
-                             ends,
-                             host_tsc_khz() if cfg.machine == "microvm" else None,
-                             os.path.exists("/dev/vhost-net")), tap, loop)
+    return Acquired(
+        Plumbing(
+            kernel,
+            initrd,
+            workdir / "console.log",
+            workdir / "qmp.sock",
+            disk,
+            ends,
+            host_tsc_khz() if cfg.machine == "microvm" else None,
+            os.path.exists("/dev/vhost-net"),
+        ),
+        tap,
+        loop,
+    )
 
 
 # -- QEMU's threads -----------------------------------------------------------------------
@@ -500,9 +586,26 @@ def place_threads(pid: int, cpu: int | None, emulator: str) -> tuple[list[int], 
 class QemuTarget(ChannelTarget):
     kind = "qemu"
     summary = "a QEMU guest booted by vmtax (KVM where it boots, else TCG)"
-    allowed_options = frozenset({"accel", "smp", "mem", "cpu", "machine", "kernel", "boot_timeout",
-                                 "disk", "image", "cache", "backing", "disk_size", "nic", "net", "binary",
-                                 "emulator"})
+    allowed_options = frozenset(
+        {
+            "accel",
+            "smp",
+            "mem",
+            "cpu",
+            "machine",
+            "kernel",
+            "boot_timeout",
+            "disk",
+            "image",
+            "cache",
+            "backing",
+            "disk_size",
+            "nic",
+            "net",
+            "binary",
+            "emulator",
+        }
+    )
     # what QEMU takes beyond the guest's RAM (MiB): its own heap and, under
     # TCG, the translated code (a 256M TCG guest here: ~220 MiB resident)
     OVERHEAD_MB: ClassVar[dict[str, float]] = {"kvm": 64.0, "tcg": 160.0}
@@ -518,7 +621,7 @@ class QemuTarget(ChannelTarget):
         self.accel_note = ""
         self.emulator_cpus: list[int] = []
         self.vcpu_cpus: list[int] = []
-        self.tap: devices.Tap | None = None        # while booted with net=tap
+        self.tap: devices.Tap | None = None  # while booted with net=tap
         self.loop: devices.LoopDevice | None = None  # while booted with backing=block
         self.tap_link = ""
         self._held = ExitStack()  # what launch() made, released by stop()
@@ -632,8 +735,7 @@ class QemuTarget(ChannelTarget):
         if self.tap is not None:
             vhost = "on" if vhost_net(self.accel, got.plumbing.vhost_net) else "off"
             self.tap_link = f"{self.tap.describe()}, vhost-net {vhost}"
-        return self.spawn(qemu_argv(self.config, self.accel, got.plumbing),
-                          pass_fds=(self.tap.fd,) if self.tap else ())
+        return self.spawn(qemu_argv(self.config, self.accel, got.plumbing), pass_fds=(self.tap.fd,) if self.tap else ())
 
     def stop(self) -> None:
         super().stop()
@@ -658,23 +760,29 @@ class QemuTarget(ChannelTarget):
 
     def own_facts(self) -> dict:
         c = self.config
-        return {"target_kind": self.kind, "accel": self.accel, "accel_note": self.accel_note,
-                "guest_kernel_image": str(c.kernel or find_kernel(c.kernel_path)), **c.facts(),
-                **({"tap": self.tap_link} if c.nic != "none" and c.net == "tap" else {}),
-                **({"loop_direct_io": self.loop.direct_io if self.loop else None} if c.disk != "none" else {}),
-                "emulator": c.emulator if self.host_cpu is not None else None,
-                "emulator_threads_on": self.emulator_cpus or None,
-                "vcpu_threads_on": self.vcpu_cpus or None, **self.probe_facts()}
+        return {
+            "target_kind": self.kind,
+            "accel": self.accel,
+            "accel_note": self.accel_note,
+            "guest_kernel_image": str(c.kernel or find_kernel(c.kernel_path)),
+            **c.facts(),
+            **({"tap": self.tap_link} if c.nic != "none" and c.net == "tap" else {}),
+            **({"loop_direct_io": self.loop.direct_io if self.loop else None} if c.disk != "none" else {}),
+            "emulator": c.emulator if self.host_cpu is not None else None,
+            "emulator_threads_on": self.emulator_cpus or None,
+            "vcpu_threads_on": self.vcpu_cpus or None,
+            **self.probe_facts(),
+        }
 
     def info(self):
-        return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu,
-                       mem_overhead_mb=self.mem_overhead)
+        return replace(super().info(), accel=self.accel, idle_cpu_pct=self.idle_cpu, mem_overhead_mb=self.mem_overhead)
 
 
 def _qemu_version(binary: str = QEMU) -> str:
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL).stdout
+        out = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        ).stdout
         return out.splitlines()[0] if out else "?"
     except (OSError, subprocess.SubprocessError):
         return "?"

@@ -16,6 +16,7 @@ matches.  What the remote's login shell receives is always
 `exec sh -c '<fixed script>' vmtax-ssh 'arg' ...`: single-quoted words
 only, the values as the script's arguments, never spliced into its text.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,26 +39,32 @@ CACHE = '"${XDG_CACHE_HOME:-$HOME/.cache}/vmtax"'
 # What the remote tells at start: its OS and architecture, its boot id (two
 # targets with one kernel share CPUs), the CPUs its processes may use, a
 # tmpfs for the agent's files, and whether the agent with this hash is there.
-PROBE = ('h=$1; a=' + CACHE + '/agent-$h; echo "os $(uname -s) $(uname -m)"; '
-         'echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
-         'echo "cpus $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"; '
-         'if [ -d /dev/shm ] && [ -w /dev/shm ]; then echo "shm yes"; else echo "shm no"; fi; '
-         'if [ -x "$a" ] && [ "$(sha256sum < "$a" 2>/dev/null | cut -c1-64)" = "$h" ]; '
-         'then echo "agent cached"; else echo "agent missing"; fi')
+PROBE = (
+    "h=$1; a=" + CACHE + '/agent-$h; echo "os $(uname -s) $(uname -m)"; '
+    'echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
+    'echo "cpus $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"; '
+    'if [ -d /dev/shm ] && [ -w /dev/shm ]; then echo "shm yes"; else echo "shm no"; fi; '
+    'if [ -x "$a" ] && [ "$(sha256sum < "$a" 2>/dev/null | cut -c1-64)" = "$h" ]; '
+    'then echo "agent cached"; else echo "agent missing"; fi'
+)
 # The agent on stdin -> a temporary file -> checked -> renamed into place:
 # another vmtax copying at the same time never sees a partial file.
-COPY = ('h=$1; d=' + CACHE + '; mkdir -p "$d" && t=$(mktemp "$d/.agent-$h.XXXXXX") || exit 1; '
-        'if cat > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t" | cut -c1-64)" = "$h" ]; '
-        'then mv -f "$t" "$d/agent-$h"; else rm -f "$t"; '
-        'echo "the copy of the agent does not have its sha256 (is sha256sum there?)" >&2; '
-        'exit 1; fi')
+COPY = (
+    "h=$1; d=" + CACHE + '; mkdir -p "$d" && t=$(mktemp "$d/.agent-$h.XXXXXX") || exit 1; '
+    'if cat > "$t" && chmod 755 "$t" && [ "$(sha256sum < "$t" | cut -c1-64)" = "$h" ]; '
+    'then mv -f "$t" "$d/agent-$h"; else rm -f "$t"; '
+    'echo "the copy of the agent does not have its sha256 (is sha256sum there?)" >&2; '
+    "exit 1; fi"
+)
 # The remote end of the channel (channel.py): one session for the whole run,
 # an agent process per RUN line, its stdout, then @@VMTAX-END <status>.  The
 # line holds the arguments shell-quoted by vmtax (and checked: WORD), which
 # `eval "set -- ..."` turns back into exactly those arguments.
-SHELL = ('a=' + CACHE + '/agent-$1; echo @@VMTAX-READY; while IFS= read -r line; do case "$line" in '
-         '"RUN "*) eval "set -- ${line#RUN }"; "$a" "$@" </dev/null; echo "@@VMTAX-END $?";; '
-         'PING) echo "@@VMTAX-END 0";; *) echo "@@VMTAX-END 127";; esac; done')
+SHELL = (
+    "a=" + CACHE + '/agent-$1; echo @@VMTAX-READY; while IFS= read -r line; do case "$line" in '
+    '"RUN "*) eval "set -- ${line#RUN }"; "$a" "$@" </dev/null; echo "@@VMTAX-END $?";; '
+    'PING) echo "@@VMTAX-END 0";; *) echo "@@VMTAX-END 127";; esac; done'
+)
 
 HOST = re.compile(r"^[A-Za-z0-9_.:%\[\]-]+$")
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -85,8 +92,9 @@ def _path_option(name: str, options: dict[str, str], key: str, must_exist: bool 
         return None
     path = os.path.abspath(os.path.expanduser(options[key]))
     if not path or re.search(r"[\s%\"'\\]", path):
-        raise UserError(f"target '{name}': {key}={options[key]}: a path for ssh cannot hold whitespace, "
-                        "%, quotes or a backslash")
+        raise UserError(
+            f"target '{name}': {key}={options[key]}: a path for ssh cannot hold whitespace, %, quotes or a backslash"
+        )
     if must_exist and not (os.path.isfile(path) and os.access(path, os.R_OK)):
         raise UserError(f"target '{name}': {key}={options[key]} is not a readable file")
     return path
@@ -114,8 +122,7 @@ class SshTarget(Target):
         self.host, self.user = host, user
         self.port = option_number(name, options, "port", None, lo=1, hi=65535, integer=True)
         self.key = _path_option(name, options, "key")
-        self.known_hosts = _path_option(name, options, "known_hosts",
-                                        must_exist=options.get("accept_new") != "yes")
+        self.known_hosts = _path_option(name, options, "known_hosts", must_exist=options.get("accept_new") != "yes")
         self.accept_new = options.get("accept_new", "no")
         if self.accept_new not in ("yes", "no"):
             raise UserError(f"target '{name}': accept_new must be yes or no, got '{self.accept_new}'")
@@ -143,13 +150,32 @@ class SshTarget(Target):
         forwarding, the control socket; the master logs at INFO, so that
         why it ended ("Timeout, server not responding") is in its log."""
         assert self.workdir is not None, "start() made it"
-        argv = ["ssh", "-T", "-x", "-a",
-                "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=" + ("accept-new" if self.accept_new == "yes" else "yes"),
-                "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
-                "-o", f"ServerAliveInterval={ALIVE[0]}", "-o", f"ServerAliveCountMax={ALIVE[1]}",
-                "-o", f"LogLevel={level}", "-o", "RemoteCommand=none", "-o", "PermitLocalCommand=no",
-                "-o", "ClearAllForwardings=yes", "-o", f"ControlPath={self.workdir / 'cm'}"]
+        argv = [
+            "ssh",
+            "-T",
+            "-x",
+            "-a",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=" + ("accept-new" if self.accept_new == "yes" else "yes"),
+            "-o",
+            f"ConnectTimeout={CONNECT_TIMEOUT}",
+            "-o",
+            f"ServerAliveInterval={ALIVE[0]}",
+            "-o",
+            f"ServerAliveCountMax={ALIVE[1]}",
+            "-o",
+            f"LogLevel={level}",
+            "-o",
+            "RemoteCommand=none",
+            "-o",
+            "PermitLocalCommand=no",
+            "-o",
+            "ClearAllForwardings=yes",
+            "-o",
+            f"ControlPath={self.workdir / 'cm'}",
+        ]
         if self.known_hosts:
             argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         if self.key:
@@ -176,22 +202,26 @@ class SshTarget(Target):
         self._hash = agent_hash()
         err_path = self.workdir / "master.err"
         with open(err_path, "wb") as err:
-            self.master = proc.spawn(self.ssh_argv("-M", "-N", "-o", "ControlPersist=no", level="INFO"),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            self.master = proc.spawn(
+                self.ssh_argv("-M", "-N", "-o", "ControlPersist=no", level="INFO"),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         self._keep_off_pinned_cpu(self.master.pid)
         deadline = time.monotonic() + CONNECT_TIMEOUT + 20
         while not (self.workdir / "cm").exists():  # the socket appears once logged in
             if self.master.poll() is not None:
                 raise TargetError(f"{self.name}: {explain(self._master_err(), self)}")
             if time.monotonic() > deadline:
-                raise TargetError(f"{self.name}: no login to {self.where} within "
-                                  f"{CONNECT_TIMEOUT + 20} s")
+                raise TargetError(f"{self.name}: no login to {self.where} within {CONNECT_TIMEOUT + 20} s")
             time.sleep(0.02)
         self._remote = self._probe()
         machine = self._remote.get("os", "")
         if machine != f"Linux {os.uname().machine}":
-            raise TargetError(f"{self.name}: the agent runs on Linux {os.uname().machine}; "
-                              f"{self.where} is {machine or 'unknown'}")
+            raise TargetError(
+                f"{self.name}: the agent runs on Linux {os.uname().machine}; {self.where} is {machine or 'unknown'}"
+            )
         self.copied = self._remote.get("agent") != "cached"
         if self.copied:
             self._copy_agent()
@@ -207,8 +237,13 @@ class SshTarget(Target):
         if self.shell is not None:
             proc.kill_group(self.shell)
         with open(self.workdir / "channel.log", "ab") as log:
-            self.shell = proc.spawn(self._client(SHELL, [self._hash]), die_with_vmtax=False,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+            self.shell = proc.spawn(
+                self._client(SHELL, [self._hash]),
+                die_with_vmtax=False,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
         self._keep_off_pinned_cpu(self.shell.pid)
         self.channel = Channel(self.shell, self.name, self.workdir / "channel.log")
         try:
@@ -228,14 +263,14 @@ class SshTarget(Target):
     def _call(self, script: str, args: list[str], what: str, stdin=None) -> str:
         """One short remote command over the connection; its stdout."""
         try:
-            p = subprocess.run(self._client(script, args), stdin=stdin or subprocess.DEVNULL,
-                               capture_output=True, timeout=120)
+            p = subprocess.run(
+                self._client(script, args), stdin=stdin or subprocess.DEVNULL, capture_output=True, timeout=120
+            )
         except subprocess.TimeoutExpired:
             raise TargetError(f"{self.name}: could not {what} {self.where} within 120 s") from None
         if p.returncode != 0:
             err = p.stderr.decode("utf-8", "replace")
-            raise TargetError(f"{self.name}: could not {what} {self.where}: "
-                              f"{self._why(err, p.returncode)}")
+            raise TargetError(f"{self.name}: could not {what} {self.where}: {self._why(err, p.returncode)}")
         return p.stdout.decode("utf-8", "replace")
 
     def _keep_off_pinned_cpu(self, pid: int) -> None:
@@ -271,8 +306,9 @@ class SshTarget(Target):
         if self.master is not None:
             if self.master.poll() is None:
                 try:  # end the master cleanly: it tells the remote to end its sessions
-                    subprocess.run(self.ssh_argv("-O", "exit"), capture_output=True, timeout=5,
-                                   stdin=subprocess.DEVNULL)
+                    subprocess.run(
+                        self.ssh_argv("-O", "exit"), capture_output=True, timeout=5, stdin=subprocess.DEVNULL
+                    )
                 except (OSError, subprocess.SubprocessError):
                     pass
             proc.kill_group(self.master, grace=0.5)
@@ -363,21 +399,31 @@ def explain(stderr: str, t: SshTarget) -> str:
     known = t.known_hosts or "~/.ssh/known_hosts"
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "has changed and you have requested strict" in text:
         fp = re.search(r"(SHA256:[A-Za-z0-9+/=]+)", text)
-        return (f"the host key of {where} is not the one {known} holds (it sent "
-                f"{fp.group(1) if fp else 'another key'}): refusing to connect; if the host was "
-                f"reinstalled, remove the old key (ssh-keygen -R) and check the new one")
+        return (
+            f"the host key of {where} is not the one {known} holds (it sent "
+            f"{fp.group(1) if fp else 'another key'}): refusing to connect; if the host was "
+            f"reinstalled, remove the old key (ssh-keygen -R) and check the new one"
+        )
     if "host key is known for" in text or "Host key verification failed" in text:
-        return (f"the host key of {where} is not in {known}: add it after checking its fingerprint "
-                "(ssh-keyscan), or trust it on first use with accept_new=yes")
+        return (
+            f"the host key of {where} is not in {known}: add it after checking its fingerprint "
+            "(ssh-keyscan), or trust it on first use with accept_new=yes"
+        )
     if "Permission denied" in text or "Too many authentication failures" in text:
         who = f" as {t.user}" if t.user else ""
         key = f" with the key {t.key}" if t.key else ""
         return f"authentication failed at {where}{who}{key} (ssh: {_last(text)})"
-    if re.search(r"Connection refused|timed out|No route to host|Network is unreachable|"
-                 r"Could not resolve hostname|Name or service not known|Connection reset", text):
+    if re.search(
+        r"Connection refused|timed out|No route to host|Network is unreachable|"
+        r"Could not resolve hostname|Name or service not known|Connection reset",
+        text,
+    ):
         return f"cannot reach {where}: {_last(text).removeprefix('ssh: ')}"
-    if re.search(r"closed by remote host|Broken pipe|Connection closed|Timeout, server|"
-                 r"client_loop|mux_client", text):
+    if re.search(
+        r"closed by remote host|Broken pipe|Connection closed|Timeout, server|"
+        r"client_loop|mux_client",
+        text,
+    ):
         return f"the connection to {where} broke: {_last(text)}"
     return f"ssh to {where} failed: {_last(text) or 'no message'}"
 

@@ -7,6 +7,7 @@ Options: mem=SIZE (default 512M), binary=PATH (a linux.uml build: what an A/B
 of two UML builds names; kernel=PATH is its older name; default the system's
 linux.uml; its release, from --version, is in the facts).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,7 @@ def host_xsave_bytes() -> int | None:
     """Size of the host's XSAVE area for the enabled features (CPUID 0xD,
     as the agent reports it)."""
     from .local import LocalTarget
+
     try:
         return LocalTarget("local", {}).facts().get("xsave_bytes")
     except Exception:  # a diagnosis must never hide the error it explains
@@ -45,11 +47,13 @@ def diagnose(console: Path) -> str | None:
         return None
     if "ptrace set fp regs failed" in text:
         size = host_xsave_bytes()
-        return ("User-mode Linux cannot run on this host: its kernel's fixed-size FPU buffer is "
-                "smaller than the host's XSAVE area"
-                + (f" ({size} bytes, CPUID leaf 0xD)" if size else "")
-                + ", so PTRACE_SETREGSET fails with EFAULT and init dies; newer UML kernels size "
-                "it from the host")
+        return (
+            "User-mode Linux cannot run on this host: its kernel's fixed-size FPU buffer is "
+            "smaller than the host's XSAVE area"
+            + (f" ({size} bytes, CPUID leaf 0xD)" if size else "")
+            + ", so PTRACE_SETREGSET fails with EFAULT and init dies; newer UML kernels size "
+            "it from the host"
+        )
     panic = [line for line in text.splitlines() if "Kernel panic" in line or "segfault" in line]
     return f"User-mode Linux did not boot: {panic[0].strip()}" if panic else None
 
@@ -61,13 +65,17 @@ def pid_namespace() -> tuple[str, ...]:
     init, the kernel kills them all when UML dies -- and UML dies with
     vmtax (unshare gets PR_SET_PDEATHSIG, --kill-child passes it on).
     Root can make one; others may through a user namespace; else nothing."""
-    for prefix in (("unshare", "--pid", "--fork", "--kill-child"),
-                   ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child")):
+    for prefix in (
+        ("unshare", "--pid", "--fork", "--kill-child"),
+        ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"),
+    ):
         if prefix[1] == "--pid" and os.geteuid() != 0:
             continue
         try:
-            ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10,
-                                stdin=subprocess.DEVNULL).returncode == 0
+            ok = (
+                subprocess.run([*prefix, "true"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL).returncode
+                == 0
+            )
         except (OSError, subprocess.SubprocessError):
             ok = False
         if ok:
@@ -76,7 +84,7 @@ def pid_namespace() -> tuple[str, ...]:
 
 
 def find_uml(explicit: str | None = None) -> str:
-    for name in ([explicit] if explicit else UML_BINARIES):
+    for name in [explicit] if explicit else UML_BINARIES:
         path = shutil.which(name)
         if path:
             return path
@@ -92,14 +100,19 @@ def uml_version(path: str, name: str) -> str:
     try:
         with open(real, "rb") as f:
             elf = f.read(4) == b"\x7fELF"
-        out = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL) if elf and os.access(real, os.X_OK) else None
+        out = (
+            subprocess.run([real, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+            if elf and os.access(real, os.X_OK)
+            else None
+        )
     except (OSError, subprocess.SubprocessError):
         out = None
     version = out.stdout.strip() if out is not None and out.returncode == 0 else ""
     if not re.fullmatch(r"\d+\.\d+[\w.+~-]*", version):
-        raise UserError(f"target '{name}': {path} is not a UML kernel (an executable linux.uml build that "
-                        f"answers --version with its release)")
+        raise UserError(
+            f"target '{name}': {path} is not a UML kernel (an executable linux.uml build that "
+            f"answers --version with its release)"
+        )
     return version
 
 
@@ -126,8 +139,7 @@ class UmlTarget(ChannelTarget):
         try:
             self.disk_mb = parse_size_mb(options.get("disk_size", "1G"))
         except UserError:
-            raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") \
-                from None
+            raise UserError(f"target '{name}': malformed disk_size '{options['disk_size']}' (try 1G or 512M)") from None
         if self.disk_mb < 64:
             raise UserError(f"target '{name}': disk_size must be at least 64M, got '{options['disk_size']}'")
         self.image_dir: Path | None = None
@@ -162,9 +174,19 @@ class UmlTarget(ChannelTarget):
         return 0 if self.host_cpu is not None else None
 
     def launch(self) -> subprocess.Popen:
-        argv = [*pid_namespace(), find_uml(self.binary), f"mem={self.mem_mb}M",
-                f"initrd={guest.initramfs(self.files)}", "con=null", "con0=null,fd:2", "ssl=null",
-                "ssl0=fd:0,fd:1", "vmtax.chan=/dev/ttyS0", "quiet", "panic=-1"]
+        argv = [
+            *pid_namespace(),
+            find_uml(self.binary),
+            f"mem={self.mem_mb}M",
+            f"initrd={guest.initramfs(self.files)}",
+            "con=null",
+            "con0=null,fd:2",
+            "ssl=null",
+            "ssl0=fd:0,fd:1",
+            "vmtax.chan=/dev/ttyS0",
+            "quiet",
+            "panic=-1",
+        ]
         if self.disk == "ubd":
             self.image_dir = devices.image_dir("uml")  # before anything that can fail: stop() removes it
             img = devices.make_image(self.image_dir, self.disk_mb, "raw")
@@ -205,12 +227,20 @@ class UmlTarget(ChannelTarget):
             self.image_dir = None
 
     def own_facts(self) -> dict:
-        return {"target_kind": self.kind, "mem_mb": self.mem_mb, "disk": self.disk,
-                **({"disk_mb": self.disk_mb, "disk_device": "ubd: UML's block driver over a host file"}
-                   if self.disk != "none" else {}),
-                "uml_binary": find_uml(self.binary), "uml_version": self.version or uml_version(find_uml(None), self.name),
-                "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)",
-                **self.probe_facts()}
+        return {
+            "target_kind": self.kind,
+            "mem_mb": self.mem_mb,
+            "disk": self.disk,
+            **(
+                {"disk_mb": self.disk_mb, "disk_device": "ubd: UML's block driver over a host file"}
+                if self.disk != "none"
+                else {}
+            ),
+            "uml_binary": find_uml(self.binary),
+            "uml_version": self.version or uml_version(find_uml(None), self.name),
+            "pid_namespace": " ".join(pid_namespace()) or "none (UML's helpers may outlive a killed vmtax)",
+            **self.probe_facts(),
+        }
 
     def info(self):
         return replace(super().info(), accel="uml", idle_cpu_pct=self.idle_cpu)
