@@ -328,6 +328,7 @@ def test_inject_slows_every_operation_down(name):
     plain, injected = got
     assert len(plain) == len(injected) == rounds
     assert all("inject_pct" not in s for s in plain) and all(s["inject_pct"] == 50 for s in injected)
+
     def low(side: list[dict]) -> float:  # a side's fastest tenth: the samples no other thread broke into
         return statistics.quantiles([s["value"] for s in side], n=10)[0]
 
