@@ -478,9 +478,37 @@ def reference_adjusted(
     names = [t.name for t in data.targets]
     if len(names) < 2:
         return list(comparisons), []
-    info = {t.name: t for t in data.targets}
+    found = _reference_readings(data, comparisons)
+    checks = [_reference_check(data, cand, found, alpha) for cand in names[1:]]
+    use = {ch.candidate: ch.beta for ch in checks if ch.used and ch.beta is not None}
+    out = []
+    for c in comparisons:
+        key = (c.benchmark.name, c.candidate)
+        if c.candidate not in use or key not in found:
+            out.append(c)
+            continue
+        cm, bm, cr, br = found[key]  # the candidate's and the baseline's means and reference readings
+        half = np.exp(-use[c.candidate] * (np.log(cr) - np.log(br)) / 2)
+        try:
+            r, lo, hi, p = stats.compare_paired(cm * half, bm / half, confidence=1 - alpha)
+        except ValueError:  # not finite and positive after all: leave the row as measured
+            out.append(c)
+            continue
+        out.append(replace(c, ratio=r, ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha))
+    return out, checks
+
+
+_Readings = dict[tuple[str, str], tuple[np.ndarray, ...]]
+
+
+def _reference_readings(data: RunData, comparisons: list[Comparison]) -> _Readings:
+    """Per (row, candidate) with MIN_BLOCKS blocks read on both sides: the
+    candidate's and the baseline's block means and reference readings, in
+    that order (lower-is-better rows only; a mode's headline is left as
+    reported)."""
+    names = [t.name for t in data.targets]
     lower = {spec.name for spec in data.benchmarks if spec.direction == "lower"}
-    found: dict[tuple[str, str], tuple[np.ndarray, ...]] = {}
+    found: _Readings = {}
     by_bench: dict[str, list[Sample]] = defaultdict(list)
     for s in data.samples:
         if s.benchmark in lower:
@@ -503,58 +531,41 @@ def reference_adjusted(
                 for k in sorted(set(base) & set(cv) & set(rbase) & set(rc))
                 if all(_ref_ok(m[k]) for m in (cv, base, rc, rbase))
             ]  # an overflowing mean is no reading
-            if len(blocks) >= MIN_BLOCKS and (bench, cand) not in fast:  # a mode's headline: as reported
+            if len(blocks) >= MIN_BLOCKS and (bench, cand) not in fast:
                 found[(bench, cand)] = tuple(np.array([m[k] for k in blocks]) for m in (cv, base, rc, rbase))
-    checks, use = [], {}
-    for cand in names[1:]:
-        mine = [v for (_, c), v in found.items() if c == cand]
-        why_not = runs_reference_alike(info[names[0]], info[cand])
-        if not mine:
-            checks.append(
-                ReferenceCheck(cand, False, f"no row with {MIN_BLOCKS} blocks of reference readings on both sides")
-            )
-            continue
-        rc, rb = np.concatenate([m[2] for m in mine]), np.concatenate([m[3] for m in mine])
-        r, lo, hi, _ = stats.compare_paired(rc, rb, confidence=1 - alpha)
-        d = _centred_log_ratios([(c, b) for c, b, _, _ in mine])  # each row's, less that row's mean
-        x = _centred_log_ratios([(c, b) for _, _, c, b in mine])
-        beta = float(np.dot(d, x) / np.dot(x, x)) if np.dot(x, x) > 0 else 0.0
-        if not why_not and not (math.isfinite(lo) and math.isfinite(hi)):
-            why_not = f"the reference loop's own ratio on {cand} has no finite interval: nothing to check it by"
-        elif not why_not and not lo <= 1 <= hi:
-            why_not = (
-                f"the reference loop itself ran {r - 1:+.2%} on {cand} [{lo:.4g}, {hi:.4g}]: its "
-                "expectation is not 1 here, so the adjustment would move the ratio"
-            )
-        if not why_not and not (math.isfinite(beta) and abs(beta) <= MAX_BETA):
-            why_not = f"the fitted slope {beta:.3g} is beyond +-{MAX_BETA:g}: noise, not the host's state"
-        used = not why_not
-        checks.append(
-            ReferenceCheck(
-                cand,
-                used,
-                why_not or f"adjusted: {len(mine)} row(s), beta {beta:.2f}",
-                beta,
-                r,
-                lo,
-                hi,
-                len(mine) if used else 0,
-            )
+    return found
+
+
+def _reference_check(data: RunData, cand: str, found: _Readings, alpha: float) -> ReferenceCheck:
+    """Whether `cand`'s rows may be adjusted by the reference loop, and by
+    which slope (beta, pooled over its rows), or why not."""
+    info = {t.name: t for t in data.targets}
+    mine = [v for (_, c), v in found.items() if c == cand]
+    why_not = runs_reference_alike(info[data.targets[0].name], info[cand])
+    if not mine:
+        return ReferenceCheck(cand, False, f"no row with {MIN_BLOCKS} blocks of reference readings on both sides")
+    rc, rb = np.concatenate([m[2] for m in mine]), np.concatenate([m[3] for m in mine])
+    r, lo, hi, _ = stats.compare_paired(rc, rb, confidence=1 - alpha)
+    d = _centred_log_ratios([(c, b) for c, b, _, _ in mine])  # each row's, less that row's mean
+    x = _centred_log_ratios([(c, b) for _, _, c, b in mine])
+    beta = float(np.dot(d, x) / np.dot(x, x)) if np.dot(x, x) > 0 else 0.0
+    if not why_not and not (math.isfinite(lo) and math.isfinite(hi)):
+        why_not = f"the reference loop's own ratio on {cand} has no finite interval: nothing to check it by"
+    elif not why_not and not lo <= 1 <= hi:
+        why_not = (
+            f"the reference loop itself ran {r - 1:+.2%} on {cand} [{lo:.4g}, {hi:.4g}]: its "
+            "expectation is not 1 here, so the adjustment would move the ratio"
         )
-        if used:
-            use[cand] = beta
-    out = []
-    for c in comparisons:
-        key = (c.benchmark.name, c.candidate)
-        if c.candidate not in use or key not in found:
-            out.append(c)
-            continue
-        cm, bm, cr, br = found[key]  # the candidate's and the baseline's means and reference readings
-        half = np.exp(-use[c.candidate] * (np.log(cr) - np.log(br)) / 2)
-        try:
-            r, lo, hi, p = stats.compare_paired(cm * half, bm / half, confidence=1 - alpha)
-        except ValueError:  # not finite and positive after all: leave the row as measured
-            out.append(c)
-            continue
-        out.append(replace(c, ratio=r, ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha))
-    return out, checks
+    if not why_not and not (math.isfinite(beta) and abs(beta) <= MAX_BETA):
+        why_not = f"the fitted slope {beta:.3g} is beyond +-{MAX_BETA:g}: noise, not the host's state"
+    used = not why_not
+    return ReferenceCheck(
+        cand,
+        used,
+        why_not or f"adjusted: {len(mine)} row(s), beta {beta:.2f}",
+        beta,
+        r,
+        lo,
+        hi,
+        len(mine) if used else 0,
+    )

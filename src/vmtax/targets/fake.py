@@ -177,6 +177,14 @@ class FakeTarget(Target):
             "cpu_sys_ns": value * 0.75,
         }
 
+    def _process_mean(self, bench: str) -> float:
+        """A fresh process's mean time: stable per benchmark, its own noise, now and then a slow one."""
+        base = 100.0 + zlib.crc32(bench.encode()) % 900
+        mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
+        if self.slow_share and self.rng.random() < self.slow_share:
+            mean *= self.slow_by
+        return mean
+
     def _run(self, bench: str, rest: list[str], timeout: float = math.inf) -> Iterator[str]:
         end = time.monotonic() + timeout  # a real agent is killed there (proc.stream_lines)
         stepping = "--step" in rest
@@ -184,10 +192,7 @@ class FakeTarget(Target):
         opts = dict(zip(rest[::2], rest[1::2], strict=False))  # a last option without its value: dropped
         samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
         count = int(opts.get("--count", 0))
-        base = 100.0 + zlib.crc32(bench.encode()) % 900  # stable per benchmark
-        mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
-        if self.slow_share and self.rng.random() < self.slow_share:
-            mean *= self.slow_by
+        mean = self._process_mean(bench)
         ref = {}
         if self.host_noise and not stepping:
             state = HOST.step(self.host_noise, self.host_rho)

@@ -100,6 +100,29 @@ def _path_option(name: str, options: dict[str, str], key: str, must_exist: bool 
     return path
 
 
+def _destination(name: str, options: dict[str, str]) -> tuple[str, str | None]:
+    """The host and the user (None: ssh's default) of host=, user= or host=U@H."""
+    host = options.get("host", "")
+    user = options.get("user")
+    if "@" in host and user is None:  # ssh:U@H
+        user, host = host.rsplit("@", 1)
+    if not host:
+        raise UserError(f"target '{name}': say which host (ssh:HOST or ssh:host=HOST)")
+    if not HOST.match(host) or host.startswith("-"):
+        raise UserError(f"target '{name}': host={host} is not a host name or address")
+    if user is not None and not USER.match(user):
+        raise UserError(f"target '{name}': user={user} is not a user name")
+    return host, user
+
+
+def _host_key_options(name: str, options: dict[str, str]) -> tuple[str | None, str]:
+    """known_hosts= (it need not exist yet with accept_new=yes) and accept_new= (yes or no)."""
+    accept_new = options.get("accept_new", "no")
+    if accept_new not in ("yes", "no"):
+        raise UserError(f"target '{name}': accept_new must be yes or no, got '{accept_new}'")
+    return _path_option(name, options, "known_hosts", must_exist=accept_new != "yes"), accept_new
+
+
 class SshTarget(Target):
     kind = "ssh"
     summary = "another machine over OpenSSH: the agent copied there by its hash"
@@ -109,23 +132,10 @@ class SshTarget(Target):
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
-        host = options.get("host", "")
-        user = options.get("user")
-        if "@" in host and user is None:  # ssh:U@H
-            user, host = host.rsplit("@", 1)
-        if not host:
-            raise UserError(f"target '{name}': say which host (ssh:HOST or ssh:host=HOST)")
-        if not HOST.match(host) or host.startswith("-"):
-            raise UserError(f"target '{name}': host={host} is not a host name or address")
-        if user is not None and not USER.match(user):
-            raise UserError(f"target '{name}': user={user} is not a user name")
-        self.host, self.user = host, user
+        self.host, self.user = _destination(name, options)
         self.port = option_number(name, options, "port", None, lo=1, hi=65535, integer=True)
         self.key = _path_option(name, options, "key")
-        self.known_hosts = _path_option(name, options, "known_hosts", must_exist=options.get("accept_new") != "yes")
-        self.accept_new = options.get("accept_new", "no")
-        if self.accept_new not in ("yes", "no"):
-            raise UserError(f"target '{name}': accept_new must be yes or no, got '{self.accept_new}'")
+        self.known_hosts, self.accept_new = _host_key_options(name, options)
         self.machine_name = options.get("machine")
         self.workdir: Path | None = None
         self.master: subprocess.Popen | None = None
