@@ -216,8 +216,36 @@ def test_a_slow_round_takes_fewer_rounds_a_quick_one_the_most():
     # four targets in turn is 160 ms of samples, so is this one's, at 10 rounds at least
     slow = plan.step_rounds(size, [0.125, 3.0, 0.15, 21.0], [0.3, 7.5, 0.6, 0.8], cfg)
     assert slow.rounds == plan.MIN_STEP_ROUNDS + 3
-    mid = plan.step_rounds(size, [1.0, 4.0], [0.3, 2.0], cfg)
-    assert 10 + 3 < mid.rounds < 33 and mid.rounds - 3 == round(80 / 7.6)
+    assert slow.visits == (8, 2, 8, 1)  # the quick sides eight samples a round, the guest 2, UML one
+    # a container beside the bare machine (samples alike): one sample each a round, as many rounds as fit
+    mid = plan.step_rounds(size, [1.0, 1.5], [0.3, 0.5], cfg)
+    assert mid.visits == (1, 1) and 10 + 3 < mid.rounds < 33 and mid.rounds - 3 == round(80 / (1.3 + 2.0))
+
+
+def test_a_quick_side_takes_more_samples_a_round_and_sides_alike_as_many():
+    # the demo's getppid: the bare machine 0.25 ms a sample, a TCG guest 0.7 (its go 6 ms), UML 19, a container 0.3
+    visits = plan.step_visits([0.25, 0.7, 19.0, 0.3], [0.24, 6.1, 0.75, 0.52])
+    assert visits == [8, 3, 1, 8]
+    # an A/A pair: as many visits each, however their go's round trips differ
+    assert plan.step_visits([1.0, 1.3, 9.0], [0.2, 0.9, 0.3]) == [8, 8, 1]
+    assert plan.step_visits([1.0, 1.0], [0.3, 0.3]) == [1, 1]
+    assert plan.step_visits([0.0, 1.0], [0.3, 0.3]) == [1, 1]  # a time unknown: one each
+    rng = random.Random(5)
+    order = lockstep.round_order(rng, [0, 1, 2], {0: 3, 1: 1, 2: 3})
+    assert sorted(order) == [0, 0, 0, 1, 2, 2, 2]
+
+
+def test_a_block_with_visits_steps_each_side_its_samples_a_round():
+    targets = [parse_target(f"fake:seed={i},step=on") for i in (1, 2)]
+    log = []
+    sides = _sides(targets, rounds=4, log=log)
+    sides[0].argv[sides[0].argv.index("--samples") + 1] = str(3 * 3)  # 3 timed rounds of 3, 1 warmup round of 3
+    sides[0].argv[sides[0].argv.index("--warmup") + 1] = "3"
+    lockstep.run_block(sides, A, 4, random.Random(1), lambda: 5.0, 5.0, visits=[3, 1])
+    assert [s.samples for s in sides] == [12, 4] and all(s.finished and not s.error for s in sides)
+    names = [n for n, _, _ in log]
+    for k in range(4):  # each round: three of the first, one of the second
+        assert sorted(names[4 * k : 4 * k + 4]) == sorted([targets[0].name] * 3 + [targets[1].name])
 
 
 def test_a_candidate_far_quicker_than_the_baseline_still_takes_a_sample_its_clock_can_time():

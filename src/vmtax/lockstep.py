@@ -134,14 +134,16 @@ def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: flo
     return None
 
 
-def round_order(rng: random.Random, sides: list[int]) -> list[int]:
-    """One round: every side once, in an order drawn at random.  Every side
-    is treated alike, the baseline too: with the baseline in a pair with
-    each candidate in turn, it took two samples a round for two candidates,
-    and on rows that keep a working set warm (tlb_4k, page_fault, ctx_16p)
-    its more frequent samples found caches warmer: an A/A candidate read
-    1.31-1.37 times the baseline on tlb_4k and tlb_2m (results/lockstep-cloud.md)."""
-    order = list(sides)
+def round_order(rng: random.Random, sides: list[int], visits: dict[int, int] | None = None) -> list[int]:
+    """One round: every side once (or its visits' samples: plan.step_visits),
+    in an order drawn at random.  Every side is treated alike, the baseline
+    too: with the baseline in a pair with each candidate in turn, it took
+    two samples a round for two candidates, and on rows that keep a working
+    set warm (tlb_4k, page_fault, ctx_16p) its more frequent samples found
+    caches warmer: an A/A candidate read 1.31-1.37 times the baseline on
+    tlb_4k and tlb_2m (results/lockstep-cloud.md).  Sides alike get as many
+    visits as each other."""
+    order = [i for i in sides for _ in range((visits or {}).get(i, 1))]
     rng.shuffle(order)
     return order
 
@@ -153,10 +155,11 @@ def run_block(
     rng: random.Random,
     step_timeout: Callable[[], float],
     timeout: float,
+    visits: list[int] | None = None,
 ) -> None:
     """One lockstep block: sides[0] the baseline, the others candidates,
-    each an agent process started with --step and `rounds` samples,
-    warmups included.  Starts every process at once, waits until each is ready,
+    each an agent process started with --step and `rounds` samples (times
+    its visits a round, where given), warmups included.  Starts every process at once, waits until each is ready,
     then steps them round by round (round_order), each sample handed to its
     side's take() as it arrives.  A side that fails, skips or falls silent
     stops taking part (its error or skip says why) and the others go on.
@@ -171,6 +174,7 @@ def run_block(
             continue
         s._thread = threading.Thread(target=_pump, args=(s, lines), daemon=True)
         s._thread.start()
+    each = dict(enumerate(visits or [1] * len(sides)))
     try:
         ready = time.monotonic() + timeout
         for s in sides:
@@ -179,11 +183,11 @@ def run_block(
         for _ in range(rounds):
             if not sides[0].live or not any(s.live for s in sides[1:]):
                 break  # no baseline, or no candidate: no pair left
-            for i in round_order(rng, [i for i, s in enumerate(sides) if s.live]):
+            for i in round_order(rng, [i for i, s in enumerate(sides) if s.live], each):
                 if sides[i].live:
                     _step(sides[i], spec, step_timeout())
-        for s in sides:  # a side that took all its samples ends of itself
-            if s.live and s.samples == rounds:
+        for i, s in enumerate(sides):  # a side that took all its samples ends of itself
+            if s.live and s.samples == rounds * each[i]:
                 _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
     finally:  # the others, held at a go that will not come, are let go
         for s in sides:

@@ -240,8 +240,9 @@ STEP_GO_MS = 1.0  # a go's round trip assumed for a target before its first lock
 @dataclass(frozen=True)
 class StepSizes:
     iters: int  # the shared count of one sample
-    rounds: int  # pairs of each candidate with the baseline per block, warmups included
+    rounds: int  # rounds per block, warmups included
     warmup: int  # of them discarded
+    visits: tuple[int, ...] = ()  # each side's samples a round, in the sides' order (step_visits; () = one each)
 
 
 def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cfg: RunConfig) -> StepSizes:
@@ -276,16 +277,43 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
     return StepSizes(shared, timed + warmup, warmup)
 
 
+def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:
+    """Each side's samples a round (sides[0] the baseline; each one's
+    sample and a go's round trip, in ms), so that every side spends about
+    as long a round as the slowest side's turn does: one long sample of
+    UML's getppid (20 ms), eight short ones of the bare machine and of a
+    container between them (MAX_SAMPLES at most), as blocks in turn scale
+    samples per process (sizes()).  A round of one sample each spent most
+    of its time on the slow side, and left the quick ones ten samples of
+    0.25 ms a block, whose means one preempted sample moved.  Sides whose
+    samples take about as long (alike: an A/A pair, a container beside the
+    bare machine) get the same visits, the baseline's group the
+    baseline's, so that they stay exchangeable; [1, ...] where a sample's
+    time is unknown."""
+    if not sample_ms or min(sample_ms) <= 0:
+        return [1] * len(sample_ms)
+    turns = [s + g for s, g in zip(sample_ms, go_ms, strict=True)]
+    groups = [[int(i) for i in group] for group in alike({str(i): ms for i, ms in enumerate(sample_ms)})]
+    turn = [turns[0] if 0 in group else stats.geomean([turns[i] for i in group]) for group in groups]
+    out = [1] * len(turns)
+    for group, t in zip(groups, turn, strict=True):
+        for i in group:
+            out[i] = min(MAX_SAMPLES, max(1, round(max(turn) / t)))
+    return out
+
+
 def step_rounds(size: StepSizes, sample_ms: list[float], go_ms: list[float], cfg: RunConfig) -> StepSizes:
-    """A lockstep block's rounds for the targets taking part (each one's
-    sample and a go's round trip, in ms; a round takes a sample of each): as
-    step_sizes says where a round is quick, fewer where a round is slow (a
-    candidate whose samples last tens of ms, a guest whose go takes ms), so
-    that a block's timed rounds last about what a block of the same targets
-    in turn does (--warmup and --samples samples of --min-time-ms each),
-    never fewer than MIN_STEP_ROUNDS."""
-    round_ms = sum(s + g for s, g in zip(sample_ms, go_ms, strict=True))  # a round: a sample of each
+    """A lockstep block's rounds and each side's visits for the targets
+    taking part (each one's sample and a go's round trip, in ms; a round
+    takes step_visits samples of each): as step_sizes says where a round is
+    quick, fewer where a round is slow (a candidate whose samples last tens
+    of ms, a guest whose go takes ms), so that a block's timed rounds last
+    about what a block of the same targets in turn does (--warmup and
+    --samples samples of --min-time-ms each), never fewer than
+    MIN_STEP_ROUNDS."""
+    visits = step_visits(sample_ms, go_ms)
+    round_ms = sum(v * (s + g) for v, s, g in zip(visits, sample_ms, go_ms, strict=True))
     goal_ms = (cfg.samples_per_process + cfg.warmup) * cfg.min_time_ms * len(sample_ms)
     most = size.rounds - size.warmup
     timed = most if round_ms <= 0 else max(min(MIN_STEP_ROUNDS, most), min(most, round(goal_ms / round_ms)))
-    return StepSizes(size.iters, timed + size.warmup, size.warmup)
+    return StepSizes(size.iters, timed + size.warmup, size.warmup, tuple(visits))

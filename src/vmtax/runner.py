@@ -671,7 +671,10 @@ class Processes:
             [self._go_ms(t) for t in targets],
             self.cfg,
         )
-        sides = [self._side(spec, target, states[target.name], block, size) for target in targets]
+        sides = [
+            self._side(spec, target, states[target.name], block, size, visits)
+            for target, visits in zip(targets, size.visits, strict=True)
+        ]
         lockstep.run_block(
             sides,
             spec,
@@ -679,6 +682,7 @@ class Processes:
             rng,
             step_timeout=lambda: self.deadline.timeout(lockstep.STEP_TIMEOUT),
             timeout=self.deadline.timeout(self.cfg.agent_timeout),
+            visits=list(size.visits),
         )
         if any(s.error for s in sides) and self.deadline.spent():
             raise BudgetSpent
@@ -701,9 +705,9 @@ class Processes:
             self.rec.process(got, st.done if st.done in ("error", "skipped") else "ok")
 
     def _side(
-        self, spec: BenchSpec, target: Target, st: TargetState, block: int, size: plan.StepSizes
+        self, spec: BenchSpec, target: Target, st: TargetState, block: int, size: plan.StepSizes, visits: int
     ) -> lockstep.Side:
-        """One target's process in a lockstep block: a sample a round."""
+        """One target's process in a lockstep block: its visits' samples a round."""
         process = self.rec.new_process()
 
         def take(f: dict, t: float) -> None:
@@ -711,9 +715,8 @@ class Processes:
             self.rec.sample(s)
             st.take(s)
 
-        argv = agent_argv(target, spec, samples=size.rounds - size.warmup, warmup=size.warmup, iters=size.iters) + [
-            "--step"
-        ]
+        samples, warmup = (size.rounds - size.warmup) * visits, size.warmup * visits
+        argv = agent_argv(target, spec, samples=samples, warmup=warmup, iters=size.iters) + ["--step"]
         side = lockstep.Side(target.name, target, argv, take)
         side.process, side.started = process, time.time()
         return side
