@@ -42,10 +42,11 @@ demo-all: setup
 
 # CI (.ci/run): the linters (make lint), the agent's tests, then every Python
 # test but the long statistical simulations and the tests that need a real KVM
-# (make test-kvm).
+# (make test-kvm): the end-to-end tests one after another on one pytest-xdist
+# worker, the unit tests on the other (tests/conftest.py).
 test: setup lint
 	$(MAKE) -C agent test
-	$(PYTEST) -m "not sim and not kvm" --durations=25
+	$(PYTEST) -m "not sim and not kvm" -n 2 --dist loadgroup --durations=25
 
 # The unit tests alone: no real target, seconds to a few minutes.
 test-fast: setup

@@ -28,10 +28,16 @@ os.environ["XDG_CACHE_HOME"] = _CACHE
 
 def pytest_collection_modifyitems(config, items):
     """The tiers (pyproject.toml's markers): a test with neither `e2e` nor
-    `sim` is a unit test, so `-m unit` selects exactly those."""
+    `sim` is a unit test, so `-m unit` selects exactly those.  Under
+    pytest-xdist (`make test`: -n 2 --dist loadgroup) every e2e test goes to
+    one worker, one after another as without it (they pin targets to one
+    CPU, share booted targets and look for what is left behind), while the
+    unit tests run on the other."""
     for item in items:
         if item.get_closest_marker("e2e") is None and item.get_closest_marker("sim") is None:
             item.add_marker(pytest.mark.unit)
+        elif item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 def pytest_unconfigure(config):
