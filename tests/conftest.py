@@ -26,6 +26,7 @@ if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
 os.environ["XDG_CACHE_HOME"] = _CACHE
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """The tiers (pyproject.toml's markers): a test with neither `e2e` nor
     `sim` is a unit test, so `-m unit` selects exactly those.  Under
