@@ -5,13 +5,15 @@ operation 1 ms apart differ far less than two 100 ms apart (`vmtax doctor`
 measures it: noise_by_distance).  So a lockstep block starts the
 baseline's and every candidate's fresh agent process together (`--step`:
 each holds before every sample until it gets a go line), then runs rounds:
-in each, every process takes one sample, in an order drawn at random, back
-to back.  The baseline's sample and a candidate's of one round are then
+in each, every process takes one sample (a quick one beside far slower
+ones several: plan.step_visits), in an order drawn at random, back to
+back.  The baseline's sample and a candidate's of one round are then
 milliseconds apart and share the host's state, and the block's ratio of
 means (analysis.block_means, as for any block) holds what both sides met
 alike only once.  Every side is treated alike (round_order), so that an
-A/A pair stays exchangeable, as the sign-flip test over blocks asks.  The interval stays over blocks of fresh
-processes (what differs between processes still counts).
+A/A pair stays exchangeable, as the sign-flip test over blocks asks.  The
+interval stays over blocks of fresh processes (what differs between
+processes still counts).
 
 This module knows nothing of the runner: it runs one block's processes,
 held, stepped and read concurrently, and hands each sample to the caller.
@@ -159,9 +161,10 @@ def run_block(
 ) -> None:
     """One lockstep block: sides[0] the baseline, the others candidates,
     each an agent process started with --step and `rounds` samples (times
-    its visits a round, where given), warmups included.  Starts every process at once, waits until each is ready,
-    then steps them round by round (round_order), each sample handed to its
-    side's take() as it arrives.  A side that fails, skips or falls silent
+    its visits a round, where given), warmups included.  Starts every
+    process at once, waits until each is ready, then steps them round by
+    round (round_order), each sample handed to its side's take() as it
+    arrives.  A side that fails, skips or falls silent
     stops taking part (its error or skip says why) and the others go on.
     `timeout` bounds each process from its start to its end, as a process
     run in turn is bounded (a target gone silent is given up then).
