@@ -129,11 +129,14 @@ def step_agent(agent, bench, cpu, iters, samples, inject, warmup=3):
     return p, it
 
 
-def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
-    sides = [step_agent(agent, bench, cpu, iters, rounds, 0), step_agent(agent, bench, cpu, iters, rounds, inject)]
-    vals = [[], []]
+def stepped_means(agent, bench, cpu, iters, rounds, injects, rng):
+    """One lockstep block of a side per inject (0: the baseline as is): every
+    round each side's sample once, in an order drawn at random (as
+    lockstep.round_order), 3 warmup rounds first; each side's mean."""
+    sides = [step_agent(agent, bench, cpu, iters, rounds, inject) for inject in injects]
+    vals = [[] for _ in sides]
     for _ in range(rounds + 3):
-        for k in (0, 1) if rng.random() < 0.5 else (1, 0):
+        for k in rng.sample(range(len(sides)), len(sides)):
             p, it = sides[k]
             p.stdin.write("go\n")
             p.stdin.flush()
@@ -145,7 +148,12 @@ def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
     for p, _ in sides:
         p.stdin.close()
         p.wait()
-    return math.log(statistics.fmean(vals[1]) / statistics.fmean(vals[0]))
+    return [statistics.fmean(v) for v in vals]
+
+
+def lockstep_block(agent, bench, cpu, iters, rounds, inject, rng):
+    base, cand = stepped_means(agent, bench, cpu, iters, rounds, [0, inject], rng)
+    return math.log(cand / base)
 
 
 def t975(df: int) -> float:
@@ -156,27 +164,8 @@ def t975(df: int) -> float:
 
 def three_sides_block(agent, bench, cpu, iters, rounds, inject, rng):
     """One block of the baseline, an A/A side and an injected side in lockstep: (log ratio aa, log ratio slow)."""
-    sides = [
-        step_agent(agent, bench, cpu, iters, rounds, 0),
-        step_agent(agent, bench, cpu, iters, rounds, 0),
-        step_agent(agent, bench, cpu, iters, rounds, inject),
-    ]
-    vals = [[], [], []]
-    for _ in range(rounds + 3):
-        for k in rng.sample([0, 1, 2], 3):  # a round: every side once, in a random order (lockstep.round_order)
-            p, it = sides[k]
-            p.stdin.write("go\n")
-            p.stdin.flush()
-            m = next(it)
-            while m["type"] != "sample":
-                m = next(it)
-            if not m["warmup"]:
-                vals[k].append(m["value"])
-    for p, _ in sides:
-        p.stdin.close()
-        p.wait()
-    base = statistics.fmean(vals[0])
-    return math.log(statistics.fmean(vals[1]) / base), math.log(statistics.fmean(vals[2]) / base)
+    base, aa, slow = stepped_means(agent, bench, cpu, iters, rounds, [0, 0, inject], rng)
+    return math.log(aa / base), math.log(slow / base)
 
 
 def rows_mode(a) -> None:
