@@ -15,6 +15,11 @@
  * "ready" line, each "go" line on stdin runs one sample and prints it, so
  * that vmtax can alternate the samples of processes in different targets
  * a millisecond apart (lockstep pairs; no reference loop around them).
+ * A "warm" line before a go runs an untimed batch of the sample's
+ * iterations first: the caches and TLB another process left cold are
+ * refilled before the sample is timed, so that a sample costs the same
+ * whether it follows one of its own or another process's (a quarter of a
+ * sample's iterations left a lap of tlb_4k's 64 MiB cold: still 4-7%).
  * --duration-ms ends the timed samples at the first one that finishes that
  * long after the start (at least one): concurrent instances then measure
  * over the same stretch of time, whatever their speed (--samples caps them).
@@ -179,9 +184,10 @@ static void barrier(int ready_fd, int go_fd)
 }
 
 /* One line from stdin, read a byte at a time so that nothing after it is
- * taken from a channel the agent shares with vmtax-shell; dies, naming
- * `flag`, on EOF or anything but the line "go". */
-static void read_go_line(const char *flag)
+ * taken from a channel the agent shares with vmtax-shell; returns 1 for
+ * the line "warm" where `warm_ok`, 0 for "go"; dies, naming `flag`, on EOF
+ * or anything else. */
+static int read_step_line(const char *flag, int warm_ok)
 {
 	char got[16];
 	size_t n = 0;
@@ -198,17 +204,38 @@ static void read_go_line(const char *flag)
 			got[n++] = c;
 	}
 	got[n] = 0;
+	if (warm_ok && !strcmp(got, "warm"))
+		return 1;
 	if (strcmp(got, "go"))
 		die("%s: expected the line 'go', got '%.15s'", flag, got);
+	return 0;
 }
 
-/* --go (and --step): say ready, then wait for the line "go" on stdin. */
-static void await_go(const struct bench *b, const char *flag)
+static void read_go_line(const char *flag)
+{
+	read_step_line(flag, 0);
+}
+
+/* --step: the go of the next sample, after the untimed batch of each
+ * "warm" line before it. */
+static void await_step(const struct bench *b, struct bctx *c, uint64_t iters)
+{
+	while (read_step_line("--step", 1))
+		(void)time_batch(b, c, iters);
+}
+
+static void emit_ready(const struct bench *b)
 {
 	char line[256];
 	snprintf(line, sizeof line, "{\"schema\":%d,\"type\":\"ready\",\"bench\":\"%s\"}\n",
 		 AGENT_SCHEMA, b->name);
 	emit_line(line);
+}
+
+/* --go: say ready, then wait for the line "go" on stdin. */
+static void await_go(const struct bench *b, const char *flag)
+{
+	emit_ready(b);
 	read_go_line(flag);
 }
 
@@ -247,15 +274,19 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
 	emit_calibration(b, &c, inst, iters, ovh);
 	barrier(ready_fd, go_fd);
-	if ((o->go || o->step) && ready_fd < 0 && go_fd < 0)
-		await_go(b, o->step ? "--step" : "--go"); /* one instance: its own barrier (--parallel: the parent's) */
+	if (o->step && ready_fd < 0 && go_fd < 0) { /* one instance: its own barrier (--parallel: the parent's) */
+		emit_ready(b);
+		await_step(b, &c, iters);
+	} else if (o->go && ready_fd < 0 && go_fd < 0) {
+		await_go(b, "--go");
+	}
 	uint64_t start = now_ns(), prev = start, prev_tsc = rdtsc();
 	long s = 0;
 	int with_ref = o->ref_steps > 0 && o->duration_ms == 0 && !o->step;
 	while (s < o->warmup + o->samples) {
 		double ref[2] = {0, 0};
 		if (o->step && s > 0)
-			read_go_line("--step"); /* the first sample's go was the barrier's */
+			await_step(b, &c, iters); /* the first sample's go was the barrier's */
 		if (with_ref)
 			ref[0] = reference_ns((uint64_t)o->ref_steps);
 		struct batch r = time_batch(b, &c, iters);

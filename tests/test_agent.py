@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -292,6 +293,34 @@ def _stepped(name: str, iters: int, samples: int, *extra: str) -> tuple[subproce
     while next(lines)["type"] != "ready":
         pass
     return p, lines
+
+
+def _cpu_s(pid: int) -> float:
+    """A process's user and system CPU time so far, in seconds (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_warm_line_runs_an_untimed_sample_before_the_next_go():
+    """lockstep warms each turn: "warm" runs a sample's iterations and
+    prints nothing; the go after it prints the one sample.  Four warms
+    before a ~40 ms sample cost the process about five samples of CPU."""
+    rc, lines, err = run(AGENT, "run", "getppid", "--samples", "1", "--min-time-ms", "40", "--cpu", "0")
+    assert rc == 0, err
+    iters = next(line["iters"] for line in lines if line["type"] == "calibration")
+    p, msgs = _stepped("getppid", iters, 2, "--warmup", "0")
+    assert p.stdin is not None
+    before = _cpu_s(p.pid)
+    p.stdin.write("warm\nwarm\nwarm\nwarm\ngo\n")
+    p.stdin.flush()
+    m = next(msgs)
+    assert m["type"] == "sample" and m["seq"] == 0, m
+    spent = _cpu_s(p.pid) - before
+    assert spent > 3 * m["value"] * m["ops"] / 1e9, (spent, m)
+    p.stdin.write("warm\n")  # then the end of its input: an error, not a sample
+    p.stdin.close()
+    assert p.wait(timeout=30) != 0
+    assert [m["type"] for m in msgs] == ["error"]
 
 
 @pytest.mark.parametrize("name", ["rdtsc", "getppid", "page_fault_file"])

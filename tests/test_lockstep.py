@@ -136,8 +136,9 @@ def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_bl
         "AND block=1 GROUP BY target ORDER BY target"
     ).fetchall()
     got = dict(timed)
-    assert got[targets[0].name] == size.rounds - size.warmup  # a sample of each side a round
-    assert got[targets[1].name] == size.rounds - size.warmup
+    # a sample of each side a round: as many rounds as a block in turn's time holds, its warm turns counted
+    assert got[targets[0].name] == got[targets[1].name]
+    assert plan.MIN_STEP_ROUNDS <= got[targets[0].name] < size.rounds - size.warmup
     assert got[targets[2].name] == cfg.samples_per_process  # the one without step: today's process
     ratio = (
         con.execute(
@@ -211,28 +212,33 @@ def test_a_slow_round_takes_fewer_rounds_a_quick_one_the_most():
     cfg = RunConfig()
     size = plan.StepSizes(iters=100, rounds=33, warmup=3)
     quick = plan.step_rounds(size, [1.0, 1.0], [0.3, 0.3], cfg)  # the bare machine against itself
-    assert (quick.rounds, quick.warmup, quick.iters) == (33, 3, 100)
+    # a block in turn's 80 ms of samples, at 1.3 ms a sample and its go, and an untimed sample a turn (warm)
+    assert (quick.rounds, quick.warmup, quick.iters) == (3 + round(80 / (2 * 1.3 + 2 * 1.0)), 3, 100)
     # UML's getppid (21 ms a sample) and a guest whose go takes 7.5 ms beside the baseline: a block of
     # four targets in turn is 160 ms of samples, so is this one's, at 10 rounds at least
     slow = plan.step_rounds(size, [0.125, 3.0, 0.15, 21.0], [0.3, 7.5, 0.6, 0.8], cfg)
     assert slow.rounds == plan.MIN_STEP_ROUNDS + 3
-    assert slow.visits == (8, 2, 8, 1)  # the quick sides eight samples a round, the guest 2, UML one
+    assert slow.visits == (8, 4, 8, 1)  # the quick sides eight samples a round, the guest 4, UML one
     # a container beside the bare machine (samples alike): one sample each a round, as many rounds as fit
     mid = plan.step_rounds(size, [1.0, 1.5], [0.3, 0.5], cfg)
-    assert mid.visits == (1, 1) and 10 + 3 < mid.rounds < 33 and mid.rounds - 3 == round(80 / (1.3 + 2.0))
+    assert mid.visits == (1, 1) and 10 + 3 < mid.rounds < 33 and mid.rounds - 3 == round(80 / (1.3 + 2.0 + 1.0 + 1.5))
 
 
 def test_a_quick_side_takes_more_samples_a_round_and_sides_alike_as_many():
     # the demo's getppid: the bare machine 0.25 ms a sample, a TCG guest 0.7 (its go 6 ms), UML 19, a container 0.3
+    # (UML's turn: its untimed sample first, its sample and its go: 38.75 ms)
     visits = plan.step_visits([0.25, 0.7, 19.0, 0.3], [0.24, 6.1, 0.75, 0.52])
-    assert visits == [8, 3, 1, 8]
+    assert visits == [8, 6, 1, 8]
     # an A/A pair: as many visits each, however their go's round trips differ
     assert plan.step_visits([1.0, 1.3, 9.0], [0.2, 0.9, 0.3]) == [8, 8, 1]
     assert plan.step_visits([1.0, 1.0], [0.3, 0.3]) == [1, 1]
     assert plan.step_visits([0.0, 1.0], [0.3, 0.3]) == [1, 1]  # a time unknown: one each
     rng = random.Random(5)
-    order = lockstep.round_order(rng, [0, 1, 2], {0: 3, 1: 1, 2: 3})
-    assert sorted(order) == [0, 0, 0, 1, 2, 2, 2]
+    for _ in range(20):  # each side's visits back to back: a turn
+        order = lockstep.round_order(rng, [0, 1, 2], {0: 3, 1: 1, 2: 3})
+        assert sorted(order) == [0, 0, 0, 1, 2, 2, 2]
+        turns = [k for i, k in enumerate(order) if i == 0 or order[i - 1] != k]
+        assert sorted(turns) == [0, 1, 2]  # three runs: one turn a side
 
 
 def test_a_block_with_visits_steps_each_side_its_samples_a_round():
@@ -244,8 +250,12 @@ def test_a_block_with_visits_steps_each_side_its_samples_a_round():
     lockstep.run_block(sides, A, 4, random.Random(1), lambda: 5.0, 5.0, visits=[3, 1])
     assert [s.samples for s in sides] == [12, 4] and all(s.finished and not s.error for s in sides)
     names = [n for n, _, _ in log]
-    for k in range(4):  # each round: three of the first, one of the second
-        assert sorted(names[4 * k : 4 * k + 4]) == sorted([targets[0].name] * 3 + [targets[1].name])
+    a, b = targets[0].name, targets[1].name
+    for k in range(4):  # each round: the first's turn of three and the second's of one, in either order
+        assert names[4 * k : 4 * k + 4] in ([a, a, a, b], [b, a, a, a])
+    # a turn's first sample is warmed (the agent's "warm" line), unless its side took the sample before
+    for t in targets:
+        assert t.warm_steps == sum(1 for i, n in enumerate(names) if n == t.name and (i == 0 or names[i - 1] != n))
 
 
 def test_a_candidate_far_quicker_than_the_baseline_still_takes_a_sample_its_clock_can_time():

@@ -5,15 +5,25 @@ operation 1 ms apart differ far less than two 100 ms apart (`vmtax doctor`
 measures it: noise_by_distance).  So a lockstep block starts the
 baseline's and every candidate's fresh agent process together (`--step`:
 each holds before every sample until it gets a go line), then runs rounds:
-in each, every process takes one sample (a quick one beside far slower
-ones several: plan.step_visits), in an order drawn at random, back to
-back.  The baseline's sample and a candidate's of one round are then
+in each, every process takes its turn, in an order drawn at random, back
+to back: one sample (a quick one beside far slower ones several, in a
+row: plan.step_visits).  The baseline's sample and a candidate's of one round are then
 milliseconds apart and share the host's state, and the block's ratio of
 means (analysis.block_means, as for any block) holds what both sides met
 alike only once.  Every side is treated alike (round_order), so that an
 A/A pair stays exchangeable, as the sign-flip test over blocks asks.  The
 interval stays over blocks of fresh processes (what differs between
 processes still counts).
+
+A side's turn begins with an untimed sample (the agent's "warm" line): the
+process before it left the CPU's caches and TLB cold, and a sample timed
+right after that cost up to 24% more than one after its own (tlb_4k,
+mmap, fork_exec on the cloud host; tlb_2m up to 50%).  Without it a side
+of eight visits a round read warmer than a side of one, whatever the tax:
+an A/A twin given two visits beside its baseline's one read tlb_4k 7.6%
+quicker, within an interval of +-0.5%; a warm batch of a quarter of a
+sample still left it 8% apart.  Warmed, every timed sample follows its
+own process's work, as in a block of processes run in turn.
 
 This module knows nothing of the runner: it runs one block's processes,
 held, stepped and read concurrently, and hands each sample to the caller.
@@ -137,17 +147,18 @@ def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: flo
 
 
 def round_order(rng: random.Random, sides: list[int], visits: dict[int, int] | None = None) -> list[int]:
-    """One round: every side once (or its visits' samples: plan.step_visits),
-    in an order drawn at random.  Every side is treated alike, the baseline
-    too: with the baseline in a pair with each candidate in turn, it took
-    two samples a round for two candidates, and on rows that keep a working
-    set warm (tlb_4k, page_fault, ctx_16p) its more frequent samples found
-    caches warmer: an A/A candidate read 1.31-1.37 times the baseline on
-    tlb_4k and tlb_2m (results/lockstep-cloud.md).  Sides alike get as many
-    visits as each other."""
-    order = [i for i in sides for _ in range((visits or {}).get(i, 1))]
-    rng.shuffle(order)
-    return order
+    """One round: every side's turn (its visits' samples, back to back:
+    plan.step_visits), the turns in an order drawn at random.  Every side
+    is treated alike, the baseline too: with the baseline in a pair with
+    each candidate in turn, it took two samples a round for two
+    candidates, and on rows that keep a working set warm (tlb_4k,
+    page_fault, ctx_16p) its more frequent samples found caches warmer: an
+    A/A candidate read 1.31-1.37 times the baseline on tlb_4k and tlb_2m
+    (results/lockstep-cloud.md).  Sides alike get as many visits as each
+    other."""
+    turns = list(sides)
+    rng.shuffle(turns)
+    return [i for i in turns for _ in range((visits or {}).get(i, 1))]
 
 
 def run_block(
@@ -183,12 +194,14 @@ def run_block(
         for s in sides:
             if s.live and _wait_for(s, spec, ("ready",), ready) is None:
                 pass  # its error or skip says why
+        last = None  # the side that took the sample before
         for _ in range(rounds):
             if not sides[0].live or not any(s.live for s in sides[1:]):
                 break  # no baseline, or no candidate: no pair left
             for i in round_order(rng, [i for i, s in enumerate(sides) if s.live], each):
                 if sides[i].live:
-                    _step(sides[i], spec, step_timeout())
+                    _step(sides[i], spec, step_timeout(), warm=i != last)  # a turn's first sample: warmed
+                last = i
         for i, s in enumerate(sides):  # a side that took all its samples ends of itself
             if s.live and s.samples == rounds * each[i]:
                 _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
@@ -197,11 +210,13 @@ def run_block(
             _close(s)
 
 
-def _step(side: Side, spec: BenchSpec, timeout: float) -> None:
-    """One go line to a side, then its sample (handed to take)."""
+def _step(side: Side, spec: BenchSpec, timeout: float, warm: bool = False) -> None:
+    """One go line to a side (after a warm line: a turn's first), then its
+    sample (handed to take).  Its overhead: the round trip, less the
+    sample's time (twice, where an untimed one went before it)."""
     went = time.monotonic()
     try:
-        side.target.step()
+        side.target.step(warm)
     except TargetError as e:
         _fail(side, e)
         return
@@ -209,7 +224,8 @@ def _step(side: Side, spec: BenchSpec, timeout: float) -> None:
     if ev is None:
         return
     f = dict(ev.fields)
-    side.overheads.append(max(0.0, time.monotonic() - went - f["value"] * f["ops"] / 1e9))
+    sample_s = f["value"] * f["ops"] / 1e9
+    side.overheads.append(max(0.0, time.monotonic() - went - sample_s * (2 if warm else 1)))
     side.samples += 1
     side.take(f, time.time())
 

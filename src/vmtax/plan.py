@@ -159,10 +159,11 @@ def pass2_share(need: float, left: float, rows_left: int, block: float = 0.0) ->
 # -- sizing after calibration -------------------------------------------------------------
 def alike(per_iter: dict[str, float]) -> list[list[str]]:
     """Targets grouped by time per iteration: sorted, a target within
-    SCALE_BEYOND times the one before it joins its group.  Twins (an A/A
-    pair, two guests alike) are always in one group, wherever they lie:
-    one of them can calibrate 1.4 times slower than the other on a noisy
-    host, and they must still run alike."""
+    SCALE_BEYOND times the one before it joins its group, so that twins (an
+    A/A pair, two guests alike) run alike though one calibrated 1.4 times
+    slower than the other on a noisy host.  (tlb_4k's calibrations were
+    seen 2 times apart: then they fall apart, and lockstep's warm turns
+    keep their samples alike all the same.)"""
     groups: list[list[str]] = []
     last = None
     for name in sorted(per_iter, key=per_iter.__getitem__):
@@ -295,10 +296,13 @@ def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:
     turns = [s + g for s, g in zip(sample_ms, go_ms, strict=True)]
     groups = [[int(i) for i in group] for group in alike({str(i): ms for i, ms in enumerate(sample_ms)})]
     turn = [turns[0] if 0 in group else stats.geomean([turns[i] for i in group]) for group in groups]
+    # and each turn's untimed sample first (lockstep: the warm line)
+    warm = [sample_ms[0] if 0 in group else stats.geomean([sample_ms[i] for i in group]) for group in groups]
+    longest = max(t + w for t, w in zip(turn, warm, strict=True))
     out = [1] * len(turns)
-    for group, t in zip(groups, turn, strict=True):
+    for group, t, w in zip(groups, turn, warm, strict=True):
         for i in group:
-            out[i] = min(MAX_SAMPLES, max(1, round(max(turn) / t)))
+            out[i] = min(MAX_SAMPLES, max(1, round((longest - w) / t)))
     return out
 
 
@@ -312,7 +316,7 @@ def step_rounds(size: StepSizes, sample_ms: list[float], go_ms: list[float], cfg
     --samples samples of --min-time-ms each), never fewer than
     MIN_STEP_ROUNDS."""
     visits = step_visits(sample_ms, go_ms)
-    round_ms = sum(v * (s + g) for v, s, g in zip(visits, sample_ms, go_ms, strict=True))
+    round_ms = sum(v * (s + g) + s for v, s, g in zip(visits, sample_ms, go_ms, strict=True))  # s: the warm
     goal_ms = (cfg.samples_per_process + cfg.warmup) * cfg.min_time_ms * len(sample_ms)
     most = size.rounds - size.warmup
     timed = most if round_ms <= 0 else max(min(MIN_STEP_ROUNDS, most), min(most, round(goal_ms / round_ms)))

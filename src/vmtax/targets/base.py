@@ -111,9 +111,10 @@ class Target(ABC):
 
         raise TargetError(f"{self.name}: nothing is held at a barrier")
 
-    def step(self) -> None:
+    def step(self, warm: bool = False) -> None:
         """One more go line to the agent run_gated holds with --step: it
-        takes its next sample (lockstep pairs)."""
+        takes its next sample (lockstep pairs); warm: after an untimed
+        one (the line "warm" first)."""
         from ..errors import TargetError
 
         raise TargetError(f"{self.name}: a {self.kind} target cannot hold an agent sample by sample")

@@ -311,7 +311,9 @@ class ChannelTarget(Target):
             raise TargetError(f"{self.name} is not started")
         self.channel.send("go")
 
-    def step(self) -> None:
+    def step(self, warm: bool = False) -> None:
+        if warm and self.channel:
+            self.channel.send("warm")
         self.go()
 
     def release(self) -> None:

@@ -83,6 +83,7 @@ class FakeTarget(Target):
             self.capabilities = FakeTarget.capabilities | {"step"}
         self._steps = threading.Semaphore(0)
         self._released = False
+        self.warm_steps = 0  # steps that asked for a warm batch first (the fake has no caches to warm)
         self.hostile = options.get("hostile")
         if self.hostile is not None and self.hostile not in HOSTILE:
             raise UserError(f"{name}: hostile={self.hostile[:40]!r}: one of {', '.join(HOSTILE)}")
@@ -127,7 +128,8 @@ class FakeTarget(Target):
     def go(self) -> None:
         self._go.set()
 
-    def step(self) -> None:
+    def step(self, warm: bool = False) -> None:
+        self.warm_steps += warm
         self._steps.release()
 
     def release(self) -> None:

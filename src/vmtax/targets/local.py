@@ -117,8 +117,8 @@ class LocalTarget(Target):
 
             raise TargetError(f"{self.name}: cannot release the held run ({e})") from None
 
-    def step(self) -> None:
-        self._send(b"go\n")
+    def step(self, warm: bool = False) -> None:
+        self._send(b"warm\ngo\n" if warm else b"go\n")
 
     def release(self) -> None:
         p = self.held
