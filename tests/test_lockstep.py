@@ -155,7 +155,7 @@ def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_bl
 def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():
     cfg = RunConfig()  # 3 samples of 10 ms, 1 warmup; lockstep samples of 1 ms
     s = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (5000, 2000.0)}, cfg)
-    assert (s.iters, s.rounds, s.warmup) == (1000, 30 + 3, 3)
+    assert (s.iters, s.rounds, s.warmup) == (1000, 30 + plan.STEP_WARMUP_ROUNDS, plan.STEP_WARMUP_ROUNDS)
     slow = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (100, 100000.0)}, cfg)
     # halved down to the baseline's floor: its sample 1/FASTEST_SHARE of --step-ms
     assert slow.iters * 1000.0 == 1e6 / plan.FASTEST_SHARE
@@ -262,3 +262,22 @@ def test_a_candidate_far_quicker_than_the_baseline_still_takes_a_sample_its_cloc
     # a guest under nested KVM as the baseline (cpuid exits: 80 us), the bare machine 20 ns a cpuid
     size = plan.step_sizes("kvm", {"kvm": (125, 80000.0), "local": (500000, 20.0)}, RunConfig())
     assert size.iters * 20.0 >= 1e6 / plan.FASTEST_SHARE
+
+
+def test_a_sides_sample_time_comes_from_its_samples_once_it_has_some_not_one_calibration():
+    """Visits follow each side's sample time: its calibration's only until
+    it has taken STEP_SAMPLES_KNOWN samples, then their median, so that a
+    twin whose one calibration read twice as slow runs alike again."""
+    from types import SimpleNamespace
+
+    from vmtax.model import Sample
+    from vmtax.runner import STEP_SAMPLES_KNOWN, Processes, TargetState
+
+    procs = SimpleNamespace(per_iter={A.name: {"aa": 2000.0}})  # ns per iteration, as calibrated
+    target = SimpleNamespace(name="aa")
+    st = TargetState()
+    assert Processes._sample_ms(procs, A, target, st, 1000) == 2.0  # calibration: 1000 x 2 us
+    for k in range(STEP_SAMPLES_KNOWN):  # then samples of 10 ops an iteration at 100 ns (and one outlier)
+        value = 5000.0 if k == 0 else 100.0
+        st.take(Sample(A.name, "aa", value, "ns", 1, k, block=0, iters=1000, ops=10000))
+    assert Processes._sample_ms(procs, A, target, st, 1000) == 1.0

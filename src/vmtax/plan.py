@@ -232,7 +232,9 @@ def sizes(
 
 
 # -- lockstep pairs ----------------------------------------------------------------------
-STEP_WARMUP_ROUNDS = 3  # lockstep: rounds discarded at the start of each block, per --warmup sample
+STEP_WARMUP_ROUNDS = 1  # lockstep: rounds discarded at the start of each block, per --warmup sample
+#                        (each turn begins with an untimed sample too: a fresh process's first
+#                        timed samples then read as its later ones, within 1-4%: results/validity.md)
 MAX_ITERS = 1 << 40  # the agent's --iters at most
 MIN_STEP_ROUNDS = 10  # lockstep: timed rounds a block takes at the least, however slow a round
 STEP_GO_MS = 1.0  # a go's round trip assumed for a target before its first lockstep block

@@ -100,6 +100,8 @@ class TargetState:
 
 States = dict[str, TargetState]
 LOCKSTEP_GO = "lockstep_go_ms"  # a target's fact: a go's round trip in lockstep, beyond the sample (ms)
+STEP_SAMPLES_KNOWN = 20  # lockstep: a target's sample time is its samples' median once it has this many,
+STEP_SAMPLES_SEEN = 200  # over its last this many (else its calibration's)
 
 
 class Finishing:
@@ -667,7 +669,7 @@ class Processes:
         spec, size = job.specs[0], self.steps[job.specs[0].name]
         size = plan.step_rounds(
             size,
-            [size.iters * (self.per_iter[spec.name].get(t.name) or 0.0) / 1e6 for t in targets],
+            [self._sample_ms(spec, t, states[t.name], size.iters) for t in targets],
             [self._go_ms(t) for t in targets],
             self.cfg,
         )
@@ -720,6 +722,18 @@ class Processes:
         side = lockstep.Side(target.name, target, argv, take)
         side.process, side.started = process, time.time()
         return side
+
+    def _sample_ms(self, spec: BenchSpec, target: Target, st: TargetState, iters: int) -> float:
+        """How long this target's sample of `iters` iterations takes, in ms:
+        the median of its last STEP_SAMPLES_SEEN timed samples once it has
+        taken STEP_SAMPLES_KNOWN, else its calibration's.  One calibration
+        can be far off (tlb_4k's fresh processes fall in two modes: an A/A
+        twin calibrated twice as slow, took one sample a turn beside its
+        baseline's five, and read 9% slower however warm its turns)."""
+        seen = st.samples_taken[-STEP_SAMPLES_SEEN:]
+        if len(seen) >= STEP_SAMPLES_KNOWN:
+            return statistics.median(s.value * s.ops / s.iters for s in seen if s.iters) * iters / 1e6
+        return iters * (self.per_iter[spec.name].get(target.name) or 0.0) / 1e6
 
     def _go_ms(self, target: Target) -> float:
         """A go's round trip to this target so far (its last block's median), in ms."""
