@@ -162,8 +162,8 @@ def alike(per_iter: dict[str, float]) -> list[list[str]]:
     SCALE_BEYOND times the one before it joins its group, so that twins (an
     A/A pair, two guests alike) run alike though one calibrated 1.4 times
     slower than the other on a noisy host.  (tlb_4k's calibrations were
-    seen 2 times apart: then they fall apart, and lockstep's warm turns
-    keep their samples alike all the same.)"""
+    seen 2 times apart: then they fall apart, until lockstep knows each
+    side's sample time from its samples: Processes._sample_ms.)"""
     groups: list[list[str]] = []
     last = None
     for name in sorted(per_iter, key=per_iter.__getitem__):
@@ -234,7 +234,7 @@ def sizes(
 # -- lockstep pairs ----------------------------------------------------------------------
 STEP_WARMUP_ROUNDS = 1  # lockstep: rounds discarded at the start of each block, per --warmup sample
 #                        (each turn begins with an untimed sample too: a fresh process's first
-#                        timed samples then read as its later ones, within 1-4%: results/validity.md)
+#                        timed samples then read as its later ones, their medians within 4%)
 MAX_ITERS = 1 << 40  # the agent's --iters at most
 MIN_STEP_ROUNDS = 10  # lockstep: timed rounds a block takes at the least, however slow a round
 STEP_GO_MS = 1.0  # a go's round trip assumed for a target before its first lockstep block

@@ -730,9 +730,9 @@ class Processes:
         can be far off (tlb_4k's fresh processes fall in two modes: an A/A
         twin calibrated twice as slow, took one sample a turn beside its
         baseline's five, and read 9% slower however warm its turns)."""
-        seen = st.samples_taken[-STEP_SAMPLES_SEEN:]
+        seen = [s.value * s.ops / s.iters for s in st.samples_taken[-STEP_SAMPLES_SEEN:] if s.iters]
         if len(seen) >= STEP_SAMPLES_KNOWN:
-            return statistics.median(s.value * s.ops / s.iters for s in seen if s.iters) * iters / 1e6
+            return statistics.median(seen) * iters / 1e6
         return iters * (self.per_iter[spec.name].get(target.name) or 0.0) / 1e6
 
     def _go_ms(self, target: Target) -> float:
