@@ -9,11 +9,11 @@ import statistics
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from conftest import AGENT, AGENT_SAN
+from vmtax.hostproc import cpu_seconds
 
 pytestmark = pytest.mark.e2e
 
@@ -295,12 +295,6 @@ def _stepped(name: str, iters: int, samples: int, *extra: str) -> tuple[subproce
     return p, lines
 
 
-def _cpu_s(pid: int) -> float:
-    """A process's user and system CPU time so far, in seconds (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def test_a_warm_line_runs_an_untimed_sample_before_the_next_go():
     """lockstep warms each turn: "warm" runs a sample's iterations and
     prints nothing; the go after it prints the one sample.  Four warms
@@ -310,12 +304,12 @@ def test_a_warm_line_runs_an_untimed_sample_before_the_next_go():
     iters = next(line["iters"] for line in lines if line["type"] == "calibration")
     p, msgs = _stepped("getppid", iters, 2, "--warmup", "0")
     assert p.stdin is not None
-    before = _cpu_s(p.pid)
+    before = cpu_seconds([p.pid])
     p.stdin.write("warm\nwarm\nwarm\nwarm\ngo\n")
     p.stdin.flush()
     m = next(msgs)
     assert m["type"] == "sample" and m["seq"] == 0, m
-    spent = _cpu_s(p.pid) - before
+    spent = cpu_seconds([p.pid]) - before
     assert spent > 3 * m["value"] * m["ops"] / 1e9, (spent, m)
     p.stdin.write("warm\n")  # then the end of its input: an error, not a sample
     p.stdin.close()

@@ -297,9 +297,12 @@ def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:
         return [1] * len(sample_ms)
     turns = [s + g for s, g in zip(sample_ms, go_ms, strict=True)]
     groups = [[int(i) for i in group] for group in alike({str(i): ms for i, ms in enumerate(sample_ms)})]
-    turn = [turns[0] if 0 in group else stats.geomean([turns[i] for i in group]) for group in groups]
-    # and each turn's untimed sample first (lockstep: the warm line)
-    warm = [sample_ms[0] if 0 in group else stats.geomean([sample_ms[i] for i in group]) for group in groups]
+
+    def by_group(xs: list[float]) -> list[float]:  # the baseline's group the baseline's, another its geomean
+        return [xs[0] if 0 in group else stats.geomean([xs[i] for i in group]) for group in groups]
+
+    turn = by_group(turns)
+    warm = by_group(sample_ms)  # and each turn's untimed sample first (lockstep: the warm line)
     longest = max(t + w for t, w in zip(turn, warm, strict=True))
     out = [1] * len(turns)
     for group, t, w in zip(groups, turn, warm, strict=True):
