@@ -152,6 +152,58 @@ def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_bl
     assert isinstance(targets[1].facts().get("lockstep_go_ms"), float)
 
 
+def test_after_two_blocks_of_all_a_block_holds_the_baseline_and_one_group_of_candidates_in_turn(tmp_path):
+    """A quick candidate and one ten times slower: the first two blocks
+    hold all three (every ratio at once), the later ones the baseline and
+    either candidate, taking turns; the ratios are the same."""
+    db = tmp_path / "g.db"
+    store = Store(db)
+    targets = [
+        parse_target("fake:seed=1,noise=0.01,step=on"),
+        parse_target("fake:seed=2,noise=0.01,step=on,scale=1.1"),
+        parse_target("fake:seed=3,noise=0.01,step=on,scale=10"),
+    ]
+    store.new_run("r", "compare", "t", "0", {})
+    for i, t in enumerate(targets):
+        store.add_target("r", i, t.info(), "h")
+    store.add_benchmarks("r", [A])
+    cfg = RunConfig(precision=0.002, max_time=60, min_processes=6, seed=3)
+    assert Runner(cfg, [A], targets, store, "r").run() == "complete"
+    con = sqlite3.connect(db)
+    blocks = con.execute(
+        "SELECT block, group_concat(target, ' ') FROM (SELECT block, target FROM processes "
+        "WHERE run_id='r' AND block >= 0 AND slot < 3 ORDER BY block, slot) GROUP BY block ORDER BY block"
+    ).fetchall()
+    base, quick, slow = (t.name for t in targets)
+    sides = [set(names.split()) for _, names in blocks]
+    assert len(sides) > plan.STEP_TOGETHER + 4
+    assert all(s == {base, quick, slow} for s in sides[: plan.STEP_TOGETHER])
+    later = sides[plan.STEP_TOGETHER :]
+    while later and later[-1] != {base, quick} and later[-1] != {base, slow}:
+        later.pop()
+    pairs = [s - {base} for s in later]
+    assert pairs[:4] == [{quick}, {slow}, {quick}, {slow}]  # the quicker group first, then in turn
+    for name, want in ((quick, 1.1), (slow, 10.0)):
+        got = [
+            con.execute(
+                "SELECT avg(value) FROM samples WHERE target=? AND warmup=0 AND counting=0 AND block IN "
+                "(SELECT block FROM processes WHERE run_id='r' AND target=?)",
+                (t, name),
+            ).fetchone()[0]
+            for t in (name, base)
+        ]
+        assert abs(got[0] / got[1] / want - 1) < 0.03
+
+
+def test_step_groups_put_candidates_alike_in_speed_together():
+    # the demo's getppid (ns an iteration): a container, a TCG guest 2.3 times it, UML 50 times
+    assert plan.step_groups({"container": 400, "qemu": 930, "uml": 19700}) == [["container"], ["qemu"], ["uml"]]
+    # segv: the guest and UML alike, the container apart
+    assert plan.step_groups({"qemu": 4400, "uml": 5700, "container": 390}) == [["container"], ["qemu", "uml"]]
+    assert plan.step_groups({"aa": 100, "slow": 103}) == [["aa", "slow"]]  # an A/A pair and a 3% slower self
+    assert plan.step_groups({"a": 0.0, "b": 900}) == [["a", "b"]]  # a time unknown: one block for all
+
+
 def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():
     cfg = RunConfig()  # 3 samples of 10 ms, 1 warmup; lockstep samples of 1 ms
     s = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (5000, 2000.0)}, cfg)

@@ -237,6 +237,8 @@ STEP_WARMUP_ROUNDS = 1  # lockstep: rounds discarded at the start of each block,
 #                        timed samples then read as its later ones, their medians within 4%)
 MAX_ITERS = 1 << 40  # the agent's --iters at most
 MIN_STEP_ROUNDS = 10  # lockstep: timed rounds a block takes at the least, however slow a round
+STEP_TOGETHER = 2  # lockstep: a row's first blocks hold every target (each candidate's ratio at once),
+#                    the later ones the baseline and one group of candidates in turn (step_groups)
 STEP_GO_MS = 1.0  # a go's round trip assumed for a target before its first lockstep block
 
 
@@ -278,6 +280,28 @@ def step_sizes(first: str, found: dict[str, tuple[int | None, float | None]], cf
     timed = max(2, round(cfg.samples_per_process * cfg.min_time_ms / cfg.step_ms))
     warmup = STEP_WARMUP_ROUNDS * cfg.warmup
     return StepSizes(shared, timed + warmup, warmup)
+
+
+def step_groups(per_iter: dict[str, float]) -> list[list[str]]:
+    """The candidates of a lockstep row (each one's ns an iteration) in
+    the groups that share a block with the baseline, the quickest first:
+    those alike in speed (alike: an A/A pair, two guests) together, the
+    others apart; one group where a time is unknown.
+
+    In a block of every target, a round lasts as long as all their turns:
+    a TCG guest's and UML's (5-20 ms a sample, a go of 4 ms) beside a
+    container's of eight samples of 0.3 ms.  The container's and the bare
+    machine's turns were then a round apart, and their log ratio over a
+    turn scattered 10-14% (the demo's stored samples, whether their turns
+    were adjacent or not): fast noise of a few ms, which only more rounds
+    average out -- and a block of all four took ten rounds in 0.4 s, so
+    the container's interval narrowed no quicker than the slowest
+    target's.  Alone with the baseline, a quick candidate's round takes
+    about 2 ms; a slow one's turn always adjacent to the baseline's (UML:
+    9% against 12% when a round apart)."""
+    if not per_iter or min(per_iter.values()) <= 0:
+        return [list(per_iter)]
+    return alike(per_iter)
 
 
 def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:

@@ -192,6 +192,7 @@ class Runner:
         self.order = random.Random(cfg.seed)
         self._deadline, self.spent_before = deadline, spent_before  # the budget gone before (starting targets)
         self.procs = Processes(cfg, targets, self.rec, clock)
+        self.groups = StepGroups(self.procs)
         self._blocks: dict[str, int] = {}
         self._recorded: set[tuple[str, str]] = set()
         self._spent: dict[str, float] = {}
@@ -378,20 +379,22 @@ class Runner:
 
     def _block(self, job: Job, sts: list[States]) -> float:
         """One block: each target's process in an order drawn at random --
-        those that can in lockstep first (Processes.lockstep_block), the
-        others by the job's executor (InTurn, unless the runner was given
-        another) -- then every COUNT_EVERY-th block each target's counting
-        process; the candidates now precise stop (stop.judge).  The widest
-        interval still deciding."""
+        those that can in lockstep first (Processes.lockstep_block: all of
+        them, or after a row's first blocks the baseline and one group of
+        candidates, StepGroups), the others by the job's executor
+        (InTurn, unless the runner was given another) -- then every
+        COUNT_EVERY-th block each target's counting process; the
+        candidates now precise stop (stop.judge).  The widest interval
+        still deciding."""
         block = self._blocks.get(job.name, 0)
         self._blocks[job.name] = block + 1
         warm_s = self.procs.warm_s
         began, warm = self.clock(), warm_s.get(job.name, 0.0)
         order = list(self.targets)
         self.order.shuffle(order)
-        stepped = self.procs.stepped(job, sts[0])
-        if stepped:
-            self.procs.lockstep_block(job, sts[0], block, stepped, self.order)
+        stepped, group = self.procs.stepped(job, sts[0]), self.groups.pick(job, sts[0], block)
+        if group:
+            self.procs.lockstep_block(job, sts[0], block, group, self.order)
         self.executor(job).run(self.procs.turns(job, sts, block, [t for t in order if t not in stepped]))
         timed = self.clock()
         if self._counts(job, block):
@@ -399,11 +402,13 @@ class Runner:
             self._count_s[job.name] = self.clock() - timed
         took = self._block_s.setdefault(job.name, [])
         took.append(timed - began - (warm_s.get(job.name, 0.0) - warm))  # what the next one takes
+        self.groups.took(job, group, took[-1])
         self.rows.learn(job, len(took))
         got = judge(self.rule, self.names, [{n: st.side() for n, st in s.items()} for s in sts])
         for name in got.precise:
             for s in sts:
                 s[name].done = "precision"
+        self.groups.expect(job, sts[0], block + 1)
         return got.worst
 
     def _past(self, job: Job, deadline: float) -> bool:
@@ -419,10 +424,11 @@ class Runner:
         )
 
     def _next_block_s(self, job: Job) -> float:
-        """How long this job's next block should take: its last three
-        blocks' mean (without a workload's warmup runs), plus its counting
+        """How long this job's next block should take: the mean of its last
+        three blocks of the same targets (lockstep groups differ: StepGroups;
+        else of any), without a workload's warmup runs, plus its counting
         processes where the next block has them; 0 before its first."""
-        took = self._block_s.get(job.name)
+        took = self.groups.times(job) or self._block_s.get(job.name)
         if not took:
             return 0.0
         return sum(took[-3:]) / len(took[-3:]) + (
@@ -445,6 +451,46 @@ class Runner:
         return max(0.0, min(self.cfg.max_time - elapsed, guess))
 
 
+class StepGroups:
+    """Which targets a row's lockstep block holds (Processes.stepped): all
+    of them in its first plan.STEP_TOGETHER blocks (every candidate's ratio
+    at once, as the budget's floors count), then the baseline and one
+    group of candidates alike in speed (Processes.step_groups), the groups
+    in turn; and how long each row's blocks of the same targets took, for
+    the next one's estimate."""
+
+    def __init__(self, procs: Processes):
+        self.procs = procs
+        self.turns: dict[str, int] = {}  # each row's blocks taken by a group
+        self.took_s: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # by row and targets (() in turn)
+        self.upcoming: dict[str, tuple[str, ...]] = {}  # each row's next block's targets
+
+    def pick(self, job: Job, states: States, block: int, turn: bool = True) -> list[Target]:
+        """This block's lockstep targets ([]: none); turn=False: the next's, taking no turn."""
+        stepped = self.procs.stepped(job, states)
+        if not stepped or block < plan.STEP_TOGETHER:
+            return stepped
+        groups = self.procs.step_groups(job, states, stepped)
+        k = self.turns.get(job.name, 0)
+        self.turns[job.name] = k + 1 if turn else k
+        return groups[k % len(groups)]
+
+    def took(self, job: Job, group: list[Target], seconds: float) -> None:
+        self.took_s.setdefault((job.name, _names(group)), []).append(seconds)
+
+    def expect(self, job: Job, states: States, block: int) -> None:
+        """After a block: the targets the row's next one will hold."""
+        self.upcoming[job.name] = _names(self.pick(job, states, block, turn=False))
+
+    def times(self, job: Job) -> list[float]:
+        """How long the row's blocks of its next block's targets took ([]: none yet)."""
+        return self.took_s.get((job.name, self.upcoming.get(job.name, ())), [])
+
+
+def _names(targets: list[Target]) -> tuple[str, ...]:
+    return tuple(t.name for t in targets)
+
+
 class Processes:
     """compare's processes on a row, as the runner's blocks ask for them:
     the calibration that sizes them (one process per target, then
@@ -457,7 +503,8 @@ class Processes:
         self._deadline: Deadline | None = None  # the run's, once it begins
         self.warm_s: dict[str, float] = {}  # a workload's warmup runs (first block only), all told:
         # summed without a lock, as a workload's targets run one at a time (InTurn, together=False)
-        self.steps: dict[str, plan.StepSizes] = {}  # each agent row's lockstep sizes (after calibration)
+        # each agent row's calibrations: per target, its count and ns an iteration (lockstep: plan.step_sizes)
+        self.found: dict[str, dict[str, tuple[int | None, float | None]]] = {}
         self.per_iter: dict[str, dict[str, float | None]] = {}  # each agent row's ns an iteration, per target
         self.step_latency: dict[str, list[float]] = {}  # lockstep: each target's go-to-sample overheads, s
 
@@ -555,7 +602,7 @@ class Processes:
         if first is None:
             return
         shared, per = plan.sizes(first, found, self.cfg)
-        self.steps[spec.name] = plan.step_sizes(first, found, self.cfg)
+        self.found.setdefault(spec.name, {}).update(found)
         self.per_iter[spec.name] = {name: ns for name, (_, ns) in found.items()}
         for name, (samples, warmup) in per.items():
             states[name].samples, states[name].warmup = samples, warmup
@@ -652,7 +699,7 @@ class Processes:
             self.cfg.pairing != "lockstep"
             or job.workload is not None
             or self.cfg.parallel != 1
-            or job.specs[0].name not in self.steps
+            or job.specs[0].name not in self.found
         ):
             return []
         can = [
@@ -662,11 +709,21 @@ class Processes:
         ]
         return can if base in can and len(can) >= 2 else []
 
+    def step_groups(self, job: Job, states: States, stepped: list[Target]) -> list[list[Target]]:
+        """The lockstep blocks a row takes turns with once each candidate
+        has a ratio: the baseline and a group of the candidates (plan.
+        step_groups, by their time an iteration: from their samples once
+        known), the quickest first."""
+        spec, base = job.specs[0], stepped[0]
+        per = {t.name: self._sample_ms(spec, t, states[t.name], 10**6) for t in stepped[1:]}  # ns an iteration
+        return [[base, *(t for t in stepped[1:] if t.name in group)] for group in plan.step_groups(per)]
+
     def lockstep_block(self, job: Job, states: States, block: int, targets: list[Target], rng: random.Random) -> None:
         """One block of these targets' processes in lockstep
         (lockstep.run_block): the baseline's first, each sample recorded as
         it arrives and each process as one of its own (Recorder)."""
-        spec, size = job.specs[0], self.steps[job.specs[0].name]
+        spec, found = job.specs[0], self.found[job.specs[0].name]
+        size = plan.step_sizes(targets[0].name, {t.name: found[t.name] for t in targets}, self.cfg)
         size = plan.step_rounds(
             size,
             [self._sample_ms(spec, t, states[t.name], size.iters) for t in targets],
