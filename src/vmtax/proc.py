@@ -39,15 +39,16 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
     _prctl = None
 
 
-def _child_setup(cpu: int | None):
+def _child_setup(cpu: int | Collection[int] | None):
     """Runs in the child between fork and exec: die with vmtax (the
-    spawning thread is always the main thread), and optionally pin."""
+    spawning thread is always the main thread), and optionally pin (to one
+    CPU, or to these)."""
 
     def setup() -> None:
         if _prctl is not None:
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
+            os.sched_setaffinity(0, {cpu} if isinstance(cpu, int) else set(cpu))
 
     return setup
 
@@ -69,9 +70,12 @@ def _as_before() -> Iterator[None]:
         os.sched_setaffinity(0, mine)
 
 
-def spawn(argv: Sequence[str], cpu: int | None = None, die_with_vmtax: bool = True, **kw) -> subprocess.Popen:
+def spawn(
+    argv: Sequence[str], cpu: int | Collection[int] | None = None, die_with_vmtax: bool = True, **kw
+) -> subprocess.Popen:
     """Start argv in a session of its own; it dies when vmtax does.  With
-    cpu, it (and every process it starts) runs on that host CPU alone.
+    cpu, it (and every process it starts) runs on that host CPU alone (or
+    on these CPUs).
 
     die_with_vmtax=False is for short-lived children that end on their own
     once vmtax is gone (an agent dies writing to its closed pipe): without a

@@ -179,11 +179,13 @@ class ChannelTarget(Target):
     def launch(self) -> subprocess.Popen:
         """Start the guest/container with the channel on stdin/stdout."""
 
-    def spawn(self, argv: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
+    def spawn(self, argv: list[str], env: dict | None = None, cpus: list[int] | None = None, **kw) -> subprocess.Popen:
+        """The guest's or container's processes, pinned to the target's CPU
+        (cpus: to these instead: what relays its channel, kept apart)."""
         with open(self.console_log, "ab") as log:
             return proc.spawn(
                 argv,
-                cpu=self.host_cpu,
+                cpu=cpus or self.host_cpu,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
