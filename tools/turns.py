@@ -14,9 +14,14 @@ test): for each row and candidate of a stored run, from its samples,
 - with the host: the correlation of the candidate's block means with the
   baseline's, and the slope of the first on the second (1: the host's state
   moves both alike, and a ratio cancels it; 2: it moves the candidate
-  twice as much, and the ratio moves with it).
+  twice as much, and the ratio moves with it);
+- by position (--positions): each target's median sample by its place in
+  its turn (0: right after the untimed sample, 1...: right after a go of
+  its own): a target whose later samples cost more than its first has
+  something of its own running beside them (podman's relay did, on the
+  measured CPU).
 
-Usage: .venv/bin/python tools/turns.py RUN [--db FILE] [--bench NAME ...]
+Usage: .venv/bin/python tools/turns.py RUN [--db FILE] [--bench NAME ...] [--positions]
        (RUN: a run id or a unique prefix, as `vmtax show` takes; --db as
        vmtax's: $VMTAX_DB or the default store)
 """
@@ -91,11 +96,25 @@ def row(samples: list, base: str, cand: str) -> dict:
     }
 
 
+def positions(samples: list, names: list[str]) -> dict[str, dict[int, float]]:
+    """Each target's median sample by its place in its turn (the last place holds every later one)."""
+    every: dict[int, list] = defaultdict(list)
+    for s in samples:
+        every[s.block].append(s)
+    at: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for block in every.values():
+        for target, values in turns_of(block):
+            for k, v in enumerate(values):
+                at[(target, min(k, 3))].append(v)
+    return {n: {k: statistics.median(at[(n, k)]) for k in range(4) if at[(n, k)]} for n in names}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run")
     ap.add_argument("--db")
     ap.add_argument("--bench", nargs="+")
+    ap.add_argument("--positions", action="store_true", help="each target's median sample by its place in its turn")
     args = ap.parse_args()
     store = Store(args.db or default_db_path(), readonly=True)
     data = store.load(store.resolve(args.run))
@@ -105,6 +124,14 @@ def main() -> int:
     rows: dict[str, list] = defaultdict(list)
     for s in samples:
         rows[s.benchmark].append(s)
+    if args.positions:
+        print(f"run {run}: each target's median sample by its place in its turn (0: after the untimed sample)")
+        for bench in args.bench or sorted(rows):
+            for name, by in positions(rows.get(bench, []), names).items():
+                if by:
+                    cells = " ".join(f"{k}{'+' if k == 3 else ''}:{v:.4g}" for k, v in by.items())
+                    print(f"{bench:14} {name:24} {cells}")
+        return 0
     print(f"run {run}: each candidate against {base}; SDs of log ratios, in %")
     print(
         f"{'row':14} {'candidate':24} {'blocks':>6} {'block':>6} {'within':>6} {'adjacent':>8} {'round':>6} "

@@ -15,15 +15,19 @@ A/A pair stays exchangeable, as the sign-flip test over blocks asks.  The
 interval stays over blocks of fresh processes (what differs between
 processes still counts).
 
-A side's turn begins with an untimed sample (the agent's "warm" line): the
-process before it left the CPU's caches and TLB cold, and a sample timed
-right after that cost up to 24% more than one after its own (tlb_4k,
-mmap, fork_exec on the cloud host; tlb_2m up to 50%).  Without it a side
-of eight visits a round read warmer than a side of one, whatever the tax:
-an A/A twin given two visits beside its baseline's one read tlb_4k 7.6%
-quicker, within an interval of +-0.5%; a warm batch of a quarter of a
-sample still left it 8% apart.  Warmed, every timed sample follows its
-own process's work, as in a block of processes run in turn.
+Every timed sample comes right after an untimed one (the agent's "warm"
+line, sent with its go).  After another process's turn the caches and TLB
+are cold, and a sample timed then cost up to 24% more than one after its
+own (tlb_4k, mmap, fork_exec on the cloud host; tlb_2m up to 50%): without
+the warm batch a side of eight visits a round read warmer than a side of
+one, whatever the tax (an A/A twin given two visits beside its baseline's
+one read tlb_4k 7.6% quicker, within an interval of +-0.5%; a warm batch of
+a quarter of a sample still left it 8% apart).  And after its own sample
+and the go's round trip, the CPU idle meanwhile, a sample cost more again
+where that trip was long: a container's segv 1.15-1.35 times its first
+sample of a turn, a TCG guest's stat 1.10, UML's 1.07, the bare machine's
+none (tools/turns.py --positions).  Warmed, every timed sample follows its
+own process's work, back to back, as in a block of processes run in turn.
 
 This module knows nothing of the runner: it runs one block's processes,
 held, stepped and read concurrently, and hands each sample to the caller.
@@ -194,14 +198,12 @@ def run_block(
         for s in sides:
             if s.live and _wait_for(s, spec, ("ready",), ready) is None:
                 pass  # its error or skip says why
-        last = None  # the side that took the sample before
         for _ in range(rounds):
             if not sides[0].live or not any(s.live for s in sides[1:]):
                 break  # no baseline, or no candidate: no pair left
             for i in round_order(rng, [i for i, s in enumerate(sides) if s.live], each):
                 if sides[i].live:
-                    _step(sides[i], spec, step_timeout(), warm=i != last)  # a turn's first sample: warmed
-                last = i
+                    _step(sides[i], spec, step_timeout(), warm=True)
         for i, s in enumerate(sides):  # a side that took all its samples ends of itself
             if s.live and s.samples == rounds * each[i]:
                 _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())

@@ -319,19 +319,16 @@ def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:
     time is unknown."""
     if not sample_ms or min(sample_ms) <= 0:
         return [1] * len(sample_ms)
-    turns = [s + g for s, g in zip(sample_ms, go_ms, strict=True)]
+    # a visit: its untimed sample (lockstep's warm line), its timed one and the go's round trip
+    each = [2 * s + g for s, g in zip(sample_ms, go_ms, strict=True)]
     groups = [[int(i) for i in group] for group in alike({str(i): ms for i, ms in enumerate(sample_ms)})]
-
-    def by_group(xs: list[float]) -> list[float]:  # the baseline's group the baseline's, another its geomean
-        return [xs[0] if 0 in group else stats.geomean([xs[i] for i in group]) for group in groups]
-
-    turn = by_group(turns)
-    warm = by_group(sample_ms)  # and each turn's untimed sample first (lockstep: the warm line)
-    longest = max(t + w for t, w in zip(turn, warm, strict=True))
-    out = [1] * len(turns)
-    for group, t, w in zip(groups, turn, warm, strict=True):
+    # the baseline's group the baseline's, another its geomean
+    visit = [each[0] if 0 in group else stats.geomean([each[i] for i in group]) for group in groups]
+    longest = max(visit)
+    out = [1] * len(each)
+    for group, v in zip(groups, visit, strict=True):
         for i in group:
-            out[i] = min(MAX_SAMPLES, max(1, round((longest - w) / t)))
+            out[i] = min(MAX_SAMPLES, max(1, round(longest / v)))
     return out
 
 
@@ -345,7 +342,7 @@ def step_rounds(size: StepSizes, sample_ms: list[float], go_ms: list[float], cfg
     --samples samples of --min-time-ms each), never fewer than
     MIN_STEP_ROUNDS."""
     visits = step_visits(sample_ms, go_ms)
-    round_ms = sum(v * (s + g) + s for v, s, g in zip(visits, sample_ms, go_ms, strict=True))  # s: the warm
+    round_ms = sum(v * (2 * s + g) for v, s, g in zip(visits, sample_ms, go_ms, strict=True))  # 2 s: the warm
     goal_ms = (cfg.samples_per_process + cfg.warmup) * cfg.min_time_ms * len(sample_ms)
     most = size.rounds - size.warmup
     timed = most if round_ms <= 0 else max(min(MIN_STEP_ROUNDS, most), min(most, round(goal_ms / round_ms)))
