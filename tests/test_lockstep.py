@@ -326,7 +326,7 @@ def test_a_sides_sample_time_comes_from_its_samples_once_it_has_some_not_one_cal
     from vmtax.model import Sample
     from vmtax.runner import STEP_SAMPLES_KNOWN, Processes, TargetState
 
-    procs = SimpleNamespace(per_iter={A.name: {"aa": 2000.0}})  # ns per iteration, as calibrated
+    procs = SimpleNamespace(found={A.name: {"aa": (5000, 2000.0)}})  # its count and ns an iteration, as calibrated
     target = SimpleNamespace(name="aa")
     st = TargetState()
     assert Processes._sample_ms(procs, A, target, st, 1000) == 2.0  # calibration: 1000 x 2 us

@@ -392,7 +392,8 @@ class Runner:
         began, warm = self.clock(), warm_s.get(job.name, 0.0)
         order = list(self.targets)
         self.order.shuffle(order)
-        stepped, group = self.procs.stepped(job, sts[0]), self.groups.pick(job, sts[0], block)
+        stepped = self.procs.stepped(job, sts[0])
+        group = self.groups.pick(job, sts[0], stepped, block)
         if group:
             self.procs.lockstep_block(job, sts[0], block, group, self.order)
         self.executor(job).run(self.procs.turns(job, sts, block, [t for t in order if t not in stepped]))
@@ -465,9 +466,9 @@ class StepGroups:
         self.took_s: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # by row and targets (() in turn)
         self.upcoming: dict[str, tuple[str, ...]] = {}  # each row's next block's targets
 
-    def pick(self, job: Job, states: States, block: int, turn: bool = True) -> list[Target]:
-        """This block's lockstep targets ([]: none); turn=False: the next's, taking no turn."""
-        stepped = self.procs.stepped(job, states)
+    def pick(self, job: Job, states: States, stepped: list[Target], block: int, turn: bool = True) -> list[Target]:
+        """This block's lockstep targets, of those that can (stepped; []: none);
+        turn=False: the next's, taking no turn."""
         if not stepped or block < plan.STEP_TOGETHER:
             return stepped
         groups = self.procs.step_groups(job, states, stepped)
@@ -480,7 +481,7 @@ class StepGroups:
 
     def expect(self, job: Job, states: States, block: int) -> None:
         """After a block: the targets the row's next one will hold."""
-        self.upcoming[job.name] = _names(self.pick(job, states, block, turn=False))
+        self.upcoming[job.name] = _names(self.pick(job, states, self.procs.stepped(job, states), block, turn=False))
 
     def times(self, job: Job) -> list[float]:
         """How long the row's blocks of its next block's targets took ([]: none yet)."""
@@ -505,7 +506,6 @@ class Processes:
         # summed without a lock, as a workload's targets run one at a time (InTurn, together=False)
         # each agent row's calibrations: per target, its count and ns an iteration (lockstep: plan.step_sizes)
         self.found: dict[str, dict[str, tuple[int | None, float | None]]] = {}
-        self.per_iter: dict[str, dict[str, float | None]] = {}  # each agent row's ns an iteration, per target
         self.step_latency: dict[str, list[float]] = {}  # lockstep: each target's go-to-sample overheads, s
 
     @property
@@ -603,7 +603,6 @@ class Processes:
             return
         shared, per = plan.sizes(first, found, self.cfg)
         self.found.setdefault(spec.name, {}).update(found)
-        self.per_iter[spec.name] = {name: ns for name, (_, ns) in found.items()}
         for name, (samples, warmup) in per.items():
             states[name].samples, states[name].warmup = samples, warmup
         for st in states.values():
@@ -790,7 +789,7 @@ class Processes:
         seen = [s.value * s.ops / s.iters for s in st.samples_taken[-STEP_SAMPLES_SEEN:] if s.iters]
         if len(seen) >= STEP_SAMPLES_KNOWN:
             return statistics.median(seen) * iters / 1e6
-        return iters * (self.per_iter[spec.name].get(target.name) or 0.0) / 1e6
+        return iters * (self.found[spec.name].get(target.name, (None, None))[1] or 0.0) / 1e6
 
     def _go_ms(self, target: Target) -> float:
         """A go's round trip to this target so far (its last block's median), in ms."""
