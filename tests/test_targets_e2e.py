@@ -13,7 +13,7 @@ import pytest
 from helpers import left_behind, leftovers, stored, wait_samples, wait_until
 from vmtax.errors import TargetError
 from vmtax.targets import parse_target
-from vmtax.targets.container import ContainerTarget
+from vmtax.targets.container import ContainerTarget, podman_works
 from vmtax.targets.qemu import QemuTarget
 from vmtax.targets.uml import UmlTarget
 
@@ -138,7 +138,10 @@ def test_container_runs_the_agent(engine):
         assert t.container_name not in ps
 
 
-@pytest.mark.skipif(not CONTAINER_OK, reason=CONTAINER_WHY)
+PODMAN_OK, PODMAN_WHY = podman_works()
+
+
+@pytest.mark.skipif(not PODMAN_OK, reason=PODMAN_WHY)
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nowhere to keep the relay apart")
 def test_a_pinned_podman_container_keeps_its_relay_off_the_measured_cpu():
     """podman's client and conmon relay every line of the channel; pinned,
@@ -147,24 +150,19 @@ def test_a_pinned_podman_container_keeps_its_relay_off_the_measured_cpu():
     cpu = max(os.sched_getaffinity(0))
     others = sorted(os.sched_getaffinity(0) - {cpu})
     t.pin(cpu)
-    try:
-        with t:
-            assert t.facts()["relay_on"] == others
-            pids = subprocess.run(
-                ["podman", "inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", t.container_name],
-                capture_output=True,
-                text=True,
-            ).stdout.split()
-            conmon, inside = (int(x) for x in pids)
-            assert os.sched_getaffinity(t.p.pid) == set(others)  # the podman client
-            assert os.sched_getaffinity(conmon) == set(others)
-            assert os.sched_getaffinity(inside) == {cpu}  # the container's shell, and the agents it starts
-            s = samples(t.run_agent(["run", "getppid", "--samples", "1", "--warmup", "0", "--cpu", str(cpu)], 60))
-            assert s and s[0]["cpu"] == cpu
-    except TargetError as e:
-        if "podman" in str(e):
-            pytest.skip(f"podman does not start a container here: {e}")
-        raise
+    with t:
+        assert t.facts()["relay_on"] == others
+        pids = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", t.container_name],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        conmon, inside = (int(x) for x in pids)
+        assert os.sched_getaffinity(t.p.pid) == set(others)  # the podman client
+        assert os.sched_getaffinity(conmon) == set(others)
+        assert os.sched_getaffinity(inside) == {cpu}  # the container's shell, and the agents it starts
+        s = samples(t.run_agent(["run", "getppid", "--samples", "1", "--warmup", "0", "--cpu", str(cpu)], 60))
+        assert s and s[0]["cpu"] == cpu
 
 
 UML_OK, UML_WHY = UmlTarget.available()
