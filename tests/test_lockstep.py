@@ -109,21 +109,27 @@ def _my_agents() -> list[str]:
     return out
 
 
-def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_block(tmp_path):
-    db = tmp_path / "v.db"
+def _fake_run(db, specs: list[str], cfg: RunConfig):
+    """A compare of fake targets (the first the baseline) stored in db as run "r"; the targets."""
     store = Store(db)
-    targets = [
-        parse_target("fake:seed=1,noise=0.01,step=on"),
-        parse_target("fake:seed=2,noise=0.01,step=on,scale=1.1"),
-        parse_target("fake:seed=3,noise=0.01"),
-    ]  # no step: in turn, after the lockstep pairs
+    targets = [parse_target(spec) for spec in specs]
     store.new_run("r", "compare", "t", "0", {})
     for i, t in enumerate(targets):
         store.add_target("r", i, t.info(), "h")
     store.add_benchmarks("r", [A])
+    assert Runner(cfg, [A], targets, store, "r").run() == "complete"
+    return targets
+
+
+def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_block(tmp_path):
+    db = tmp_path / "v.db"
     cfg = RunConfig(precision=0.02, max_time=60, min_processes=4, seed=7)
     assert cfg.pairing == "lockstep"
-    assert Runner(cfg, [A], targets, store, "r").run() == "complete"
+    targets = _fake_run(
+        db,
+        ["fake:seed=1,noise=0.01,step=on", "fake:seed=2,noise=0.01,step=on,scale=1.1", "fake:seed=3,noise=0.01"],
+        cfg,
+    )  # the last without step: in turn, after the lockstep pairs
     con = sqlite3.connect(db)
     per_block = con.execute(
         "SELECT block, group_concat(target || ':' || slot, ' ') FROM processes "
@@ -157,18 +163,11 @@ def test_after_two_blocks_of_all_a_block_holds_the_baseline_and_one_group_of_can
     hold all three (every ratio at once), the later ones the baseline and
     either candidate, taking turns; the ratios are the same."""
     db = tmp_path / "g.db"
-    store = Store(db)
-    targets = [
-        parse_target("fake:seed=1,noise=0.01,step=on"),
-        parse_target("fake:seed=2,noise=0.01,step=on,scale=1.1"),
-        parse_target("fake:seed=3,noise=0.01,step=on,scale=10"),
-    ]
-    store.new_run("r", "compare", "t", "0", {})
-    for i, t in enumerate(targets):
-        store.add_target("r", i, t.info(), "h")
-    store.add_benchmarks("r", [A])
-    cfg = RunConfig(precision=0.002, max_time=60, min_processes=6, seed=3)
-    assert Runner(cfg, [A], targets, store, "r").run() == "complete"
+    targets = _fake_run(
+        db,
+        [f"fake:seed={i},noise=0.01,step=on{scale}" for i, scale in ((1, ""), (2, ",scale=1.1"), (3, ",scale=10"))],
+        RunConfig(precision=0.002, max_time=60, min_processes=6, seed=3),
+    )
     con = sqlite3.connect(db)
     blocks = con.execute(
         "SELECT block, group_concat(target, ' ') FROM (SELECT block, target FROM processes "
