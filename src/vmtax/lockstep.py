@@ -203,7 +203,7 @@ def run_block(
                 break  # no baseline, or no candidate: no pair left
             for i in round_order(rng, [i for i, s in enumerate(sides) if s.live], each):
                 if sides[i].live:
-                    _step(sides[i], spec, step_timeout(), warm=True)
+                    _step(sides[i], spec, step_timeout())
         for i, s in enumerate(sides):  # a side that took all its samples ends of itself
             if s.live and s.samples == rounds * each[i]:
                 _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
@@ -212,13 +212,13 @@ def run_block(
             _close(s)
 
 
-def _step(side: Side, spec: BenchSpec, timeout: float, warm: bool = False) -> None:
-    """One go line to a side (after a warm line: a turn's first), then its
-    sample (handed to take).  Its overhead: the round trip, less the
-    sample's time (twice, where an untimed one went before it)."""
+def _step(side: Side, spec: BenchSpec, timeout: float) -> None:
+    """A warm line and a go line to a side, then its sample (handed to
+    take).  Its overhead: the round trip, less twice the sample's time (the
+    untimed one and the timed one)."""
     went = time.monotonic()
     try:
-        side.target.step(warm)
+        side.target.step(warm=True)
     except TargetError as e:
         _fail(side, e)
         return
@@ -227,7 +227,7 @@ def _step(side: Side, spec: BenchSpec, timeout: float, warm: bool = False) -> No
         return
     f = dict(ev.fields)
     sample_s = f["value"] * f["ops"] / 1e9
-    side.overheads.append(max(0.0, time.monotonic() - went - sample_s * (2 if warm else 1)))
+    side.overheads.append(max(0.0, time.monotonic() - went - 2 * sample_s))
     side.samples += 1
     side.take(f, time.time())
 

@@ -233,7 +233,7 @@ def sizes(
 
 # -- lockstep pairs ----------------------------------------------------------------------
 STEP_WARMUP_ROUNDS = 1  # lockstep: rounds discarded at the start of each block, per --warmup sample
-#                        (each turn begins with an untimed sample too: a fresh process's first
+#                        (each timed sample follows an untimed one too: a fresh process's first
 #                        timed samples then read as its later ones, their medians within 4%)
 MAX_ITERS = 1 << 40  # the agent's --iters at most
 MIN_STEP_ROUNDS = 10  # lockstep: timed rounds a block takes at the least, however slow a round
