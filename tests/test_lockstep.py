@@ -3,6 +3,7 @@ stepped sample by sample, the baseline's and each candidate's back to back.
 With the fake target (step=on) for the scheduling, the real agent and the
 bare machine for the protocol and the clean-up."""
 
+import math
 import random
 import sqlite3
 import subprocess
@@ -194,6 +195,32 @@ def test_after_two_blocks_of_all_a_block_holds_the_baseline_and_one_group_of_can
         assert abs(got[0] / got[1] / want - 1) < 0.03
 
 
+def test_once_each_group_has_its_processes_the_one_nearest_its_goal_takes_the_blocks(tmp_path):
+    """A quick quiet candidate and a slow noisy one: after the turns that
+    give each --min-processes, the quick one's blocks come until it is
+    precise, then the slow one's (not turns: the quick one's ±1% was a
+    few blocks away)."""
+    db = tmp_path / "n.db"
+    targets = _fake_run(
+        db,
+        ["fake:seed=1,noise=0.01,step=on", "fake:seed=2,noise=0.04,step=on,scale=1.1"]
+        + ["fake:seed=3,noise=0.08,step=on,scale=10"],
+        RunConfig(precision=0.01, max_time=30, min_processes=6, seed=5),
+    )
+    con = sqlite3.connect(db)
+    blocks = con.execute(
+        "SELECT block, group_concat(target, ' ') FROM (SELECT block, target FROM processes "
+        "WHERE run_id='r' AND block >= 0 AND slot < 3 ORDER BY block, slot) GROUP BY block ORDER BY block"
+    ).fetchall()
+    base, quick, slow = (t.name for t in targets)
+    later = [set(names.split()) - {base} for _, names in blocks][plan.STEP_TOGETHER + 2 * (6 - 2) :]
+    assert later and later[0] == {quick}, later
+    firsts = later.index({slow})
+    assert set(map(frozenset, later[firsts:])) == {frozenset({slow})}, later  # the quick one no more
+    outcome = dict(con.execute("SELECT target, stopped_by FROM outcomes WHERE run_id='r'").fetchall())
+    assert outcome[quick] == "precision", outcome
+
+
 def test_step_groups_put_candidates_alike_in_speed_together():
     # the demo's getppid (ns an iteration): a container, a TCG guest 2.3 times it, UML 50 times
     assert plan.step_groups({"container": 400, "qemu": 930, "uml": 19700}) == [["container"], ["qemu"], ["uml"]]
@@ -201,6 +228,22 @@ def test_step_groups_put_candidates_alike_in_speed_together():
     assert plan.step_groups({"qemu": 4400, "uml": 5700, "container": 390}) == [["container"], ["qemu", "uml"]]
     assert plan.step_groups({"aa": 100, "slow": 103}) == [["aa", "slow"]]  # an A/A pair and a 3% slower self
     assert plan.step_groups({"a": 0.0, "b": 900}) == [["a", "b"]]  # a time unknown: one block for all
+
+
+def test_a_row_s_groups_take_turns_until_each_has_its_processes_then_the_nearest_its_goal_goes_first():
+    need = plan.GroupNeed
+    # a container's group (0.1 s a block, ±1.3% after 22 blocks), UML's (0.6 s, ±1.4% after 21), a guest's
+    demo = [need(22, 0.1, 0.013), need(21, 0.6, 0.014), need(21, 0.18, 0.045)]
+    assert [round(n.time_to_goal(0.01), 2) for n in demo] == [1.52, 12.1, 72.77]
+    assert plan.next_group(demo, 10, 0.01) == 0
+    assert plan.next_group(demo[1:], 10, 0.01) == 0  # the container precise: UML's next
+    # before --min-processes: the fewest first, the quicker group among equals
+    assert plan.next_group([need(3, 0.1, 0.01), need(2, 0.6, 0.1), need(2, 0.2, 0.1)], 10, 0.01) == 1
+    assert plan.next_group([need(3, None, math.inf), need(3, None, math.inf)], 10, 0.01) == 0
+    # then a group never timed alone, then the cheapest; those of unknown need take turns
+    assert plan.next_group([need(12, 0.1, 0.02), need(10, None, 0.5)], 10, 0.01) == 1
+    assert plan.next_group([need(12, 0.1, math.inf), need(11, 0.2, math.inf)], 10, 0.01) == 1
+    assert plan.next_group([need(12, 0.1, 0.02), need(11, 0.2, math.inf)], 10, 0.01) == 0
 
 
 def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():

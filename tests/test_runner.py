@@ -219,6 +219,9 @@ def test_pass_two_funds_the_cheapest_rows_first(db):
     # a row nearly there needs less than a block: it gets its next block, where that fits
     assert plan.pass2_share(0.5, 20.0, 4, block=2.0) == 2.0
     assert plan.pass2_share(0.5, 1.5, 4, block=2.0) == 1.5 / 4
+    # its first sweep funds only the rows whose need fits
+    assert plan.pass2_share(30.0, 20.0, 4, even=False) == 0.0 == plan.pass2_share(math.inf, 90.0, 3, even=False)
+    assert plan.pass2_share(10.0, 20.0, 4, even=False) == 10.0 * plan.PASS2_MARGIN
 
 
 def test_a_gated_run_stops_at_a_third_of_its_threshold_unless_the_default_is_finer():
@@ -493,7 +496,7 @@ def test_twins_away_from_the_baseline_run_alike(db):
 
 def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
     """A row whose estimated need is a fraction of a block still gets one
-    block in pass 2 (funded with its need alone, the block would end past
+    block in each sweep of pass 2 (funded with its need alone, the block would end past
     that share and was not begun)."""
     clock = Steps(0.0)
     runner, store = _slow_runner(db, clock, max_time=100, min_processes=2)
@@ -507,8 +510,9 @@ def test_pass_two_gives_a_row_nearly_there_its_next_block(db, monkeypatch):
     runner.run()
     # what the runner asks with: the row's time so far, its width now, the goal
     assert asked and all(spent > 0 and worst > goal == 1e-6 for spent, worst, goal in asked), asked
-    # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; pass 2 runs one
-    assert sorted({s.block for s in store.load("r").samples if not s.counting}) == [0, 1, 2]
+    # calibration 14 s, block 0 (with counting) 28, block 1 14: pass 1 ends at 56 of its 60; each of
+    # pass 2's two sweeps runs one (70 and 84 s)
+    assert sorted({s.block for s in store.load("r").samples if not s.counting}) == [0, 1, 2, 3]
 
 
 # -- honest budgets: nothing begun that cannot end by the budget plus its grace --------

@@ -140,7 +140,7 @@ def time_to_goal(spent: float, worst: float, goal: float) -> float:
     return spent * max(0.0, (worst / goal) ** 2 - 1)
 
 
-def pass2_share(need: float, left: float, rows_left: int, block: float = 0.0) -> float:
+def pass2_share(need: float, left: float, rows_left: int, block: float = 0.0, even: bool = True) -> float:
     """Pass 2 funds rows cheapest first, each with what it should need
     to reach the precision, and at least its next block (block, in
     seconds: a row nearly there needs less than one, and no block is
@@ -150,10 +150,19 @@ def pass2_share(need: float, left: float, rows_left: int, block: float = 0.0) ->
     gets an even share of what is left: the rows after it need as much
     or more, so none can reach the goal, and an even split narrows them
     all (on a noisy host, funding the first row with everything left
-    every other row at its pass-1 width)."""
+    every other row at its pass-1 width).  even=False: 0 instead (pass 2's
+    first sweep funds only the rows whose need fits)."""
     if math.isfinite(need) and max(need * PASS2_MARGIN, block) <= left:
         return max(need * PASS2_MARGIN, block)
-    return left / rows_left
+    return left / rows_left if even else 0.0
+
+
+def eta(durations: list[float], rows_after: int, row_left: float, max_time: float, elapsed: float) -> float:
+    """A run's time left, as its progress line says it: this row's time
+    left (row_left), plus the mean time a row took so far (durations) for
+    each of the rows_after still to come, never past the budget."""
+    per = sum(durations) / len(durations) if durations else elapsed + 1
+    return max(0.0, min(max_time - elapsed, max(0.0, row_left) + per * rows_after))
 
 
 # -- sizing after calibration -------------------------------------------------------------
@@ -302,6 +311,45 @@ def step_groups(per_iter: dict[str, float]) -> list[list[str]]:
     if not per_iter or min(per_iter.values()) <= 0:
         return [list(per_iter)]
     return alike(per_iter)
+
+
+@dataclass(frozen=True)
+class GroupNeed:
+    """A lockstep group of a row (step_groups) as the choice of its next block reads it."""
+
+    processes: int  # the fewest timed processes among its candidates
+    block_s: float | None  # its last blocks' time, alone with the baseline (None: none yet)
+    worst: float  # its candidates' widest interval, a relative half-width (inf: none yet)
+
+    def time_to_goal(self, goal: float) -> float:
+        """Seconds more of its blocks it should need to reach `goal` (time_to_goal)."""
+        if self.block_s is None:
+            return float("inf")
+        return time_to_goal(self.processes * self.block_s, self.worst, goal)
+
+
+def next_group(groups: list[GroupNeed], min_processes: int, goal: float) -> int:
+    """Which group of a row's lockstep candidates its next block holds,
+    once every candidate has a ratio: first, while any has fewer than
+    --min-processes processes, the one with the fewest (the groups in turn:
+    each gets an interval at all); then one never timed alone; then the one
+    the precision asked costs the least time more (GroupNeed.time_to_goal:
+    its block's time, its blocks so far and its widest interval), fewest
+    processes first among equals (those whose need is unknown in turn).
+
+    Cheapest first, as pass 2 funds rows: in a row's share of the budget
+    the quick group's ratio (a container's, a block of 0.1 s) is finished
+    first, then the next one's, rather than each group taking equal turns:
+    with turns, a demo's container took a sixth of its rows' time, a
+    guest's block of 0.6 s the rest, and both ended on the budget at ±1.3%
+    where the container's ±1% was a second away."""
+    short = [i for i, g in enumerate(groups) if g.processes < min_processes]
+    if short:
+        return min(short, key=lambda i: (groups[i].processes, i))
+    unknown = [i for i, g in enumerate(groups) if g.block_s is None]
+    if unknown:
+        return unknown[0]
+    return min(range(len(groups)), key=lambda i: (groups[i].time_to_goal(goal), groups[i].processes, i))
 
 
 def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:

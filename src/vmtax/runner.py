@@ -25,6 +25,24 @@ baseline's and the candidates' processes on this machine together and
 pairs their samples a millisecond apart (Processes.lockstep_block); the
 others (another host's) run in turn after them.
 
+The budget: pass 1 gives each benchmark an equal share of
+plan.FIRST_PASS of it (time a benchmark does not use flows to the next).
+Pass 2 takes the benchmarks that have not reached the precision yet: first
+it brings any with fewer than --min-processes processes up to that (a row
+with a handful of slow processes has no interval at all), then it funds
+them cheapest to finish first, so the budget buys as many rows at the
+precision asked as it can: the rows whose need fits what is left, then,
+their needs measured again, every row still short, each with its need or
+an even share (plan.pass2_share).  A row whose lockstep blocks hold one
+group of candidates at a time needs what its cheapest group does
+(StepGroups.time_to_goal).  No pass begins a block that would end past its
+share (Runner._past); only a row's first two blocks always run, and a row
+is begun only where they are expected to end within the budget
+(Finishing): the rows the budget cannot finish are left out, in the order
+given, each with the budget that would add it.  The time spent before the
+runner began (spent_before, or the deadline given: starting the targets)
+is the budget's too.
+
 The runner schedules; the engine (engine/) runs and records each process
 (execute), runs a block's processes (blocks.InTurn), judges the stop
 (stop, pure) and owns the session, its targets and its budget (session).
@@ -209,22 +227,9 @@ class Runner:
 
     # -- the passes ---------------------------------------------------------------------------
     def run(self) -> str:
-        """Measure every benchmark; returns 'complete' or 'interrupted'.
-
-        Pass 1 gives each benchmark an equal share of 60% of the budget
-        (time a benchmark does not use flows to the next).  Pass 2 takes the
-        benchmarks that have not reached the precision yet: first it brings
-        any with fewer than --min-processes processes up to that (a row with
-        a handful of slow processes has no interval at all), then it funds
-        them cheapest to finish first, so the budget buys as many rows at
-        the precision asked as it can.  No pass begins a block that would
-        end past its share (_past); only a row's first two blocks always
-        run, and a row is begun only where they are expected to end within
-        the budget (Finishing): the rows the budget cannot finish are left
-        out, in the order given, each with the budget that would add it.
-        The time spent before the runner began (spent_before, or the
-        deadline given: starting the targets) is the budget's too.  What
-        lockstep measured of each target's go joins its facts (LOCKSTEP_GO)."""
+        """Measure every benchmark in the passes the module's docstring
+        describes; returns 'complete' or 'interrupted'.  What lockstep
+        measured of each target's go joins its facts (LOCKSTEP_GO)."""
         try:
             return self._run()
         finally:
@@ -241,36 +246,27 @@ class Runner:
         self._durations: list[float] = []
         by_spec, states = self._states()
         pending: list[int] = []
-        current: Job | None = None
+        self._current: Job | None = None
         try:
             for index, job in enumerate(self.jobs):
-                current = job
+                self._current = job
                 pass1_left = self.cfg.max_time * plan.FIRST_PASS - (self.clock() - t0)
                 if self._timed(index, job, states[index], max(0.0, pass1_left / (len(self.jobs) - index))) is None:
                     pending.append(index)
             for k, index in enumerate(pending):  # first, every row gets an interval at all
-                job = current = self.jobs[index]
+                job = self._current = self.jobs[index]
                 left = max(0.0, self.cfg.max_time * plan.CATCH_UP - (self.clock() - t0))
                 self._measure(index, job, states[index], self.clock() + left / (len(pending) - k), until_enough=True)
-            need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
-            pending.sort(key=need.__getitem__)
-            for k, index in enumerate(pending):
-                job = current = self.jobs[index]
-                left = max(0.0, self.cfg.max_time - (self.clock() - t0))
-                self._timed(
-                    index,
-                    job,
-                    states[index],
-                    plan.pass2_share(need[index], left, len(pending) - k, self._next_block_s(job)),
-                    final=True,
-                )
+            self._pass2(pending, states)
         except KeyboardInterrupt:
-            self._close(([current] if current else []) + [self.jobs[i] for i in pending], by_spec, "interrupted")
+            current = [self._current] if self._current else []
+            self._close(current + [self.jobs[i] for i in pending], by_spec, "interrupted")
             return "interrupted"
         except BudgetSpent:
-            later = self.jobs[self.jobs.index(current) + 1 :] if current else []
+            current = [self._current] if self._current else []
+            later = self.jobs[self.jobs.index(current[0]) + 1 :] if current else []
             self._close(
-                ([current] if current else []) + [self.jobs[i] for i in pending] + later,
+                current + [self.jobs[i] for i in pending] + later,
                 by_spec,
                 "budget",
                 f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)",
@@ -278,6 +274,21 @@ class Runner:
         if self.rows.left_out and self.progress:
             self.progress.note(self.rows.note())
         return "complete"
+
+    def _pass2(self, pending: list[int], states: list[list[States]]) -> None:
+        """Pass 2's funding, cheapest first (run): the rows whose need fits
+        what is left (those finished leave `pending`), then every row still
+        short, each with its need or an even share (plan.pass2_share)."""
+        for final in (False, True):
+            need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
+            for k, index in enumerate(sorted(pending, key=need.__getitem__)):
+                job = self._current = self.jobs[index]
+                left = max(0.0, self.cfg.max_time - (self.clock() - self._t0))
+                share = plan.pass2_share(need[index], left, len(need) - k, self._next_block_s(job), even=final)
+                if not final and not share:
+                    break  # this row's need, and the next ones', more than is left
+                if self._timed(index, job, states[index], share, final=final) is not None and not final:
+                    pending.remove(index)
 
     def _states(self) -> tuple[dict[str, States], list[list[States]]]:
         """Each row's targets' states, by row and by job (a workload whose
@@ -304,7 +315,12 @@ class Runner:
 
     def _time_to_goal(self, job: Job, sts: list[States]) -> float:
         """Seconds more this benchmark would need to reach the precision (plan.time_to_goal):
-        its time so far, and the widest interval over its figures (what decides its stop)."""
+        its time so far, and the widest interval over its figures (what decides its stop);
+        a row whose lockstep blocks hold one group at a time: the time its cheapest group
+        needs (StepGroups.time_to_goal), what its next share buys first."""
+        cheapest = self.groups.time_to_goal(job, sts[0], len(self._block_s.get(job.name, ())))
+        if cheapest is not None:
+            return cheapest
         worst = max(max(self._widths(states).values(), default=0.0) for states in sts)
         return plan.time_to_goal(self._spent.get(job.name, 0.0), worst, self.cfg.precision)
 
@@ -321,7 +337,7 @@ class Runner:
         states = sts[0]  # a job's figures share their processes, skips and errors
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
-                self.progress.finished(index, len(self.jobs), job, self._so_far(sts))
+                self.progress.finished(index, len(self.jobs), job, so_far([self._widths(s) for s in sts], sts[0]))
             return None
         outcome = {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}
         for spec in job.specs:
@@ -331,21 +347,6 @@ class Runner:
         if self.progress:
             self.progress.finished(index, len(self.jobs), job, {k: v[0] for k, v in outcome.items()})
         return outcome
-
-    def _so_far(self, sts: list[States]) -> dict[str, str]:
-        """What pass 1 says of a row going on to pass 2: the candidates
-        already precise, the others' widest interval so far."""
-        per = [self._widths(s) for s in sts]
-        widest = {n: max(w.get(n, 0.0) for w in per) for n in per[0]}
-        return {
-            n: "precision"
-            if st.done == "precision"
-            else f"±{widest[n] * 100:.1f}% so far, more in pass 2"
-            if math.isfinite(widest[n])
-            else "more in pass 2"
-            for n, st in sts[0].items()
-            if st.done == "precision" or n in widest
-        }
 
     # -- the blocks -----------------------------------------------------------------------------
     def _measure(self, index: int, job: Job, sts: list[States], deadline: float, until_enough: bool = False) -> str:
@@ -366,7 +367,15 @@ class Runner:
             if self.progress:
                 elapsed = self.clock() - self._t0
                 self.progress.update(
-                    index, len(self.jobs), job, states, worst, elapsed, self._eta(index, deadline, elapsed)
+                    index,
+                    len(self.jobs),
+                    job,
+                    states,
+                    worst,
+                    elapsed,
+                    plan.eta(
+                        self._durations, len(self.jobs) - index - 1, deadline - self.clock(), self.cfg.max_time, elapsed
+                    ),
                 )
             if not any(st.done is None for st in states.values()):
                 return "budget"  # every target skipped or failed: the outcome says which
@@ -409,7 +418,7 @@ class Runner:
         for name in got.precise:
             for s in sts:
                 s[name].done = "precision"
-        self.groups.expect(job, sts[0], block + 1)
+        self.groups.expect(job, sts[0], block + 1, got.widths)
         return got.worst
 
     def _past(self, job: Job, deadline: float) -> bool:
@@ -443,49 +452,82 @@ class Runner:
     def _enough(self, states: States) -> bool:
         return all(st.processes >= self.cfg.min_processes for st in states.values() if st.done is None)
 
-    def _eta(self, index: int, deadline: float, elapsed: float) -> float:
-        """This benchmark's time left, plus the mean duration so far for each
-        one still to come, never past the budget."""
-        per = sum(self._durations) / len(self._durations) if self._durations else elapsed + 1
-        left = len(self.jobs) - index - 1
-        guess = max(0.0, deadline - self.clock()) + per * left
-        return max(0.0, min(self.cfg.max_time - elapsed, guess))
-
 
 class StepGroups:
     """Which targets a row's lockstep block holds (Processes.stepped): all
     of them in its first plan.STEP_TOGETHER blocks (every candidate's ratio
     at once, as the budget's floors count), then the baseline and one
-    group of candidates alike in speed (Processes.step_groups), the groups
-    in turn; and how long each row's blocks of the same targets took, for
-    the next one's estimate."""
+    group of candidates alike in speed (Processes.step_groups), the one
+    plan.next_group chooses: in turn until each has --min-processes, then
+    the one nearest its precision in time; and how long each row's blocks
+    of the same targets took, for the next one's estimate."""
 
     def __init__(self, procs: Processes):
         self.procs = procs
-        self.turns: dict[str, int] = {}  # each row's blocks taken by a group
-        self.took_s: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # by row and targets (() in turn)
+        self.took_s: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # by row and targets
+        self.widths: dict[str, dict[str, float]] = {}  # each row's candidates' intervals after its last block
         self.upcoming: dict[str, tuple[str, ...]] = {}  # each row's next block's targets
 
-    def pick(self, job: Job, states: States, stepped: list[Target], block: int, turn: bool = True) -> list[Target]:
-        """This block's lockstep targets, of those that can (stepped; []: none);
-        turn=False: the next's, taking no turn."""
+    def pick(self, job: Job, states: States, stepped: list[Target], block: int) -> list[Target]:
+        """This block's lockstep targets, of those that can (stepped; []: none)."""
         if not stepped or block < plan.STEP_TOGETHER:
             return stepped
-        groups = self.procs.step_groups(job, states, stepped)
-        k = self.turns.get(job.name, 0)
-        self.turns[job.name] = k + 1 if turn else k
-        return groups[k % len(groups)]
+        got = self.needs(job, states, stepped)
+        cfg = self.procs.cfg
+        return got[plan.next_group([need for _, need in got], cfg.min_processes, cfg.precision)][0]
+
+    def needs(self, job: Job, states: States, stepped: list[Target]) -> list[tuple[list[Target], plan.GroupNeed]]:
+        """The row's groups, each with what the choice of a block reads of it."""
+        widths = self.widths.get(job.name, {})
+        out = []
+        for group in self.procs.step_groups(job, states, stepped):
+            took = self.took_s.get((job.name, _names(group)), [])[-3:]
+            need = plan.GroupNeed(
+                min(states[t.name].processes for t in group[1:]),
+                sum(took) / len(took) if took else None,
+                max(widths.get(t.name, math.inf) for t in group[1:]),
+            )
+            out.append((group, need))
+        return out
+
+    def time_to_goal(self, job: Job, states: States, blocks: int) -> float | None:
+        """The least time more one of the row's groups should need to reach
+        the precision (None: the row's blocks are not in groups: a target
+        runs in turn beside them, or it has had fewer than STEP_TOGETHER)."""
+        stepped = self.procs.stepped(job, states)
+        going = [n for n, st in states.items() if st.done is None]
+        if blocks < plan.STEP_TOGETHER or not stepped or len(stepped) != len(going):
+            return None
+        goal = self.procs.cfg.precision
+        return min(need.time_to_goal(goal) for _, need in self.needs(job, states, stepped))
 
     def took(self, job: Job, group: list[Target], seconds: float) -> None:
         self.took_s.setdefault((job.name, _names(group)), []).append(seconds)
 
-    def expect(self, job: Job, states: States, block: int) -> None:
-        """After a block: the targets the row's next one will hold."""
-        self.upcoming[job.name] = _names(self.pick(job, states, self.procs.stepped(job, states), block, turn=False))
+    def expect(self, job: Job, states: States, block: int, widths: dict[str, float]) -> None:
+        """After a block (its candidates' intervals): the targets the row's next one will hold."""
+        self.widths[job.name] = widths
+        self.upcoming[job.name] = _names(self.pick(job, states, self.procs.stepped(job, states), block))
 
     def times(self, job: Job) -> list[float]:
         """How long the row's blocks of its next block's targets took ([]: none yet)."""
         return self.took_s.get((job.name, self.upcoming.get(job.name, ())), [])
+
+
+def so_far(per: list[dict[str, float]], states: States) -> dict[str, str]:
+    """What pass 1 says of a row going on to pass 2 (per: each of its
+    figures' intervals, Runner._widths): the candidates already precise,
+    the others' widest interval so far."""
+    widest = {n: max(w.get(n, 0.0) for w in per) for n in per[0]}
+    return {
+        n: "precision"
+        if st.done == "precision"
+        else f"±{widest[n] * 100:.1f}% so far, more in pass 2"
+        if math.isfinite(widest[n])
+        else "more in pass 2"
+        for n, st in states.items()
+        if st.done == "precision" or n in widest
+    }
 
 
 def _names(targets: list[Target]) -> tuple[str, ...]:

@@ -74,6 +74,7 @@ class Side:
 class Judgement:
     worst: float  # the widest interval still deciding the row (0: none)
     precise: frozenset[str]  # candidates whose own ratio is now precise: they stop
+    widths: dict[str, float]  # each going candidate's widest interval over the job's figures (widths)
 
 
 def widths(rule: StopRule, names: list[str], sides: dict[str, Side]) -> dict[str, float]:
@@ -102,8 +103,8 @@ def judge(rule: StopRule, names: list[str], figures: list[dict[str, Side]]) -> J
     """A job's stop after a block (figures: each of its rows' sides): the
     candidates that stop on their own precision (with at least three
     targets, the baseline going on and --min-processes on both sides, every
-    figure precise), and the widest interval over the job's figures that
-    still decides once they have stopped."""
+    figure precise), the widest interval over the job's figures that
+    still decides once they have stopped, and each candidate's widest."""
     base = figures[0][names[0]]
     per = [widths(rule, names, sides) for sides in figures]
     precise: frozenset[str] = frozenset()
@@ -124,6 +125,7 @@ def judge(rule: StopRule, names: list[str], figures: list[dict[str, Side]]) -> J
             default=0.0,
         ),
         precise,
+        {n: max(w.get(n, math.inf) for w in per) for n in per[0]},
     )
 
 
