@@ -230,7 +230,7 @@ def test_step_groups_put_candidates_alike_in_speed_together():
     assert plan.step_groups({"a": 0.0, "b": 900}) == [["a", "b"]]  # a time unknown: one block for all
 
 
-def test_a_row_s_groups_take_turns_until_each_has_its_processes_then_the_nearest_its_goal_goes_first():
+def test_a_row_s_groups_take_turns_until_each_has_its_processes_then_the_nearest_its_goal_that_fits_goes_first():
     need = plan.GroupNeed
     # a container's group (0.1 s a block, ±1.3% after 22 blocks), UML's (0.6 s, ±1.4% after 21), a guest's
     demo = [need(22, 0.1, 0.013), need(21, 0.6, 0.014), need(21, 0.18, 0.045)]
@@ -244,6 +244,11 @@ def test_a_row_s_groups_take_turns_until_each_has_its_processes_then_the_nearest
     assert plan.next_group([need(12, 0.1, 0.02), need(10, None, 0.5)], 10, 0.01) == 1
     assert plan.next_group([need(12, 0.1, math.inf), need(11, 0.2, math.inf)], 10, 0.01) == 1
     assert plan.next_group([need(12, 0.1, 0.02), need(11, 0.2, math.inf)], 10, 0.01) == 0
+    # of those the row's share can finish; where none, in turn (fewest processes first)
+    assert plan.next_group(demo, 10, 0.01, left=20.0) == 0
+    assert plan.next_group(demo[1:], 10, 0.01, left=20.0) == 0  # UML's 12 s fit
+    assert plan.next_group([need(22, 0.6, 0.014), demo[2]], 10, 0.01, left=5.0) == 1  # neither: the guest's turn
+    assert plan.next_group([need(30, 0.1, 0.03), need(12, 0.6, 0.02)], 10, 0.01, left=5.0) == 1
 
 
 def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():

@@ -328,28 +328,33 @@ class GroupNeed:
         return time_to_goal(self.processes * self.block_s, self.worst, goal)
 
 
-def next_group(groups: list[GroupNeed], min_processes: int, goal: float) -> int:
+def next_group(groups: list[GroupNeed], min_processes: int, goal: float, left: float = math.inf) -> int:
     """Which group of a row's lockstep candidates its next block holds,
-    once every candidate has a ratio: first, while any has fewer than
-    --min-processes processes, the one with the fewest (the groups in turn:
-    each gets an interval at all); then one never timed alone; then the one
-    the precision asked costs the least time more (GroupNeed.time_to_goal:
-    its block's time, its blocks so far and its widest interval), fewest
-    processes first among equals (those whose need is unknown in turn).
+    once every candidate has a ratio (left: the row's share of the budget
+    still to spend, in s): first, while any has fewer than --min-processes
+    processes, the one with the fewest (the groups in turn: each gets an
+    interval at all); then one never timed alone; then, of those whose
+    precision should cost no more than is left (GroupNeed.time_to_goal:
+    its block's time, its blocks so far and its widest interval), the
+    cheapest; where none should, the groups in turn again (fewest
+    processes first).
 
-    Cheapest first, as pass 2 funds rows: in a row's share of the budget
-    the quick group's ratio (a container's, a block of 0.1 s) is finished
-    first, then the next one's, rather than each group taking equal turns:
-    with turns, a demo's container took a sixth of its rows' time, a
-    guest's block of 0.6 s the rest, and both ended on the budget at ±1.3%
-    where the container's ±1% was a second away."""
+    Cheapest first, as pass 2 funds rows: a row's share finishes the
+    quick group's ratio (a container's, a block of 0.1 s) and then the
+    next one's, where in turns a demo's container took a sixth of its
+    rows' time, a guest's blocks of 0.6 s the rest, and both ended at
+    ±1.3% where the container's ±1% was a second away.  In turns where
+    none can finish: the guest whose ±1% is a minute away still narrows."""
     short = [i for i, g in enumerate(groups) if g.processes < min_processes]
     if short:
         return min(short, key=lambda i: (groups[i].processes, i))
     unknown = [i for i, g in enumerate(groups) if g.block_s is None]
     if unknown:
         return unknown[0]
-    return min(range(len(groups)), key=lambda i: (groups[i].time_to_goal(goal), groups[i].processes, i))
+    fits = [i for i, g in enumerate(groups) if math.isfinite(g.time_to_goal(goal)) and g.time_to_goal(goal) <= left]
+    if fits:
+        return min(fits, key=lambda i: (groups[i].time_to_goal(goal), i))
+    return min(range(len(groups)), key=lambda i: (groups[i].processes, i))
 
 
 def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:

@@ -363,7 +363,7 @@ class Runner:
         while True:
             if self._past(job, deadline):  # a row's first block always runs; no other ends past the deadline
                 return "budget"
-            worst = self._block(job, sts)
+            worst = self._block(job, sts, deadline)
             if self.progress:
                 elapsed = self.clock() - self._t0
                 self.progress.update(
@@ -386,7 +386,7 @@ class Runner:
             ):
                 return "budget"  # a row begun gets two blocks, the fewest with a ratio (_past)
 
-    def _block(self, job: Job, sts: list[States]) -> float:
+    def _block(self, job: Job, sts: list[States], deadline: float = math.inf) -> float:
         """One block: each target's process in an order drawn at random --
         those that can in lockstep first (Processes.lockstep_block: all of
         them, or after a row's first blocks the baseline and one group of
@@ -402,7 +402,7 @@ class Runner:
         order = list(self.targets)
         self.order.shuffle(order)
         stepped = self.procs.stepped(job, sts[0])
-        group = self.groups.pick(job, sts[0], stepped, block)
+        group = self.groups.pick(job, sts[0], stepped, block, deadline - self.clock())
         if group:
             self.procs.lockstep_block(job, sts[0], block, group, self.order)
         self.executor(job).run(self.procs.turns(job, sts, block, [t for t in order if t not in stepped]))
@@ -418,7 +418,7 @@ class Runner:
         for name in got.precise:
             for s in sts:
                 s[name].done = "precision"
-        self.groups.expect(job, sts[0], block + 1, got.widths)
+        self.groups.expect(job, sts[0], block + 1, got.widths, deadline - self.clock())
         return got.worst
 
     def _past(self, job: Job, deadline: float) -> bool:
@@ -459,7 +459,8 @@ class StepGroups:
     at once, as the budget's floors count), then the baseline and one
     group of candidates alike in speed (Processes.step_groups), the one
     plan.next_group chooses: in turn until each has --min-processes, then
-    the one nearest its precision in time; and how long each row's blocks
+    the one nearest its precision in time, of those the row's share can
+    finish (else in turn again); and how long each row's blocks
     of the same targets took, for the next one's estimate."""
 
     def __init__(self, procs: Processes):
@@ -468,13 +469,14 @@ class StepGroups:
         self.widths: dict[str, dict[str, float]] = {}  # each row's candidates' intervals after its last block
         self.upcoming: dict[str, tuple[str, ...]] = {}  # each row's next block's targets
 
-    def pick(self, job: Job, states: States, stepped: list[Target], block: int) -> list[Target]:
-        """This block's lockstep targets, of those that can (stepped; []: none)."""
+    def pick(self, job: Job, states: States, stepped: list[Target], block: int, left: float) -> list[Target]:
+        """This block's lockstep targets, of those that can (stepped; []:
+        none), with `left` seconds of the row's share to spend."""
         if not stepped or block < plan.STEP_TOGETHER:
             return stepped
         got = self.needs(job, states, stepped)
         cfg = self.procs.cfg
-        return got[plan.next_group([need for _, need in got], cfg.min_processes, cfg.precision)][0]
+        return got[plan.next_group([need for _, need in got], cfg.min_processes, cfg.precision, left)][0]
 
     def needs(self, job: Job, states: States, stepped: list[Target]) -> list[tuple[list[Target], plan.GroupNeed]]:
         """The row's groups, each with what the choice of a block reads of it."""
@@ -504,10 +506,10 @@ class StepGroups:
     def took(self, job: Job, group: list[Target], seconds: float) -> None:
         self.took_s.setdefault((job.name, _names(group)), []).append(seconds)
 
-    def expect(self, job: Job, states: States, block: int, widths: dict[str, float]) -> None:
+    def expect(self, job: Job, states: States, block: int, widths: dict[str, float], left: float) -> None:
         """After a block (its candidates' intervals): the targets the row's next one will hold."""
         self.widths[job.name] = widths
-        self.upcoming[job.name] = _names(self.pick(job, states, self.procs.stepped(job, states), block))
+        self.upcoming[job.name] = _names(self.pick(job, states, self.procs.stepped(job, states), block, left))
 
     def times(self, job: Job) -> list[float]:
         """How long the row's blocks of its next block's targets took ([]: none yet)."""
