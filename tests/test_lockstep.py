@@ -122,6 +122,17 @@ def _fake_run(db, specs: list[str], cfg: RunConfig):
     return targets
 
 
+def _block_sides(con: sqlite3.Connection) -> list[set[str]]:
+    """Run "r"'s timed blocks in order, each as the set of targets its processes ran on."""
+    return [
+        set(names.split())
+        for _, names in con.execute(
+            "SELECT block, group_concat(target, ' ') FROM (SELECT block, target FROM processes "
+            "WHERE run_id='r' AND block >= 0 AND slot < 3 ORDER BY block, slot) GROUP BY block ORDER BY block"
+        )
+    ]
+
+
 def test_the_runner_measures_in_lockstep_and_records_one_process_per_side_and_block(tmp_path):
     db = tmp_path / "v.db"
     cfg = RunConfig(precision=0.02, max_time=60, min_processes=4, seed=7)
@@ -170,12 +181,8 @@ def test_after_two_blocks_of_all_a_block_holds_the_baseline_and_one_group_of_can
         RunConfig(precision=0.002, max_time=60, min_processes=6, seed=3),
     )
     con = sqlite3.connect(db)
-    blocks = con.execute(
-        "SELECT block, group_concat(target, ' ') FROM (SELECT block, target FROM processes "
-        "WHERE run_id='r' AND block >= 0 AND slot < 3 ORDER BY block, slot) GROUP BY block ORDER BY block"
-    ).fetchall()
     base, quick, slow = (t.name for t in targets)
-    sides = [set(names.split()) for _, names in blocks]
+    sides = _block_sides(con)
     assert len(sides) > plan.STEP_TOGETHER + 4
     assert all(s == {base, quick, slow} for s in sides[: plan.STEP_TOGETHER])
     later = sides[plan.STEP_TOGETHER :]
@@ -208,12 +215,8 @@ def test_once_each_group_has_its_processes_the_one_nearest_its_goal_takes_the_bl
         RunConfig(precision=0.01, max_time=30, min_processes=6, seed=5),
     )
     con = sqlite3.connect(db)
-    blocks = con.execute(
-        "SELECT block, group_concat(target, ' ') FROM (SELECT block, target FROM processes "
-        "WHERE run_id='r' AND block >= 0 AND slot < 3 ORDER BY block, slot) GROUP BY block ORDER BY block"
-    ).fetchall()
     base, quick, slow = (t.name for t in targets)
-    later = [set(names.split()) - {base} for _, names in blocks][plan.STEP_TOGETHER + 2 * (6 - 2) :]
+    later = [s - {base} for s in _block_sides(con)][plan.STEP_TOGETHER + 2 * (6 - 2) :]
     assert later and later[0] == {quick}, later
     firsts = later.index({slow})
     assert set(map(frozenset, later[firsts:])) == {frozenset({slow})}, later  # the quick one no more

@@ -351,9 +351,10 @@ def next_group(groups: list[GroupNeed], min_processes: int, goal: float, left: f
     unknown = [i for i, g in enumerate(groups) if g.block_s is None]
     if unknown:
         return unknown[0]
-    fits = [i for i, g in enumerate(groups) if math.isfinite(g.time_to_goal(goal)) and g.time_to_goal(goal) <= left]
+    need = [g.time_to_goal(goal) for g in groups]
+    fits = [i for i, t in enumerate(need) if math.isfinite(t) and t <= left]
     if fits:
-        return min(fits, key=lambda i: (groups[i].time_to_goal(goal), i))
+        return min(fits, key=lambda i: (need[i], i))
     return min(range(len(groups)), key=lambda i: (groups[i].processes, i))
 
 
