@@ -4,9 +4,11 @@ exit status as a Ctrl-C later, not a traceback from an import.  The
 Ctrl-C is held while the modules load (numpy turns a KeyboardInterrupt
 inside its C-extension import into an ImportError that quotes a
 traceback) and acted on as soon as they have.  A process started with
-SIGINT ignored keeps ignoring it."""
+SIGINT ignored keeps ignoring it.  The handler comes from _signal, a
+built-in module: `signal` would load enum and collections first, time in
+which a Ctrl-C still ends in a traceback."""
 
-import signal
+import _signal  # type: ignore[import-not-found]  # no stub: signal.py's own core
 import sys
 
 INTERRUPTED = 130
@@ -16,8 +18,8 @@ def main() -> int:
     held = []
     installed, previous = False, None
     try:
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            previous = signal.signal(signal.SIGINT, lambda *_: held.append(True))
+        if _signal.getsignal(_signal.SIGINT) != _signal.SIG_IGN:
+            previous = _signal.signal(_signal.SIGINT, lambda *_: held.append(True))
             installed = True
     except ValueError:  # not the main thread: load as it comes
         pass
@@ -27,7 +29,7 @@ def main() -> int:
         held.append(True)
     finally:
         if installed:  # a handler set outside Python reads as None: Python's own then
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+            _signal.signal(_signal.SIGINT, previous if previous is not None else _signal.default_int_handler)
     try:
         if held:
             raise KeyboardInterrupt
