@@ -386,7 +386,7 @@ class Runner:
             ):
                 return "budget"  # a row begun gets two blocks, the fewest with a ratio (_past)
 
-    def _block(self, job: Job, sts: list[States], deadline: float = math.inf) -> float:
+    def _block(self, job: Job, sts: list[States], deadline: float) -> float:
         """One block: each target's process in an order drawn at random --
         those that can in lockstep first (Processes.lockstep_block: all of
         them, or after a row's first blocks the baseline and one group of
