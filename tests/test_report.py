@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -747,6 +748,30 @@ def test_a_ratio_of_fewer_than_six_blocks_claims_no_interval():
     assert c.ratio == pytest.approx(1.5, rel=0.01)
     (row,) = jsondoc.document(data, ms, cs)["comparisons"]
     assert row["ratio"] == pytest.approx(c.ratio) and row["ratio_ci_low"] is None and row["ratio_ci_high"] is None
+
+
+def test_the_scoreboards_interval_column_is_the_ratios_the_precision_is_judged_by():
+    """Each candidate's `±%` column is its ratio's 95% interval (what `?`
+    and the verdict's count go by), not its two means' own: paired blocks
+    cancel the host's drift that widens each mean.  A row at ±0.9% under a
+    goal of 1% reads without `?`; one at ±1.2% with it."""
+    data = run(names=("local", "qemu:accel=tcg"))
+    data.config["precision"] = 0.01
+    ms, cs = analyse(data)
+    board = scoreboard.build(data, ms, cs)
+    (ci,) = [f for f in board.fields if f.key == "ci"]
+    for x in board.cells:
+        c = x.comparison
+        rel = (c.ratio_ci_high - c.ratio_ci_low) / 2 / c.ratio * 100
+        text = ci.text_in(x, "text")
+        assert float(text.lstrip("±")) == pytest.approx(rel, rel=0.06), (text, rel)
+    x = board.cells[0]
+    for lo, hi, flagged in ((0.991, 1.009, False), (0.988, 1.012, True)):
+        y = scoreboard.Cell(x.spec, x.baseline, x.candidate, replace(x.c, ratio=1.0, ratio_ci_low=lo, ratio_ci_high=hi),
+                            x.cand, x.base, 0.01)
+        assert ci.text_in(y, "text") == ("±1.2" if flagged else "±0.90") and ("?" in y.flags()) == flagged
+    inf = scoreboard.Cell(x.spec, x.baseline, x.candidate, replace(x.c, ratio_ci_low=math.nan), x.cand, x.base, 0.01)
+    assert ci.text_in(inf, "text") == "-"
 
 
 DEMO = (

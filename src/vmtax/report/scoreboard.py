@@ -147,12 +147,6 @@ class Cell:
 
 
 # -- the fields of a cell ----------------------------------------------------------------
-def _pct(f: float) -> str:
-    if not math.isfinite(f):
-        return "inf"
-    return f"{f * 100:.1f}" if f < 0.1 else f"{f * 100:.0f}"
-
-
 def _means(x: Cell) -> str:
     return fmt_pair(x.cand_summary.mean, x.base_summary.mean, x.spec.unit) if x.state == "ratio" else ""
 
@@ -187,7 +181,15 @@ def _means_text(x: Cell, fmt: str) -> str:
 
 
 def _ci_text(x: Cell, fmt: str) -> str:
-    return f"±{_pct(x.cand_summary.ci_rel)}/{_pct(x.base_summary.ci_rel)}" if x.state == "ratio" else ""
+    """The ratio's 95% interval, its half-width in % of the ratio: what the
+    precision asked and the `?` flag are judged by ('-': no interval)."""
+    if x.state != "ratio":
+        return ""
+    c = x.comparison
+    rel = stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) * 100
+    if not math.isfinite(rel):
+        return "-"
+    return "±" + (f"{rel:.2f}" if rel < 1 else f"{rel:.1f}" if rel < 10 else f"{rel:.0f}")
 
 
 @dataclass(frozen=True)
@@ -299,9 +301,9 @@ FIELDS: list[Field] = [
         "ci",
         lambda x: OMIT,
         _ci_text,
-        "±c/b %",
-        legend="±c/b = 95% CI half-width of each mean",
-        legends={TEXT: "±c/b %: each mean's 95% CI"},
+        "±%",
+        legend="±% = the ratio's 95% CI half-width, in % of the ratio",
+        legends={TEXT: "±%: the ratio's 95% CI"},
         show=frozenset({TEXT, MD}),
     ),
     Field(
