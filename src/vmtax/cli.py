@@ -237,7 +237,7 @@ def _config(args) -> RunConfig:
         same_mode=getattr(args, "same_mode", False),
         # --parallel N instances cannot be held sample by sample: they run in turn
         pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
-        step_ms=getattr(args, "step_ms", 1.0),
+        step_ms=getattr(args, "step_ms", RunConfig.step_ms),
     )
 
 
@@ -851,9 +851,9 @@ def _add_measuring(sub) -> None:
     s.add_argument(
         "--step-ms",
         type=float,
-        default=1.0,
+        default=RunConfig.step_ms,
         metavar="MS",
-        help="with --pairing lockstep: the baseline's sample lasts about MS ms (default 1)",
+        help=f"with --pairing lockstep: the baseline's sample lasts about MS ms (default {RunConfig.step_ms:g})",
     )
     modes = s.add_mutually_exclusive_group()
     modes.add_argument(

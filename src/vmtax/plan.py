@@ -44,7 +44,7 @@ class RunConfig:
     same_mode: bool = False  # or over the blocks both sides ran in the same mode (analysis.same_mode)
     pairing: str = "lockstep"  # a block's processes: "lockstep" (held together, samples alternated,
     #                                  lockstep.py) or "blocks" (one after another)
-    step_ms: float = 1.0  # lockstep: the baseline's sample, in ms
+    step_ms: float = 0.25  # lockstep: the baseline's sample, in ms
 
 
 FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
