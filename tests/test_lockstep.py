@@ -255,7 +255,7 @@ def test_a_row_s_groups_take_turns_until_each_has_its_processes_then_the_nearest
 
 
 def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():
-    cfg = RunConfig()  # 3 samples of 10 ms, 1 warmup; lockstep samples of 1 ms
+    cfg = RunConfig(step_ms=1.0)  # 3 samples of 10 ms, 1 warmup; lockstep samples of 1 ms
     s = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (5000, 2000.0)}, cfg)
     assert (s.iters, s.rounds, s.warmup) == (1000, 30 + plan.STEP_WARMUP_ROUNDS, plan.STEP_WARMUP_ROUNDS)
     slow = plan.step_sizes("a", {"a": (10000, 1000.0), "b": (100, 100000.0)}, cfg)
@@ -363,8 +363,9 @@ def test_a_block_with_visits_steps_each_side_its_samples_a_round():
 
 def test_a_candidate_far_quicker_than_the_baseline_still_takes_a_sample_its_clock_can_time():
     # a guest under nested KVM as the baseline (cpuid exits: 80 us), the bare machine 20 ns a cpuid
-    size = plan.step_sizes("kvm", {"kvm": (125, 80000.0), "local": (500000, 20.0)}, RunConfig())
-    assert size.iters * 20.0 >= 1e6 / plan.FASTEST_SHARE
+    cfg = RunConfig()
+    size = plan.step_sizes("kvm", {"kvm": (125, 80000.0), "local": (500000, 20.0)}, cfg)
+    assert size.iters * 20.0 >= cfg.step_ms * 1e6 / plan.FASTEST_SHARE
 
 
 def test_a_sides_sample_time_comes_from_its_samples_once_it_has_some_not_one_calibration():

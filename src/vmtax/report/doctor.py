@@ -190,7 +190,9 @@ def noise_by_distance(
     if lock_sd is not None and block_sd is not None and block_sd > 0:
         out.append(
             f"  a compare pairs a baseline's sample with a candidate's about {step_ms:g} ms apart "
-            f"(lockstep, the default; a target k times slower: (1+k)/2 ms): {lock_sd:.1f}% a pair, against "
+            f"(lockstep, the default; a target k times slower: (1+k)×{step_ms / 2:g} ms): {lock_sd:.1f}% a pair"
+            + (f" or less (the curve starts at {curve[0].ms:g} ms)" if step_ms < curve[0].ms else "")
+            + ", against "
             f"{block_sd:.1f}% {blocks_ms:.0f} ms apart (--pairing blocks, processes of "
             f"{process_s * 1e3:.0f} ms): where the host's noise is what varies, the same interval from about "
             f"{(lock_sd / block_sd) ** 2:.2g} times the pairs"
