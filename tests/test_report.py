@@ -767,8 +767,15 @@ def test_the_scoreboards_interval_column_is_the_ratios_the_precision_is_judged_b
         assert float(text.lstrip("±")) == pytest.approx(rel, rel=0.06), (text, rel)
     x = board.cells[0]
     for lo, hi, flagged in ((0.991, 1.009, False), (0.988, 1.012, True)):
-        y = scoreboard.Cell(x.spec, x.baseline, x.candidate, replace(x.c, ratio=1.0, ratio_ci_low=lo, ratio_ci_high=hi),
-                            x.cand, x.base, 0.01)
+        y = scoreboard.Cell(
+            x.spec,
+            x.baseline,
+            x.candidate,
+            replace(x.c, ratio=1.0, ratio_ci_low=lo, ratio_ci_high=hi),
+            x.cand,
+            x.base,
+            0.01,
+        )
         assert ci.text_in(y, "text") == ("±1.2" if flagged else "±0.90") and ("?" in y.flags()) == flagged
     inf = scoreboard.Cell(x.spec, x.baseline, x.candidate, replace(x.c, ratio_ci_low=math.nan), x.cand, x.base, 0.01)
     assert ci.text_in(inf, "text") == "-"

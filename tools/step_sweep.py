@@ -46,7 +46,9 @@ def costs(db_paths: list[str]) -> dict[str, dict[float, list[float]]]:
         db = sqlite3.connect(path)
         for run, cfg in db.execute("SELECT id, config_json FROM runs WHERE kind = 'compare'"):
             step = float(json.loads(cfg).get("step_ms", 1.0))
-            names = [n for (n,) in db.execute("SELECT name FROM run_targets WHERE run_id = ? ORDER BY position", (run,))]
+            names = [
+                n for (n,) in db.execute("SELECT name FROM run_targets WHERE run_id = ? ORDER BY position", (run,))
+            ]
             spans = {
                 (b, k): s
                 for b, k, s in db.execute(
@@ -75,7 +77,10 @@ def costs(db_paths: list[str]) -> dict[str, dict[float, list[float]]]:
 
 
 def table(c: dict[str, dict[float, list[float]]]) -> list[str]:
-    lines = ["| candidate | --step-ms | rows | seconds of blocks for ±1% (geometric mean over rows) |", "|---|---|---|---|"]
+    lines = [
+        "| candidate | --step-ms | rows | seconds of blocks for ±1% (geometric mean over rows) |",
+        "|---|---|---|---|",
+    ]
     for cand, by in c.items():
         for step in sorted(by):
             g = math.exp(statistics.mean(math.log(v) for v in by[step]))
@@ -103,16 +108,35 @@ def main() -> int:
     db, md = REPO / "results" / f"{a.out}.db", REPO / "results" / f"{a.out}.md"
     started, commands = time.strftime("%Y-%m-%d %H:%M"), []
     for step in order(steps, a.rounds):
-        argv = [str(VMTAX), "--db", str(db), "compare", *a.compare, "--precision", a.precision,
-                "--max-time", a.max_time, "--step-ms", f"{step:g}"]
+        argv = [
+            str(VMTAX),
+            "--db",
+            str(db),
+            "compare",
+            *a.compare,
+            "--precision",
+            a.precision,
+            "--max-time",
+            a.max_time,
+            "--step-ms",
+            f"{step:g}",
+        ]
         commands.append(" ".join(argv[1:]))
         print(f"[{time.strftime('%H:%M:%S')}] --step-ms {step:g}", flush=True)
         rc = subprocess.run(argv, stdout=subprocess.DEVNULL).returncode
         if rc not in (0, 1):
             print(f"step_sweep: vmtax exited {rc}; stopping", file=sys.stderr)
             return rc
-    lines = [f"# Lockstep sample length: {started} to {time.strftime('%H:%M')}", "", *table(costs([str(db)])), "",
-             "Commands, in the order run:", "", *(f"    {c}" for c in commands), ""]
+    lines = [
+        f"# Lockstep sample length: {started} to {time.strftime('%H:%M')}",
+        "",
+        *table(costs([str(db)])),
+        "",
+        "Commands, in the order run:",
+        "",
+        *(f"    {c}" for c in commands),
+        "",
+    ]
     md.write_text("\n".join(lines))
     print("\n".join(lines))
     return 0
