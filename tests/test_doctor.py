@@ -117,8 +117,16 @@ def test_doctor_on_this_machine_says_its_spread(tmp_path):
     assert ref["mean_ns_per_step"] > 0 and ref["cv"] >= 0 and "reference loop" in p.stdout
     curve = doc["noise_by_distance"]  # a contract: [{"ms": 1.0, "sd_pct": 3.4}, ...]
     assert [c["ms"] for c in curve][:3] == [1.0, 2.0, 4.0] and all(c["sd_pct"] >= 0 for c in curve)
-    assert doc["pairing"]["lockstep_ms"] == 1.0 and doc["pairing"]["blocks_ms"] > 1.0
-    assert "noise by distance" in p.stdout and "a compare pairs" in p.stdout
+    from vmtax.plan import RunConfig
+
+    step = doc["pairing"]["lockstep_ms"]  # compare's own default, said as it is
+    assert step == RunConfig.step_ms and doc["pairing"]["blocks_ms"] > step
+    assert (
+        "noise by distance" in p.stdout
+        and f"a compare pairs a baseline's sample with a candidate's about {step:g} ms" in p.stdout
+    )
+    # a length shorter than the curve's first distance is said as such, not as the curve's figure
+    assert ("or less (the curve starts at 1 ms)" in p.stdout) == (step < 1.0)
 
 
 def test_doctor_refuses_a_workload_and_bad_counts(capsys):
