@@ -121,7 +121,7 @@ def main() -> int:
             "--step-ms",
             f"{step:g}",
         ]
-        commands.append(" ".join(argv[1:]))
+        commands.append("vmtax " + " ".join(argv[1:]))
         print(f"[{time.strftime('%H:%M:%S')}] --step-ms {step:g}", flush=True)
         rc = subprocess.run(argv, stdout=subprocess.DEVNULL).returncode
         if rc not in (0, 1):
