@@ -64,6 +64,40 @@ def test_a_block_steps_every_side_once_a_round():
     assert all(len(s.overheads) == s.samples for s in sides)
 
 
+def test_a_block_starts_its_processes_in_an_order_drawn_at_random_and_stores_a_sample_while_the_next_runs():
+    events = []
+
+    def logged(t):
+        gated, step = t.run_gated, t.step
+
+        def run_gated(argv, timeout, tool=False):
+            events.append(("start", t.name))
+            return gated(argv, timeout, tool)
+
+        def stepped(warm=False):
+            events.append(("go", t.name))
+            step(warm)
+
+        t.run_gated, t.step = run_gated, stepped
+        return t
+
+    firsts = set()
+    for seed in range(12):
+        events.clear()
+        targets = [logged(parse_target(f"fake:seed={i},step=on,label=s{i}")) for i in (1, 2, 3)]
+        sides = _sides(targets, rounds=4)
+        for s in sides:
+            s.take = lambda f, at, name=s.name: events.append(("take", name))
+        lockstep.run_block(sides, A, 4, random.Random(seed), lambda: 5.0, 5.0)
+        firsts.add(events[0][1])
+        assert [e for e, _ in events[:3]] == ["start"] * 3
+        steps = [e for e in events if e[0] != "start"]
+        assert [e for e, _ in steps].count("take") == 12 == [e for e, _ in steps].count("go")
+        # each sample is handed on after the next go, the last one after the last
+        assert [e for e, _ in steps] == ["go"] + ["go", "take"] * 11 + ["take"]
+    assert len(firsts) == 3  # the baseline is not always started first
+
+
 def test_a_failing_candidate_leaves_the_others_stepping_and_nothing_held():
     targets = [
         parse_target("fake:seed=1,step=on"),

@@ -177,14 +177,15 @@ def run_block(
     """One lockstep block: sides[0] the baseline, the others candidates,
     each an agent process started with --step and `rounds` samples (times
     its visits a round, where given), warmups included.  Starts every
-    process at once, waits until each is ready, then steps them round by
-    round (round_order), each sample handed to its side's take() as it
-    arrives.  A side that fails, skips or falls silent
+    process at once (in an order drawn at random), waits until each is
+    ready, then steps them round by round (round_order), each sample
+    handed to its side's take() while the next one runs (a store's write
+    is not in the time between a sample and the next go).  A side that fails, skips or falls silent
     stops taking part (its error or skip says why) and the others go on.
     `timeout` bounds each process from its start to its end, as a process
     run in turn is bounded (a target gone silent is given up then).
     Every process has ended, or been let go, when this returns."""
-    for s in sides:
+    for s in rng.sample(sides, len(sides)):  # started in an order drawn at random, as each round is
         try:
             lines = s.target.run_gated(s.argv, timeout=timeout)
         except (TargetError, AgentError) as e:
@@ -193,6 +194,7 @@ def run_block(
         s._thread = threading.Thread(target=_pump, args=(s, lines), daemon=True)
         s._thread.start()
     each = dict(enumerate(visits or [1] * len(sides)))
+    taken: list[tuple[Side, dict, float]] = []  # samples come in, not yet handed to take()
     try:
         ready = time.monotonic() + timeout
         for s in sides:
@@ -203,25 +205,39 @@ def run_block(
                 break  # no baseline, or no candidate: no pair left
             for i in round_order(rng, [i for i, s in enumerate(sides) if s.live], each):
                 if sides[i].live:
-                    _step(sides[i], spec, step_timeout())
+                    _step(sides[i], spec, step_timeout(), taken)
+        _hand(taken)
         for i, s in enumerate(sides):  # a side that took all its samples ends of itself
             if s.live and s.samples == rounds * each[i]:
                 _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
     finally:  # the others, held at a go that will not come, are let go
-        for s in sides:
-            _close(s)
+        try:
+            _hand(taken)
+        finally:
+            for s in sides:
+                _close(s)
 
 
-def _step(side: Side, spec: BenchSpec, timeout: float) -> None:
-    """A warm line and a go line to a side, then its sample (handed to
-    take).  Its overhead: the round trip, less twice the sample's time (the
-    untimed one and the timed one)."""
+def _hand(taken: list[tuple[Side, dict, float]]) -> None:
+    """Each sample come in to its side's take(), in the order they came."""
+    while taken:
+        side, f, t = taken.pop(0)
+        side.take(f, t)
+
+
+def _step(side: Side, spec: BenchSpec, timeout: float, taken: list[tuple[Side, dict, float]]) -> None:
+    """A warm line and a go line to a side, then its sample (put in taken).
+    The samples come in before it are handed to take() (stored) while it
+    runs, not between a sample and the next go.  Its overhead: the round
+    trip, less twice the sample's time (the untimed one and the timed
+    one)."""
     went = time.monotonic()
     try:
         side.target.step(warm=True)
     except TargetError as e:
         _fail(side, e)
         return
+    _hand(taken)
     ev = _wait_for(side, spec, ("sample",), went + timeout)
     if ev is None:
         return
@@ -229,7 +245,7 @@ def _step(side: Side, spec: BenchSpec, timeout: float) -> None:
     sample_s = f["value"] * f["ops"] / 1e9
     side.overheads.append(max(0.0, time.monotonic() - went - 2 * sample_s))
     side.samples += 1
-    side.take(f, time.time())
+    taken.append((side, f, time.time()))
 
 
 def _close(side: Side) -> None:

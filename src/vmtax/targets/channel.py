@@ -314,9 +314,9 @@ class ChannelTarget(Target):
         self.channel.send("go")
 
     def step(self, warm: bool = False) -> None:
-        if warm and self.channel:
-            self.channel.send("warm")
-        self.go()
+        if not self.channel:
+            raise TargetError(f"{self.name} is not started")
+        self.channel.send("warm\ngo" if warm else "go")  # one write: one wake-up of the agent
 
     def release(self) -> None:
         if self.channel and not self.channel.broken:
