@@ -97,12 +97,19 @@ def report(data, procs: list[dict]) -> str:
         by_target[r["target"]].append(r)
         by_tb[(r["target"], r["benchmark"])].append(r)
     cfg = data.config
+    lockstep = cfg.get("pairing", "blocks") == "lockstep"
+    pinned = f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"
     out = [
         f"Run `{data.id}`: `{data.command}`",
         "",
-        f"{cfg.get('samples_per_process')} samples per process after {cfg.get('warmup')} warmup, "
-        f"{cfg.get('min_time_ms')} ms per sample, "
-        + (f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned"),
+        (
+            f"lockstep pairs of {cfg.get('step_ms')} ms samples (an agent row's processes held together, "
+            f"stepped by turns: a process's rest holds the other sides' turns, its untimed samples and "
+            f"each go's round trip; the best samples/process column assumes processes in turn), {pinned}"
+            if lockstep
+            else f"{cfg.get('samples_per_process')} samples per process after {cfg.get('warmup')} warmup, "
+            f"{cfg.get('min_time_ms')} ms per sample, {pinned}"
+        ),
         "",
         "### Where an agent process's time goes (median per process, all benchmarks)",
         "",
