@@ -180,8 +180,9 @@ def run_block(
     process at once (in an order drawn at random), waits until each is
     ready, then steps them round by round (round_order), each sample
     handed to its side's take() while the next one runs (a store's write
-    is not in the time between a sample and the next go).  A side that fails, skips or falls silent
-    stops taking part (its error or skip says why) and the others go on.
+    is not in the time between a sample and the next go).  A side that
+    fails, skips or falls silent stops taking part (its error or skip says
+    why) and the others go on.
     `timeout` bounds each process from its start to its end, as a process
     run in turn is bounded (a target gone silent is given up then).
     Every process has ended, or been let go, when this returns."""

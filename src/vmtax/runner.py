@@ -763,9 +763,9 @@ class Processes:
 
     def lockstep_block(self, job: Job, states: States, block: int, targets: list[Target], rng: random.Random) -> None:
         """One block of these targets' processes in lockstep
-        (lockstep.run_block): the baseline's first, each sample recorded
-        while the next one runs and each process as one of its own
-        (Recorder)."""
+        (lockstep.run_block; targets[0] the baseline), each sample
+        recorded while the next one runs and each process as one of its
+        own (Recorder)."""
         spec, found = job.specs[0], self.found[job.specs[0].name]
         size = plan.step_sizes(targets[0].name, {t.name: found[t.name] for t in targets}, self.cfg)
         size = plan.step_rounds(
