@@ -880,3 +880,55 @@ def test_a_stored_runs_report_and_exit_code_come_from_the_report_not_the_cli():
     data.status, data.samples, data.outcomes[("uml", "pi")] = "complete", [], ("budget", "")
     o = console.report(data, console.Options(notes=True))
     assert o.code == console.EXIT_FAIL and "produced no ratio" in o.err[0] and "benchmark" not in "".join(o.out)
+
+
+def _state_run(grow: float):
+    """reportdata's run over 24 blocks of 6 samples a side, the host slow in
+    every other block (the baseline 30% slower there) and the candidate's
+    tax `grow` times higher in a slow block."""
+    data = run()
+    rng = __import__("random").Random(7)
+    samples = []
+    for spec in data.benchmarks:
+        for blk in range(24):
+            slow = blk % 2 == 1
+            for i, n in enumerate(("local", "qemu:accel=tcg")):
+                level = 100.0 * (1.3 if slow else 1.0) * (1.0 if i == 0 else 3.0 * (grow if slow else 1.0))
+                samples += [
+                    Sample(spec.name, n, level * rng.gauss(1, 0.01), "ns", process=blk * 2 + i, seq=k, block=blk, t=k)
+                    for k in range(6)
+                ]
+    return replace(data, samples=samples)
+
+
+def test_a_tax_that_moves_with_the_hosts_state_is_said_under_the_board_and_in_json():
+    data = _state_run(grow=1.2)
+    ms, cs = analyse(data)
+    board = scoreboard.build(data, ms, cs)
+    assert [(n.candidate, n.rows, n.up, n.down) for n in board.states] == [("qemu:accel=tcg", 3, 3, 0)]
+    assert board.states[0].median == pytest.approx(1.2, rel=0.02)
+    text = _board_text(data, ms, cs)
+    assert "qemu:accel=tcg's tax moves with the host's state: ×1.19" in text
+    notes = _notes_text(data, ms, cs)
+    assert "ratio was higher on 3 of 3 rows and lower on 0" in " ".join(notes.split())
+    doc = jsondoc.document(data, ms, cs)
+    assert doc["host_state"][0]["candidate"] == "qemu:accel=tcg" and doc["host_state"][0]["higher"] == 3
+    h = doc["comparisons"][0]["host_state"]
+    assert set(h) == {"blocks", "quick_ratio", "slow_ratio", "change", "change_ci_low", "change_ci_high", "moved"}
+    assert (
+        h["moved"]
+        and h["quick_ratio"] == pytest.approx(3.0, rel=0.02)
+        and h["slow_ratio"] == pytest.approx(3.6, rel=0.02)
+    )
+    assert "tax moves with the host's state" in markdown.scoreboard_md(board)
+    assert "tax moves with the host" in html.scoreboard_table(board)
+
+
+def test_a_tax_the_hosts_state_leaves_alone_gets_no_state_note():
+    data = _state_run(grow=1.0)
+    ms, cs = analyse(data)
+    board = scoreboard.build(data, ms, cs)
+    assert board.states == []
+    assert "host's state" not in _board_text(data, ms, cs) + _notes_text(data, ms, cs)
+    doc = jsondoc.document(data, ms, cs)
+    assert doc["host_state"] == [] and all(c["host_state"] is not None for c in doc["comparisons"])

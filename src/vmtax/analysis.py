@@ -55,6 +55,17 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
     return out
 
 
+def block_samples(samples: list[Sample]) -> dict[int, list[float]]:
+    """{block: its timed samples in the order taken} of one target's row
+    (warmups and counted batches left out; none for a run stored before
+    samples carried their block): what stats.host_state splits."""
+    out: dict[int, list[tuple[float, int, float]]] = defaultdict(list)
+    for s in samples:
+        if not s.warmup and not s.counting and s.block >= 0:
+            out[s.block].append((s.t, s.seq, s.value))
+    return {k: [v for _, _, v in sorted(xs)] for k, xs in out.items()}
+
+
 def _carries_metrics(s: Sample) -> bool:
     """A counted batch; or a workload's timed run, whose metric is read
     without a counter (/proc ticks: no cost to the run)."""
@@ -379,6 +390,7 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
             vals = block_means([s for n in names for s in by_key.get((n, spec.name), [])])
             base = vals.get((names[0], spec.name), {})
             two = {m.target: m.modes for m in measurements if m.benchmark.name == spec.name}
+            base_blocks = block_samples(by_key.get((names[0], spec.name), []))
             for cand_name in names[1:]:
                 stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
                 cand = vals.get((cand_name, spec.name), {})
@@ -396,6 +408,11 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                         slow_mode=slow_mode(base, cand, bm, cm),
                         base_modes=bm if shared else None,
                         base_shared=shared,
+                        host_state=stats.host_state(
+                            base_blocks,
+                            block_samples(by_key.get((cand_name, spec.name), [])),
+                            higher_is_better=spec.direction == "higher",
+                        ),
                     )
                     which = headline_of(data.config)
                     comparisons.append(headline_stratum(c, which) if which else c)

@@ -147,6 +147,27 @@ class Stratum:
 
 
 @dataclass(frozen=True)
+class HostState:
+    """Whether a candidate's ratio moves with the host's state
+    (stats.host_state): its ratio over the blocks in which the baseline ran
+    quicker than its median and over those in which it ran slower (the state
+    read from the baseline's odd samples, the ratios from its even ones),
+    and the slow half's ratio over the quick half's with its 95% CI."""
+
+    blocks: int  # the blocks split (half each side of the median)
+    quick: float  # the ratio in the host's quick half
+    slow: float  # in its slow half
+    change: float  # slow / quick
+    change_low: float
+    change_high: float
+
+    @property
+    def moved(self) -> bool:
+        """The change's 95% CI leaves out 1: the tax differs between the halves at the 5% level."""
+        return self.change_low > 1 or self.change_high < 1
+
+
+@dataclass(frozen=True)
 class Comparison:
     benchmark: BenchSpec
     baseline: str
@@ -171,6 +192,7 @@ class Comparison:
     # baseline's blocks are all shared and its modes its row's
     base_modes: Modes | None = field(default=None, compare=False)
     base_shared: int = field(default=0, compare=False)
+    host_state: HostState | None = field(default=None, compare=False)  # None: too few blocks to split
 
     @property
     def estimand(self) -> str:

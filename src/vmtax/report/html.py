@@ -43,7 +43,11 @@ def scoreboard_table(board: Board) -> str:
             ]
             rows.append(f"<tr>{''.join(cells)}</tr>")
     legend = f'<p class="meta">{escape(" · ".join(board.legend(fields, HTML)))}</p>'
-    return legend + table(header, rows, left=3) + mode_paragraphs([f"{view.MODES_MARK} {n.text}" for n in board.modes])
+    return (
+        legend
+        + table(header, rows, left=3)
+        + mode_paragraphs([f"{view.MODES_MARK} {n.text}" for n in board.modes] + [n.text for n in board.states])
+    )
 
 
 def measurements_table(t: Table) -> str:

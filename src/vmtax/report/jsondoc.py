@@ -71,6 +71,21 @@ def verdict(v: scoreboard.Verdict) -> dict:
     }
 
 
+def host_state(board: scoreboard.Board) -> list[dict]:
+    """The candidates whose tax moved with the host's state (view.state_notes)."""
+    return [
+        {
+            "candidate": n.candidate,
+            "rows": n.rows,
+            "higher": n.up,
+            "lower": n.down,
+            "median_change": json_number(n.median),
+            "p_value": json_number(n.p_value),
+        }
+        for n in board.states
+    ]
+
+
 def targets(t: facts.Targets) -> list[dict]:
     return [{k: json_number(v) for k, v in row.items()} for row in t.values(JSON)]
 
@@ -96,4 +111,5 @@ def document(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> dict
     if data.kind == "compare" or cs:  # each cell with a ratio carries its comparison
         doc["comparisons"] = comparisons(board)
         doc["verdict"] = verdict(board.verdict)
+        doc["host_state"] = host_state(board)
     return doc

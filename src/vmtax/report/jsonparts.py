@@ -1,9 +1,10 @@
 """The pieces of vmtax's JSON documents that more than one part of a
-document carries: two modes, a stratum's ratio, metrics' ratios."""
+document carries: two modes, a stratum's ratio, the host's state, metrics'
+ratios."""
 
 from __future__ import annotations
 
-from ..model import Modes, Stratum
+from ..model import HostState, Modes, Stratum
 from .units import json_number
 
 
@@ -37,6 +38,22 @@ def stratum(s: Stratum | None, slow: bool = False) -> dict | None:
         "of_blocks": s.of_blocks,
         **({"slow_blocks": s.slow_blocks} if slow else {}),
     }  # same_mode's and slow_mode's: of its blocks
+
+
+def host_state(h: HostState | None) -> dict | None:
+    """A comparison's ratio in the host's quick and slow halves
+    (stats.host_state); null where its row had too few blocks to split."""
+    if h is None:
+        return None
+    return {
+        "blocks": h.blocks,
+        "quick_ratio": json_number(h.quick),
+        "slow_ratio": json_number(h.slow),
+        "change": json_number(h.change),
+        "change_ci_low": json_number(h.change_low),
+        "change_ci_high": json_number(h.change_high),
+        "moved": h.moved,
+    }
 
 
 def metric_ratios(metrics: dict) -> dict:

@@ -67,7 +67,7 @@ def scoreboard_md(board: Board) -> str:
     out += [md_cell(f"[{i}] {text}") + "  " for i, text in enumerate(board.reasons, 1)] + (
         [""] if board.reasons else []
     )
-    out += mode_items([f"{view.MODES_MARK} {n.text}" for n in board.modes])
+    out += mode_items([f"{view.MODES_MARK} {n.text}" for n in board.modes] + [n.text for n in board.states])
     out += [targets_md(board.targets)]
     return "\n".join(out)
 

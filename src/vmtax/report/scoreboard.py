@@ -3,8 +3,9 @@ benchmark and candidate a cell -- the ratio and its interval, the flags
 (* ? ~), the number of the note that says why a cell holds no ratio, the
 raw means, each side's 95% CI half-width --; each suite's geometric means;
 the notes (why a cell is empty; what a row whose processes fell in two
-modes gives); the verdict (the precision reached, what stopped the rows,
-what a larger budget would take); the table of targets.
+modes gives; a candidate whose tax moved with the host's state); the
+verdict (the precision reached, what stopped the rows, what a larger budget
+would take); the table of targets.
 
 What a cell shows is said once, in FIELDS (hyperfine's MarkupExporter one
 level up): a field's key in a JSON comparison, its value, its text and
@@ -24,7 +25,7 @@ from .. import stats
 from ..doctor import MIN_BLOCKS
 from ..model import BenchSpec, Comparison, Measurement, RunData, Summary
 from . import facts, view
-from .jsonparts import metric_ratios, modes_row, stratum
+from .jsonparts import host_state, metric_ratios, modes_row, stratum
 from .units import fmt_duration, fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
 from .view import HTML, JSON, MD, PEOPLE, TEXT, ModeNote
 
@@ -285,6 +286,7 @@ FIELDS: list[Field] = [
     # ratio was judged by (null: one mode there), and that block count; absent otherwise
     Field("baseline_shared_blocks", lambda x: x.comparison.base_shared if x.comparison.base_shared else OMIT),
     Field("baseline_modes", lambda x: modes_row(x.comparison.base_modes) if x.comparison.base_shared else OMIT),
+    Field("host_state", lambda x: host_state(x.comparison.host_state)),
     Field(
         "means",
         lambda x: OMIT,
@@ -434,6 +436,7 @@ class Board:
     cells: list[Cell]  # every cell, benchmark by benchmark (the JSON's order)
     reasons: list[str]  # why a cell holds no ratio, numbered from 1 (Cell.note)
     modes: list[ModeNote]  # the rows with two modes, in full
+    states: list[view.StateNote]  # the candidates whose tax moved with the host's state
     verdict: Verdict
     targets: facts.Targets
     table: view.Table  # the measurements it was built from
@@ -504,6 +507,7 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
         list(cells.values()),
         reasons,
         modes,
+        view.state_notes(t),
         verdict(data, list(cells.values())),
         facts.targets(data),
         t,

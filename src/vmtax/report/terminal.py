@@ -92,7 +92,7 @@ def scoreboard(board: Board) -> str:
     legend = board.legend(fields, TEXT)
     if board.shown(TEXT) != fields:
         legend.append("raw means: --all-rows")
-    if board.reasons or board.modes:
+    if board.reasons or board.modes or board.states:
         legend.append(f"notes in full: vmtax show --notes {board.header.id}")
     out = [_fill(line) for line in board.verdict.lines()]
     out += [
@@ -105,6 +105,7 @@ def scoreboard(board: Board) -> str:
     ]
     out += [_one_line(f"[{i}] {text}") for i, text in enumerate(board.reasons, 1)]
     out += mode_lines_short(board)
+    out += [_one_line(n.short) for n in board.states]
     return "\n".join(out)
 
 
@@ -165,11 +166,12 @@ def mode_lines_short(board: Board) -> list[str]:
 
 def notes(board: Board) -> str:
     """The notes in full: why each cell without a ratio has none; for each
-    row with two modes, both sides' modes and every ratio; the targets'
-    notes ('' if none)."""
+    row with two modes, both sides' modes and every ratio; each candidate
+    whose tax moved with the host's state; the targets' notes ('' if none)."""
     return "\n".join(
         [_fill(f"[{i}] {text}") for i, text in enumerate(board.reasons, 1)]
         + [_fill(f"{view.MODES_MARK} {n.text}") for n in board.modes]
+        + [_fill(n.text) for n in board.states]
         + [_fill(", ".join(names) + f": {note}") for names, note in board.targets.notes]
     )
 

@@ -25,6 +25,7 @@ scoreboards lay out."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -566,3 +567,73 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
         f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
         f"{_interval(f.ratio, f.ci_low, f.ci_high)}.",
     )
+
+
+# -- a tax that moves with the host's state ----------------------------------------------
+STATE_CHANCE = 0.01  # a candidate is said to move with the host's state where so many rows moving is rarer by chance
+
+
+@dataclass(frozen=True)
+class StateNote:
+    """A candidate whose ratio moved with the host's state on more of its
+    rows than chance would move (Comparison.host_state): the count each way,
+    the median change, a line for the scoreboard and the note in full."""
+
+    candidate: str
+    rows: int  # its rows with a split
+    up: int  # rows whose ratio was higher in the host's slow half (95% CI above 1)
+    down: int  # lower
+    median: float  # the median slow/quick change over its rows
+    p_value: float  # of so many rows moving (either way) by chance: binomial, 5% a row
+    short: str
+    text: str
+
+
+def state_notes(t: Table) -> list[StateNote]:
+    """One note per candidate whose rows moved with the host's state beyond
+    chance (p < STATE_CHANCE, each row moving by chance at 5%), in the run's
+    order: its ratio in the blocks where the baseline ran slower than its
+    median against those where it ran quicker (stats.host_state)."""
+    by: dict[str, list[Comparison]] = {}
+    for r in t.rows:
+        if r.c is not None and r.c.host_state is not None:
+            by.setdefault(r.c.candidate, []).append(r.c)
+    out = []
+    for cand, cs in by.items():
+        moved = [c for c in cs if c.host_state is not None and c.host_state.moved]
+        p = _binomial_tail(len(moved), len(cs), 0.05)
+        if p >= STATE_CHANCE:
+            continue
+        hs = [c.host_state for c in cs if c.host_state is not None]
+        up = sum(1 for h in hs if h.change_low > 1)
+        median = math.exp(statistics.median(math.log(h.change) for h in hs))
+        base = cs[0].baseline
+        rows = ", ".join(
+            f"{c.benchmark.name} ×{fmt_ratio3(h.change)} [{fmt_ratio3(h.change_low)}, {fmt_ratio3(h.change_high)}]"
+            for c in sorted(moved, key=lambda c: -abs(math.log(c.host_state.change)))  # type: ignore[union-attr]
+            if (h := c.host_state) is not None
+        )
+        out.append(
+            StateNote(
+                cand,
+                len(hs),
+                up,
+                len(moved) - up,
+                median,
+                p,
+                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(median)} where {base} ran "
+                f"slow (median; {len(moved)} of {len(hs)} rows moved)",
+                f"{cand}'s tax moves with the host's state: in the blocks where {base} ran slower than its "
+                f"median, against those where it ran quicker, {cand}'s ratio was higher on {up} of {len(hs)} "
+                f"rows and lower on {len(moved) - up} (95% intervals; {0.05 * len(hs):.1f} expected by chance, "
+                f"p {p:.2g}), by ×{fmt_ratio3(median)} at the median row: {rows}. Its intervals hold that "
+                "change beside the noise: pairing a block's sides cancels a state that slows both alike, not a "
+                "tax that grows with it, and the ratio is of the states the run met.",
+            )
+        )
+    return out
+
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k), X ~ Binomial(n, p)."""
+    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))

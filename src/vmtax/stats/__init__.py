@@ -9,6 +9,7 @@ signflip  the sign-flip test over blocks paired in random order, its interval,
 modes     two modes among process means
 strata    the test over strata (StratifiedTest) and within the host's modes
           (ModeTest)
+state     whether a candidate's ratio moves with the host's state (host_state)
 
 Every name is re-exported here: `from vmtax import stats; stats.summarize`
 and `from vmtax.stats import jain` work as they did when this was one module."""
@@ -23,6 +24,7 @@ from .modes import (
     modes,
 )
 from .signflip import DRAWS, EXACT_PAIRS, PairedTest, as_pairs, compare_paired, paired, sign_chunks, stop_halfwidth
+from .state import STATE_MIN_BLOCKS, host_state
 from .strata import (
     FAST,
     MODE_AGREE,
@@ -65,6 +67,7 @@ __all__ = [
     "MODE_MIN_PAIRS",
     "SAME",
     "SLOW",
+    "STATE_MIN_BLOCKS",
     "STRATUM_MIN",
     "ModeTest",
     "PairedTest",
@@ -75,6 +78,7 @@ __all__ = [
     "compare_paired",
     "compare_strata",
     "geomean",
+    "host_state",
     "jain",
     "mode_sides",
     "modes",
