@@ -12,13 +12,7 @@ not a test).  For a stored comparison (or one it runs), per target:
 - the samples per process that would buy the most precision per second,
   n* = sqrt(within^2 * (fixed + warmup) / (between^2 * sample)) (each
   process costs its fixed time plus one sample per warmup and per sample;
-  the variance of its mean is between^2 + within^2 / n);
-- the host's state, block by block: the SD of a block's log ratio against
-  what its samples' own scatter predicts, and the ratio in the blocks where
-  the baseline ran quicker than its median against those where it ran
-  slower (stats.host_state, what the scoreboard's host-state note counts):
-  a candidate whose tax moves with the host's state has blocks that differ
-  beyond their samples, and no pairing takes that out.
+  the variance of its mean is between^2 + within^2 / n).
 
 Usage: .venv/bin/python tools/precision.py [--db FILE] RUN [--markdown FILE]
 """
@@ -38,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from vmtax import stats  # noqa: E402
-from vmtax.analysis import analyse, block_samples  # noqa: E402
+from vmtax.analysis import analyse  # noqa: E402
 from vmtax.store import Store, default_db_path  # noqa: E402
 
 
@@ -93,68 +87,6 @@ def best_samples(within: float, between: float, fixed: float, sample: float, war
     if between <= 0 or sample <= 0:
         return float("inf")
     return math.sqrt(within**2 * (fixed + warmup * sample) / (between**2 * sample))
-
-
-def state_split(cand: dict[int, list[float]], base: dict[int, list[float]], higher: bool) -> dict | None:
-    """One candidate's row: the block log ratio's SD against the SD its
-    samples' scatter predicts, and stats.host_state's split of its blocks."""
-    h = stats.host_state(base, cand, higher_is_better=higher)
-    blocks = [k for k in cand.keys() & base.keys() if len(cand[k]) >= 2 and len(base[k]) >= 2]
-    if h is None or len(blocks) < 3:
-        return None
-    lr, pred = [], []
-    for k in blocks:
-        c, b = np.log(cand[k]), np.log(base[k])
-        lr.append(float(c.mean() - b.mean()))
-        pred.append(math.sqrt(c.var(ddof=1) / c.size + b.var(ddof=1) / b.size))
-    return {"state": h, "sd": statistics.stdev(lr), "predicted": statistics.median(pred)}
-
-
-def state_section(data) -> list[str]:
-    """The host's state, block by block: per candidate and row, state_split."""
-    by_key = defaultdict(list)
-    for s in data.samples:
-        by_key[(s.target, s.benchmark)].append(s)
-    base = data.targets[0].name
-    rows, summary = [], []
-    for t in [t.name for t in data.targets[1:]]:
-        got = []
-        for spec in data.benchmarks:
-            r = state_split(
-                block_samples(by_key[(t, spec.name)]),
-                block_samples(by_key[(base, spec.name)]),
-                spec.direction == "higher",
-            )
-            if r is None:
-                continue
-            got.append(r)
-            h = r["state"]
-            rows.append(
-                f"| {spec.name} | {t} | {h.blocks} | {r['sd'] * 100:.1f}% | {r['predicted'] * 100:.1f}% | "
-                f"{h.quick:.4g} | {h.slow:.4g} | ×{h.change:.3f} [{h.change_low:.3f}, {h.change_high:.3f}] |"
-            )
-        if got:
-            summary.append(
-                f"| {t} | {len(got)} | {statistics.median(r['sd'] for r in got) * 100:.1f}% | "
-                f"{statistics.median(r['predicted'] for r in got) * 100:.1f}% | "
-                f"×{math.exp(statistics.median(math.log(r['state'].change) for r in got)):.3f} | "
-                f"{sum(1 for r in got if r['state'].moved)} |"
-            )
-    if not summary:
-        return []
-    return [
-        "",
-        f"### The host's state, block by block (the baseline {base}'s level: below its median, quick; above, slow)",
-        "",
-        "| target | rows | block log ratio SD | its samples predict | slow / quick, median | rows where it moved |",
-        "|---|---:|---:|---:|---:|---:|",
-        *summary,
-        "",
-        "| row | target | blocks | block log ratio SD | its samples predict | ratio, quick | ratio, slow "
-        "| slow / quick, 95% CI |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
-        *rows,
-    ]
 
 
 def report(data, procs: list[dict]) -> str:
@@ -250,7 +182,6 @@ def report(data, procs: list[dict]) -> str:
                     f"| {cand} | {len(mine)} | {statistics.median(mine) * 100:.2f} | "
                     f"{sum(x <= 0.01 for x in mine)} | {sum(x <= 0.02 for x in mine)} |"
                 )
-    out += state_section(data)
     return "\n".join(out) + "\n"
 
 

@@ -14,7 +14,13 @@ test): for each row and candidate of a stored run, from its samples,
 - with the host: the correlation of the candidate's block means with the
   baseline's, and the slope of the first on the second (1: the host's state
   moves both alike, and a ratio cancels it; 2: it moves the candidate
-  twice as much, and the ratio moves with it);
+  twice as much, and the ratio moves with it; the block's own baseline
+  process is in both, so its offset pulls the slope towards 0);
+- the host's state: the ratio in the blocks where the host ran slow over
+  that where it ran quick, with its 95% CI, the state read from the
+  baseline's neighbouring blocks (stats.host_state, as the scoreboard's
+  line under the board), and per candidate the median over its rows, the
+  rows that moved each way and stats.tax_moves's p;
 - by position (--positions): each target's median sample by its place in
   its turn (0: right after the untimed sample, 1...: right after a go of
   its own): a target whose later samples cost more than its first has
@@ -38,6 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from vmtax import stats
+from vmtax.analysis import block_samples
 from vmtax.store import Store, default_db_path
 
 
@@ -132,20 +140,40 @@ def main() -> int:
                     cells = " ".join(f"{k}{'+' if k == 3 else ''}:{v:.4g}" for k, v in by.items())
                     print(f"{bench:14} {name:24} {cells}")
         return 0
-    print(f"run {run}: each candidate against {base}; SDs of log ratios, in %")
+    print(f"run {run}: each candidate against {base}; SDs of log ratios, in %; slow/quick: the host's state")
     print(
         f"{'row':14} {'candidate':24} {'blocks':>6} {'block':>6} {'within':>6} {'adjacent':>8} {'round':>6} "
-        f"{'r':>5} {'slope':>5}"
+        f"{'r':>5} {'slope':>5}  slow/quick [95% CI]"
     )
+    higher = {spec.name: spec.direction == "higher" for spec in data.benchmarks}
+    states: dict[str, list] = defaultdict(list)
     for bench in args.bench or sorted(rows):
         for cand in cands:
             got = row(rows.get(bench, []), base, cand)
             if got["blocks"] < 3:
                 continue
+            h = stats.host_state(
+                block_samples([s for s in rows[bench] if s.target == base]),
+                block_samples([s for s in rows[bench] if s.target == cand]),
+                higher_is_better=higher.get(bench, False),
+            )
+            if h is not None:
+                states[cand].append((h, higher.get(bench, False), got))
+            state = f"{h.change:.3f} [{h.change_low:.3f}, {h.change_high:.3f}]" if h else "-"
             print(
                 f"{bench:14} {cand:24} {got['blocks']:6d} {got['sd_block']:6.1f} {got['sd_within']:6.1f} "
-                f"{got['sd_adjacent']:8.1f} {got['sd_same_round']:6.1f} {got['r']:5.2f} {got['slope']:5.2f}"
+                f"{got['sd_adjacent']:8.1f} {got['sd_same_round']:6.1f} {got['r']:5.2f} {got['slope']:5.2f}  {state}"
             )
+    for cand, got in states.items():
+        tax = [stats.tax_change(h, hi) for h, hi, _ in got]
+        up = sum(1 for (h, _, _), x in zip(got, tax, strict=True) if h.moved and x > 1)
+        down = sum(1 for (h, _, _), x in zip(got, tax, strict=True) if h.moved and x < 1)
+        print(
+            f"{cand}: {len(got)} rows; block SD {statistics.median(g['sd_block'] for _, _, g in got):.1f}%, within "
+            f"{statistics.median(g['sd_within'] for _, _, g in got):.1f}% (medians); its tax in the host's slow "
+            f"half x{math.exp(statistics.median(math.log(x) for x in tax)):.3f} (median), higher on {up}, lower on "
+            f"{down}; its rows together p {stats.tax_moves([(h, hi) for h, hi, _ in got]):.2g}"
+        )
     return 0
 
 

@@ -56,14 +56,14 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
 
 
 def block_samples(samples: list[Sample]) -> dict[int, list[float]]:
-    """{block: its timed samples in the order taken} of one target's row
-    (warmups and counted batches left out; none for a run stored before
-    samples carried their block): what stats.host_state splits."""
-    out: dict[int, list[tuple[float, int, float]]] = defaultdict(list)
+    """{block: its timed samples} of one target's row (warmups and counted
+    batches left out; none for a run stored before samples carried their
+    block): what stats.host_state splits."""
+    out: dict[int, list[float]] = defaultdict(list)
     for s in samples:
         if not s.warmup and not s.counting and s.block >= 0:
-            out[s.block].append((s.t, s.seq, s.value))
-    return {k: [v for _, _, v in sorted(xs)] for k, xs in out.items()}
+            out[s.block].append(s.value)
+    return dict(out)
 
 
 def _carries_metrics(s: Sample) -> bool:

@@ -149,21 +149,22 @@ class Stratum:
 @dataclass(frozen=True)
 class HostState:
     """Whether a candidate's ratio moves with the host's state
-    (stats.host_state): its ratio over the blocks in which the baseline ran
-    quicker than its median and over those in which it ran slower (the state
-    read from the baseline's odd samples, the ratios from its even ones),
-    and the slow half's ratio over the quick half's with its 95% CI."""
+    (stats.host_state): its ratio over the blocks in which the host ran
+    quick and over those in which it ran slow (the state read from the
+    baseline's processes in the neighbouring blocks), and the slow half's
+    ratio over the quick half's with its 95% CI."""
 
-    blocks: int  # the blocks split (half each side of the median)
+    blocks: int  # the blocks in the two halves
     quick: float  # the ratio in the host's quick half
     slow: float  # in its slow half
     change: float  # slow / quick
     change_low: float
     change_high: float
+    z: float = 0.0  # the log change over its standard error, as a normal z (stats.tax_moves adds a candidate's)
 
     @property
     def moved(self) -> bool:
-        """The change's 95% CI leaves out 1: the tax differs between the halves at the 5% level."""
+        """The change's 95% CI leaves out 1: the ratio differs between the halves at the 5% level."""
         return self.change_low > 1 or self.change_high < 1
 
 

@@ -507,7 +507,7 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
         list(cells.values()),
         reasons,
         modes,
-        view.state_notes(t),
+        view.state_notes([r.c for r in t.rows if r.c is not None]),
         verdict(data, list(cells.values())),
         facts.targets(data),
         t,

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, Measurement, Modes, RunData, headline_of
+from .. import stats
+from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, HostState, Measurement, Modes, RunData, headline_of
 from ..stats import MODE_AGREE, STRATUM_MIN
 from .units import fmt_duration, fmt_goal, fmt_pct, fmt_ratio3, fmt_value
 
@@ -570,70 +571,62 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
 
 
 # -- a tax that moves with the host's state ----------------------------------------------
-STATE_CHANCE = 0.01  # a candidate is said to move with the host's state where so many rows moving is rarer by chance
-
-
 @dataclass(frozen=True)
 class StateNote:
-    """A candidate whose ratio moved with the host's state on more of its
-    rows than chance would move (Comparison.host_state): the count each way,
-    the median change, a line for the scoreboard and the note in full."""
+    """A candidate whose tax moved with the host's state over its rows
+    (stats.tax_moves below stats.STATE_CHANCE): the rows each way, the
+    median change of its tax, a line for the scoreboard and the note in full."""
 
     candidate: str
     rows: int  # its rows with a split
-    up: int  # rows whose ratio was higher in the host's slow half (95% CI above 1)
+    up: int  # rows whose tax was higher in the host's slow half (95% CI above 1)
     down: int  # lower
-    median: float  # the median slow/quick change over its rows
-    p_value: float  # of so many rows moving (either way) by chance: binomial, 5% a row
+    median: float  # the median slow/quick change of its tax over its rows
+    p_value: float  # stats.tax_moves
     short: str
     text: str
 
 
-def state_notes(t: Table) -> list[StateNote]:
-    """One note per candidate whose rows moved with the host's state beyond
-    chance (p < STATE_CHANCE, each row moving by chance at 5%), in the run's
-    order: its ratio in the blocks where the baseline ran slower than its
-    median against those where it ran quicker (stats.host_state)."""
-    by: dict[str, list[Comparison]] = {}
-    for r in t.rows:
-        if r.c is not None and r.c.host_state is not None:
-            by.setdefault(r.c.candidate, []).append(r.c)
+def state_notes(cs: list[Comparison]) -> list[StateNote]:
+    """One note per candidate whose tax moved with the host's state, in the
+    order of its first row: its ratio in the blocks where the host ran slow
+    against those where it ran quick, as the baseline's neighbouring blocks
+    read it (stats.host_state)."""
+    by: dict[str, list[tuple[Comparison, HostState]]] = {}
+    for c in cs:
+        if c.host_state is not None:
+            by.setdefault(c.candidate, []).append((c, c.host_state))
     out = []
-    for cand, cs in by.items():
-        moved = [c for c in cs if c.host_state is not None and c.host_state.moved]
-        p = _binomial_tail(len(moved), len(cs), 0.05)
-        if p >= STATE_CHANCE:
+    for cand, got in by.items():
+        higher = [c.benchmark.direction == "higher" for c, _ in got]
+        p = stats.tax_moves([(h, hi) for (_, h), hi in zip(got, higher, strict=True)])
+        if p >= stats.STATE_CHANCE:
             continue
-        hs = [c.host_state for c in cs if c.host_state is not None]
-        up = sum(1 for h in hs if h.change_low > 1)
-        median = math.exp(statistics.median(math.log(h.change) for h in hs))
-        base = cs[0].baseline
+        tax = [stats.tax_change(h, hi) for (_, h), hi in zip(got, higher, strict=True)]
+        moved = [(c, x) for (c, h), x in zip(got, tax, strict=True) if h.moved]
+        up = sum(1 for _, x in moved if x > 1)
+        median = math.exp(statistics.median(math.log(x) for x in tax))
+        base = got[0][0].baseline
         rows = ", ".join(
-            f"{c.benchmark.name} ×{fmt_ratio3(h.change)} [{fmt_ratio3(h.change_low)}, {fmt_ratio3(h.change_high)}]"
-            for c in sorted(moved, key=lambda c: -abs(math.log(c.host_state.change)))  # type: ignore[union-attr]
-            if (h := c.host_state) is not None
+            f"{c.benchmark.name} ×{fmt_ratio3(x)}" for c, x in sorted(moved, key=lambda cx: -abs(math.log(cx[1])))
         )
         out.append(
             StateNote(
                 cand,
-                len(hs),
+                len(got),
                 up,
                 len(moved) - up,
                 median,
                 p,
-                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(median)} where {base} ran "
-                f"slow (median; {len(moved)} of {len(hs)} rows moved)",
-                f"{cand}'s tax moves with the host's state: in the blocks where {base} ran slower than its "
-                f"median, against those where it ran quicker, {cand}'s ratio was higher on {up} of {len(hs)} "
-                f"rows and lower on {len(moved) - up} (95% intervals; {0.05 * len(hs):.1f} expected by chance, "
-                f"p {p:.2g}), by ×{fmt_ratio3(median)} at the median row: {rows}. Its intervals hold that "
-                "change beside the noise: pairing a block's sides cancels a state that slows both alike, not a "
-                "tax that grows with it, and the ratio is of the states the run met.",
+                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(median)} where the host ran slow "
+                f"(median of {len(got)} rows)",
+                f"{cand}'s tax moves with the host's state: in the blocks where the host ran slow (read from "
+                f"{base}'s processes in the blocks just before and after), against those where it ran quick, "
+                f"{cand}'s tax was higher on {up} of {len(got)} rows and lower on {len(moved) - up} (each at the "
+                f"5% level), ×{fmt_ratio3(median)} at the median row (its rows together: p {p:.2g})"
+                + (f"; {rows}" if rows else "")
+                + ". Its intervals hold that change beside the noise: pairing a block's sides cancels a state "
+                "that slows both alike, not a tax that grows with it, and the ratio is of the states the run met.",
             )
         )
     return out
-
-
-def _binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k), X ~ Binomial(n, p)."""
-    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))

@@ -24,7 +24,7 @@ from .modes import (
     modes,
 )
 from .signflip import DRAWS, EXACT_PAIRS, PairedTest, as_pairs, compare_paired, paired, sign_chunks, stop_halfwidth
-from .state import STATE_MIN_BLOCKS, host_state
+from .state import STATE_CHANCE, STATE_MIN_BLOCKS, host_state, tax_change, tax_moves
 from .strata import (
     FAST,
     MODE_AGREE,
@@ -49,6 +49,7 @@ from .summary import (
     ratio_unpaired,
     summarize,
     t_quantile,
+    welch_df,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "MODE_MIN_PAIRS",
     "SAME",
     "SLOW",
+    "STATE_CHANCE",
     "STATE_MIN_BLOCKS",
     "STRATUM_MIN",
     "ModeTest",
@@ -90,4 +92,7 @@ __all__ = [
     "stop_halfwidth_strata",
     "summarize",
     "t_quantile",
+    "tax_change",
+    "tax_moves",
+    "welch_df",
 ]

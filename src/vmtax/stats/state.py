@@ -1,18 +1,24 @@
 """Whether a candidate's tax moves with the host's state: its ratio over the
-blocks in which the baseline ran slower than its median against those in
-which it ran quicker.  Pure.
+blocks in which the host ran slow against those in which it ran quick, the
+host's state read from the baseline's processes in the blocks just before
+and after.  Pure.
 
 A lockstep block's sides share the host's state, so the ratio cancels a
 state that slows both alike; a target whose own cost grows more than the
 baseline's when the host is slow (a TCG guest's emulated instructions when a
 busy neighbour shares the core's caches) has a ratio that moves with the
 state, and its blocks differ beyond their samples' scatter: the interval
-over blocks holds that as well as the noise.  The state is read from the
-baseline's odd samples of each block and its ratio taken against its even
-ones, so a sample's own noise is not in both.  The halves are cut at the
-median, not at the state: where the slow state held more or fewer than half
-the blocks, a half holds some of the other's, and the change is understated,
-never made up."""
+over blocks holds that as well as the noise.
+
+The state of a block is read from the baseline's level in the row's
+neighbouring blocks (STATE_NEIGHBOURS each side, in the order they ran:
+the runner numbers a row's blocks so), never from the block's own
+processes: a process's own offset would be in its level and in its ratio
+both, and would make a change of nothing (a fresh process that ran slow
+reads as a slow host and lowers its block's ratio).  Other processes' offsets
+and noise are independent of the block's, so with a tax the state leaves
+alone the halves differ only by chance.  A host state that lasts less than
+a block or two is seen less, which costs power, never the error rate."""
 
 from __future__ import annotations
 
@@ -20,11 +26,21 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from ..model import HostState
-from .summary import CONFIDENCE, t_quantile
+from scipy import stats as sst
 
-STATE_MIN_BLOCKS = 8  # blocks a split needs (3 a half at the least)
-STATE_BASE_SAMPLES = 4  # the baseline's samples a block needs (two to read its state, two for the ratio)
+from ..model import HostState
+from .summary import CONFIDENCE, t_quantile, welch_df
+
+STATE_MIN_BLOCKS = 8  # a row's blocks a split needs (3 a half at the least)
+STATE_NEIGHBOURS = 1  # the baseline's blocks each side of a block that read its state
+STATE_CHANCE = 0.001  # a candidate's rows together: the p below which its tax is said to move
+
+
+def _level(xs: Sequence[float]) -> float | None:
+    """The log of a block's mean; None where a value is not finite and positive."""
+    if not xs or not all(math.isfinite(x) and x > 0 for x in xs):
+        return None
+    return math.log(statistics.fmean(xs))
 
 
 def host_state(
@@ -33,37 +49,40 @@ def host_state(
     higher_is_better: bool = False,
     confidence: float = CONFIDENCE,
 ) -> HostState | None:
-    """The split of a row's blocks by the baseline's level (block -> its
-    timed samples in time order, each side); None where fewer than
-    STATE_MIN_BLOCKS blocks hold STATE_BASE_SAMPLES of the baseline's and
-    one of the candidate's, or the values are not all positive.  The
-    change's interval is Welch's over the two halves' block log ratios."""
-    blocks = [
-        k
-        for k in sorted(base.keys() & cand.keys())
-        if len(base[k]) >= STATE_BASE_SAMPLES and len(cand[k]) >= 1 and min(*base[k], *cand[k]) > 0
-    ]
-    if len(blocks) < STATE_MIN_BLOCKS:
+    """A row's blocks (block -> its timed samples, each side) split at the
+    median of the host's state (the mean log level of the baseline in the
+    neighbouring blocks; for a throughput, a lower one is a slower host),
+    the ratio of means in each half, and the slow half's over the quick
+    half's with Welch's interval over their blocks' log ratios.  Blocks at
+    the median itself count in neither half.  None where fewer than
+    STATE_MIN_BLOCKS blocks have both sides and a neighbour, or a half has
+    fewer than 3."""
+    slower = -1.0 if higher_is_better else 1.0
+    levels = {k: lv for k in sorted(base) if (lv := _level(base[k])) is not None}
+    order = list(levels)
+    at = {k: i for i, k in enumerate(order)}
+    lr, state = [], []
+    for k in sorted(cand.keys() & levels.keys()):
+        c = _level(cand[k])
+        i = at[k]
+        near = range(max(0, i - STATE_NEIGHBOURS), min(len(order), i + STATE_NEIGHBOURS + 1))
+        around = [levels[order[j]] for j in near if j != i]
+        if c is None or not around:
+            continue
+        lr.append(c - levels[k])
+        state.append(slower * statistics.fmean(around))
+    if len(lr) < STATE_MIN_BLOCKS:
         return None
-    slower = -1.0 if higher_is_better else 1.0  # a higher level is a slower host
-    level, lr = [], []
-    for k in blocks:
-        b, c = base[k], cand[k]
-        level.append(slower * math.log(statistics.fmean(b[1::2])))
-        lr.append(math.log(statistics.fmean(c)) - math.log(statistics.fmean(b[0::2])))
-    cut = statistics.median(level)
-    quick = [x for x, v in zip(lr, level, strict=True) if v < cut]
-    slow = [x for x, v in zip(lr, level, strict=True) if v > cut]
+    cut = statistics.median(state)
+    quick = [x for x, s in zip(lr, state, strict=True) if s < cut]
+    slow = [x for x, s in zip(lr, state, strict=True) if s > cut]
     if len(quick) < 3 or len(slow) < 3:
         return None
-    vq, vs = statistics.variance(quick) / len(quick), statistics.variance(slow) / len(slow)
+    sq, ss = statistics.variance(quick) / len(quick), statistics.variance(slow) / len(slow)
     d = statistics.fmean(slow) - statistics.fmean(quick)
-    se = math.sqrt(vq + vs)
-    if se > 0:
-        df = (vq + vs) ** 2 / (vq**2 / (len(quick) - 1) + vs**2 / (len(slow) - 1))
-        h = t_quantile(df, confidence) * se
-    else:
-        h = 0.0
+    se = math.sqrt(sq + ss)
+    df = welch_df(sq, len(quick), ss, len(slow))
+    h = t_quantile(df, confidence) * se
     return HostState(
         blocks=len(quick) + len(slow),
         quick=math.exp(statistics.fmean(quick)),
@@ -71,4 +90,32 @@ def host_state(
         change=math.exp(d),
         change_low=math.exp(d - h),
         change_high=math.exp(d + h),
+        z=_as_normal(d / se, df) if se > 0 else 0.0,
     )
+
+
+def _as_normal(t: float, df: float) -> float:
+    """The standard normal quantile at Student's t's tail probability (so a
+    few blocks' t, heavy in its tails, adds to stats.tax_moves as a z would)."""
+    return max(-40.0, min(40.0, float(sst.norm.isf(sst.t.sf(t, df)))))
+
+
+def tax_moves(rows: Sequence[tuple[HostState, bool]]) -> float:
+    """Two-sided p that a candidate's tax, over its rows (each's HostState
+    and whether its benchmark is a throughput), does not move with the
+    host's state: Stouffer's z over the rows' z, each signed as a tax (a
+    throughput's ratio falls where its tax grows).  The rows of one run
+    share the host's states, so their z are not quite independent: of the
+    140 candidates of 70 runs of the machine against itself and its 3%
+    slower self, none fell below STATE_CHANCE and 3 below 0.01
+    (results/precision.md)."""
+    if not rows:
+        return 1.0
+    z = sum(-h.z if higher else h.z for h, higher in rows) / math.sqrt(len(rows))
+    return float(2 * sst.norm.sf(abs(z)))
+
+
+def tax_change(h: HostState, higher_is_better: bool) -> float:
+    """The slow half's tax over the quick half's: the change of the ratio,
+    inverted for a throughput (whose ratio falls as its tax grows)."""
+    return 1 / h.change if higher_is_better else h.change

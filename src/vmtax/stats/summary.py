@@ -110,6 +110,14 @@ def jain(values: Sequence[float]) -> float:
     return float(x.sum() ** 2 / (x.size * sq)) if sq > 0 else 1.0
 
 
+def welch_df(sa: float, na: int, sb: float, nb: int) -> float:
+    """Welch's degrees of freedom of a difference of two means whose squared
+    standard errors are sa and sb, over na and nb values (a side with no
+    spread adds nothing; 1 where neither has any)."""
+    den = (sa**2 / (na - 1) if sa else 0.0) + (sb**2 / (nb - 1) if sb else 0.0)
+    return (sa + sb) ** 2 / den if den else 1.0
+
+
 def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
     at one instance count against rounds at another): the delta method on
@@ -125,6 +133,5 @@ def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> tupl
     rb = float(b.var(ddof=1)) / b.size / mb**2
     if ra + rb == 0:
         return r, r, r
-    df = (ra + rb) ** 2 / ((ra**2 / (a.size - 1) if ra else 0.0) + (rb**2 / (b.size - 1) if rb else 0.0))
-    half = t_quantile(df, confidence) * math.sqrt(ra + rb)
+    half = t_quantile(welch_df(ra, a.size, rb, b.size), confidence) * math.sqrt(ra + rb)
     return r, r * math.exp(-half), r * math.exp(half)
