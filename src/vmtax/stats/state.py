@@ -105,10 +105,9 @@ def tax_moves(rows: Sequence[tuple[HostState, bool]]) -> float:
     and whether its benchmark is a throughput), does not move with the
     host's state: Stouffer's z over the rows' z, each signed as a tax (a
     throughput's ratio falls where its tax grows).  The rows of one run
-    share the host's states, so their z are not quite independent: of the
-    140 candidates of 70 runs of the machine against itself and its 3%
-    slower self, none fell below STATE_CHANCE and 3 below 0.01
-    (results/precision.md)."""
+    share the host's states, so their z are not quite independent; how often
+    the machine against itself falls below STATE_CHANCE is measured in
+    results/precision.md."""
     if not rows:
         return 1.0
     z = sum(-h.z if higher else h.z for h, higher in rows) / math.sqrt(len(rows))
