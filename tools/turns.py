@@ -165,14 +165,11 @@ def main() -> int:
                 f"{got['sd_adjacent']:8.1f} {got['sd_same_round']:6.1f} {got['r']:5.2f} {got['slope']:5.2f}  {state}"
             )
     for cand, got in states.items():
-        tax = [stats.tax_change(h, hi) for h, hi, _ in got]
-        up = sum(1 for (h, _, _), x in zip(got, tax, strict=True) if h.moved and x > 1)
-        down = sum(1 for (h, _, _), x in zip(got, tax, strict=True) if h.moved and x < 1)
+        m = stats.tax_summary([(h, hi) for h, hi, _ in got])
         print(
             f"{cand}: {len(got)} rows; block SD {statistics.median(g['sd_block'] for _, _, g in got):.1f}%, within "
             f"{statistics.median(g['sd_within'] for _, _, g in got):.1f}% (medians); its tax in the host's slow "
-            f"half x{math.exp(statistics.median(math.log(x) for x in tax)):.3f} (median), higher on {up}, lower on "
-            f"{down}; its rows together p {stats.tax_moves([(h, hi) for h, hi, _ in got]):.2g}"
+            f"half x{m.median:.3f} (median), higher on {m.up}, lower on {m.down}; its rows together p {m.p_value:.2g}"
         )
     return 0
 

@@ -25,7 +25,6 @@ scoreboards lay out."""
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -598,14 +597,10 @@ def state_notes(cs: list[Comparison]) -> list[StateNote]:
             by.setdefault(c.candidate, []).append((c, c.host_state))
     out = []
     for cand, got in by.items():
-        higher = [c.benchmark.direction == "higher" for c, _ in got]
-        p = stats.tax_moves([(h, hi) for (_, h), hi in zip(got, higher, strict=True)])
-        if p >= stats.STATE_CHANCE:
+        m = stats.tax_summary([(h, c.benchmark.direction == "higher") for c, h in got])
+        if m.p_value >= stats.STATE_CHANCE:
             continue
-        tax = [stats.tax_change(h, hi) for (_, h), hi in zip(got, higher, strict=True)]
-        moved = [(c, x) for (c, h), x in zip(got, tax, strict=True) if h.moved]
-        up = sum(1 for _, x in moved if x > 1)
-        median = math.exp(statistics.median(math.log(x) for x in tax))
+        moved = [(c, x) for (c, h), x in zip(got, m.changes, strict=True) if h.moved]
         base = got[0][0].baseline
         rows = ", ".join(
             f"{c.benchmark.name} ×{fmt_ratio3(x)}" for c, x in sorted(moved, key=lambda cx: -abs(math.log(cx[1])))
@@ -614,16 +609,16 @@ def state_notes(cs: list[Comparison]) -> list[StateNote]:
             StateNote(
                 cand,
                 len(got),
-                up,
-                len(moved) - up,
-                median,
-                p,
-                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(median)} where the host ran slow "
+                m.up,
+                m.down,
+                m.median,
+                m.p_value,
+                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(m.median)} where the host ran slow "
                 f"(median of {len(got)} rows)",
                 f"{cand}'s tax moves with the host's state: in the blocks where the host ran slow (read from "
                 f"{base}'s processes in the blocks just before and after), against those where it ran quick, "
-                f"{cand}'s tax was higher on {up} of {len(got)} rows and lower on {len(moved) - up} (each at the "
-                f"5% level), ×{fmt_ratio3(median)} at the median row (its rows together: p {p:.2g})"
+                f"{cand}'s tax was higher on {m.up} of {len(got)} rows and lower on {m.down} (each at the "
+                f"5% level), ×{fmt_ratio3(m.median)} at the median row (its rows together: p {m.p_value:.2g})"
                 + (f"; {rows}" if rows else "")
                 + ". Its intervals hold that change beside the noise: pairing a block's sides cancels a state "
                 "that slows both alike, not a tax that grows with it, and the ratio is of the states the run met.",

@@ -24,7 +24,7 @@ from .modes import (
     modes,
 )
 from .signflip import DRAWS, EXACT_PAIRS, PairedTest, as_pairs, compare_paired, paired, sign_chunks, stop_halfwidth
-from .state import STATE_CHANCE, STATE_MIN_BLOCKS, host_state, tax_change, tax_moves
+from .state import STATE_CHANCE, STATE_MIN_BLOCKS, TaxMoves, host_state, tax_change, tax_moves, tax_summary
 from .strata import (
     FAST,
     MODE_AGREE,
@@ -74,6 +74,7 @@ __all__ = [
     "ModeTest",
     "PairedTest",
     "StratifiedTest",
+    "TaxMoves",
     "as_pairs",
     "best_k_of_n",
     "cluster_means",
@@ -94,5 +95,6 @@ __all__ = [
     "t_quantile",
     "tax_change",
     "tax_moves",
+    "tax_summary",
     "welch_df",
 ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from scipy import stats as sst
 
@@ -112,6 +113,33 @@ def tax_moves(rows: Sequence[tuple[HostState, bool]]) -> float:
         return 1.0
     z = sum(-h.z if higher else h.z for h, higher in rows) / math.sqrt(len(rows))
     return float(2 * sst.norm.sf(abs(z)))
+
+
+@dataclass(frozen=True)
+class TaxMoves:
+    """A candidate's rows together (tax_summary): how many rows' tax was
+    higher and lower in the host's slow half (each at the 5% level), each
+    row's change of tax, their median and tax_moves's p."""
+
+    up: int
+    down: int
+    changes: list[float]
+    median: float
+    p_value: float
+
+
+def tax_summary(rows: Sequence[tuple[HostState, bool]]) -> TaxMoves:
+    """What the board's line and tools/turns.py say of a candidate's rows
+    (each's HostState and whether its benchmark is a throughput)."""
+    changes = [tax_change(h, higher) for h, higher in rows]
+    moved = [x for (h, _), x in zip(rows, changes, strict=True) if h.moved]
+    return TaxMoves(
+        up=sum(1 for x in moved if x > 1),
+        down=sum(1 for x in moved if x < 1),
+        changes=changes,
+        median=math.exp(statistics.median(math.log(x) for x in changes)) if changes else 1.0,
+        p_value=tax_moves(rows),
+    )
 
 
 def tax_change(h: HostState, higher_is_better: bool) -> float:
