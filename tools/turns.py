@@ -166,9 +166,10 @@ def main() -> int:
             )
     for cand, got in states.items():
         m = stats.tax_summary([(h, hi) for h, hi, _ in got])
+        within = statistics.median(g["sd_within"] for _, _, g in got if not math.isnan(g["sd_within"]))
         print(
             f"{cand}: {len(got)} rows; block SD {statistics.median(g['sd_block'] for _, _, g in got):.1f}%, within "
-            f"{statistics.median(g['sd_within'] for _, _, g in got):.1f}% (medians); its tax in the host's slow "
+            f"{within:.1f}% (medians); its tax in the host's slow "
             f"half x{m.median:.3f} (median), higher on {m.up}, lower on {m.down}; its rows together p {m.p_value:.2g}"
         )
     return 0
