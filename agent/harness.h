@@ -24,6 +24,7 @@ struct bctx {
 	uint64_t ops_per_iter; /* operations one iteration performs (default 1) */
 	double inject_frac;    /* --inject PCT / 100: the share of its own time a batch waits on */
 	struct counters *counting; /* counters around each timed batch (NULL: none) */
+	int marks;             /* a trace marker before and after each counted batch (--trace-marks) */
 };
 
 typedef int (*bench_setup_fn)(struct bctx *);
@@ -52,6 +53,13 @@ extern const size_t nbenches;
 /* Return 0 to run; -1 after skipf() to skip. */
 int skipf(struct bctx *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* A marker in a hypervisor's trace (--trace-marks, faults.c): one #DE that
+ * the process steps over (a PV guest's trap bounces through Xen, which
+ * traces it) and one CPUID of leaf TRACE_MARK_LEAF (a VM exit that an HVM
+ * guest's hypervisor traces with its leaf).  Elsewhere it costs a signal. */
+#define TRACE_MARK_LEAF 0x564d5458u /* "VMTX" */
+void trace_mark(void);
 
 /* Clock */
 uint64_t now_ns(void);

@@ -5,7 +5,7 @@
  *                        [--iters N] [--max-sample-ms MS] [--parallel N]
  *                        [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]
  *                        [--count-settle-ms MS] [--tracepoint-id ID]
- *                        [--duration-ms MS] [--go] [--step] [--ref-steps N]
+ *                        [--duration-ms MS] [--go] [--step] [--ref-steps N] [--trace-marks]
  *
  * --go holds the timed samples at a barrier: once set up and calibrated
  * (every instance, with --parallel), the agent prints a "ready" line and
@@ -35,7 +35,11 @@
  * (the host's probe starts counting), then N samples marked "counting" that
  * carry counters per operation in "metrics" (counters.c).  Counters cost
  * time (8-14% on system calls and context switches here), so no timed
- * sample ever runs with one open.
+ * sample ever runs with one open.  --trace-marks puts a marker a
+ * hypervisor's tracer sees (harness.h: trace_mark) right before and right
+ * after each counted batch, and two more, an empty window, before the first:
+ * what runs between two markers is the batch (vmtax's Xen probe counts the
+ * hypercalls there, less the empty window's).
  *
  * Each timed sample carries "ref_ns": [before, after], the reference loop's
  * ns per step right before and right after it (harness.h: the host's state
@@ -63,7 +67,7 @@ static const char USAGE[] =
 	"                            [--iters N] [--max-sample-ms MS] [--parallel N]\n"
 	"                            [--cpu C] [--tmpdir DIR] [--inject PCT] [--count N]\n"
 	"                            [--count-settle-ms MS] [--tracepoint-id ID]\n"
-	"                            [--duration-ms MS] [--go] [--step] [--ref-steps N]\n";
+	"                            [--duration-ms MS] [--go] [--step] [--ref-steps N] [--trace-marks]\n";
 
 static void print_list(void)
 {
@@ -308,6 +312,11 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 		if (o->count_settle_ms > 0)
 			usleep((useconds_t)o->count_settle_ms * 1000);
 		c.counting = &k;
+		c.marks = o->trace_marks;
+		if (c.marks) { /* an empty window first: what the markers cost, taken from each batch's */
+			trace_mark();
+			trace_mark();
+		}
 		for (long n = 0; n < o->count; n++, s++)
 			emit_sample(b, &c, o, inst, s, time_batch(b, &c, iters), ovh, NULL);
 		c.counting = NULL;

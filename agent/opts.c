@@ -101,6 +101,10 @@ void parse_run_opts(int argc, char **argv, struct opts *o)
 			o->step = 1;
 			i--;
 		}
+		else if (!strcmp(f, "--trace-marks")) {
+			o->trace_marks = 1;
+			i--;
+		}
 		else usage_error("unknown option '%.40s' (see --help)", f);
 	}
 	if (samples_given && o->samples == 0 && o->count == 0)

@@ -16,6 +16,7 @@ struct opts {
 	int go;              /* --go: after calibration, say ready and wait for "go" on stdin */
 	int step;            /* --step: that, and a "go" line before every later sample too */
 	long ref_steps;      /* --ref-steps: the reference's length around each timed sample (0: none) */
+	int trace_marks;     /* --trace-marks: each counted batch between two markers a hypervisor's tracer sees */
 };
 
 void parse_run_opts(int argc, char **argv, struct opts *o);

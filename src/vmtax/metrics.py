@@ -83,6 +83,42 @@ _ALL = [
         "VM exits",
         "VM exits per operation (KVM: its kvm:kvm_exit tracepoint, by reason; else QMP query-stats)",
     ),
+    # under Xen, from xentrace on the guest's physical CPU (xentrace.py)
+    Metric(
+        "hypercalls",
+        "hypercalls",
+        "host",
+        "hypercalls",
+        "hypercalls into Xen per operation (xentrace; multicall sub-calls counted apart, by type)",
+    ),
+    Metric("xen_pf_bounces", "bounces", "host", "Xen: #PF bounced", "page faults Xen reflects into a PV guest"),
+    Metric(
+        "xen_ptwr_emulations",
+        "writes",
+        "host",
+        "Xen: PTE writes emulated",
+        "a PV guest's writes to its page tables that Xen traps and emulates, per operation",
+    ),
+    Metric(
+        "xen_privop_emulations",
+        "instructions",
+        "host",
+        "Xen: privops emulated",
+        "privileged instructions of a PV guest that Xen emulates, per operation",
+    ),
+    Metric("xen_trap_bounces", "bounces", "host", "Xen: traps bounced", "other traps Xen reflects into a PV guest"),
+    Metric(
+        "xen_forced_invalid_ops",
+        "ops",
+        "host",
+        "Xen: forced #UD",
+        "a PV guest's forced-emulation prefixes (its CPUID) Xen handles",
+    ),
+    Metric(
+        "xen_math_state_restores", "restores", "host", "Xen: FPU restores", "lazy FPU state restores, per operation"
+    ),
+    Metric("xen_paging_fixups", "fixups", "host", "Xen: paging fixups", "page faults Xen fixes up itself"),
+    Metric("xen_gdt_ldt_faults", "faults", "host", "Xen: GDT/LDT faults", "GDT/LDT mapping faults, per operation"),
     # a workload's, per unit of the work it did (seed 003's figure of merit)
     # (units: per GB moved, or per 1000 transactions: WORK below)
     Metric(
@@ -113,6 +149,7 @@ _ALL = [
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 EXIT_REASON = re.compile(r"^exits_[a-z0-9_]{1,40}$")  # exits_cpuid, exits_io, exits_npf, exits_other, ...
+HYPERCALL = re.compile(r"^hypercalls_(mc_)?[a-z0-9_]{1,40}$")  # hypercalls_iret, hypercalls_mc_update_va_mapping
 
 
 @dataclass(frozen=True)
@@ -145,7 +182,7 @@ def unit_of(name: str, work: str | None = None) -> str:
 
 
 def known(name: str) -> bool:
-    return name in METRICS or bool(EXIT_REASON.match(name))
+    return name in METRICS or bool(EXIT_REASON.match(name)) or bool(HYPERCALL.match(name))
 
 
 def describe(name: str) -> Metric:
@@ -154,10 +191,24 @@ def describe(name: str) -> Metric:
     if EXIT_REASON.match(name):
         reason = name[len("exits_") :].replace("_", " ")
         return Metric(name, "exits", "host", f"exits: {reason}", f"VM exits for {reason} per operation")
+    if HYPERCALL.match(name):
+        op = name[len("hypercalls_") :]
+        if op.startswith("mc_"):
+            return Metric(name, "hypercalls", "host", f"in multicalls: {op[3:]}", f"{op[3:]} inside multicalls per op")
+        return Metric(name, "hypercalls", "host", f"hypercalls: {op}", f"{op} hypercalls per operation")
     raise KeyError(name)
 
 
 def order(names) -> list[str]:
-    """Names in the registry's order, exits by reason after `exits`."""
+    """Names in the registry's order, exits by reason after `exits`,
+    hypercalls by type after `hypercalls` (sub-calls of multicalls last)."""
     rank = {n: i for i, n in enumerate(METRICS)}
-    return sorted(names, key=lambda n: (rank.get(n, rank["exits"] + 1), n))
+
+    def key(n: str) -> tuple:
+        if n.startswith("hypercalls_"):
+            return (rank["hypercalls"], 1, n.startswith("hypercalls_mc_"), n)
+        if n in rank:
+            return (rank[n], 0, False, n)
+        return (rank["exits"], 1, False, n)  # an exit reason
+
+    return sorted(names, key=key)

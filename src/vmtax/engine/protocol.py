@@ -45,6 +45,7 @@ def agent_argv(
     args = ["run", spec.name]
     if count_settle_ms is not None:
         args += ["--samples", "0", "--count", "1", "--count-settle-ms", str(count_settle_ms)]
+        args += ["--trace-marks"] if target.trace_marks else []
     elif samples is not None:
         args += ["--samples", str(samples)]
     args += ["--warmup", str(warmup)]

@@ -42,7 +42,13 @@ ROWS = [
     ("host_context_switches", "host ctx switches / op", ""),
     ("host_syscalls", "host syscalls / op", ""),
     ("exits", "VM exits / op", ""),
+    ("hypercalls", "hypercalls / op", ""),
+    ("xen_pf_bounces", "Xen: #PF bounced / op", ""),
+    ("xen_ptwr_emulations", "Xen: PTE writes emulated / op", ""),
+    ("xen_privop_emulations", "Xen: privops emulated / op", ""),
+    ("xen_trap_bounces", "Xen: traps bounced / op", ""),
 ]
+BY_TYPE = ("exits_", "hypercalls_")  # a family's rows by reason or type, each under its total
 
 
 @dataclass
@@ -94,8 +100,13 @@ def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Blo
             continue
         b = Block(spec.name, spec.description, spec.unit, present)
         measured = {n: mby[(n, spec.name)] for n in present}
-        extra = order({k for m in measured.values() for k in m.metrics if k.startswith("exits_")})
-        keys = [(k, lbl, u) for k, lbl, u in ROWS] + [(k, "  " + describe(k).label, "") for k in extra]
+        extra = order({k for m in measured.values() for k in m.metrics if k.startswith(BY_TYPE)})
+        keys = [(k, lbl, u) for k, lbl, u in ROWS]
+        for k in extra:  # each under its family's total
+            at = next(i for i, row in enumerate(keys) if row[0] == k.split("_")[0]) + 1
+            while at < len(keys) and keys[at][0].startswith(k.split("_")[0] + "_"):
+                at += 1
+            keys.insert(at, (k, "  " + describe(k).label, ""))
         for key, label, unit in keys:
             if key == "time":
                 cells = [_cell(measured[n].summary) for n in present]
@@ -105,7 +116,7 @@ def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Blo
             else:
                 cells = [_cell(measured[n].metrics.get(key)) for n in present]
             # an exit reason no target met is left out: a KVM host counts a score of them
-            if any(c.mean for c in cells) if key.startswith("exits_") else any(c.mean is not None for c in cells):
+            if any(c.mean for c in cells) if key.startswith(BY_TYPE) else any(c.mean is not None for c in cells):
                 b.rows.append((key, label, unit, cells))
         b.readings = readings(spec.name, present, measured, facts)
         blocks.append(b)
@@ -207,6 +218,7 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
                 + (f", mostly {top}" if top else "")
                 + ": each is a world switch to the hypervisor and back"
             )
+        out += _xen_reading(name, m)
         pf, pf0 = _m(m, "page_faults"), _m(b, "page_faults")
         if pf is not None and pf0 is not None and pf > 1.5 * pf0 + 0.05:
             out.append(f"{name}: {_g(pf)} page faults per op against {_g(pf0)} on {base}")
@@ -216,6 +228,27 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
                 "the operation is the same, each step of it costs more"
             )
     return out
+
+
+def _xen_reading(name: str, m: Measurement) -> list[str]:
+    """A Xen guest's entries into its hypervisor per op: the hypercalls
+    by type and the PV events Xen handled for it, where they are one or more."""
+    calls = _m(m, "hypercalls")
+    events = {k: _m(m, k) or 0.0 for k in ("xen_pf_bounces", "xen_ptwr_emulations", "xen_privop_emulations")}
+    if (calls or 0.0) < 0.5 and max(events.values()) < 0.5:
+        return []
+    kinds = sorted(
+        ((k[len("hypercalls_") :], v.mean) for k, v in m.metrics.items() if k.startswith("hypercalls_")),
+        key=lambda kv: -kv[1],
+    )
+    top = ", ".join(f"{op} {_g(v)}" for op, v in kinds[:3] if v >= 0.05)
+    said = [describe(k).label.removeprefix("Xen: ") + f" {_g(v)}" for k, v in events.items() if v >= 0.05]
+    return [
+        f"{name}: {_g(calls or 0.0)} hypercalls per op"
+        + (f" ({top})" if top else "")
+        + (f"; {', '.join(said)}" if said else "")
+        + ": each an entry into Xen and back"
+    ]
 
 
 def _same_counts(m: Measurement, b: Measurement) -> bool:

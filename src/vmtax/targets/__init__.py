@@ -15,6 +15,7 @@ from .local import LocalTarget
 from .qemu import QemuTarget
 from .ssh import SshTarget
 from .uml import UmlTarget
+from .xen import XenTarget
 
 KINDS: dict[str, type[Target]] = {
     LocalTarget.kind: LocalTarget,
@@ -22,6 +23,7 @@ KINDS: dict[str, type[Target]] = {
     UmlTarget.kind: UmlTarget,
     ContainerTarget.kind: ContainerTarget,
     SshTarget.kind: SshTarget,
+    XenTarget.kind: XenTarget,
     FakeTarget.kind: FakeTarget,
 }
 

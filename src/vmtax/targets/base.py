@@ -37,6 +37,8 @@ class Target(ABC):
     # counting after the agent's line crossed the channel (a channel target
     # sets its own once started: ChannelTarget.settle_for_the_host)
     count_settle_ms: int = 0
+    # its host probe counts in windows the agent marks in the hypervisor's trace (--trace-marks: Xen)
+    trace_marks: ClassVar[bool] = False
     # the option a bare first word of the target string sets (`ssh:HOST`)
     positional: ClassVar[str | None] = None
     # another machine: a candidate that cannot be reached is recorded as
