@@ -44,6 +44,7 @@ ALWAYS = ("hypercalls", "exits", "xen_pf_bounces", "xen_ptwr_emulations", "xen_p
 GEN_LOST = 0x0001F001
 GEN_CPU_CHANGE = 0x0001F003
 SCHED_RUNSTATE = 0x00021001
+RUNSTATE_MASK = 0xFFFFF00F
 PV_HYPERCALL_V2 = 0x0020100D
 PV_SUBCALL = 0x0020200E
 PV_TRAP = 0x00201003
@@ -219,8 +220,8 @@ class Counting:
             if self.open:
                 self.windows[-1].lost = True
             return
-        if ev == SCHED_RUNSTATE and len(r.extra) >= 2:
-            dom, new = (r.extra[0] >> 16) & 0xFFFF, r.extra[1] & 0xF
+        if ev & RUNSTATE_MASK == SCHED_RUNSTATE and r.extra:  # the states are in the event: old << 8, new << 4
+            dom, new = (r.extra[0] >> 16) & 0xFFFF, (ev >> 4) & 3
             if new == 0:  # RUNSTATE_running
                 self.running = dom
             elif self.running == dom:
