@@ -13,7 +13,7 @@ from vmtax import metrics, xentrace
 from vmtax.errors import UserError
 from vmtax.report import explain
 from vmtax.targets import parse_target
-from vmtax.targets.xen import RELAY, domain_config, parse_info
+from vmtax.targets.xen import domain_config, parse_info
 from vmtax.xentrace import MARK_LEAF, Counting, Decoder, xentrace_argv
 
 DATA = Path(__file__).parent / "data"
@@ -174,9 +174,68 @@ def test_xl_info_parsed():
     assert info == {"host": "dom0", "xen_major": "4", "xen_extra": ".7", "virt_caps": "pv hvm"}
 
 
-def test_the_relay_destroys_the_domain_when_the_controller_goes():
-    assert RELAY.index("cat >&3") < RELAY.index('destroy "$dom"')
-    assert "raw -echo" in RELAY
+def test_the_relay_copies_both_ways_without_echo_and_destroys_the_domain_at_the_end(tmp_path):
+    """The relay on a real pty (its master plays xenconsoled), with stand-ins
+    for xenstore-read and xl on PATH: lines cross both ways, nothing is
+    echoed, a replaced pty is reopened, and when vmtax's end closes the
+    domain is destroyed."""
+    import os
+    import select
+    import subprocess
+    import sys
+    import time
+
+    def pty() -> tuple[int, str]:
+        master, slave = os.openpty()
+        name = os.ttyname(slave)
+        os.close(slave)
+        return master, name
+
+    m1, p1 = pty()
+    (tmp_path / "tty").write_text(p1)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "xenstore-read").write_text(f"#!/bin/sh\ncat {tmp_path / 'tty'}\n")
+    (bin_ / "xl").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "xl.log"}\n')
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}"}
+    r = subprocess.Popen(
+        [sys.executable, "-m", "vmtax.targets.xenrelay", "/local/domain/7/console/tty", "xl", "vmtax-1-1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+    def read(fd: int, want: bytes) -> bytes:
+        got, deadline = b"", time.monotonic() + 10
+        while want not in got and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                got += os.read(fd, 4096)
+        return got
+
+    try:
+        time.sleep(1.0)
+        r.stdin.write(b"RUN getppid\n")
+        r.stdin.flush()
+        assert read(m1, b"RUN getppid\n") == b"RUN getppid\n"  # to the guest, raw: no CR added
+        os.write(m1, b"@@VMTAX-READY\n")
+        out = read(r.stdout.fileno(), b"READY")
+        assert out == b"@@VMTAX-READY\n"  # and back, with no echo of what went in
+        m2, p2 = pty()  # xenconsoled replaces the pty
+        (tmp_path / "tty").write_text(p2)
+        os.close(m1)
+        time.sleep(1.0)
+        os.write(m2, b"again\n")
+        assert read(r.stdout.fileno(), b"again") == b"again\n"
+        r.stdin.close()  # vmtax's end closes: it stopped, or was killed
+        r.wait(timeout=20)
+        assert (tmp_path / "xl.log").read_text().split() == ["destroy", "vmtax-1-1"]
+    finally:
+        if r.poll() is None:
+            r.kill()
+            r.wait()
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,9 @@ step() { echo "$1 $2" >>"$out/status"; }
 vmtax=.venv/bin/vmtax
 
 if [ "$mode" = bare ]; then
-  echo "xen rig: bare Linux: vmtax run --target local --bench $BENCH $CPUID_BENCH $ARGS"
+  echo "xen rig: bare Linux: vmtax run --target local --bench $BENCH $CPUID_BENCH $ARGS --max-time 2m"
   # shellcheck disable=SC2086  # word lists
-  $vmtax run --target local --bench $BENCH $CPUID_BENCH $ARGS --json "$out/bare.json" >/dev/null
+  $vmtax run --target local --bench $BENCH $CPUID_BENCH $ARGS --max-time 2m --json "$out/bare.json" >/dev/null
   step bare $?
   cp "$VMTAX_DB" "$out/bare.db" 2>/dev/null
   exit 0
@@ -39,18 +39,21 @@ echo "xen rig: Xen $(sed -n 's/^xen_version *: //p' "$out/xl-info.txt"), $(sed -
 # Every target times the baseline's iteration count: the slowest target of a
 # row is its baseline (a PV guest's getppid is ~40x the others' under TCG,
 # a PVH guest's CPUID an exit of ~0.1 ms against ~20 ns natively).
-echo "xen rig: vmtax compare xen:type=pv local xen:type=pvh --bench $BENCH $ARGS"
+echo "xen rig: vmtax compare xen:type=pv local xen:type=pvh --bench $BENCH $ARGS --max-time $MAX_TIME"
 # shellcheck disable=SC2086
-$vmtax compare xen:type=pv local xen:type=pvh --bench $BENCH $ARGS --pairing blocks --explain --json "$out/compare.json"
+$vmtax compare xen:type=pv local xen:type=pvh --bench $BENCH $ARGS --max-time "$MAX_TIME" --pairing blocks --explain --json "$out/compare.json"
 step compare $?
 $vmtax explain --json "$out/explain.json" >/dev/null
 step explain $?
-echo "xen rig: vmtax compare xen:type=pvh xen:type=pv local --bench $CPUID_BENCH $ARGS"
+echo "xen rig: vmtax compare xen:type=pvh xen:type=pv local --bench $CPUID_BENCH $ARGS --max-time 2m"
 # shellcheck disable=SC2086
-$vmtax compare xen:type=pvh xen:type=pv local --bench $CPUID_BENCH $ARGS --pairing blocks --explain --json "$out/compare-cpuid.json"
+$vmtax compare xen:type=pvh xen:type=pv local --bench $CPUID_BENCH $ARGS --max-time 2m --pairing blocks --explain --json "$out/compare-cpuid.json"
 step compare-cpuid $?
 $vmtax explain --json "$out/explain-cpuid.json" >/dev/null
 step explain-cpuid $?
+echo "xen rig: lockstep pairs over the PV console (compare's default pairing): vmtax compare local xen:type=pv --bench getppid --max-time 90s"
+$vmtax compare local xen:type=pv --bench getppid --max-time 90s --json "$out/compare-lockstep.json"
+step lockstep $?
 cp "$VMTAX_DB" "$out/xen.db" 2>/dev/null
 echo "xen rig: the Xen-only tests (pytest -m xen): no domain left after Ctrl-C or a killed controller"
 .venv/bin/pytest -q -m xen -p no:cacheprovider --junitxml="$out/xen-tests.xml" tests/test_xen_live.py

@@ -186,7 +186,8 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
         t, t0 = m.summary.mean, b.summary.mean
         hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
         bcs, bsc = _m(b, "host_context_switches"), _m(b, "host_syscalls")
-        if hcs is not None and hcs >= 1 and (bcs is None or bcs < 0.5):
+        # (a baseline with no host count of its own, a Xen guest's, says nothing to compare with)
+        if hcs is not None and hcs >= 1 and bcs is not None and bcs < 0.5 and kind != "local":
             extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
             native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
             why = (

@@ -15,10 +15,10 @@ always_emulate|never_emulate... (default native: with xl's default, Xen
 emulates RDTSC in a PV guest whose TSC it does not trust, nested ones
 included), xl=PATH (the toolstack; default `xl` on PATH).
 
-The domain is destroyed on every exit path: stop(); a relay process that
-outlives a killed controller destroys it once the controller's end of the
-channel closes; the next run destroys any `vmtax-PID-N` domain whose PID
-is gone (sweep).
+The domain is destroyed on every exit path: stop(); the relay between the
+channel and the console's pty (xenrelay.py), which outlives a killed
+controller, destroys it once the controller's end of the channel closes;
+the next run destroys any `vmtax-PID-N` domain whose PID is gone (sweep).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,19 +43,6 @@ TYPES = ("pv", "pvh")
 TSC_MODES = ("native", "default", "always_emulate", "native_paravirt", "never_emulate")
 TOOL_TIMEOUT = 60.0  # seconds for one xl or xenstore command that is not a domain build
 NAME = re.compile(r"^vmtax-(\d+)-(\d+)$")
-
-# The relay between the controller's pipes and the guest console's pty: the pty
-# raw and without echo (else the guest's output would go back to it), one cat
-# each way; once the controller's end closes (it stopped, or was killed), the
-# domain goes with it.
-RELAY = """pty=$1 xl=$2 dom=$3
-exec 3<>"$pty" || exit 3
-stty -F "$pty" raw -echo || exit 3
-cat <&3 &
-cat >&3
-kill $! 2>/dev/null
-"$xl" destroy "$dom" >/dev/null 2>&1
-"""
 
 
 def find_xl(explicit: str | None = None) -> str:
@@ -207,23 +195,24 @@ class XenTarget(ChannelTarget):
         self.kernel = kernel
         xl(self.xl, "create", "-p", str(cfg), timeout=self.boot_timeout)  # built, paused: the relay first
         self.domid = int(xl(self.xl, "domid", self.domname).strip())
-        pty = self._console_pty()
+        key = self._console_key()
         with open(self.console_log, "ab") as log:
             relay = proc.spawn(
-                ["sh", "-c", RELAY, "relay", pty, self.xl, self.domname],
+                [sys.executable, "-m", "vmtax.targets.xenrelay", key, self.xl, self.domname],
                 die_with_vmtax=False,  # it outlives a killed controller, to destroy the domain
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
             )
-        time.sleep(0.2)  # the pty raw and silent before the guest says a word
+        time.sleep(1.0)  # the pty raw and silent before the guest says a word
         if relay.poll() is not None:
-            raise TargetError(f"{self.name}: cannot open the guest's console {pty} (status {relay.returncode})")
+            raise TargetError(f"{self.name}: cannot open the guest's console (status {relay.returncode})")
         xl(self.xl, "unpause", self.domname)
         return relay
 
-    def _console_pty(self) -> str:
-        """The pty xenconsoled made for the guest's console (xenstore)."""
+    def _console_key(self) -> str:
+        """Where xenstore says which pty xenconsoled made for the guest's
+        console, once it has said it."""
         reader = shutil.which("xenstore-read")
         if reader is None:
             raise TargetError("xenstore-read not found (Debian: xenstore-utils)")
@@ -234,7 +223,7 @@ class XenTarget(ChannelTarget):
                 [reader, key], capture_output=True, text=True, timeout=TOOL_TIMEOUT, stdin=subprocess.DEVNULL
             )
             if p.returncode == 0 and p.stdout.strip().startswith("/dev/"):
-                return p.stdout.strip()
+                return key
             if time.monotonic() > deadline:
                 raise TargetError(f"{self.name}: no console pty for domain {self.domid} (is xenconsoled running?)")
             time.sleep(0.1)

@@ -1,0 +1,124 @@
+"""The relay between vmtax's channel (this process's stdin and stdout) and a
+Xen guest's console, the pty xenconsoled gives it in dom0 (xen.py starts
+one per guest: `python -m vmtax.targets.xenrelay KEY XL DOMAIN`).
+
+- The pty is opened raw, without echo (else the guest's output would go
+  back to it) and without becoming this process's controlling terminal, so
+  a hang-up of its master sends no SIGHUP here; SIGHUP is ignored anyway.
+- xenconsoled may replace a guest's pty (it does when it finds the one it
+  made broken): on a read error or end of file the relay reads the path
+  again from xenstore (KEY) and reopens it, a few times at most.
+- When vmtax's end of the channel closes (vmtax stopped, or was killed
+  outright), the relay destroys the domain before it exits: a killed
+  controller leaves no guest behind.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import termios
+import time
+import tty
+
+REOPENS = 20
+
+
+def xenstore_read(key: str) -> str:
+    p = subprocess.run(["xenstore-read", key], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return p.stdout.strip() if p.returncode == 0 else ""
+
+
+def open_pty(path: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+    tty.setraw(fd)
+    attrs = termios.tcgetattr(fd)
+    attrs[3] &= ~(termios.ECHO | termios.ECHONL)
+    termios.tcsetattr(fd, termios.TCSANOW, attrs)
+    return fd
+
+
+def say(text: str) -> None:
+    os.write(2, f"xenrelay: {text}\n".encode())
+
+
+def reopen(key: str, old: int) -> int | None:
+    """The guest's pty again (its path read anew), or None where it is gone."""
+    try:
+        os.close(old)
+    except OSError:
+        pass
+    for _ in range(50):
+        path = xenstore_read(key)
+        if path.startswith("/dev/"):
+            try:
+                return open_pty(path)
+            except OSError:
+                pass
+        time.sleep(0.1)
+    return None
+
+
+def relay(key: str) -> None:
+    path = xenstore_read(key)
+    if not path.startswith("/dev/"):
+        say(f"no console pty at {key}")
+        sys.exit(3)
+    fd = open_pty(path)
+    left = REOPENS
+    while True:
+        ready, _, _ = select.select([0, fd], [], [])
+        if 0 in ready:
+            data = os.read(0, 65536)
+            if not data:
+                return  # vmtax's end closed
+            view = memoryview(data)
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                except OSError:
+                    left -= 1
+                    got = reopen(key, fd) if left > 0 else None
+                    if got is None:
+                        say("the guest's console is gone")
+                        return
+                    fd = got
+        if fd in ready:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                left -= 1
+                got = reopen(key, fd) if left > 0 else None
+                if got is None:
+                    say("the guest's console is gone")
+                    return
+                say("the guest's console pty was replaced: reopened")
+                fd = got
+                continue
+            try:
+                os.write(1, data)
+            except OSError:
+                return  # vmtax is gone
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m vmtax.targets.xenrelay XENSTORE_KEY XL DOMAIN", file=sys.stderr)
+        return 2
+    key, xl, domain = argv
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        relay(key)
+    finally:
+        subprocess.run([xl, "destroy", domain], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
