@@ -330,6 +330,12 @@ class Store:
             self._make_room()
 
     # -- reading --------------------------------------------------------------
+    def read(self, statement: str, params=()) -> list[tuple]:
+        """A query's rows (SQLite's SQL and ? placeholders: dialect.py turns
+        them into the backend's); for readers that ask more than the methods
+        below (vmtax serve's filtered, paginated lists)."""
+        return self._rows(statement, params)
+
     def list_runs(self, limit: int = 50, host: str | None = None) -> list[dict]:
         """The latest runs, newest first; only those measured on host, if given."""
         where, params = ("WHERE r.host = ?", (host, limit)) if host is not None else ("", (limit,))
