@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from .. import __version__
 from ..errors import UserError, VmtaxError
+from ..report.safe import inert
 from ..store import redact
 from . import history, pages, queries
 from .data import Reader
@@ -41,7 +42,7 @@ def _clean(x):
 
 class Json(JSONResponse):
     def render(self, content) -> bytes:
-        return json.dumps(_clean(content), ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
+        return json.dumps(_clean(content), allow_nan=False, default=str).encode("ascii")  # \u escapes: inert text
 
 
 def _int(request: Request, name: str, default: int, least: int = 1, most: int = 10**6) -> int:
@@ -60,7 +61,10 @@ class Site:
     def __init__(self, reader: Reader):
         self.reader = reader
         self.env = Environment(
-            loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True), trim_blocks=True
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            finalize=_inert,
         )
         self.env.globals.update(version=__version__, store=redact(str(reader.where)), backend=reader.backend)
         self.env.filters["when"] = _when
@@ -107,6 +111,13 @@ class Site:
             return Json({"error": text}, status_code=status)
         body = self.env.get_template("error.html").render(m={"error": text}, status=status, url="", q={})
         return HTMLResponse(body, status_code=status)
+
+
+def _inert(v):
+    """Every value a template shows, its control and bidi characters shown as escapes (report/safe.py)."""
+    if isinstance(v, Markup):
+        return Markup(inert(str(v)))
+    return v if v is None or isinstance(v, (int, float)) else inert(str(v))
 
 
 def _when(t) -> str:

@@ -86,13 +86,17 @@ def serve(args) -> int:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((args.host, args.port))
+            sock.listen(128)  # before the URL is printed: a client that reads it may connect at once
         except OSError as e:
             sock.close()
             raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
         port = sock.getsockname()[1]
         print(f"vmtax serve: {reader.where} read-only; listening on {url_of(args.host, port)}", flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM, which uvicorn raises again once it has shut down
+            pass
         print("vmtax serve: stopped", file=sys.stderr)
     finally:
         reader.close()
