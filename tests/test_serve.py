@@ -78,6 +78,12 @@ def test_every_page_and_its_json_twin(seeded):
         assert j.status_code == 200 and j.headers["content-type"] == "application/json"
         assert isinstance(j.json(), dict)
     assert c.get("/static/app.js").status_code == 200 and c.get("/healthz").text == "ok\n"
+    run = c.get(f"/runs/{ids[0]}").text
+    srcs = re.findall(r'<img src="(/runs/[^"]+\.svg)"', run)
+    assert srcs == [f"/runs/{ids[0]}/dist/{name}.svg" for name, *_ in serveseed.ROWS]
+    svg = c.get(srcs[0])
+    assert svg.headers["content-type"] == "image/svg+xml" and svg.text.startswith("<svg")
+    assert c.get(f"/runs/{ids[0]}/dist/nope.svg").status_code == 404
     assert c.head("/").status_code == 200
 
 
@@ -256,3 +262,13 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(tmp_path, capsys, 
     assert main(["serve", "--token-file", str(tmp_path / "none")]) == 2
     assert "cannot read it" in capsys.readouterr().err
     assert main(["serve", "--port", "70000"]) == 2
+
+
+def test_the_newest_runs_are_read_at_start(seeded):
+    db, ids, _c = seeded
+    reader = Reader(db)
+    try:
+        reader.warm(limit=10).join(timeout=60)
+        assert len(reader.digests) == 10 and ids[-1] in reader.digests  # lab-b's last run is the newest
+    finally:
+        reader.close()

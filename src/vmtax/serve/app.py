@@ -90,6 +90,13 @@ class Site:
         links = pages.row_links(self.reader.digest(run_id))
         return self.respond(request, "run.html", doc, section=Markup(section), links=links)
 
+    def distribution(self, request: Request) -> Response:
+        run_id = self.reader.resolve(request.path_params["run"])
+        svg = pages.distribution_svg(self.reader, run_id, request.path_params["bench"])
+        if svg is None:
+            raise UserError(f"no run '{run_id}' chart of {request.path_params['bench']!r}")
+        return Response(svg, media_type="image/svg+xml")
+
     def history(self, request: Request) -> Response:
         q = {k: request.query_params.get(k, "") for k in ("bench", "candidate", "baseline", "host")}
         model = history.history_page(self.reader, {k: v for k, v in q.items() if v}, _int(request, "limit", 200))
@@ -153,6 +160,7 @@ def build(reader: Reader, allowed: set[str], token: str | None = None) -> Guard:
     routes = [
         Route("/", _handle(site, site.runs), methods=["GET", "HEAD"]),
         Route("/runs/{run}", _handle(site, site.run), methods=["GET", "HEAD"]),
+        Route("/runs/{run}/dist/{bench}.svg", _handle(site, site.distribution), methods=["GET", "HEAD"]),
         Route("/history", _handle(site, site.history), methods=["GET", "HEAD"]),
         Route("/diff", _handle(site, site.diff), methods=["GET", "HEAD"]),
         Route("/hosts", _handle(site, site.hosts), methods=["GET", "HEAD"]),

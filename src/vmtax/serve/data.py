@@ -23,7 +23,8 @@ from ..store import Store
 POOL = 4  # stores open at most: requests beyond wait for one
 WAIT_S = 30.0  # how long a request waits for a store
 DIGESTS = 5000  # runs' digests kept
-PAGES = 64  # rendered run pages kept
+PAGES = 256  # rendered run pages and charts kept
+WARM = 200  # the newest runs read at start (history reads 200 by default)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Reader:
         self._free: queue.LifoQueue[Store] = queue.LifoQueue()
         self._opened, self._size, self._lock = 0, size, threading.Lock()
         self._all: list[Store] = []
+        self._closed = False
         self.digests = Lru(DIGESTS)
         self.pages = Lru(PAGES)
         with self.store() as s:  # fails now, not at the first request, if the store cannot be read
@@ -95,7 +97,25 @@ class Reader:
         finally:
             self._free.put(s)
 
+    def warm(self, limit: int = WARM) -> threading.Thread:
+        """Work out the newest runs' digests in the background (a daemon thread),
+        so that the first runs list and history after a start find them ready."""
+
+        def run() -> None:
+            try:
+                for (run_id,) in self.read("SELECT id FROM runs ORDER BY started DESC LIMIT ?", (limit,)):
+                    if self._closed:
+                        return
+                    self.digest(run_id)
+            except Exception:  # a run that cannot be read now is read again, and said, by its page
+                pass
+
+        thread = threading.Thread(target=run, name="vmtax-serve-warm", daemon=True)
+        thread.start()
+        return thread
+
     def close(self) -> None:
+        self._closed = True
         for s in self._all:
             s.close()
         self._all.clear()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+from html import escape
+from urllib.parse import quote
 
 from .. import watch
-from ..model import Comparison
-from ..report import html, jsondoc, scoreboard
+from ..model import BenchSpec, Comparison, RunData
+from ..report import html, jsondoc, plots, scoreboard
 from ..report.console import gate_of
 from ..report.units import json_number, parse_precision
 from ..store import redact
@@ -78,16 +80,37 @@ def runs_page(reader: Reader, filters: dict[str, str], page: int, per: int) -> d
     }
 
 
+def lazy_figure(data: RunData, spec: BenchSpec, _per) -> str:
+    """A distribution chart as an image of its own (distribution_svg), which the browser asks for
+    when it comes into view: the page is drawn without the charts' seconds."""
+    src = "/runs/" + quote(data.id, safe="") + "/dist/" + quote(spec.name, safe="") + ".svg"
+    return f'<img src="{escape(src)}" loading="lazy" width="880" height="264" alt="{escape(spec.name)}: samples">'
+
+
+def distribution_svg(reader: Reader, run_id: str, bench: str) -> str | None:
+    """The distribution chart of one benchmark of a run, as `vmtax report --html` draws it (None: no such chart)."""
+
+    def make() -> tuple[str, str | None]:
+        data = reader.load(run_id)
+        for spec, per in html.distribution_inputs(data):
+            if spec.name == bench:
+                return data.status, plots.distribution(spec.name, spec.unit, per)
+        return data.status, None
+
+    return reader.pages.get_or(("dist", run_id, bench), make, lambda got: got[0] != "running")[1]
+
+
 def run_page(reader: Reader, run_id: str) -> tuple[dict, str]:
     """(the run's JSON document, as `vmtax show --json` gives it; the HTML
-    section `vmtax report --html` lays out), rendered once per run."""
+    section `vmtax report --html` lays out, its distributions as images),
+    rendered once per run."""
 
     def make() -> tuple[str, dict, str]:
         data = reader.load(run_id)
         if data.kind == "scale":
             return data.status, {"run": {"id": data.id, "kind": data.kind}}, html.run_section(data, [], [])
         d = reader.digest(run_id)
-        return data.status, jsondoc.document(data, d.ms, d.cs), html.run_section(data, d.ms, d.cs)
+        return data.status, jsondoc.document(data, d.ms, d.cs), html.run_section(data, d.ms, d.cs, lazy_figure)
 
     _status, doc, section = reader.pages.get_or(run_id, make, lambda page: page[0] != "running")
     return doc, section
