@@ -7,6 +7,7 @@ read-only connections, and hostile labels on every page."""
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -272,3 +273,39 @@ def test_the_newest_runs_are_read_at_start(seeded):
         assert len(reader.digests) == 10 and ids[-1] in reader.digests  # lab-b's last run is the newest
     finally:
         reader.close()
+
+
+def _documented() -> dict[str, set[str]]:
+    """docs/json.md's table of the pages' keys: page -> its first-level keys."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "json.md").read_text()
+    section = text[text.index("## vmtax serve") :].split("\n## ")[0]
+    out = {}
+    for line in section.splitlines():
+        m = re.match(r"\| `(/[^`]*)`[^|]*\| (.*) \|$", line)
+        if m:
+            keys = re.sub(r"\([^)]*\)", "", re.sub(r"\[[^]]*\]\([^)]*\)", "", m.group(2)))  # less links, then asides
+            out[m.group(1)] = set(re.findall(r"`(\w+)(?:\[\])?`", keys))
+    return out
+
+
+def test_the_json_twins_have_the_keys_docs_json_md_gives(seeded):
+    _db, ids, c = seeded
+    docs = _documented()
+    assert set(docs) == {"/", "/runs/RUN", "/history", "/diff", "/hosts", "/gates"}
+    got = {
+        "/": c.get("/?format=json").json(),
+        "/history": c.get("/history", params={**ROW, "format": "json"}).json(),
+        "/diff": c.get("/diff", params={"a": ids[0], "b": ids[1], "format": "json"}).json(),
+        "/hosts": c.get("/hosts?format=json").json(),
+        "/gates": c.get("/gates?format=json").json(),
+    }
+    diff_keys = {"run_a", "run_b", "only_a", "only_b", "changes", "facts"}  # vmtax diff's, documented above it
+    for page, doc in got.items():
+        want = docs[page] | (diff_keys if page == "/diff" else set())
+        assert set(doc) == want, page
+    run = got["/"]["runs"][0]
+    assert set(run) == set("id kind started finished status command targets host user verdict gate".split())
+    assert set(got["/history"]["series"]) == {"benchmark", "baseline", "candidate", "unit", "direction"} | {
+        "points",
+        "change_points",
+    }

@@ -134,7 +134,7 @@ def _when(t) -> str:
 
 
 def _num(v, digits: int = 4) -> str:
-    return f"{v:.{digits}g}" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
+    return f"{v:#.{digits}g}" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
 
 
 def _pct(v) -> str:
