@@ -8,11 +8,13 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
 
 import serveseed
+from pgserver import PASSWORD
 from vmtax.analysis import analyse
 from vmtax.cli import main
 from vmtax.report import jsondoc
@@ -39,11 +41,14 @@ def seeded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def seeded_pg(pg_server):
-    url = pg_server.url("vmtax", schema=pg_server.create_schema())
+    """A team's database: its owner logs in over TCP with a password."""
+    name = pg_server.create_db(owner="alice")
+    url = pg_server.url(name, "alice", PASSWORD, tcp=True)
     ids = serveseed.seed(url, runs_per_host=14)
     c, reader = client(url)
     yield url, ids, c
     reader.close()
+    pg_server.drop_db(name)
 
 
 def step_urls(ids) -> list[str]:
@@ -226,8 +231,10 @@ def test_postgresql_pages_read_only_sessions(seeded_pg):
     s = c.get("/history", params={**ROW, "format": "json"}).json()["series"]
     assert [x["run"] for x in s["change_points"]] == [ids[serveseed.STEP_AT]]
     for url in step_urls(ids):
-        assert c.get(url).status_code == 200, url
-    assert "alice" not in c.get("/").text
+        for page in (url, url + ("&" if "?" in url else "?") + "format=json"):
+            r = c.get(page)
+            assert r.status_code == 200 and PASSWORD not in r.text and quote(PASSWORD, safe="") not in r.text, page
+    assert "alice:***@127.0.0.1" in c.get("/").text
 
 
 def test_hostile_labels_stay_text_on_every_page(tmp_path):

@@ -126,7 +126,12 @@ def walk(browser, base: str, ids: list[str], shots) -> None:
     page.click(f'a[href="/runs/{at}"]')
     page.wait_for_url(f"{base}runs/{at}")
     assert page.locator("section svg").count() >= 2
-    page.screenshot(path=shots / "run.png", full_page=True)
+    images = page.locator("section img")  # the distributions: images loaded as they come into view
+    assert images.count() == len(serveseed.ROWS)
+    images.first.scroll_into_view_if_needed()
+    page.wait_for_load_state("networkidle")
+    assert images.first.evaluate("e => e.complete && e.naturalWidth > 0")
+    page.screenshot(path=shots / "run.png")
     page.click("details.rows summary")
     page.click("a.history >> text=getppid: qemu:accel=tcg / local")
     page.wait_for_url(re.compile(r"/history\?"))
@@ -224,3 +229,19 @@ def test_beyond_loopback_only_with_the_token(tmp_path):
             assert r.status == 200 and json.load(r)["total"] == 4
     finally:
         stop_server(proc)
+
+
+def test_the_guard_counts_a_request_beyond_loopback(browser):
+    """Control: a page that asks for another address is seen (and the request
+    aborted before it leaves: nothing is sent)."""
+    context = browser.new_context()
+    watch = Watch(context)
+    page = watch.page(context)
+    page.route(
+        "http://127.0.0.1:9/",
+        lambda route: route.fulfill(body='<img src="http://192.0.2.1/x.png">', content_type="text/html"),
+    )
+    page.goto("http://127.0.0.1:9/")
+    page.wait_for_load_state("load")
+    assert watch.offloop == ["http://192.0.2.1/x.png"] and "failed: http://192.0.2.1/x.png" in watch.errors
+    context.close()

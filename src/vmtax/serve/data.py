@@ -66,6 +66,7 @@ class Reader:
         self._all: list[Store] = []
         self._closed = False
         self.digests = Lru(DIGESTS)
+        self.memo = Lru(3 * DIGESTS)  # what pages work out from a digest: (what, run id) -> value
         self.pages = Lru(PAGES)
         with self.store() as s:  # fails now, not at the first request, if the store cannot be read
             self.where = s.location
@@ -127,6 +128,10 @@ class Reader:
     def digest(self, run_id: str) -> Digest:
         """A run's digest; one still running is worked out afresh each time."""
         return self.digests.get_or(run_id, lambda: self._digest(run_id), lambda d: d.data.status != "running")
+
+    def derived(self, what: str, d: Digest, make):
+        """make(d), kept as the digest is (not for a run still running)."""
+        return self.memo.get_or((what, d.data.id), lambda: make(d), lambda _value: d.data.status != "running")
 
     def _digest(self, run_id: str) -> Digest:
         data = self.load(run_id)

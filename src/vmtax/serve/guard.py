@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -89,7 +89,7 @@ class Guard:
 
     async def _set_cookie(self, scope, query: dict, send) -> None:
         rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
-        where = scope["path"] + ("?" + rest if rest else "")
+        where = quote(scope["path"]) + ("?" + rest if rest else "")
         cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
         await _plain(send, 303, "see " + where, [(b"location", where.encode()), (b"set-cookie", cookie.encode())])
 

@@ -62,7 +62,7 @@ def history_page(reader: Reader, q: dict[str, str], limit: int) -> dict:
     if not match:
         return {"query": q, "series": None, "choices": choices, "sides": []}
     s = match[0]
-    facts = {run_id: watch.flat_facts(d.data) for run_id, d in digests.items()}
+    facts = {run_id: reader.derived("facts", d, lambda d: watch.flat_facts(d.data)) for run_id, d in digests.items()}
     s.changes = watch.change_points(s, facts)
     return {
         "query": {**q, "candidate": s.candidate, "baseline": s.baseline},

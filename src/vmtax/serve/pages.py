@@ -66,8 +66,8 @@ def runs_page(reader: Reader, filters: dict[str, str], page: int, per: int) -> d
             {
                 **r,
                 "command": redact(r["command"]),
-                "verdict": verdict_of(d),
-                "gate": gate_of_run(d),
+                "verdict": reader.derived("verdict", d, verdict_of),
+                "gate": reader.derived("gate", d, gate_of_run),
             }
         )
     return {
@@ -135,7 +135,7 @@ def gates_page(reader: Reader, limit: int) -> dict:
     pairs: dict[tuple[str, str], list[dict]] = {}
     for run_id, _command in queries.gated(reader, limit):
         d = reader.digest(run_id)
-        g = gate_of_run(d)
+        g = reader.derived("gate", d, gate_of_run)
         if g is None:
             continue
         names = [watch.known_as(d.data)[t.name] for t in d.data.targets]
