@@ -129,6 +129,22 @@ class Reader:
         """A run's digest; one still running is worked out afresh each time."""
         return self.digests.get_or(run_id, lambda: self._digest(run_id), lambda d: d.data.status != "running")
 
+    def row(self, run_id: str, benchmark: str) -> Digest:
+        """A run's digest for one benchmark (its ratios alone): from the run's digest where
+        it is kept, else from that benchmark's samples alone (a fourteenth of a demo's run)."""
+        with self.digests.lock:
+            whole = self.digests.get(run_id)
+        if whole is not None:
+            return whole
+
+        def make() -> Digest:
+            with self.store() as s:
+                data = s.load(run_id, benchmark)
+            ms, cs = analyse(data)
+            return Digest(dataclasses.replace(data, samples=[]), ms, cs)
+
+        return self.memo.get_or(("row", run_id, benchmark), make, lambda d: d.data.status != "running")
+
     def derived(self, what: str, d: Digest, make):
         """make(d), kept as the digest is (not for a run still running)."""
         return self.memo.get_or((what, d.data.id), lambda: make(d), lambda _value: d.data.status != "running")

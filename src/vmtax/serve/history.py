@@ -40,7 +40,7 @@ def _sides(s: watch.Series, digests: dict[str, Digest]) -> list[dict]:
 
 def _series(reader: Reader, q: dict[str, str], limit: int) -> tuple[list[watch.Series], dict[str, Digest]]:
     ids = queries.compare_runs(reader, q["bench"], q.get("host", ""), limit)
-    digests = {run_id: reader.digest(run_id) for run_id, _ in ids}
+    digests = {run_id: reader.row(run_id, q["bench"]) for run_id, _ in ids}
     picked = [(d.data, [c for c in d.cs if c.benchmark.name == q["bench"]]) for d in digests.values()]
     return [s for s in watch.series(picked) if s.points], digests
 
