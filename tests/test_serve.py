@@ -104,6 +104,11 @@ def test_the_runs_list_filters_and_pages(seeded):
     assert page["total"] == 24 and page["pages"] == 5 and len(page["runs"]) == 5
     assert {r["host"] for r in page["runs"]} == {"lab-a"}
     assert c.get("/?suite=nope&format=json").json()["total"] == 0
+    assert c.get("/?suite=lmbench&target=qemu&format=json").json()["total"] == 48  # a target by its kind
+    assert c.get("/?target=qemu:accel=tcg&kind=compare&format=json").json()["total"] == 48
+    assert c.get("/?target=uml&format=json").json()["total"] == 0
+    assert c.get("/?label=a%&format=json").json()["total"] == 0  # % is a character, not a wildcard
+    assert c.get("/?since=2026-09-24&until=2026-09-24&format=json").json()["total"] == 2  # each host's run 3
     assert c.get("/?command=--gate&format=json").json()["total"] == 2 * (24 // 5)
     gated = [r for r in doc["runs"] if r["gate"]]
     assert gated and all(r["gate"]["threshold"] == 0.02 for r in gated)
@@ -252,6 +257,7 @@ def test_hostile_labels_stay_text_on_every_page(tmp_path):
                 assert "&lt;script&gt;alert(1)&lt;/script&gt;" in r.text or "alert(1)" not in r.text, url
             j = c.get(url + ("&" if "?" in url else "?") + "format=json")
             assert j.status_code == 200 and re.fullmatch(rb"[\x20-\x7e\n]*", j.content), url
+        assert c.get("/", params={"label": label, "format": "json"}).json()["total"] == 28
         page = c.get(f"/history?bench=getppid&host=lab-a&candidate={label}").text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;\\ufffe\\u202eevil" in page and "x" * 10_000 in page
     finally:
