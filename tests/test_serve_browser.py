@@ -28,6 +28,7 @@ from conftest import vmtax_cmd
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.xdist_group("serve-browser"),  # no target started: beside the e2e group, not in it (conftest.py)
     pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (make setup installs it)"),
 ]
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (make setup)")
