@@ -129,8 +129,10 @@ def test_history_finds_the_step_and_the_kernel_change_exactly(seeded):
         {"fact": "local.kernel", "before": old, "after": new},
         {"fact": "qemu:accel=tcg.kernel", "before": old, "after": new},
     ]
+    chart = c.get("/history", params={**b, "format": ""}).text
+    assert f"<title>change point at {cp['run']}: " in chart and f"local.kernel: {old} → {new}; " in chart
     page = c.get("/history", params=ROW).text
-    assert f'data-cp="{ids[serveseed.STEP_AT]}"' in page
+    assert f'data-cp="{ids[serveseed.STEP_AT]}"' in page and "no fact changed there" in page
     assert f'href="/diff?a={ids[serveseed.STEP_AT - 1]}&amp;b={ids[serveseed.STEP_AT]}"' in page
 
 

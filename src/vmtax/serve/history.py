@@ -83,7 +83,9 @@ def history_charts(model: dict) -> dict[str, str]:
             c["index"],
             points[c["index"] - 1]["run"],
             c["run"],
-            f"change point at {c['run']}: {c['before']:.4g} → {c['after']:.4g}; click: the diff",
+            f"change point at {c['run']}: {c['before']:.4g} → {c['after']:.4g}; "
+            + (_facts_said(c["facts"]) or "no fact changed there")
+            + "; click: the diff",
         )
         for c in cps
     ]
@@ -98,6 +100,11 @@ def history_charts(model: dict) -> dict[str, str]:
         dots = [dot(x["run"], x[side], s[side]) for x in model["sides"]]
         out[side] = charts.trend(f"{s[side]}'s own value", s["unit"], dots, marks, height=200)
     return out
+
+
+def _facts_said(facts: list[dict], most: int = 6) -> str:
+    said = [f"{f['fact']}: {f['before']} → {f['after']}" for f in facts[:most]]
+    return "; ".join(said) + (f"; and {len(facts) - most} more" if len(facts) > most else "")
 
 
 def _num(v) -> float:
