@@ -37,9 +37,14 @@ class Digest:
 
 
 class Lru(OrderedDict):
+    """The last `size` values made, by key; a value being made by one thread
+    is waited for by another that asks for it (the start's warm-up and the
+    first request work each run out once)."""
+
     def __init__(self, size: int):
         super().__init__()
         self.size, self.lock = size, threading.Lock()
+        self._making: dict = {}  # key -> the lock its maker holds
 
     def get_or(self, key, make, keep=lambda value: True):
         """The value kept under key, else make()'s, kept where keep(value) says so."""
@@ -47,13 +52,22 @@ class Lru(OrderedDict):
             if key in self:
                 self.move_to_end(key)
                 return self[key]
-        value = make()
-        if keep(value):
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
             with self.lock:
-                self[key] = value
-                while len(self) > self.size:
-                    self.popitem(last=False)
-        return value
+                if key in self:
+                    return self[key]
+            try:
+                value = make()
+                with self.lock:
+                    if keep(value):
+                        self[key] = value
+                        while len(self) > self.size:
+                            self.popitem(last=False)
+            finally:
+                with self.lock:
+                    self._making.pop(key, None)
+            return value
 
 
 class Reader:
