@@ -278,6 +278,9 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(tmp_path, capsys, 
     assert main(["serve", "--token-file", str(tmp_path / "none")]) == 2
     assert "cannot read it" in capsys.readouterr().err
     assert main(["serve", "--port", "70000"]) == 2
+    assert "--port must be between 0 and 65535" in capsys.readouterr().err
+    assert main(["--db", str(tmp_path / "none.db"), "serve", "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("vmtax: no results database at ")
 
 
 def test_the_newest_runs_are_read_at_start(seeded):

@@ -24,6 +24,7 @@ import pytest
 
 import serveseed
 from conftest import vmtax_cmd
+from helpers import leftovers
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
@@ -189,6 +190,7 @@ def check(browser, db, ids, shots) -> None:
         walk(browser, base, ids, shots)
     finally:
         stop_server(proc)
+    assert leftovers(str(db)) == []  # the server, and nothing it started
     assert sorted(p.name for p in shots.iterdir()) == [
         "diff.png",
         "gates.png",
