@@ -141,6 +141,7 @@ def walk(browser, base: str, ids: list[str], shots) -> None:
     assert chart.locator("circle[data-run]").count() == len(ids) // 2
     assert page.locator("a.cp").first.get_attribute("data-cp") == at
     history_url = page.url
+    zoom(page, ids[: len(ids) // 2])
     page.screenshot(path=shots / "history.png", full_page=True)
     page.locator("svg.trend a.cp").first.click()
     page.wait_for_url(re.compile(r"/diff\?"))
@@ -158,14 +159,25 @@ def walk(browser, base: str, ids: list[str], shots) -> None:
     context.close()
 
 
+def zoom(page, runs: list[str]) -> None:
+    """The vendored uPlot draws the ratio again; its legend names the run under the cursor."""
+    page.wait_for_selector("#zoom[data-ready] canvas")
+    over = page.locator("#zoom .u-over")
+    box = over.bounding_box()
+    over.hover(position={"x": box["width"] - 2, "y": box["height"] / 2})
+    assert page.inner_text("#zoom .u-legend tr:first-child .u-value") == runs[-1]
+
+
 def again(browser, urls: dict[str, str], first) -> None:
     """Each URL opened in a fresh context shows what it showed."""
     context = browser.new_context()
     watch = Watch(context)
     page = watch.page(context)
     for url, selector in urls.items():
-        first.goto(url)
-        page.goto(url)
+        for p in (first, page):
+            p.goto(url)
+            if p.locator("#zoom").count():  # drawn once its JSON has come
+                p.wait_for_selector("#zoom[data-ready] canvas")
         assert page.inner_text("main") == first.inner_text("main"), url
         assert page.locator(selector).count() >= 1
     assert watch.errors == [] and watch.offloop == []
@@ -179,6 +191,7 @@ def no_script(browser, url: str, points: int, shots) -> None:
     assert page.locator("svg.trend").count() == 3  # the ratio, then each side's values
     assert page.locator("svg.trend").first.locator("circle[data-run]").count() == points
     assert page.locator("svg.trend polygon.band").count() == 3
+    assert page.locator("#zoom").is_hidden() and page.locator("#zoom canvas").count() == 0
     page.screenshot(path=shots / "history-nojs.png", full_page=True)
     context.close()
 
