@@ -20,7 +20,7 @@ agent:
 $(VENV)/.installed: pyproject.toml
 	@test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	@$(VENV)/bin/pip install -q --upgrade pip
-	@$(VENV)/bin/pip install -q -e '.[test]'
+	@$(VENV)/bin/pip install -q -e '.[test,serve]'
 	@touch $@
 
 # The main job: the machine against a QEMU guest, User-mode Linux and a

@@ -33,11 +33,12 @@ def pytest_collection_modifyitems(config, items):
     pytest-xdist (`make test`: -n 2 --dist loadgroup) every e2e test goes to
     one worker, one after another as without it (they pin targets to one
     CPU, share booted targets and look for what is left behind), while the
-    unit tests run on the other."""
+    unit tests run on the other.  An e2e test that starts no target (vmtax
+    serve's browser tests) names a group of its own, which may go to either."""
     for item in items:
         if item.get_closest_marker("e2e") is None and item.get_closest_marker("sim") is None:
             item.add_marker(pytest.mark.unit)
-        elif item.get_closest_marker("e2e") is not None:
+        elif item.get_closest_marker("e2e") is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("e2e"))
 
 

@@ -586,3 +586,19 @@ def test_resolve_is_exact_or_literal_prefix(db, ids, ref):
         with pytest.raises(UserError):
             s.resolve(ref)
     s.close()
+
+
+def test_a_run_loads_one_benchmark_alone_and_analyses_the_same(location):
+    import serveseed
+    from vmtax.analysis import analyse
+
+    (run_id,) = serveseed.seed(location, runs_per_host=1, hosts=("h",))
+    with Store(location, readonly=True) as s:
+        whole, one = s.load(run_id), s.load(run_id, "stat")
+    assert [b.name for b in one.benchmarks] == ["stat"] and {x.benchmark for x in one.samples} == {"stat"}
+    assert len(one.samples) == sum(x.benchmark == "stat" for x in whole.samples) and set(one.outcomes) == {
+        (t, "stat") for t in ("local", "qemu:accel=tcg")
+    }
+    assert one.targets == whole.targets and one.config == whole.config
+    key = lambda c: (c.candidate, c.ratio, c.ratio_ci_low, c.ratio_ci_high, c.p_value)
+    assert [key(c) for c in analyse(one)[1]] == [key(c) for c in analyse(whole)[1] if c.benchmark.name == "stat"]

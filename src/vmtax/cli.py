@@ -177,6 +177,7 @@ BOUNDS = {
     "limit": (1, 1_000_000),
     "step_ms": (0.05, 1000),
     "noise_seconds": (0.1, 600),
+    "port": (0, 65535),
 }
 # Durations, read into seconds in place: (whether a value is in range, its range in words)
 DURATIONS = {
@@ -801,7 +802,7 @@ def build_parser() -> Parser:
     )
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    for add in (_add_measuring, _add_machines, _add_stored, _add_watching):
+    for add in (_add_measuring, _add_machines, _add_stored, _add_watching, _add_serving):
         add(sub)
     return p
 
@@ -1046,6 +1047,31 @@ def _add_watching(sub) -> None:
     s.add_argument("--markdown", metavar="FILE")
     s.add_argument("--html", metavar="FILE", help="a page with a trend chart per row")
     s.set_defaults(func=cmd_history)
+
+
+def cmd_serve(args) -> int:
+    from .serve.server import serve
+
+    return serve(args)
+
+
+def _add_serving(sub) -> None:
+    """serve: the read-only dashboard over the store."""
+    s = sub.add_parser("serve", help="a read-only web dashboard over the results store (docs/serve.md)")
+    s.add_argument("--host", default="127.0.0.1", metavar="ADDR", help="the address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8470, metavar="N", help="the port (default 8470; 0: any free one)")
+    s.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="a token every request must carry (else $VMTAX_SERVE_TOKEN); needed to listen beyond loopback",
+    )
+    s.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="a Host header name to answer to besides loopback's and the address (a reverse proxy's; repeatable)",
+    )
+    s.set_defaults(func=cmd_serve)
 
 
 def _terminate(signum, frame):

@@ -7,9 +7,10 @@ markup into the page."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 
-from ..model import Comparison, Measurement, RunData
+from ..model import BenchSpec, Comparison, Measurement, RunData
 from . import explain, facts, plots, scoreboard, view
 from .facts import warnings
 from .htmlkit import page, table, td
@@ -18,6 +19,7 @@ from .scoreboard import Board, geomeans
 from .view import HTML, Table
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
+Figure = Callable[[RunData, BenchSpec, list[tuple[str, list[float], list[float]]]], str]
 
 
 def mode_paragraphs(texts: list[str]) -> str:
@@ -102,23 +104,30 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
     return f'<div class="charts">{"".join(out)}</div>'
 
 
-def distribution_charts(data: RunData) -> str:
-    out = []
+def distribution_inputs(data: RunData) -> list[tuple[BenchSpec, list[tuple[str, list[float], list[float]]]]]:
+    """Per benchmark with samples, each target's (name, times, values) of its measured samples."""
     by: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for s in data.samples:
         if not s.warmup:
             t, v = by.setdefault((s.benchmark, s.target), ([], []))
             t.append(s.t)
             v.append(s.value)
+    out = []
     for spec in data.benchmarks:
         per = [(t.name, *by[(spec.name, t.name)]) for t in data.targets if (spec.name, t.name) in by]
-        if not per:
-            continue
-        out.append(
-            f'<figure id="dist-{escape(spec.name)}">'
-            f"{plots.distribution(spec.name, spec.unit, per)}"
-            f"<figcaption>{escape(spec.name)}: {escape(spec.description)}</figcaption></figure>"
-        )
+        if per:
+            out.append((spec, per))
+    return out
+
+
+def distribution_charts(data: RunData, figure: Figure | None = None) -> str:
+    """A figure per benchmark; figure(data, spec, per) draws its chart (default: the SVG inline)."""
+    draw = figure or (lambda data, spec, per: plots.distribution(spec.name, spec.unit, per))
+    out = [
+        f'<figure id="dist-{escape(spec.name)}">{draw(data, spec, per)}'
+        f"<figcaption>{escape(spec.name)}: {escape(spec.description)}</figcaption></figure>"
+        for spec, per in distribution_inputs(data)
+    ]
     return f'<div class="charts">{"".join(out)}</div>'
 
 
@@ -135,7 +144,8 @@ def targets_table(t: facts.Targets) -> str:
     return out + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
 
 
-def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> str:
+def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison], figure: Figure | None = None) -> str:
+    """A run's section of the report (figure: how its distributions are drawn, distribution_charts)."""
     if data.kind == "scale":
         return html_section(data)
     board = scoreboard.build(data, ms, cs)  # the one view its scoreboard, measurements and targets lay out
@@ -171,7 +181,7 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> s
         "<h3>Targets</h3>",
         targets_table(board.targets),
         "<h3>Samples: distribution and time order</h3>",
-        distribution_charts(data),
+        distribution_charts(data, figure),
         "</section>",
     ]
     return "".join(parts)

@@ -330,6 +330,12 @@ class Store:
             self._make_room()
 
     # -- reading --------------------------------------------------------------
+    def read(self, statement: str, params=()) -> list[tuple]:
+        """A query's rows (SQLite's SQL and ? placeholders: dialect.py turns
+        them into the backend's); for readers that ask more than the methods
+        below (vmtax serve's filtered, paginated lists)."""
+        return self._rows(statement, params)
+
     def list_runs(self, limit: int = 50, host: str | None = None) -> list[dict]:
         """The latest runs, newest first; only those measured on host, if given."""
         where, params = ("WHERE r.host = ?", (host, limit)) if host is not None else ("", (limit,))
@@ -380,7 +386,9 @@ class Store:
             raise UserError(f"{what} matching '{ref}' in {self.location} (see `vmtax runs`)")
         return rows[0][0]
 
-    def load(self, run_id: str) -> RunData:
+    def load(self, run_id: str, benchmark: str | None = None) -> RunData:
+        """A run as stored; given a benchmark, that benchmark's alone (its spec, samples and outcomes)."""
+        one, of = (" AND {} = ?", (benchmark,)) if benchmark is not None else ("", ())
         rows = self._rows(
             "SELECT id,kind,started,finished,status,command,vmtax_version,config_json,"
             'host,pid,pid_start,boot_id,"user" FROM runs WHERE id=?',
@@ -421,8 +429,10 @@ class Store:
             )
             data.agent_hashes[row[0]] = row[6]
         for row in self._rows(
-            "SELECT name,suite,unit,direction,description,kind FROM run_benchmarks WHERE run_id=? ORDER BY position",
-            (run_id,),
+            "SELECT name,suite,unit,direction,description,kind FROM run_benchmarks WHERE run_id=?"
+            + one.format("name")
+            + " ORDER BY position",
+            (run_id, *of),
         ):
             # the kind as stored; a run stored before kinds were (schema < 9): from the name, as then
             data.benchmarks.append(
@@ -438,15 +448,16 @@ class Store:
         metrics: dict[int, dict[str, float]] = {}
         for sample_id, name, value in self._rows(
             "SELECT m.sample_id, m.name, m.value FROM sample_metrics m JOIN samples s"
-            f" ON s.id = m.sample_id WHERE s.run_id=? ORDER BY m.sample_id, {self.dialect.metric_order}",
-            (run_id,),
+            f" ON s.id = m.sample_id WHERE s.run_id=?{one.format('s.benchmark')}"
+            f" ORDER BY m.sample_id, {self.dialect.metric_order}",
+            (run_id, *of),
         ):
             metrics.setdefault(sample_id, {})[name] = value
         for row in self._rows(
             "SELECT benchmark,target,value,unit,process,seq,instance,warmup,"
             "iters,ops,overhead,tsc_per_op,cpu,t,id,block,counting,ref_before,ref_after FROM samples"
-            " WHERE run_id=? ORDER BY id",
-            (run_id,),
+            " WHERE run_id=?" + one.format("benchmark") + " ORDER BY id",
+            (run_id, *of),
         ):
             data.samples.append(
                 Sample(
@@ -471,7 +482,10 @@ class Store:
                     ref_after=row[18],
                 )
             )
-        for row in self._rows("SELECT target,benchmark,stopped_by,reason FROM outcomes WHERE run_id=?", (run_id,)):
+        for row in self._rows(
+            "SELECT target,benchmark,stopped_by,reason FROM outcomes WHERE run_id=?" + one.format("benchmark"),
+            (run_id, *of),
+        ):
             data.outcomes[(row[0], row[1])] = (row[2], row[3])
         return data
 

@@ -4,7 +4,9 @@ Whichever way, a file that is not vmtax's is refused before anything is
 written to it.  Read-write: the file is created if missing, put in WAL mode
 and migrated under a write lock, so any number of vmtax processes may open a
 brand-new path at once.  Read-only: the file is opened with mode=ro and never
-written; an older schema is migrated in a private in-memory copy."""
+written; an older schema is migrated in a private in-memory copy.  A
+read-only connection may be used from any thread, one at a time (vmtax
+serve hands each to one request at a time)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     db, immutable = _connect_readonly(path)
     try:
         if immutable or _check_version(user_version(db), path) < len(MIGRATIONS):
-            copy = sqlite3.connect(":memory:", isolation_level=None)
+            copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             db.backup(copy)
             db.close()
             db = copy
@@ -56,7 +58,7 @@ def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
     the caller copies the file at once in case one starts."""
     uri = path.absolute().as_uri() + "?mode=ro"
     try:
-        db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
         return _ours(db, path), False
     except sqlite3.OperationalError as e:
         if e.sqlite_errorcode != SQLITE_READONLY_DIRECTORY and e.sqlite_errorcode & 0xFF != SQLITE_CANTOPEN:
@@ -67,7 +69,8 @@ def _connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
             f"cannot read {path}: its directory is read-only, and its write-ahead log"
             f" {wal.name} holds changes that only a writer can apply"
         )
-    return _ours(sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None), path), True
+    db = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    return _ours(db, path), True
 
 
 def _ours(db: sqlite3.Connection, path: Path) -> sqlite3.Connection:

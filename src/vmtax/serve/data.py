@@ -1,0 +1,177 @@
+"""The dashboard's reads: a few read-only stores, each lent to one request
+at a time, and what is worked out from a stored run (its measurements and
+ratios) kept per run once the run can no longer change (any status but
+running).  The digest keeps the run less its samples: a thousand runs fit
+in memory; a page that draws samples loads its run afresh."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analysis import analyse
+from ..errors import UserError
+from ..model import Comparison, Measurement, RunData
+from ..store import Store
+
+POOL = 4  # stores open at most: requests beyond wait for one
+WAIT_S = 30.0  # how long a request waits for a store
+DIGESTS = 5000  # runs' digests kept
+PAGES = 256  # rendered run pages and charts kept
+WARM = 200  # the newest runs read at start (history reads 200 by default)
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A stored run as the lists, the history and the diff read it."""
+
+    data: RunData  # without its samples
+    ms: list[Measurement]
+    cs: list[Comparison]
+
+
+class Lru(OrderedDict):
+    """The last `size` values made, by key; a value being made by one thread
+    is waited for by another that asks for it (the start's warm-up and the
+    first request work each run out once)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size, self.lock = size, threading.Lock()
+        self._making: dict = {}  # key -> the lock its maker holds
+
+    def get_or(self, key, make, keep=lambda value: True):
+        """The value kept under key, else make()'s, kept where keep(value) says so."""
+        with self.lock:
+            if key in self:
+                self.move_to_end(key)
+                return self[key]
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            with self.lock:
+                if key in self:
+                    return self[key]
+            try:
+                value = make()
+                with self.lock:
+                    if keep(value):
+                        self[key] = value
+                        while len(self) > self.size:
+                            self.popitem(last=False)
+            finally:
+                with self.lock:
+                    self._making.pop(key, None)
+            return value
+
+
+class Reader:
+    """The store behind the dashboard, opened read-only."""
+
+    def __init__(self, location: str | Path, size: int = POOL):
+        self.location = location
+        self._free: queue.LifoQueue[Store] = queue.LifoQueue()
+        self._opened, self._size, self._lock = 0, size, threading.Lock()
+        self._all: list[Store] = []
+        self._closed = False
+        self.digests = Lru(DIGESTS)
+        self.memo = Lru(3 * DIGESTS)  # what pages work out from a digest: (what, run id) -> value
+        self.pages = Lru(PAGES)
+        with self.store() as s:  # fails now, not at the first request, if the store cannot be read
+            self.where = s.location
+            self.backend = s.dialect.name
+
+    def _open(self) -> Store:
+        s = Store(self.location, readonly=True)
+        self._all.append(s)
+        return s
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        try:
+            s = self._free.get_nowait()
+        except queue.Empty:
+            with self._lock:
+                grow = self._opened < self._size
+                self._opened += grow
+            try:
+                s = self._open() if grow else self._free.get(timeout=WAIT_S)
+            except queue.Empty:
+                raise UserError("the results database is busy: every connection is in use") from None
+            except BaseException:
+                with self._lock:
+                    self._opened -= grow
+                raise
+        try:
+            yield s
+        finally:
+            self._free.put(s)
+
+    def warm(self, limit: int = WARM) -> threading.Thread:
+        """Work out the newest runs' digests in the background (a daemon thread),
+        so that the first runs list and history after a start find them ready."""
+
+        def run() -> None:
+            try:
+                for (run_id,) in self.read("SELECT id FROM runs ORDER BY started DESC LIMIT ?", (limit,)):
+                    if self._closed:
+                        return
+                    self.digest(run_id)
+            except Exception:  # a run that cannot be read now is read again, and said, by its page
+                pass
+
+        thread = threading.Thread(target=run, name="vmtax-serve-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        self._closed = True
+        for s in self._all:
+            s.close()
+        self._all.clear()
+
+    def load(self, run_id: str) -> RunData:
+        with self.store() as s:
+            return s.load(run_id)
+
+    def digest(self, run_id: str) -> Digest:
+        """A run's digest; one still running is worked out afresh each time."""
+        return self.digests.get_or(run_id, lambda: self._digest(run_id), lambda d: d.data.status != "running")
+
+    def row(self, run_id: str, benchmark: str) -> Digest:
+        """A run's digest for one benchmark (its ratios alone): from the run's digest where
+        it is kept, else from that benchmark's samples alone (a fourteenth of a demo's run)."""
+        with self.digests.lock:
+            whole = self.digests.get(run_id)
+        if whole is not None:
+            return whole
+
+        def make() -> Digest:
+            with self.store() as s:
+                data = s.load(run_id, benchmark)
+            ms, cs = analyse(data)
+            return Digest(dataclasses.replace(data, samples=[]), ms, cs)
+
+        return self.memo.get_or(("row", run_id, benchmark), make, lambda d: d.data.status != "running")
+
+    def derived(self, what: str, d: Digest, make):
+        """make(d), kept as the digest is (not for a run still running)."""
+        return self.memo.get_or((what, d.data.id), lambda: make(d), lambda _value: d.data.status != "running")
+
+    def _digest(self, run_id: str) -> Digest:
+        data = self.load(run_id)
+        ms, cs = analyse(data) if data.kind != "scale" else ([], [])
+        return Digest(dataclasses.replace(data, samples=[]), ms, cs)
+
+    def resolve(self, ref: str) -> str:
+        with self.store() as s:
+            return s.resolve(ref)
+
+    def read(self, statement: str, params=()) -> list[tuple]:
+        with self.store() as s:
+            return s.read(statement, params)

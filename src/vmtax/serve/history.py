@@ -1,0 +1,143 @@
+"""A row's history and the diff of two runs, as the dashboard shows them:
+`vmtax history`'s series and change points (watch.series, watch.change_points)
+and `vmtax diff`'s ratio of ratios (watch.diff), with what the pages add: the
+two sides' own values under the ratio, and the diff's changes sorted, the
+significant ones first, counted by direction."""
+
+from __future__ import annotations
+
+import math
+
+from .. import watch
+from ..errors import UserError
+from ..report import watch as watch_report
+from ..report.units import json_number
+from . import charts, queries
+from .data import Digest, Reader
+
+MAX_RUNS = 1000
+
+
+def _sides(s: watch.Series, digests: dict[str, Digest]) -> list[dict]:
+    """Per point, the baseline's and the candidate's own means with their intervals."""
+    out = []
+    for p in s.points:
+        d = digests[p.run]
+        real = {v: k for k, v in watch.known_as(d.data).items()}
+        by = {(m.target, m.benchmark.name): m for m in d.ms}
+        row: dict[str, object] = {"run": p.run}
+        for side, name in (("baseline", s.baseline), ("candidate", s.candidate)):
+            m = by.get((real.get(name, name), s.benchmark))
+            sm = m.summary if m is not None else None
+            row[side] = {
+                "mean": json_number(sm.mean) if sm else None,
+                "ci_low": json_number(sm.ci_low) if sm else None,
+                "ci_high": json_number(sm.ci_high) if sm else None,
+            }
+        out.append(row)
+    return out
+
+
+def _series(reader: Reader, q: dict[str, str], limit: int) -> tuple[list[watch.Series], dict[str, Digest]]:
+    ids = queries.compare_runs(reader, q["bench"], q.get("host", ""), limit)
+    digests = {run_id: reader.row(run_id, q["bench"]) for run_id, _ in ids}
+    picked = [(d.data, [c for c in d.cs if c.benchmark.name == q["bench"]]) for d in digests.values()]
+    return [s for s in watch.series(picked) if s.points], digests
+
+
+def history_page(reader: Reader, q: dict[str, str], limit: int) -> dict:
+    """One row's history: its ratio per run with change points, both sides'
+    values; the other series of the benchmark as choices."""
+    if not q.get("bench"):
+        raise UserError("say which row: ?bench=NAME (and &candidate=, &baseline=, &host=)")
+    limit = max(4, min(limit, MAX_RUNS))
+    all_series, digests = _series(reader, q, limit)
+    choices = [{"candidate": s.candidate, "baseline": s.baseline, "points": len(s.points)} for s in all_series]
+    match = [
+        s
+        for s in all_series
+        if (not q.get("candidate") or s.candidate == q["candidate"])
+        and (not q.get("baseline") or s.baseline == q["baseline"])
+    ]
+    if not match:
+        return {"query": q, "series": None, "choices": choices, "sides": []}
+    s = match[0]
+    facts = {run_id: reader.derived("facts", d, lambda d: watch.flat_facts(d.data)) for run_id, d in digests.items()}
+    s.changes = watch.change_points(s, facts)
+    return {
+        "query": {**q, "candidate": s.candidate, "baseline": s.baseline},
+        "series": watch_report.history_json([s])[0],
+        "choices": choices,
+        "sides": _sides(s, digests),
+    }
+
+
+def history_charts(model: dict) -> dict[str, str]:
+    """The history page's three charts: the ratio, then each side's own values."""
+    s = model["series"]
+    if s is None:
+        return {}
+    points, cps = s["points"], s["change_points"]
+    marks = [
+        charts.Mark(
+            c["index"],
+            points[c["index"] - 1]["run"],
+            c["run"],
+            f"change point at {c['run']}: {c['before']:.4g} → {c['after']:.4g}; "
+            + (_facts_said(c["facts"]) or "no fact changed there")
+            + "; click: the diff",
+        )
+        for c in cps
+    ]
+
+    def dot(run: str, v: dict, what: str) -> charts.Dot:
+        val, lo, hi = (_num(v.get(k)) for k in ("ratio" if "ratio" in v else "mean", "ci_low", "ci_high"))
+        return charts.Dot(run, val, lo, hi, f"{run}: {what} {val:.4g} [{lo:.4g}, {hi:.4g}]")
+
+    ratio = [dot(p["run"], p, "ratio") for p in points]
+    out = {"ratio": charts.trend(f"{s['benchmark']}: {s['candidate']} / {s['baseline']}", "ratio", ratio, marks)}
+    for side in ("candidate", "baseline"):
+        dots = [dot(x["run"], x[side], s[side]) for x in model["sides"]]
+        out[side] = charts.trend(f"{s[side]}'s own value", s["unit"], dots, marks, height=200)
+    return out
+
+
+def _facts_said(facts: list[dict], most: int = 6) -> str:
+    said = [f"{f['fact']}: {f['before']} → {f['after']}" for f in facts[:most]]
+    return "; ".join(said) + (f"; and {len(facts) - most} more" if len(facts) > most else "")
+
+
+def _num(v) -> float:
+    return float(v) if isinstance(v, (int, float)) else math.nan
+
+
+# -- diff ---------------------------------------------------------------------------------
+def moved(c: dict) -> str:
+    """'worse', 'better' or 'within' (its interval holds no change)."""
+    lo, hi = c["ci_low"], c["ci_high"]
+    if lo is None or hi is None or lo <= 1 <= hi:
+        return "within"
+    up = lo > 1
+    return "worse" if up == (c["direction"] == "lower") else "better"
+
+
+def diff_page(reader: Reader, a_ref: str, b_ref: str) -> dict:
+    if not a_ref or not b_ref:
+        raise UserError("say which two runs: ?a=RUN&b=RUN")
+    a, b = reader.digest(reader.resolve(a_ref)), reader.digest(reader.resolve(b_ref))
+    for d in (a, b):
+        if d.data.kind != "compare" or len(d.data.targets) < 2:
+            raise UserError(f"run {d.data.id} is a {d.data.kind} run: a diff reads compare runs")
+    try:
+        doc = watch_report.diff_json(watch.diff(a.data, a.cs, b.data, b.cs))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for c in doc["changes"]:
+        c["moved"] = moved(c)
+        c["significant"] = c["moved"] != "within"
+    doc["changes"].sort(
+        key=lambda c: (not c["significant"], -abs(math.log(c["change"])) if c["change"] else 0, c["benchmark"])
+    )
+    doc["counts"] = {k: sum(1 for c in doc["changes"] if c["moved"] == k) for k in ("worse", "better", "within")}
+    doc["host_a"], doc["host_b"] = a.data.host, b.data.host
+    return doc
