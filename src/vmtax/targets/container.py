@@ -222,11 +222,13 @@ class ContainerTarget(ChannelTarget):
     def usable(self) -> tuple[bool, str]:
         if self.unusable:
             return False, self.unusable
-        ok, why = self.available()
-        if not ok or self.platform is None:
-            return ok, why
+        if self.platform is None:
+            return self.available()
+        ok, why = podman_works()  # gVisor's sandbox needs podman: no unshare stands in for it
+        if not ok:
+            return False, why
         found = gvisor.probe(gvisor.runsc(self.runtime), self.platform, podman_run(self.runtime))
-        return (False, f"gVisor: {found}") if found else (True, why)
+        return (False, f"gVisor: {found}") if found else (True, f"gVisor on platform {self.platform}")
 
     def check(self) -> None:
         if self.unusable:
@@ -243,8 +245,9 @@ class ContainerTarget(ChannelTarget):
         ok, why = podman_works()
         if ok:
             return "podman"
-        if self.net in ("bridge", "slirp4netns"):
-            raise TargetError(f"{self.name}: net={self.net} needs podman, which does not work here: {why}")
+        if self.net in ("bridge", "slirp4netns") or self.platform:
+            what = "gVisor" if self.platform else f"net={self.net}"
+            raise TargetError(f"{self.name}: {what} needs podman, which does not work here: {why}")
         self.engine_note = f"podman unusable here, used unshare+chroot: {why}"
         return "unshare"
 
