@@ -165,7 +165,7 @@ def sweep_containers() -> None:
 
 class ContainerTarget(ChannelTarget):
     kind = "container"
-    summary = "the agent in a container (podman+runc, else unshare+chroot)"
+    summary = "the agent in a container (podman+runc, else unshare+chroot; runtime=runsc: gVisor)"
     allowed_options = frozenset({"engine", "boot_timeout", "net", "runtime", "platform"})
     boot_timeout = 60.0
     NETS = ("none", "host", "bridge", "slirp4netns")
@@ -213,17 +213,14 @@ class ContainerTarget(ChannelTarget):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        ok, why = podman_works()
-        if ok:
-            return True, "podman with runc" + gvisor_note()
-        ok2, why2 = unshare_works()
-        return ok2, f"unshare+chroot ({why})" if ok2 else f"{why}; {why2}"
+        ok, why = engine_available()
+        return ok, why + gvisor_note() if ok and why == "podman with runc" else why
 
     def usable(self) -> tuple[bool, str]:
         if self.unusable:
             return False, self.unusable
         if self.platform is None:
-            return self.available()
+            return engine_available()  # gVisor's platforms are not probed for a runc container
         ok, why = podman_works()  # gVisor's sandbox needs podman: no unshare stands in for it
         if not ok:
             return False, why
@@ -452,6 +449,14 @@ class ContainerTarget(ChannelTarget):
 
     def info(self):
         return replace(super().info(), accel=self.engine, idle_cpu_pct=self.idle_cpu)
+
+
+def engine_available() -> tuple[bool, str]:
+    ok, why = podman_works()
+    if ok:
+        return True, "podman with runc"
+    ok2, why2 = unshare_works()
+    return ok2, f"unshare+chroot ({why})" if ok2 else f"{why}; {why2}"
 
 
 def gvisor_note() -> str:
