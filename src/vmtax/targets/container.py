@@ -250,6 +250,9 @@ class ContainerTarget(ChannelTarget):
 
     def launch(self) -> subprocess.Popen:
         self.engine = self.choose_engine()
+        failed = gvisor.known_failure(gvisor.runsc(self.runtime), self.platform) if self.platform else ""
+        if failed:  # a platform that hangs here would hold the run for its boot_timeout
+            raise TargetError(f"{self.name}: gVisor: {failed} (vmtax targets probed it on this host boot)")
         root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()

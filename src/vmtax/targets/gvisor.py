@@ -156,12 +156,22 @@ def kill_leftovers(cid: str) -> None:
         pass
 
 
+def _key(info: Runsc, platform: str) -> str:
+    return f"{boot_id()}|{info.path}|{os.stat(info.path).st_mtime}|{platform}"
+
+
+def known_failure(info: Runsc, platform: str) -> str:
+    """Why a sandbox on this platform did not start here when last probed
+    (this host boot, this runsc); '' if it did or was never probed."""
+    return guest.probe_memory("gvisor").get(_key(info, platform)) or ""
+
+
 def probe(info: Runsc, platform: str, base_argv: list[str]) -> str:
     """Whether a sandbox on this platform boots here: '' if it does, else
     why not.  Remembered until the host reboots or runsc changes (the KVM
     platform spins without booting on a host whose /dev/kvm is a nested
     one that cannot run it: PROBE_TIMEOUT)."""
-    key = f"{boot_id()}|{info.path}|{os.stat(info.path).st_mtime}|{platform}"
+    key = _key(info, platform)
     known = guest.probe_memory("gvisor").get(key)
     if known is not None:
         return known
