@@ -100,12 +100,13 @@ def check_options(name: str, options: dict[str, str], version_line: str, runtime
     if platform not in info.platforms:
         raise UserError(
             f"target '{name}': platform={platform}: runsc {info.version} is too old for it "
-            f"(it offers {', '.join(info.platforms)}; systrap came with gVisor release-20230417)"
+            f"(it offers {', '.join(info.platforms)}; systrap came with gVisor's 2023 releases)"
         )
     if net not in NETWORK:
         raise UserError(
             f"target '{name}': net={net} with gVisor: runsc here runs with net={' or net='.join(NETWORK)} "
-            "(its own network stack would need an interface podman's namespaces do not give it)"
+            "(with podman's other networks runsc's own stack refuses to start: it reads the namespace it is given "
+            "as the host's root one)"
         )
     return platform
 
