@@ -168,3 +168,48 @@ def test_the_host_probe_counts_a_part_apart():
         assert b["host_cpu_me_ns"] - a["host_cpu_me_ns"] > 0.5 * (b["host_cpu_ns"] - a["host_cpu_ns"])
     finally:
         p.close()
+
+
+def test_explain_reads_gvisors_round_trips_with_its_platform_and_flags_getrusage_zeros():
+    """The reading names the platform, the host system calls and context
+    switches per operation and the Sentry's and Gofer's share of the host
+    CPU; a count inside that gVisor's getrusage leaves at 0 where the
+    baseline counts some is said to be gVisor's accounting."""
+    from vmtax.model import BenchSpec, Measurement, Summary
+    from vmtax.report import explain
+
+    def s(x: float) -> Summary:
+        return Summary(8, x, x, 0.0, x, x, x, x)
+
+    spec = BenchSpec("page_fault", "kernel", "ns", "lower", "one page fault")
+    local = Measurement(spec, "local", "precision", s(2600.0), metrics={"page_faults": s(1.0)})
+    gv = Measurement(
+        spec,
+        "gv",
+        "precision",
+        s(13000.0),
+        metrics={
+            "page_faults": s(0.0),
+            "host_context_switches": s(2.5),
+            "host_syscalls": s(6.0),
+            "host_cpu_ns": s(8000.0),
+            "host_cpu_sentry_ns": s(6000.0),
+            "host_cpu_gofer_ns": s(0.0),
+        },
+    )
+    facts = {
+        "local": {"target_kind": "local"},
+        "gv": {
+            "target_kind": "container",
+            "gvisor_platform": "ptrace",
+            "counters": {"page_faults": "getrusage (perf: No such device)"},
+        },
+    }
+    said = explain.readings("page_fault", ["local", "gv"], {"local": local, "gv": gv}, facts)
+    assert len(said) == 1 and said[0].startswith("gv: gVisor on platform ptrace: ~6 host syscalls and ~2.5 host")
+    assert "the Sentry 75%, the Gofer 0%" in said[0] and "PTRACE_SYSEMU" in said[0]
+    assert "getrusage gave 0 page faults: gVisor's accounting" in said[0]
+    facts["gv"]["gvisor_platform"] = "systrap"
+    gv.metrics["host_context_switches"] = s(0.2)
+    said = explain.readings("page_fault", ["local", "gv"], {"local": local, "gv": gv}, facts)
+    assert "platform systrap" in said[0] and "PTRACE_SYSEMU" not in said[0]  # under one round trip: no story

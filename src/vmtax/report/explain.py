@@ -180,7 +180,7 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
         hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
         bcs, bsc = _m(b, "host_context_switches"), _m(b, "host_syscalls")
         if facts[name].get("gvisor_platform"):
-            out.append(_gvisor_reading(name, bench, m, facts[name]["gvisor_platform"]))
+            out.append(_gvisor_reading(name, bench, m, b, facts[name]))
         elif hcs is not None and hcs >= 1 and (bcs is None or bcs < 0.5):
             extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
             native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
@@ -233,9 +233,19 @@ GVISOR_TRIP = {
 }
 
 
-def _gvisor_reading(name: str, bench: str, m: Measurement, platform: str) -> str:
-    """gVisor's host round trips per operation, its platform named, and
-    who on the host spent the CPU (the Sentry, the Gofer, the program)."""
+def _gvisor_reading(name: str, bench: str, m: Measurement, b: Measurement, facts: dict) -> str:
+    """gVisor's host round trips per operation, its platform named, who on
+    the host spent the CPU (the Sentry, the Gofer, the program), and where
+    the counts inside are getrusage's zeros where the baseline (b) counted
+    some: gVisor's accounting."""
+    platform = facts["gvisor_platform"]
+    got = facts.get("counters")
+    sources: dict = got if isinstance(got, dict) else {}
+    zeros = [
+        k.replace("_", " ")
+        for k in ("page_faults", "context_switches")
+        if str(sources.get(k, "")).startswith("getrusage") and _m(m, k) == 0 and (_m(b, k) or 0) > 0.05
+    ]
     hcs, hsc, cpu = _m(m, "host_context_switches"), _m(m, "host_syscalls"), _m(m, "host_cpu_ns")
     sentry, gofer = _m(m, "host_cpu_sentry_ns"), _m(m, "host_cpu_gofer_ns")
     said = f"{name}: gVisor on platform {platform}: ~{_g(hsc)} host syscalls and ~{_g(hcs)} host context switches"
@@ -245,6 +255,8 @@ def _gvisor_reading(name: str, bench: str, m: Measurement, platform: str) -> str
         said += f", the Gofer {100 * min(gofer, cpu) / cpu:.0f}%" if gofer is not None else ""
     if hcs is not None and hcs >= 1:
         said += f": {GVISOR_TRIP.get(platform, 'the Sentry takes the call')}"
+    if zeros:
+        said += f" (inside, its getrusage gave 0 {' and '.join(zeros)}: gVisor's accounting, not the operation's)"
     return said
 
 
