@@ -15,6 +15,7 @@ pkgs=(
   user-mode-linux             # the uml target
   podman runc crun            # the container target (unshare+chroot where podman fails); crun: runtime=crun
   slirp4netns                 # its net=slirp4netns (rootless user-mode networking)
+  runsc                       # gVisor: the container target's runtime=runsc (a user-space kernel)
   chromium                    # renders the HTML report in its end-to-end test
   sysbench fio dbench stress-ng redis-server redis-tools  # the workloads (suite apps, stress)
   make strace                 # the compile workload: make runs it, strace finds the toolchain's files

@@ -280,13 +280,15 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     skipped: dict[str, str] = {}
     if getattr(args, "skip_unavailable", False):
         for t in targets[1:]:
-            ok, why = t.available()
+            ok, why = t.usable()
             if not ok:
                 skipped[t.name] = why
                 say(f"vmtax: skipping {t.name}: {why}", sys.stderr)
         targets = [t for t in targets if t.name not in skipped]
         if len(targets) < 2:
             raise UserError("no candidate target works on this machine (see `vmtax targets`)")
+    for t in targets:
+        t.check()
     with _store(args) as store:
         return _measure_into(store, args, kind, cfg, specs, targets, skipped, began)
 
@@ -479,7 +481,8 @@ def cmd_scale(args) -> int:
             f"target cannot be (local, qemu, uml and container can)"
         )
     scale.check_memory(proto, max(cfg.instances))
-    ok, why = proto.available()
+    proto.check()
+    ok, why = proto.usable()
     if not ok:
         raise UserError(f"{proto.kind} does not work on this machine: {why}")
 

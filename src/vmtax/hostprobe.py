@@ -138,9 +138,18 @@ class HostProbe:
     """Cumulative host-side counts of one target, at any moment (read()),
     and its idle rate per second (set after boot by measure_idle())."""
 
-    def __init__(self, roots: Callable[[], list[int]], qmp: Qmp | None = None, vcpu_tids: list[int] | None = None):
+    def __init__(
+        self,
+        roots: Callable[[], list[int]],
+        qmp: Qmp | None = None,
+        vcpu_tids: list[int] | None = None,
+        parts: dict[str, list[int]] | None = None,
+    ):
         """roots: the target's long-lived host processes (their descendants
-        are found here); vcpu_tids (KVM): the vCPU threads, whose system
+        are found here); parts: named processes among them whose own
+        threads' CPU time and system calls are read apart as well
+        (`host_cpu_PART_ns`, `host_syscalls_PART`: gVisor's Sentry and
+        Gofer); vcpu_tids (KVM): the vCPU threads, whose system
         calls are almost all ioctl(KVM_RUN) -- one per exit that reaches
         user space, counted as exits_userspace -- and whose VM exits are
         counted by reason (kvmexits.ExitCounter)."""
@@ -152,6 +161,8 @@ class HostProbe:
             "host_syscalls": [],
             "exits_userspace": [],
         }
+        self.fd_tids: dict[str, list[int]] = {}  # the thread each of fds[name] counts, in order
+        self.parts = {name: set(tasks(pids)) for name, pids in (parts or {}).items()}
         self.missing: dict[str, str] = {}
         self.idle: dict[str, float] = {}
         self.refresh()
@@ -166,9 +177,11 @@ class HostProbe:
         else:
             self.missing["host_syscalls"] = why
         for name, type_, config in events:
+            self.fd_tids[name] = []
             for t in tid:
                 try:
                     self.fds[name].append(perf_open(t, type_, config))
+                    self.fd_tids[name].append(t)
                 except OSError as e:
                     self.missing[name] = f"perf_event_open: {e.strerror or e}"
                     break
@@ -197,9 +210,11 @@ class HostProbe:
         for fd in self.fds.get(name, []):
             os.close(fd)
         self.fds[name] = []
+        self.fd_tids[name] = []
 
     def read(self) -> dict[str, float]:
         out = {name: sum(perf_read(fd) for fd in fds) for name, fds in self.fds.items() if fds}
+        out.update(self._read_parts())
         user, system = ticks(self.pids)
         out["host_ticks_user"], out["host_ticks_sys"] = float(user), float(system)
         if self.qmp is not None:
@@ -211,6 +226,19 @@ class HostProbe:
                 self.qmp = None
         if self.kvm is not None:  # every exit and each by reason, counted together: they add up
             out.update(self.kvm.read())
+        return out
+
+    PART_METRICS = (("host_cpu_ns", "host_cpu_{}_ns"), ("host_syscalls", "host_syscalls_{}"))
+
+    def _read_parts(self) -> dict[str, float]:
+        """Each part's own threads' share of the counts (threads it starts
+        later count with the thread that started them: inherited)."""
+        out = {}
+        for part, tids in self.parts.items():
+            for name, key in self.PART_METRICS:
+                fds = [fd for fd, t in zip(self.fds[name], self.fd_tids.get(name, []), strict=False) if t in tids]
+                if fds:
+                    out[key.format(part)] = float(sum(perf_read(fd) for fd in fds))
         return out
 
     def _ioctl(self, request: int) -> None:

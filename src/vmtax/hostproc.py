@@ -69,6 +69,28 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is pid."""
+    return [p for p in descendants(pid) if p != pid and _ppid(p) == pid]
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def process_name(pid: int) -> str:
+    """The file name of a process's argv[0] ('' if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.path.basename(f.read().split(b"\0")[0]).decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def tasks(pids: list[int]) -> list[int]:
     """Every thread of these processes."""
     out = []

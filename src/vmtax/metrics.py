@@ -76,6 +76,13 @@ _ALL = [
         "host syscalls",
         "system calls the target's host processes and threads made per operation",
     ),
+    # gVisor's host processes apart (hostprobe.HostProbe's parts): its user-space kernel, the
+    # Sentry (runsc-sandbox's own threads), and its file proxy, the Gofer (runsc-gofer); the rest
+    # of the host CPU is the sandboxed program's own host processes (ptrace's stubs)
+    Metric("host_cpu_sentry_ns", "ns", "host", "host CPU: Sentry", "host CPU time of gVisor's Sentry per operation"),
+    Metric("host_cpu_gofer_ns", "ns", "host", "host CPU: Gofer", "host CPU time of gVisor's Gofer per operation"),
+    Metric("host_syscalls_sentry", "syscalls", "host", "host syscalls: Sentry", "host system calls of gVisor's Sentry"),
+    Metric("host_syscalls_gofer", "syscalls", "host", "host syscalls: Gofer", "host system calls of gVisor's Gofer"),
     Metric(
         "exits",
         "exits",

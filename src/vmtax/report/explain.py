@@ -39,8 +39,12 @@ ROWS = [
     ("host_cpu_ns", "host CPU / op", "ns"),
     ("host_cpu_user_ns", "  host user", "ns"),
     ("host_cpu_sys_ns", "  host system", "ns"),
+    ("host_cpu_sentry_ns", "  of which Sentry", "ns"),
+    ("host_cpu_gofer_ns", "  of which Gofer", "ns"),
     ("host_context_switches", "host ctx switches / op", ""),
     ("host_syscalls", "host syscalls / op", ""),
+    ("host_syscalls_sentry", "  of which Sentry", ""),
+    ("host_syscalls_gofer", "  of which Gofer", ""),
     ("exits", "VM exits / op", ""),
     ("hypercalls", "hypercalls / op", ""),
     ("xen_pf_bounces", "Xen: #PF bounced / op", ""),
@@ -186,8 +190,10 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
         t, t0 = m.summary.mean, b.summary.mean
         hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
         bcs, bsc = _m(b, "host_context_switches"), _m(b, "host_syscalls")
+        if facts[name].get("gvisor_platform"):
+            out.append(_gvisor_reading(name, bench, m, b, facts[name]))
         # (a baseline with no host count of its own, a Xen guest's, says nothing to compare with)
-        if hcs is not None and hcs >= 1 and bcs is not None and bcs < 0.5 and kind != "local":
+        elif hcs is not None and hcs >= 1 and bcs is not None and bcs < 0.5 and kind != "local":
             extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
             native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
             why = (
@@ -250,6 +256,42 @@ def _xen_reading(name: str, m: Measurement) -> list[str]:
         + (f"; {', '.join(said)}" if said else "")
         + ": each an entry into Xen and back"
     ]
+
+
+GVISOR_TRIP = {
+    "ptrace": "each system call of the sandboxed program stops its host process (PTRACE_SYSEMU) and "
+    "wakes the Sentry, which handles it and resumes the process",
+    "systrap": "each system call traps (seccomp SIGSYS) into the Sentry's stub in the program's own "
+    "host process, without a ptrace stop",
+    "kvm": "the Sentry runs the program in a KVM guest ring: a system call is a VM exit into the Sentry",
+}
+
+
+def _gvisor_reading(name: str, bench: str, m: Measurement, b: Measurement, facts: dict) -> str:
+    """gVisor's host round trips per operation, its platform named, who on
+    the host spent the CPU (the Sentry, the Gofer, the program), and where
+    the counts inside are getrusage's zeros where the baseline (b) counted
+    some: gVisor's accounting."""
+    platform = facts["gvisor_platform"]
+    got = facts.get("counters")
+    sources: dict = got if isinstance(got, dict) else {}
+    zeros = [
+        k.replace("_", " ")
+        for k in ("page_faults", "context_switches")
+        if str(sources.get(k, "")).startswith("getrusage") and _m(m, k) == 0 and (_m(b, k) or 0) > 0.05
+    ]
+    hcs, hsc, cpu = _m(m, "host_context_switches"), _m(m, "host_syscalls"), _m(m, "host_cpu_ns")
+    sentry, gofer = _m(m, "host_cpu_sentry_ns"), _m(m, "host_cpu_gofer_ns")
+    said = f"{name}: gVisor on platform {platform}: ~{_g(hsc)} host syscalls and ~{_g(hcs)} host context switches"
+    said += f" per {bench}"
+    if cpu and sentry is not None:
+        said += f"; of its {fmt_value(cpu, 'ns')} host CPU the Sentry {100 * min(sentry, cpu) / cpu:.0f}%"
+        said += f", the Gofer {100 * min(gofer, cpu) / cpu:.0f}%" if gofer is not None else ""
+    if hcs is not None and hcs >= 1:
+        said += f": {GVISOR_TRIP.get(platform, 'the Sentry takes the call')}"
+    if zeros:
+        said += f" (inside, its getrusage gave 0 {' and '.join(zeros)}: gVisor's accounting, not the operation's)"
+    return said
 
 
 def _same_counts(m: Measurement, b: Measurement) -> bool:

@@ -79,6 +79,17 @@ class Target(ABC):
         """Whether this kind works on this machine, and why not."""
         return True, ""
 
+    def usable(self) -> tuple[bool, str]:
+        """Whether this target, as its options ask, works on this machine,
+        and why not (what --skip-unavailable asks): its kind's answer, where
+        the options change nothing."""
+        return self.available()
+
+    def check(self) -> None:  # noqa: B027 - optional: most kinds settle everything when parsed
+        """Called before anything starts where --skip-unavailable is not
+        given: UserError for what usable() would have left out that is the
+        user's to fix (a runtime not installed)."""
+
     def pin(self, cpu: int | None) -> None:
         """Run this target's benchmarks on host CPU cpu (None: anywhere).
         Called before start(): a guest pins its hypervisor's processes."""

@@ -240,12 +240,12 @@ class ChannelTarget(Target):
 
     IDLE_WINDOW = 2.0  # seconds the idle guest is watched after boot
 
-    def start_probe(self, roots, qmp=None, vcpu_tids=None) -> None:
+    def start_probe(self, roots, qmp=None, vcpu_tids=None, parts=None) -> None:
         """The host probe of this target, and its idle cost over IDLE_WINDOW
         (the idle CPU reported with the run comes from it)."""
         assert self.p is not None, "started"
         try:
-            self.host_probe = HostProbe(roots, qmp=qmp, vcpu_tids=vcpu_tids)
+            self.host_probe = HostProbe(roots, qmp=qmp, vcpu_tids=vcpu_tids, parts=parts)
         except OSError as e:
             self.probe_note = f"no host probe: {e}"
             self.idle_cpu = idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)

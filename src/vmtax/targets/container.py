@@ -12,7 +12,11 @@ side at the bridge's address, the container's default route -- with that
 host side in a network namespace vmtax makes for the run (netns.py), its
 peers beside it: the host's own interfaces and routes are never touched;
 slirp4netns is the rootless user-mode stack (the host's loopback at
-10.0.2.2).  unshare offers none and host.
+10.0.2.2).  unshare offers none and host.  runtime=runsc is gVisor
+(gvisor.py): net none or host, platform=ptrace|systrap|kvm, pinned from the
+host (the sandbox's processes on the run's CPU by the container's cpuset;
+the agent inside, which sees the Sentry's CPUs, not the host's, pins
+nothing).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from functools import lru_cache
 
 from .. import guest, proc
 from ..errors import TargetError, UserError
-from ..hostproc import pid_alive
+from ..hostproc import children, pid_alive, process_name
 from ..netns import NetNs
+from . import gvisor
 from .channel import ChannelTarget
 
 # What this machine's podman needs (rootless limits are low inside a microVM).
@@ -160,8 +165,8 @@ def sweep_containers() -> None:
 
 class ContainerTarget(ChannelTarget):
     kind = "container"
-    summary = "the agent in a container (podman+runc, else unshare+chroot)"
-    allowed_options = frozenset({"engine", "boot_timeout", "net", "runtime"})
+    summary = "the agent in a container (podman+runc, else unshare+chroot; runtime=runsc: gVisor)"
+    allowed_options = frozenset({"engine", "boot_timeout", "net", "runtime", "platform"})
     boot_timeout = 60.0
     NETS = ("none", "host", "bridge", "slirp4netns")
 
@@ -177,9 +182,10 @@ class ContainerTarget(ChannelTarget):
             raise UserError(f"target '{name}': net={self.net} needs engine=podman (unshare offers none and host)")
         if self.net == "slirp4netns" and not shutil.which("slirp4netns"):
             raise UserError(f"target '{name}': net=slirp4netns needs slirp4netns (apt install slirp4netns)")
-        self.runtime = oci_runtime(options.get("runtime", "runc"), name)
         if "runtime" in options and self.engine_wanted == "unshare":
             raise UserError(f"target '{name}': runtime= is podman's OCI runtime: engine=unshare has none")
+        self.unusable = ""  # why it cannot run here: --skip-unavailable leaves it out, else one line at the start
+        self.runtime, self.platform = self._runtime(name, options)
         self.host_seen_at: str | None = None  # the host's address from inside, once started
         self.engine: str | None = None
         self.engine_note = ""
@@ -189,13 +195,46 @@ class ContainerTarget(ChannelTarget):
         # the controller's pid in the name: a later run removes what a killed one left
         self.container_name = f"vmtax-{os.getpid()}-{uuid.uuid4().hex[:10]}"
 
+    def _runtime(self, name: str, options: dict[str, str]) -> tuple[str, str | None]:
+        """podman's OCI runtime and, for gVisor, its platform (gvisor.check_options).
+        runtime=runsc where runsc is not installed is left for usable() to say."""
+        text = options.get("runtime", "runc")
+        if text == "runsc" and not shutil.which("runsc"):
+            self.unusable = "gVisor's runsc is not installed (apt install runsc; make setup does)"
+            platform = options.get("platform", "ptrace")
+            if platform not in gvisor.PLATFORMS or self.net not in gvisor.NETWORK:
+                raise UserError(
+                    f"target '{name}': platform must be one of {', '.join(gvisor.PLATFORMS)} and net one of "
+                    f"{', '.join(gvisor.NETWORK)} with gVisor"
+                )
+            return "runsc", platform
+        path = oci_runtime(text, name)
+        return path, gvisor.check_options(name, options, runtime_version(path), text, self.net)
+
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        ok, why = podman_works()
-        if ok:
-            return True, "podman with runc"
-        ok2, why2 = unshare_works()
-        return ok2, f"unshare+chroot ({why})" if ok2 else f"{why}; {why2}"
+        ok, why = engine_available()
+        return ok, why + gvisor_note() if ok and why == "podman with runc" else why
+
+    def usable(self) -> tuple[bool, str]:
+        if self.unusable:
+            return False, self.unusable
+        if self.platform is None:
+            return engine_available()  # gVisor's platforms are not probed for a runc container
+        ok, why = podman_works()  # gVisor's sandbox needs podman: no unshare stands in for it
+        if not ok:
+            return False, why
+        found = gvisor.probe(gvisor.runsc(self.runtime), self.platform, podman_run(self.runtime))
+        return (False, f"gVisor: {found}") if found else (True, f"gVisor on platform {self.platform}")
+
+    def check(self) -> None:
+        if self.unusable:
+            raise UserError(f"target '{self.name}': {self.unusable}")
+
+    def agent_cpu(self) -> int | None:
+        """gVisor's agent sees the Sentry's CPUs, not the host's: the
+        sandbox is pinned from the host (its cpuset), the agent not at all."""
+        return None if self.platform else super().agent_cpu()
 
     def choose_engine(self) -> str:
         if self.engine_wanted != "auto":
@@ -203,13 +242,17 @@ class ContainerTarget(ChannelTarget):
         ok, why = podman_works()
         if ok:
             return "podman"
-        if self.net in ("bridge", "slirp4netns"):
-            raise TargetError(f"{self.name}: net={self.net} needs podman, which does not work here: {why}")
+        if self.net in ("bridge", "slirp4netns") or self.platform:
+            what = "gVisor" if self.platform else f"net={self.net}"
+            raise TargetError(f"{self.name}: {what} needs podman, which does not work here: {why}")
         self.engine_note = f"podman unusable here, used unshare+chroot: {why}"
         return "unshare"
 
     def launch(self) -> subprocess.Popen:
         self.engine = self.choose_engine()
+        failed = gvisor.known_failure(gvisor.runsc(self.runtime), self.platform) if self.platform else ""
+        if failed:  # a platform that hangs here would hold the run for its boot_timeout
+            raise TargetError(f"{self.name}: gVisor: {failed} (vmtax targets probed it on this host boot)")
         root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()
@@ -221,8 +264,12 @@ class ContainerTarget(ChannelTarget):
                 else self.net
             )
             self.relay_cpus = proc.other_cpus(self.host_cpu)
+            pin_inside = bool(self.relay_cpus or self.platform)  # gVisor's sandbox: pinned by its cpuset alone
             argv = podman_run(self.runtime) + [
-                *(["--cpuset-cpus", str(self.host_cpu)] if self.relay_cpus else []),
+                *(gvisor.runtime_flags(self.platform, self.net) if self.platform else []),
+                "--cidfile",
+                str(self.console_log.with_name("cid")),
+                *(["--cpuset-cpus", str(self.host_cpu)] if self.host_cpu is not None and pin_inside else []),
                 "--network",
                 net,
                 "--name",
@@ -282,6 +329,7 @@ class ContainerTarget(ChannelTarget):
         return f"ns:{self.inner.path}"
 
     def stop(self) -> None:
+        cid = self._cid()
         super().stop()
         if self.engine == "podman":  # conmon outlives the client: remove the container itself
             subprocess.run(
@@ -290,6 +338,8 @@ class ContainerTarget(ChannelTarget):
                 timeout=60,
                 stdin=subprocess.DEVNULL,
             )
+        if self.platform and cid:  # a sandbox whose start hung outlives podman rm
+            gvisor.kill_leftovers(cid)
         for ns in (self.side, self.inner):
             if ns is not None:
                 ns.close()
@@ -303,7 +353,10 @@ class ContainerTarget(ChannelTarget):
             if not m:
                 raise TargetError(f"{self.name}: net=bridge gave the container no default route ({route[:100]!r})")
             self.host_seen_at = m.group(1)
-        self.start_probe(self._root_pids)
+        if self.platform:  # the Sentry's and the Gofer's own threads counted apart as well
+            self.start_probe(self._root_pids, parts=self._gvisor_parts())
+        else:
+            self.start_probe(self._root_pids)
 
     def peer_address(self) -> str | None:
         return self.host_seen_at
@@ -316,17 +369,44 @@ class ContainerTarget(ChannelTarget):
 
     def _root_pids(self) -> list[int]:
         """The container's own processes on the host: under podman its init
-        (conmon's child), under unshare what vmtax started."""
+        (conmon's child), under gVisor every child of its conmon (the
+        Sentry, the Gofer; the sandboxed program's host processes below the
+        Sentry), under unshare what vmtax started."""
         if self.engine != "podman":
             return self.root_pids()
+        pid, conmon = self._inspect("{{.State.Pid}} {{.State.ConmonPid}}")
+        if self.platform and conmon:
+            return [p for pids in self._gvisor_parts(conmon).values() for p in pids]
+        return [pid] if pid else []
+
+    def _inspect(self, fmt: str) -> list[int]:
         out = subprocess.run(
-            ["podman", "inspect", "--format", "{{.State.Pid}}", self.container_name],
+            ["podman", "inspect", "--format", fmt, self.container_name],
             capture_output=True,
             text=True,
             timeout=60,
             stdin=subprocess.DEVNULL,
-        ).stdout
-        return [int(out)] if out.strip().isdigit() and int(out) > 0 else []
+        ).stdout.split()
+        got = [int(x) if x.isdigit() else 0 for x in out]
+        return got + [0] * (fmt.count("{{") - len(got))
+
+    def _gvisor_parts(self, conmon: int | None = None) -> dict[str, list[int]]:
+        """gVisor's host processes by what they are: conmon's children
+        runsc-sandbox (the Sentry) and runsc-gofer (the Gofer)."""
+        conmon = conmon or self._inspect("{{.State.ConmonPid}}")[0]
+        parts: dict[str, list[int]] = {"sentry": [], "gofer": []}
+        for pid in children(conmon) if conmon else []:
+            prog = process_name(pid)
+            for part in parts:
+                if prog == ("runsc-sandbox" if part == "sentry" else "runsc-gofer"):
+                    parts[part].append(pid)
+        return parts
+
+    def _cid(self) -> str:
+        try:
+            return self.console_log.with_name("cid").read_text().strip() if self.workdir else ""
+        except OSError:
+            return ""
 
     def own_facts(self) -> dict:
         return {
@@ -340,6 +420,7 @@ class ContainerTarget(ChannelTarget):
                 if self.engine == "podman"
                 else {}
             ),
+            **(self._gvisor_facts() if self.platform else {}),
             **(
                 {
                     "bridge": f"vmtaxbr0 {self.BRIDGE_HOST}/24 in network namespace {self.side.describe()}, "
@@ -351,5 +432,51 @@ class ContainerTarget(ChannelTarget):
             **self.probe_facts(),
         }
 
+    def _gvisor_facts(self) -> dict:
+        info = gvisor.runsc(self.runtime)
+        return {
+            "gvisor_version": info.version,
+            "gvisor_platform": self.platform,
+            "gvisor_platforms": ", ".join(info.platforms),
+            "gvisor_network": gvisor.NETWORK[self.net],
+            "gvisor_pinned": f"from the host: the sandbox's cpuset {self.host_cpu}; the agent inside pins nothing"
+            if self.host_cpu is not None
+            else "unpinned",
+        }
+
+    def facts(self) -> dict:
+        facts = super().facts()
+        if self.platform and "gvisor_counters" not in facts:
+            facts["gvisor_counters"] = gvisor.counters_inside(facts.get("counters"))
+        return facts
+
     def info(self):
         return replace(super().info(), accel=self.engine, idle_cpu_pct=self.idle_cpu)
+
+
+def engine_available() -> tuple[bool, str]:
+    ok, why = podman_works()
+    if ok:
+        return True, "podman with runc"
+    ok2, why2 = unshare_works()
+    return ok2, f"unshare+chroot ({why})" if ok2 else f"{why}; {why2}"
+
+
+def gvisor_note() -> str:
+    """vmtax targets' word on gVisor: runsc's version and which platforms
+    boot here (each probed once per host boot), or why none can."""
+    path = shutil.which("runsc")
+    if not path:
+        return "; gVisor (runtime=runsc): not installed (apt install runsc)"
+    try:
+        info = gvisor.runsc(path)
+    except UserError as e:
+        return f"; gVisor: {e}"
+    found = {p: gvisor.probe(info, p, podman_run(path)) for p in info.platforms}
+    works = [p for p, why in found.items() if not why]
+    fails = "; ".join(f"{p}: {why}" for p, why in found.items() if why)
+    return (
+        f"; gVisor (runtime=runsc) {info.version}: "
+        + (f"platform {', '.join(works)} works" if works else "no platform works")
+        + (f" ({fails})" if fails else "")
+    )
