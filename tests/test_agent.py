@@ -628,3 +628,17 @@ def test_every_timed_sample_carries_the_reference_around_it():
     for args in (("--ref-steps", "0"), ("--duration-ms", "20")):
         rc, lines, _ = run(AGENT, "run", "getppid", "--samples", "2", "--min-time-ms", "1", *args)
         assert rc == 0 and not any("ref_ns" in line for line in lines if line["type"] == "sample"), args
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ["getppid", "divzero", "segv"])
+def test_trace_marks_leave_the_counted_batches_whole(name):
+    """--trace-marks (a #DE stepped over, a CPUID of the marker's leaf)
+    around each counted batch, under the sanitizers: the process survives
+    the markers, a benchmark with a SIGFPE or SIGSEGV handler of its own
+    keeps it, and every counted batch is reported."""
+    rc, msgs, err = run(AGENT_SAN, "run", name, "--samples", "0", "--count", "3", "--trace-marks", "--min-time-ms", "5")
+    assert rc == 0, err
+    counted = [m for m in msgs if m["type"] == "sample" and m.get("counting")]
+    assert len(counted) == 3 and all(m["ops"] > 0 for m in counted)
+    assert msgs[-1]["type"] == "done"

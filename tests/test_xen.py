@@ -13,7 +13,7 @@ from vmtax import metrics, xentrace
 from vmtax.errors import UserError
 from vmtax.report import explain
 from vmtax.targets import parse_target
-from vmtax.targets.xen import domain_config, parse_info
+from vmtax.targets.xen import domain_config, parse_info, relay_argv
 from vmtax.xentrace import MARK_LEAF, Counting, Decoder, xentrace_argv
 
 DATA = Path(__file__).parent / "data"
@@ -182,7 +182,6 @@ def test_the_relay_copies_both_ways_without_echo_and_destroys_the_domain_at_the_
     import os
     import select
     import subprocess
-    import sys
     import time
 
     def pty() -> tuple[int, str]:
@@ -201,7 +200,7 @@ def test_the_relay_copies_both_ways_without_echo_and_destroys_the_domain_at_the_
         f.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}"}
     r = subprocess.Popen(
-        [sys.executable, "-m", "vmtax.targets.xenrelay", "/local/domain/7/console/tty", "xl", "vmtax-1-1"],
+        relay_argv("/local/domain/7/console/tty", "xl", "vmtax-1-1"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -216,7 +215,7 @@ def test_the_relay_copies_both_ways_without_echo_and_destroys_the_domain_at_the_
         return got
 
     try:
-        time.sleep(1.0)
+        assert read(r.stderr.fileno(), b"ready") == b"xenrelay: ready\n"
         r.stdin.write(b"RUN getppid\n")
         r.stdin.flush()
         assert read(m1, b"RUN getppid\n") == b"RUN getppid\n"  # to the guest, raw: no CR added

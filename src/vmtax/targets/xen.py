@@ -45,6 +45,15 @@ TOOL_TIMEOUT = 60.0  # seconds for one xl or xenstore command that is not a doma
 NAME = re.compile(r"^vmtax-(\d+)-(\d+)$")
 
 
+READY_LINE = b"xenrelay: ready"
+
+
+def relay_argv(key: str, binary: str, domain: str) -> list[str]:
+    """The relay between the channel and the guest's console (xenrelay.py),
+    on the standard library alone: it starts at once."""
+    return [sys.executable, "-S", str(Path(__file__).with_name("xenrelay.py")), key, binary, domain]
+
+
 def find_xl(explicit: str | None = None) -> str:
     path = shutil.which(explicit or "xl")
     if not path:
@@ -198,17 +207,24 @@ class XenTarget(ChannelTarget):
         key = self._console_key()
         with open(self.console_log, "ab") as log:
             relay = proc.spawn(
-                [sys.executable, "-m", "vmtax.targets.xenrelay", key, self.xl, self.domname],
+                relay_argv(key, self.xl, self.domname),
                 die_with_vmtax=False,  # it outlives a killed controller, to destroy the domain
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
             )
-        time.sleep(1.0)  # the pty raw and silent before the guest says a word
-        if relay.poll() is not None:
-            raise TargetError(f"{self.name}: cannot open the guest's console (status {relay.returncode})")
+        deadline = time.monotonic() + 60  # the pty raw and silent before the guest says a word
+        while READY_LINE not in self.console_log.read_bytes():
+            if relay.poll() is not None or time.monotonic() > deadline:
+                relay.kill()
+                raise TargetError(f"{self.name}: cannot open the guest's console{self.channel_tail()}")
+            time.sleep(0.05)
         xl(self.xl, "unpause", self.domname)
         return relay
+
+    def channel_tail(self) -> str:
+        lines = self.console_log.read_text(errors="replace").strip().splitlines()
+        return f": {lines[-1][:200]}" if lines else ""
 
     def _console_key(self) -> str:
         """Where xenstore says which pty xenconsoled made for the guest's

@@ -1,6 +1,7 @@
 """The relay between vmtax's channel (this process's stdin and stdout) and a
 Xen guest's console, the pty xenconsoled gives it in dom0 (xen.py starts
-one per guest: `python -m vmtax.targets.xenrelay KEY XL DOMAIN`).
+one per guest: `python -S xenrelay.py KEY XL DOMAIN`: the standard library
+alone, so that it starts at once even in a slow dom0).
 
 - The pty is opened raw, without echo (else the guest's output would go
   back to it) and without becoming this process's controlling terminal, so
@@ -68,6 +69,7 @@ def relay(key: str) -> None:
         say(f"no console pty at {key}")
         sys.exit(3)
     fd = open_pty(path)
+    say("ready")  # xen.py unpauses the guest on this line: nothing it says is lost or echoed
     left = REOPENS
     while True:
         ready, _, _ = select.select([0, fd], [], [])
@@ -108,7 +110,7 @@ def relay(key: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python -m vmtax.targets.xenrelay XENSTORE_KEY XL DOMAIN", file=sys.stderr)
+        print("usage: python -S xenrelay.py XENSTORE_KEY XL DOMAIN", file=sys.stderr)
         return 2
     key, xl, domain = argv
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
