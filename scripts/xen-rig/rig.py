@@ -78,7 +78,8 @@ CPUID_BENCH = ("cpuid",)
 ARGS = "--min-time-ms 100 --samples 2 --warmup 1 --min-processes 5 --precision 99%"
 MAX_TIME = "5m"  # the compare of four rows; the CPUID one has 2m
 XEN_ARGS = (
-    "console=com1 com1=115200,8n1 dom0_mem=1536M,max:1536M dom0_max_vcpus=1 dom0_vcpus_pin noreboot smap=0 smep=0"
+    "console=com1 com1=115200,8n1 dom0_mem=1536M,max:1536M dom0_max_vcpus=1 dom0_vcpus_pin noreboot smap=0 smep=0 "
+    "guest_loglvl=all"  # a guest Xen crashes says why on the console
 )
 PV, PVH = "xen:type=pv", "xen:type=pvh"
 # what must hold (counts per op, Xen's own)

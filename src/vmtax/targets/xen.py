@@ -48,10 +48,10 @@ NAME = re.compile(r"^vmtax-(\d+)-(\d+)$")
 READY_LINE = b"xenrelay: ready"
 
 
-def relay_argv(key: str, binary: str, domain: str) -> list[str]:
+def relay_argv(binary: str, domain: str) -> list[str]:
     """The relay between the channel and the guest's console (xenrelay.py),
     on the standard library alone: it starts at once."""
-    return [sys.executable, "-S", str(Path(__file__).with_name("xenrelay.py")), key, binary, domain]
+    return [sys.executable, "-S", str(Path(__file__).with_name("xenrelay.py")), binary, domain]
 
 
 def find_xl(explicit: str | None = None) -> str:
@@ -202,17 +202,23 @@ class XenTarget(ChannelTarget):
             )
         )
         self.kernel = kernel
-        xl(self.xl, "create", "-p", str(cfg), timeout=self.boot_timeout)  # built, paused: the relay first
-        self.domid = int(xl(self.xl, "domid", self.domname).strip())
-        key = self._console_key()
-        with open(self.console_log, "ab") as log:
+        with open(self.console_log, "ab") as log:  # the relay first: it guards the domain from its build on
             relay = proc.spawn(
-                relay_argv(key, self.xl, self.domname),
+                relay_argv(self.xl, self.domname),
                 die_with_vmtax=False,  # it outlives a killed controller, to destroy the domain
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
             )
+        try:
+            self._create(cfg)  # built, paused: the relay's pty raw and silent before the guest runs
+            self.domid = int(xl(self.xl, "domid", self.domname).strip())
+            assert relay.stdin is not None
+            relay.stdin.write(self._console_key().encode() + b"\n")
+            relay.stdin.flush()
+        except BaseException:
+            proc.kill_group(relay)
+            raise
         deadline = time.monotonic() + 60  # the pty raw and silent before the guest says a word
         while READY_LINE not in self.console_log.read_bytes():
             if relay.poll() is not None or time.monotonic() > deadline:
@@ -221,6 +227,22 @@ class XenTarget(ChannelTarget):
             time.sleep(0.05)
         xl(self.xl, "unpause", self.domname)
         return relay
+
+    def _create(self, cfg: Path) -> None:
+        """xl create -p, a child that dies with vmtax (the relay destroys
+        what it had built), bounded by the boot timeout."""
+        with open(self.console_log, "ab") as log:
+            p = proc.spawn([self.xl, "create", "-p", str(cfg)], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        try:
+            status = p.wait(timeout=self.boot_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill_group(p)
+            raise TargetError(f"{self.name}: xl create did not finish within {self.boot_timeout:.0f} s") from None
+        finally:
+            if p.poll() is None:
+                proc.kill_group(p)
+        if status != 0:
+            raise TargetError(f"{self.name}: xl create failed (status {status}){self.channel_tail()}")
 
     def channel_tail(self) -> str:
         lines = self.console_log.read_text(errors="replace").strip().splitlines()

@@ -1,7 +1,10 @@
 """The relay between vmtax's channel (this process's stdin and stdout) and a
 Xen guest's console, the pty xenconsoled gives it in dom0 (xen.py starts
-one per guest: `python -S xenrelay.py KEY XL DOMAIN`: the standard library
-alone, so that it starts at once even in a slow dom0).
+one per guest: `python -S xenrelay.py XL DOMAIN`: the standard library
+alone, so that it starts at once even in a slow dom0).  It is started
+before the domain is created, and guards it from then on: its first line
+on stdin is where xenstore names the console's pty (KEY), once the domain
+exists; the channel follows.
 
 - The pty is opened raw, without echo (else the guest's output would go
   back to it) and without becoming this process's controlling terminal, so
@@ -10,8 +13,9 @@ alone, so that it starts at once even in a slow dom0).
   made broken): on a read error or end of file the relay reads the path
   again from xenstore (KEY) and reopens it, a few times at most.
 - When vmtax's end of the channel closes (vmtax stopped, or was killed
-  outright), the relay destroys the domain before it exits: a killed
-  controller leaves no guest behind.
+  outright, even while `xl create` was still building the domain), the
+  relay destroys the domain before it exits, and again should it appear
+  within GUARD_S: a killed controller leaves no guest behind.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 import tty
 
 REOPENS = 20
+GUARD_S = 60.0  # how long a domain whose build outlived vmtax is waited for, to destroy it
 
 
 def xenstore_read(key: str) -> str:
@@ -64,6 +69,8 @@ def reopen(key: str, old: int) -> int | None:
 
 
 def relay(key: str) -> None:
+    if not key:
+        return  # vmtax went before the domain was made: nothing to relay
     path = xenstore_read(key)
     if not path.startswith("/dev/"):
         say(f"no console pty at {key}")
@@ -108,17 +115,40 @@ def relay(key: str) -> None:
                 return  # vmtax is gone
 
 
+def first_line() -> str:
+    """The console's xenstore key, from vmtax; '' where vmtax went first."""
+    line = b""
+    while not line.endswith(b"\n"):
+        got = os.read(0, 1)
+        if not got:
+            return ""
+        line += got
+    return line.decode(errors="replace").strip()
+
+
+def destroy(xl: str, domain: str) -> None:
+    """Destroy the domain, and again if a build vmtax started shows it
+    later: until it has been absent for two checks in a row, GUARD_S at most."""
+    deadline, absent = time.monotonic() + GUARD_S, 0
+    while absent < 2 and time.monotonic() < deadline:
+        subprocess.run([xl, "destroy", domain], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        there = subprocess.run([xl, "domid", domain], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        absent = absent + 1 if there.returncode != 0 else 0
+        time.sleep(1.0)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: python -S xenrelay.py XENSTORE_KEY XL DOMAIN", file=sys.stderr)
+    if len(argv) != 2:
+        print("usage: python -S xenrelay.py XL DOMAIN  (then the console's xenstore key on stdin)", file=sys.stderr)
         return 2
-    key, xl, domain = argv
+    xl, domain = argv
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is vmtax's to handle: it stops this relay itself
     try:
-        relay(key)
+        relay(first_line())
     finally:
-        subprocess.run([xl, "destroy", domain], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        destroy(xl, domain)
     return 0
 
 
