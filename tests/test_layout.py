@@ -1,6 +1,7 @@
 """The package's shape, checked: no import cycle in src/ (imports inside
-functions included: hiding one there is still a cycle), and no module
-imports another's private (underscore) name."""
+functions included: hiding one there is still a cycle), imports point down
+the layers (LAYERS), and no module imports another's private (underscore)
+name."""
 
 import ast
 from pathlib import Path
@@ -81,6 +82,67 @@ def test_no_import_cycle_in_src():
 
 def test_the_cycle_check_can_fail():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# The layers, lowest first: a module imports its own layer or a lower one,
+# never a higher one.  A module belongs to the layer of its longest prefix
+# here ("vmtax" alone is the package's __init__); a new module or package
+# needs a line (the test below names it).
+LAYERS = [
+    ("base", ["vmtax", "vmtax.errors", "vmtax.model", "vmtax.metrics", "vmtax.duration"]),
+    ("statistics", ["vmtax.stats", "vmtax.analysis", "vmtax.scaling"]),
+    (
+        "host, agent, suite",
+        [
+            *("vmtax.proc", "vmtax.hostproc", "vmtax.hostprobe", "vmtax.kvmexits", "vmtax.perfevent"),
+            *("vmtax.xentrace", "vmtax.netns", "vmtax.peers", "vmtax.inventory"),
+            *("vmtax.agent", "vmtax.guest", "vmtax.suite"),
+        ],
+    ),
+    ("targets, store", ["vmtax.targets", "vmtax.store"]),
+    ("engine", ["vmtax.engine", "vmtax.lockstep"]),
+    ("planning", ["vmtax.plan"]),
+    ("commands", ["vmtax.runner", "vmtax.scale", "vmtax.doctor", "vmtax.noise", "vmtax.watch"]),
+    ("report", ["vmtax.report"]),
+    ("cli", ["vmtax.cli", "vmtax.entry"]),
+]
+
+
+def layer_of(mod: str) -> int | None:
+    """The index in LAYERS of mod's longest prefix; None where none is."""
+    best, rank = "", None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            fits = mod == p or (p != "vmtax" and mod.startswith(p + "."))
+            if fits and len(p) > len(best):
+                best, rank = p, i
+    return rank
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a higher layer, as `a (layer) imports b (layer)`."""
+    out = []
+    for mod, targets in sorted(graph.items()):
+        for t in sorted(targets):
+            a, b = layer_of(mod), layer_of(t)
+            if a is not None and b is not None and b > a:
+                out.append(f"{mod} ({LAYERS[a][0]}) imports {t} ({LAYERS[b][0]})")
+    return out
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in sorted(modules()) if layer_of(m) is None] == [], "give it a line in LAYERS"
+
+
+def test_no_module_imports_a_higher_layer():
+    graph = {m: {t for t, _ in found} for m, found in imports(modules()).items()}
+    assert upward(graph) == []
+
+
+def test_the_direction_check_can_fail():
+    graph = {"vmtax.plan": {"vmtax.report.units", "vmtax.stats"}, "vmtax.stats.modes": {"vmtax.model"}}
+    assert upward(graph) == ["vmtax.plan (planning) imports vmtax.report.units (report)"]
+    assert layer_of("vmtax") == 0 and layer_of("vmtax.vmtaxy") is None and layer_of("vmtax.engine.stop") == 4
 
 
 def test_no_module_imports_another_modules_private_name():

@@ -60,6 +60,7 @@ from functools import partial
 from typing import Protocol
 
 from . import lockstep, plan
+from .duration import fmt_duration
 from .engine import session
 from .engine.blocks import BlockExecutor, InTurn, Turn
 from .engine.budget import BudgetSpent, Deadline
@@ -74,7 +75,6 @@ from .model import BenchSpec, Sample
 from .peers import free_port
 from .plan import RunConfig
 from .proc import controller_cpus
-from .report.units import fmt_duration
 from .suite import workloads
 from .targets.base import Target
 
