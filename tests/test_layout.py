@@ -155,6 +155,37 @@ def test_no_module_imports_another_modules_private_name():
     assert private == []
 
 
+# Constants of one name in two modules that mean different things there.
+SAME_NAME_OTHER_MEANING = {
+    "ALPHA",  # watch: a gate's family-wise error rate; analysis: one test's level
+    "HOST",  # targets/ssh: a host name's pattern; targets/fake: the fake host
+    "NAME",  # a pattern of names, each of its own thing
+    "SCHEMA",  # each JSON document's own version
+    "SHELL",  # each target kind's shell
+}
+
+
+def constants(path: Path) -> set[str]:
+    """The UPPER_CASE names a module assigns at its top level (imports aside)."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        out |= {t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()}
+    return out
+
+
+def test_a_constant_is_defined_in_one_module():
+    """MIN_BLOCKS (the sign-flip test's fewest blocks) once, in stats/; the
+    others import it."""
+    where: dict[str, list[str]] = {}
+    for mod, (path, _) in sorted(modules().items()):
+        for name in constants(path):
+            where.setdefault(name, []).append(mod)
+    twice = {n: ms for n, ms in where.items() if len(ms) > 1 and n not in SAME_NAME_OTHER_MEANING}
+    assert twice == {}
+    assert where["MIN_BLOCKS"] == ["vmtax.stats.signflip"]
+
+
 def test_every_kind_declares_what_it_can_do():
     """A kind's capabilities match what it implements: "barrier" where it
     holds a run at a barrier (run_gated), "parallel_start" where its start
