@@ -164,6 +164,35 @@ def test_a_missing_path_in_src_is_found(tmp_path, monkeypatch):
     assert missing_paths() == ["src/vmtax/m.py:1: results/gone.md", "src/vmtax/m.py:4: bench/modes.py"]
 
 
+# -- the source layout's map ----------------------------------------------------------
+def layout_map(text: str) -> list[str]:
+    """The paths docs/development.md's source layout names: each line's first
+    column (up to two spaces); a bare name after a comma is in the first's folder."""
+    block = text.split("## Source layout", 1)[1].split("```", 2)[1]
+    out = []
+    for line in block.splitlines():
+        if line and not line[0].isspace():
+            first, *more = re.split(r"\s{2,}", line, maxsplit=1)[0].split(", ")
+            out += [first, *(f"{first.rsplit('/', 1)[0]}/{name}" for name in more)]
+    return out
+
+
+def test_the_layout_map_is_the_tree():
+    """Every path the map names exists, and every module and package of
+    src/vmtax has a line (a new one gets its line there)."""
+    named = layout_map((ROOT / "docs" / "development.md").read_text())
+    assert [p for p in named if not (ROOT / p).exists()] == []
+    pkg = ROOT / "src" / "vmtax"
+    tree = {f"src/vmtax/{p.name}" for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    tree |= {f"src/vmtax/{p.parent.name}/" for p in pkg.glob("*/__init__.py")}
+    assert sorted(tree - set(named)) == []
+
+
+def test_the_layout_map_is_read_as_written():
+    text = "## Source layout\n\n```\nagent/   C\n           more\nsrc/vmtax/a.py, b.py   x, y\nsrc/vmtax/s/  z\n```\n"
+    assert layout_map(text) == ["agent/", "src/vmtax/a.py", "src/vmtax/b.py", "src/vmtax/s/"]
+
+
 # -- the CLI's options ---------------------------------------------------------------
 def help_options(text: str) -> set[str]:
     """The long options an argparse --help lists under its options."""
