@@ -169,7 +169,9 @@ def constants(path: Path) -> set[str]:
     """The UPPER_CASE names a module assigns at its top level (imports aside)."""
     out = set()
     for node in ast.parse(path.read_text()).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         out |= {t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()}
     return out
 
