@@ -1,10 +1,14 @@
 """The README and docs/ hold together: every relative link (and its #anchor)
-leads somewhere, docs/cli.md lists exactly the options each command's --help
-gives, the README stays short, and results/ holds only what its index names."""
+leads somewhere, every repository path src/'s docstrings and comments name
+exists, docs/cli.md lists exactly the options each command's --help gives,
+the README stays short, and results/ holds only what its index names."""
 
+import ast
+import io
 import re
 import subprocess
 import sys
+import tokenize
 import unicodedata
 from pathlib import Path
 
@@ -101,6 +105,92 @@ def test_a_broken_link_is_found(tmp_path, monkeypatch):
         "docs/x.md: no such file",
         "docs/y.md#nope: no heading #nope in docs/y.md",
     ]
+
+
+# -- paths named in src/ -------------------------------------------------------------
+# A path as prose names one: segments of a name and a slash, not inside an
+# absolute path (/usr/share/...) or a parent's (../shared/...).
+SRC_PATH = re.compile(r"(?<![\w/.~$-])((?:[A-Za-z_][\w.-]*/)+[\w.-]*\w)")
+FILE_EXT = re.compile(r"\.(py|md|c|h|sh|txt|json|toml|cfg|ya?ml|png)$")
+
+
+def notes(path: Path):
+    """(line number, line) of a module's docstrings and comments."""
+    text = path.read_text()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield from enumerate(doc.splitlines(), node.body[0].lineno)
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+
+
+def missing_paths() -> list[str]:
+    """Every repository path (one under a top-level folder, or any a/b.ext)
+    that src/ names and that exists neither from the repository's root, nor
+    from src/vmtax/, nor from the naming module's folder."""
+    tops = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} | {"bench"}
+    out = []
+    for py in sorted((ROOT / "src").rglob("*.py")):
+        for n, line in notes(py):
+            for name in SRC_PATH.findall(line):
+                if name.split("/")[0] not in tops and not FILE_EXT.search(name):
+                    continue  # run/compare, Mops/s: prose
+                if not any((base / name).exists() for base in (ROOT, ROOT / "src" / "vmtax", py.parent)):
+                    out.append(f"{py.relative_to(ROOT)}:{n}: {name}")
+    return out
+
+
+def test_every_path_named_in_src_exists():
+    assert missing_paths() == []
+
+
+def test_a_missing_path_in_src_is_found(tmp_path, monkeypatch):
+    """The checker itself can fail: in a docstring and in a comment; an
+    absolute path, a parent's path and a slash of prose are not names."""
+    (tmp_path / "src" / "vmtax" / "report").mkdir(parents=True)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "here.md").write_text("x\n")
+    (tmp_path / "src" / "vmtax" / "report" / "units.py").write_text("")
+    (tmp_path / "src" / "vmtax" / "m.py").write_text(
+        '"""See results/here.md and report/units.py; results/gone.md,\n'
+        'not /usr/share/x.txt, ../shared/DESIGN.md or run/compare."""\n\n'
+        "X = 1  # bench/modes.py measured it\n"
+        'Y = "tools/not-a-note.py"\n'
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert missing_paths() == ["src/vmtax/m.py:1: results/gone.md", "src/vmtax/m.py:4: bench/modes.py"]
+
+
+# -- the source layout's map ----------------------------------------------------------
+def layout_map(text: str) -> list[str]:
+    """The paths docs/development.md's source layout names: each line's first
+    column (up to two spaces); a bare name after a comma is in the first's folder."""
+    block = text.split("## Source layout", 1)[1].split("```", 2)[1]
+    out = []
+    for line in block.splitlines():
+        if line and not line[0].isspace():
+            first, *more = re.split(r"\s{2,}", line, maxsplit=1)[0].split(", ")
+            out += [first, *(f"{first.rsplit('/', 1)[0]}/{name}" for name in more)]
+    return out
+
+
+def test_the_layout_map_is_the_tree():
+    """Every path the map names exists, and every module and package of
+    src/vmtax has a line (a new one gets its line there)."""
+    named = layout_map((ROOT / "docs" / "development.md").read_text())
+    assert [p for p in named if not (ROOT / p).exists()] == []
+    pkg = ROOT / "src" / "vmtax"
+    tree = {f"src/vmtax/{p.name}" for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    tree |= {f"src/vmtax/{p.parent.name}/" for p in pkg.glob("*/__init__.py")}
+    assert sorted(tree - set(named)) == []
+
+
+def test_the_layout_map_is_read_as_written():
+    text = "## Source layout\n\n```\nagent/   C\n           more\nsrc/vmtax/a.py, b.py   x, y\nsrc/vmtax/s/  z\n```\n"
+    assert layout_map(text) == ["agent/", "src/vmtax/a.py", "src/vmtax/b.py", "src/vmtax/s/"]
 
 
 # -- the CLI's options ---------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The package's shape, checked: no import cycle in src/ (imports inside
-functions included: hiding one there is still a cycle), and no module
-imports another's private (underscore) name."""
+functions included: hiding one there is still a cycle), imports point down
+the layers (LAYERS), and no module imports another's private (underscore)
+name."""
 
 import ast
 from pathlib import Path
@@ -83,6 +84,68 @@ def test_the_cycle_check_can_fail():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# The layers, lowest first: a module imports its own layer or a lower one,
+# never a higher one.  A module belongs to the layer of its longest prefix
+# here ("vmtax" alone is the package's __init__); a new module or package
+# needs a line (the test below names it).
+LAYERS = [
+    ("base", ["vmtax", "vmtax.errors", "vmtax.model", "vmtax.metrics", "vmtax.duration"]),
+    ("statistics", ["vmtax.stats", "vmtax.analysis", "vmtax.scaling"]),
+    (
+        "host, agent, suite",
+        [
+            *("vmtax.proc", "vmtax.hostproc", "vmtax.hostprobe", "vmtax.kvmexits", "vmtax.perfevent"),
+            *("vmtax.xentrace", "vmtax.netns", "vmtax.peers", "vmtax.inventory"),
+            *("vmtax.agent", "vmtax.guest", "vmtax.suite"),
+        ],
+    ),
+    ("targets, store", ["vmtax.targets", "vmtax.store"]),
+    ("engine", ["vmtax.engine", "vmtax.lockstep"]),
+    ("planning", ["vmtax.plan"]),
+    ("commands", ["vmtax.runner", "vmtax.scale", "vmtax.doctor", "vmtax.noise", "vmtax.watch"]),
+    ("report", ["vmtax.report"]),
+    ("serve", ["vmtax.serve"]),
+    ("cli", ["vmtax.cli", "vmtax.entry"]),
+]
+
+
+def layer_of(mod: str) -> int | None:
+    """The index in LAYERS of mod's longest prefix; None where none is."""
+    best, rank = "", None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            fits = mod == p or (p != "vmtax" and mod.startswith(p + "."))
+            if fits and len(p) > len(best):
+                best, rank = p, i
+    return rank
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a higher layer, as `a (layer) imports b (layer)`."""
+    out = []
+    for mod, targets in sorted(graph.items()):
+        for t in sorted(targets):
+            a, b = layer_of(mod), layer_of(t)
+            if a is not None and b is not None and b > a:
+                out.append(f"{mod} ({LAYERS[a][0]}) imports {t} ({LAYERS[b][0]})")
+    return out
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in sorted(modules()) if layer_of(m) is None] == [], "give it a line in LAYERS"
+
+
+def test_no_module_imports_a_higher_layer():
+    graph = {m: {t for t, _ in found} for m, found in imports(modules()).items()}
+    assert upward(graph) == []
+
+
+def test_the_direction_check_can_fail():
+    graph = {"vmtax.plan": {"vmtax.report.units", "vmtax.stats"}, "vmtax.stats.modes": {"vmtax.model"}}
+    assert upward(graph) == ["vmtax.plan (planning) imports vmtax.report.units (report)"]
+    assert layer_of("vmtax") == 0 and layer_of("vmtax.vmtaxy") is None and layer_of("vmtax.engine.stop") == 4
+
+
 def test_no_module_imports_another_modules_private_name():
     private = sorted(
         f"{m} imports {n} from {t}"
@@ -91,6 +154,39 @@ def test_no_module_imports_another_modules_private_name():
         if n.startswith("_") and not n.startswith("__")
     )
     assert private == []
+
+
+# Constants of one name in two modules that mean different things there.
+SAME_NAME_OTHER_MEANING = {
+    "ALPHA",  # watch: a gate's family-wise error rate; analysis: one test's level
+    "HOST",  # targets/ssh: a host name's pattern; targets/fake: the fake host
+    "NAME",  # a pattern of names, each of its own thing
+    "SCHEMA",  # each JSON document's own version
+    "SHELL",  # each target kind's shell
+}
+
+
+def constants(path: Path) -> set[str]:
+    """The UPPER_CASE names a module assigns at its top level (imports aside)."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        out |= {t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()}
+    return out
+
+
+def test_a_constant_is_defined_in_one_module():
+    """MIN_BLOCKS (the sign-flip test's fewest blocks) once, in stats/; the
+    others import it."""
+    where: dict[str, list[str]] = {}
+    for mod, (path, _) in sorted(modules().items()):
+        for name in constants(path):
+            where.setdefault(name, []).append(mod)
+    twice = {n: ms for n, ms in where.items() if len(ms) > 1 and n not in SAME_NAME_OTHER_MEANING}
+    assert twice == {}
+    assert where["MIN_BLOCKS"] == ["vmtax.stats.signflip"]
 
 
 def test_every_kind_declares_what_it_can_do():

@@ -157,6 +157,7 @@ def test_too_few_pairs_give_an_unbounded_interval_and_no_flag():
     assert (lo, hi) == (-math.inf, math.inf) and p == pytest.approx(2 / 32)
     _r, lo, hi, p = stats.compare_paired([10, 11, 12, 10, 11, 12], [1, 1.1, 1.2, 1, 1.1, 1.2])
     assert math.isfinite(lo) and p == pytest.approx(2 / 64)
+    assert stats.MIN_BLOCKS == 6  # the fewest that can give an interval, as the reports say
 
 
 def test_paired_test_ignores_drift_but_sees_a_shift():

@@ -1,9 +1,13 @@
 """tools/ and examples/: every script is documented (a docstring that says
-how to run it, a line in its folder's README), and the README's scoreboard
+how to run it, a line in its folder's README), every tool answers `--help`
+and reads runs and runs the agent through vmtax, and the README's scoreboard
 splice keeps the rest of the README as it was."""
 
 import ast
 import importlib.util
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +32,74 @@ def test_every_script_is_documented(folder):
         if p.suffix == ".py":
             doc = ast.get_docstring(ast.parse(p.read_text())) or ""
             assert len(doc) > 100, f"{p}: no docstring saying what it answers and how to run it"
+
+
+def is_command(path: Path) -> bool:
+    """Whether a script runs as a command (`if __name__ == "__main__"`)."""
+    return any(
+        isinstance(n, ast.If) and "__name__" in ast.unparse(n.test) and "__main__" in ast.unparse(n.test)
+        for n in ast.parse(path.read_text()).body
+    )
+
+
+TOOLS = sorted((ROOT / "tools").glob("*.py"))
+INDEX = ROOT / "tools" / "README.md"
+COMMANDS = [p.stem for p in TOOLS if is_command(p)]
+
+
+def how_to_run() -> dict[str, str]:
+    """tools/README.md's table: script -> its last cell (how to run it)."""
+    rows = (re.match(r"^\| \[([\w.]+)\]\(\1\) \|.*\| ([^|]*) \|$", line) for line in INDEX.read_text().splitlines())
+    return {m.group(1): m.group(2).strip() for m in rows if m}
+
+
+def test_a_tool_that_is_no_command_is_imported():
+    """A script without a __main__ guard is a module the others import, and
+    its README line says so (a command that lost its guard is no such module)."""
+    run = how_to_run()
+    assert {p.name: run.get(p.name) for p in TOOLS if p.stem not in COMMANDS} == {
+        p.name: "imported" for p in TOOLS if p.stem not in COMMANDS
+    }
+    assert len(COMMANDS) >= 8
+
+
+@pytest.fixture(scope="module")
+def helps():
+    """Every tool's `--help` (exit status, output), the tools started at once:
+    each loads vmtax, a second or more apiece."""
+    procs = {}
+    try:
+        for name in COMMANDS:
+            argv = [sys.executable, str(ROOT / "tools" / f"{name}.py"), "--help"]
+            procs[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return {name: (p.communicate(timeout=120)[0], p.returncode) for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_tool_says_how_to_run_it(helps, name):
+    text, rc = helps[name]
+    assert rc == 0, text
+    assert sum(line.startswith("usage:") for line in text.splitlines()) == 1, text
+
+
+def test_a_tool_reads_runs_and_runs_the_agent_through_vmtax():
+    """A maintained tool reads stored runs through vmtax's Store and analysis
+    (no SQL of its own) and starts the agent through vmtax (no path to its
+    binary): one that needs its own is a finished experiment (research/)."""
+    own = []
+    for p in TOOLS:
+        tree = ast.parse(p.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        own += [f"{p.name} imports {m}" for m in sorted(names) if m.split(".")[0] in ("sqlite3", "psycopg", "psycopg2")]
+        if "build/vmtax-agent" in p.read_text():
+            own.append(f"{p.name} names the agent's binary")
+    assert own == []
 
 
 def test_the_scoreboard_is_spliced_between_the_markers():

@@ -454,7 +454,6 @@ def runs_reference_alike(base: TargetInfo, cand: TargetInfo) -> str:
     return ""
 
 
-MIN_BLOCKS = 6  # fewer paired blocks and no 95% sign-flip interval is finite
 MAX_BETA = 3.0  # a slope beyond this is the fit's noise, not the host's state
 
 
@@ -519,7 +518,7 @@ _Readings = dict[tuple[str, str], tuple[np.ndarray, ...]]
 
 
 def _reference_readings(data: RunData, comparisons: list[Comparison]) -> _Readings:
-    """Per (row, candidate) with MIN_BLOCKS blocks read on both sides: the
+    """Per (row, candidate) with stats.MIN_BLOCKS blocks read on both sides: the
     candidate's and the baseline's block means and reference readings, in
     that order (lower-is-better rows only; a mode's headline is left as
     reported)."""
@@ -548,7 +547,7 @@ def _reference_readings(data: RunData, comparisons: list[Comparison]) -> _Readin
                 for k in sorted(set(base) & set(cv) & set(rbase) & set(rc))
                 if all(_ref_ok(m[k]) for m in (cv, base, rc, rbase))
             ]  # an overflowing mean is no reading
-            if len(blocks) >= MIN_BLOCKS and (bench, cand) not in fast:
+            if len(blocks) >= stats.MIN_BLOCKS and (bench, cand) not in fast:
                 found[(bench, cand)] = tuple(np.array([m[k] for k in blocks]) for m in (cv, base, rc, rbase))
     return found
 
@@ -560,7 +559,7 @@ def _reference_check(data: RunData, cand: str, found: _Readings, alpha: float) -
     mine = [v for (_, c), v in found.items() if c == cand]
     why_not = runs_reference_alike(info[data.targets[0].name], info[cand])
     if not mine:
-        return ReferenceCheck(cand, False, f"no row with {MIN_BLOCKS} blocks of reference readings on both sides")
+        return ReferenceCheck(cand, False, f"no row with {stats.MIN_BLOCKS} blocks of reference readings on both sides")
     rc, rb = np.concatenate([m[2] for m in mine]), np.concatenate([m[3] for m in mine])
     r, lo, hi, _ = stats.compare_paired(rc, rb, confidence=1 - alpha)
     d = _centred_log_ratios([(c, b) for c, b, _, _ in mine])  # each row's, less that row's mean

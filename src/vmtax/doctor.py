@@ -28,7 +28,6 @@ from .model import BenchSpec, Modes
 from .proc import ChildFailed
 
 REF_GAP = 2.0  # the reference separates the modes: its means in them this many within-mode SDs apart
-MIN_BLOCKS = 6  # fewer, and a run's sign-flip interval is unbounded at 95% (stats.PairedTest: 2/2**5 > 5%)
 
 
 @dataclass(frozen=True)
@@ -171,9 +170,9 @@ def buyable(means: list[float], process_s: float, budget_s: float, rows: int, ta
     run; with no such state the spread is sqrt(2) times the between-process
     one.  That assumes the run's processes as quick as these: a slower
     target's (a guest's) sit further apart in seconds and share less of a
-    state.  Unbounded below MIN_BLOCKS blocks, as the run's interval is."""
+    state.  Unbounded below stats.MIN_BLOCKS blocks, as the run's interval is."""
     blocks = int(budget_s / (rows * targets * process_s)) if process_s > 0 else 0
-    if blocks < MIN_BLOCKS:
+    if blocks < stats.MIN_BLOCKS:
         return blocks, math.inf
     _, rms = _lagged(means, targets)
     return blocks, float(sps.t.ppf(0.975, blocks - 1)) * rms / math.sqrt(blocks)
@@ -196,7 +195,7 @@ def buyable_fast(means: list[float], n: Noise, blocks: int, targets: int) -> tup
         return blocks, math.inf
     share, rms = _lagged(means, targets, _both_in(n.modes, 0))
     both = int(blocks * share)
-    if both < MIN_BLOCKS or not math.isfinite(rms):
+    if both < stats.MIN_BLOCKS or not math.isfinite(rms):
         return both, math.inf
     return both, float(sps.t.ppf(0.975, both - 1)) * rms / math.sqrt(both)
 
@@ -246,7 +245,7 @@ def buyable_same(means: list[float], n: Noise, blocks: int, targets: int) -> tup
         if k >= 2 and math.isfinite(rms) and rms > 0 and math.isfinite(v):
             parts.append((k / v, float(sps.t.ppf(0.975, k - 1)) * rms / math.sqrt(k)))
     both = sum(counts)
-    if both < MIN_BLOCKS or not parts:
+    if both < stats.MIN_BLOCKS or not parts:
         return both, counts[1], math.inf
     return both, counts[1], math.sqrt(sum((w * h) ** 2 for w, h in parts)) / sum(w for w, _ in parts)
 

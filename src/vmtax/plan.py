@@ -20,10 +20,10 @@ import math
 from dataclasses import dataclass
 
 from . import stats
+from .duration import fmt_duration
 from .engine.jobs import Job, jobs_of
 from .engine.protocol import CALIBRATION_SAMPLES
 from .model import BenchSpec
-from .report.units import fmt_duration
 from .suite import workloads
 
 

@@ -170,7 +170,7 @@ def keep_off(cpu: int | Collection[int] | None) -> Iterator[list[int]]:
     often put there, where it took the CPU from the agent's next sample
     (an A/A compare of the bare machine pinned to CPU 1: its agent was
     preempted by a Python task 2249-3689 times in 90 s with vmtax placed
-    anywhere, 39-69 times with vmtax kept off; results/keepoff.md).  A child
+    anywhere, 39-69 times with vmtax kept off; research/2026-11-27-keepoff/keepoff.md).  A child
     proc.spawn starts unpinned gets the CPUs vmtax had (_as_before); the
     programs vmtax runs for itself (subprocess.run: podman ps, qemu-img)
     keep to its own.  The CPUs it had are given back to every thread on

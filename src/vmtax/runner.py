@@ -60,6 +60,7 @@ from functools import partial
 from typing import Protocol
 
 from . import lockstep, plan
+from .duration import fmt_duration
 from .engine import session
 from .engine.blocks import BlockExecutor, InTurn, Turn
 from .engine.budget import BudgetSpent, Deadline
@@ -74,7 +75,6 @@ from .model import BenchSpec, Sample
 from .peers import free_port
 from .plan import RunConfig
 from .proc import controller_cpus
-from .report.units import fmt_duration
 from .suite import workloads
 from .targets.base import Target
 
@@ -619,7 +619,7 @@ class Processes:
         the first target's still going): the same work per sample
         everywhere, since what one operation costs can depend on how many
         run back to back (with counts of their own, A/A pairs differed by up
-        to 46%: results/validity-own-calibration.md).  Each target's own
+        to 46%: research/2026-11-23-own-calibration/validity-own-calibration.md).  Each target's own
         count is kept for its counted batches.  The shared count and each
         target's samples per process: plan.sizes."""
         found = {}

@@ -38,7 +38,7 @@ def _halfwidth(h: float) -> float | None:
 
 
 def _about(h: float, what: str = "blocks") -> str:
-    return f"±{h:.1%}" if math.isfinite(h) else f"unbounded (fewer than {doctor.MIN_BLOCKS} {what})"
+    return f"±{h:.1%}" if math.isfinite(h) else f"unbounded (fewer than {stats.MIN_BLOCKS} {what})"
 
 
 def report(c: Checkup) -> tuple[dict, list[str]]:
@@ -166,9 +166,7 @@ def noise_by_distance(
     sizes = plan.step_sizes("b", {"b": (1000, 1000.0)}, RunConfig())
     pairs = sizes.rounds - sizes.warmup
     lock_half = (
-        noise.lockstep_halfwidth(lock_sd, pairs, blocks)
-        if lock_sd is not None and blocks >= doctor.MIN_BLOCKS
-        else None
+        noise.lockstep_halfwidth(lock_sd, pairs, blocks) if lock_sd is not None and blocks >= stats.MIN_BLOCKS else None
     )
     doc["pairing"] = {
         "lockstep_ms": step_ms,

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import stats
-from ..doctor import MIN_BLOCKS
 from ..model import BenchSpec, Comparison, Measurement, RunData, Summary
 from . import facts, view
 from .jsonparts import host_state, metric_ratios, modes_row, stratum
@@ -372,7 +371,7 @@ class Verdict:
                 f"at a median ±{fmt_pct(self.budget_median)}: ±{fmt_goal(self.goal)} would take about "
                 f"{more:.{1 if more < 10 else 0}f}× their blocks (a CI narrows as 1/√blocks)"
                 if more
-                else f"without an interval (under {MIN_BLOCKS} blocks each): a larger --max-time buys them"
+                else f"without an interval (under {stats.MIN_BLOCKS} blocks each): a larger --max-time buys them"
             )
             out.append(
                 f"{self.budget} stopped on the budget ({fmt_duration(self.budget_s)}) {where}; "

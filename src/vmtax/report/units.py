@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ..duration import fmt_duration as fmt_duration  # re-exported: the report's importers keep theirs
+from ..duration import parse_duration as parse_duration
+
 _TIME = [("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0)]
 
 
@@ -87,29 +90,6 @@ def fmt_goal(frac: float | None) -> str:
     if frac is not None and math.isfinite(frac) and 0 < frac * 100 < 0.1:
         return f"{frac * 100:.2g}%"
     return fmt_pct(frac)
-
-
-def fmt_duration(s: float) -> str:
-    s = max(0, round(s))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
-
-
-def parse_duration(text: str) -> float:
-    """'6m', '90s', '1h30m', '500ms', '2.5m' or a plain number of seconds."""
-    import re
-
-    t = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        return float(t)
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", t)
-    if not parts or "".join(n + u for n, u in parts) != t:
-        raise ValueError(f"malformed duration '{text}' (try 90s, 6m, 1h30m)")
-    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    return sum(float(n) * scale[u] for n, u in parts)
 
 
 def parse_precision(text: str) -> float:

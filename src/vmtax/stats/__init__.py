@@ -23,7 +23,17 @@ from .modes import (
     MODES_SEPARATION,
     modes,
 )
-from .signflip import DRAWS, EXACT_PAIRS, PairedTest, as_pairs, compare_paired, paired, sign_chunks, stop_halfwidth
+from .signflip import (
+    DRAWS,
+    EXACT_PAIRS,
+    MIN_BLOCKS,
+    PairedTest,
+    as_pairs,
+    compare_paired,
+    paired,
+    sign_chunks,
+    stop_halfwidth,
+)
 from .state import STATE_CHANCE, STATE_MIN_BLOCKS, TaxMoves, host_state, tax_change, tax_moves, tax_summary
 from .strata import (
     FAST,
@@ -57,6 +67,7 @@ __all__ = [
     "DRAWS",
     "EXACT_PAIRS",
     "FAST",
+    "MIN_BLOCKS",
     "MODES_BIC_GAIN",
     "MODES_LOG_FLOOR",
     "MODES_MIN_GAP",

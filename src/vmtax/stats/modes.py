@@ -24,7 +24,7 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     by MODES_BIC_GAIN in BIC, its components be MODES_SEPARATION apart
     (Ashman's D), each hold MODES_MIN_SHARE of the units and their means
     differ by MODES_MIN_GAP.  On logs, so a right-skewed spread (a
-    lognormal, an exponential tail) is not called two modes; bench/modes.py
+    lognormal, an exponential tail) is not called two modes; tools/modes.py
     measures the false calls and the power."""
     x = np.asarray([v for v in values if v > 0 and math.isfinite(v)], dtype=float)
     n = x.size

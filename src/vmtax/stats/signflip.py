@@ -34,6 +34,7 @@ from .summary import CONFIDENCE, Values, t_quantile
 
 EXACT_PAIRS = 12  # up to 2**12 sign patterns are enumerated: an exact test
 DRAWS = 4000  # beyond that, a fixed pseudo-random draw (p-value error ±0.004 at 0.05)
+MIN_BLOCKS = 6  # fewer paired blocks and no 95% interval is finite: 2 of 2**5 sign patterns is over 5%
 _ROWS = 1000  # patterns generated at a time (memory stays small for any k)
 
 
@@ -159,7 +160,7 @@ class PairedTest:
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
         """Every theta the test does not reject at 1 - confidence; (-inf, inf)
-        when too few pairs can reject anything (k < 6 for 95%)."""
+        when too few pairs can reject anything (k < MIN_BLOCKS for 95%)."""
         alpha = 1 - confidence
         if self.p(0.0) > alpha:
             return float("-inf"), float("inf")

@@ -163,8 +163,8 @@ class ModeTest(PairedTest):
     whichever side got which process, so the test over the kept blocks stays
     exact.  A cut fitted to each side on its own is not: in an A/A pair a
     side whose cut fell higher by chance keeps more of its slower processes,
-    and its ratio leans that way (bench/modecut.py on the hog's validity
-    runs, bench/modes.py by simulation).  At a theta where the pooled
+    and its ratio leans that way (research/2026-11-26-mode-cut/modecut.py on the hog's
+    validity runs, tools/modes.py by simulation).  At a theta where the pooled
     values show no two modes, or fewer than MODE_MIN_PAIRS blocks are kept,
     the test uses every block (the kept set is still the same either way
     round).  The ratio is where the test's own statistic crosses 0 with the

@@ -21,7 +21,7 @@ says the host's noise in the same hour (its noise by distance included).
 Writes results/NAME.md and results/NAME.json: per way, the A/A rows flagged,
 the 2% and 3% rows found, and the median 95% interval, with every command.
 
-Usage: .venv/bin/python tools/pairing.py [--rounds 3] [--max-time 5m]
+Usage: .venv/bin/python research/2026-11-27-pairing/pairing.py [--rounds 3] [--max-time 5m]
        [--bench NAME ...] [--cpu N] [--out pairing] [--reuse]
 (--reuse: analyse the runs already stored in results/NAME.db again)
 """
@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 
 from vmtax import stats  # noqa: E402
@@ -147,7 +147,7 @@ def report(args, doc: dict) -> str:
     lines = [
         f"# Pairing: lockstep, blocks, unpaired ({len(doc['rounds']) // len(WAYS)} rounds)",
         "",
-        f"Command: `.venv/bin/python tools/pairing.py {' '.join(sys.argv[1:])}` "
+        f"Command: `.venv/bin/python research/2026-11-27-pairing/pairing.py {' '.join(sys.argv[1:])}` "
         f"(started {doc['started']}, host {doc['host']}).",
         "",
         "The host's noise in the same hour (`vmtax doctor --cpu N --json`): "

@@ -8,9 +8,9 @@ rows, the geometric mean of (variance of the block log ratios x a block's
 seconds), times (2 / 0.01)^2 -- the seconds of blocks that give a 95%
 interval of ±1% (t about 2), whatever the budget let each run reach.
 
-Usage: .venv/bin/python tools/step_sweep.py [--steps 0.25,0.5,1,2] [--rounds 2]
+Usage: .venv/bin/python research/2026-11-28-step-ms/step_sweep.py [--steps 0.25,0.5,1,2] [--rounds 2]
            [--max-time 90s] [--out step-ms] -- local local:label=aa container uml --bench getppid stat
-       .venv/bin/python tools/step_sweep.py --read DB [DB ...]      (sweeps' databases read again, a table each)
+       .venv/bin/python research/2026-11-28-step-ms/step_sweep.py --read DB [DB ...]      (sweeps' databases read again, a table each)
 
 Writes results/OUT.db (the runs) and results/OUT.md (the table, the
 commands, the time).  --precision 0.2% by default, so that every run
@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VMTAX = REPO / ".venv" / "bin" / "vmtax"
 
 

@@ -22,9 +22,9 @@ sample of every side, in an order drawn at random): per row and
 candidate, the ratio and its 95% interval over the blocks (Student), and
 whether it excludes 1; the A/A rows flagged and the injected rows found.
 
-Usage: python3 tools/lockstep_probe.py [--agent agent/build/vmtax-agent]
+Usage: python3 research/2026-11-27-lockstep-probe/lockstep_probe.py [--agent agent/build/vmtax-agent]
        [--bench getppid] [--blocks 40] [--rounds 30] [--cpu N] [--inject PCT]
-       python3 tools/lockstep_probe.py --rows all [--blocks 30] [--inject 3] [--cpu N]
+       python3 research/2026-11-27-lockstep-probe/lockstep_probe.py --rows all [--blocks 30] [--inject 3] [--cpu N]
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def blocks_block(agent, bench, cpu, iters10, inject, rng):
 def main():
     ap = argparse.ArgumentParser()
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--agent", default=os.path.join(here, "..", "agent", "build", "vmtax-agent"))
+    ap.add_argument("--agent", default=os.path.join(here, "..", "..", "agent", "build", "vmtax-agent"))
     ap.add_argument("--bench", default="getppid")
     ap.add_argument("--blocks", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=30)
