@@ -21,7 +21,6 @@ from ..store import redact
 from . import queries
 from .data import Digest, Reader
 
-Z95 = watch.Z95
 _GATE = re.compile(r"--gate(?:=|\s+)'?([0-9.]+%?)")
 
 
@@ -154,13 +153,13 @@ def geomean(cs: list[Comparison]) -> dict:
         return {"geomean": None, "ci_low": None, "ci_high": None, "rows": 0}
     g = math.exp(sum(logs) / len(logs))
     ses = [
-        (math.log(c.ratio_ci_high) - math.log(c.ratio_ci_low)) / (2 * Z95)
+        (math.log(c.ratio_ci_high) - math.log(c.ratio_ci_low)) / (2 * watch.Z95)
         if c.ratio_ci_low > 0 and math.isfinite(c.ratio_ci_high)
         else math.inf
         for c in cs
     ]
     se = math.sqrt(sum(s * s for s in ses)) / len(ses)
-    lo, hi = (g * math.exp(-Z95 * se), g * math.exp(Z95 * se)) if math.isfinite(se) else (None, None)
+    lo, hi = (g * math.exp(-watch.Z95 * se), g * math.exp(watch.Z95 * se)) if math.isfinite(se) else (None, None)
     return {"geomean": g, "ci_low": lo, "ci_high": hi, "rows": len(logs)}
 
 
