@@ -40,6 +40,7 @@ class Column:
     base_doc: dict | None
     base_target: str | None
     source: str
+    same_run: bool = False  # the base is another target of the same run
 
 
 def parse_column(text: str) -> Column:
@@ -64,7 +65,8 @@ def parse_column(text: str) -> Column:
 
     doc, target, path = load(side)
     bdoc, btarget, bpath = load(base) if base else (None, None, "")
-    return Column(label, doc, target, bdoc, btarget, f"{path}:{target}" + (f" over {bpath}:{btarget}" if base else ""))
+    source = f"{path}:{target}" + (f" over {bpath}:{btarget}" if base else "")
+    return Column(label, doc, target, bdoc, btarget, source, same_run=bool(base) and bpath == path)
 
 
 def result(doc: dict, target: str, bench: str) -> dict | None:
@@ -83,6 +85,17 @@ def ratio(col: Column, bench: str) -> tuple[float, float, float] | None:
             None,
         )
         return (c["ratio"], c["ratio_ci_low"], c["ratio_ci_high"]) if c else None
+    if col.same_run:  # the run compared them the other way round: its paired ratio, inverted
+        c = next(
+            (
+                c
+                for c in col.doc.get("comparisons", [])
+                if c["baseline"] == col.target and c["candidate"] == col.base_target and c["benchmark"] == bench
+            ),
+            None,
+        )
+        if c and c.get("ratio") and c.get("ratio_ci_low") and c.get("ratio_ci_high"):
+            return 1 / c["ratio"], 1 / c["ratio_ci_high"], 1 / c["ratio_ci_low"]
     a, b = result(col.doc, col.target, bench), result(col.base_doc, col.base_target or "", bench)
     if not a or not b or not a.get("mean") or not b.get("mean"):
         return None
@@ -93,25 +106,29 @@ def ratio(col: Column, bench: str) -> tuple[float, float, float] | None:
 
 
 def events(doc: dict, target: str, bench: str) -> str:
-    """What the hypervisor was entered for per op: the largest counts."""
+    """What the hypervisor was entered for per op: VM exits and hypercalls
+    with their largest kinds, Xen's PV bounces, else the host round trips."""
     r = result(doc, target, bench)
     if not r:
         return ""
     m = {k: v["mean"] for k, v in r.get("metrics", {}).items() if isinstance(v.get("mean"), (int, float))}
-    picks = []
-    for family in ("exits_", "hypercalls_"):
+    parts = []
+    for family, label in (("exits", "exits"), ("hypercalls", "hypercalls")):
         kinds = sorted(
-            ((k, v) for k, v in m.items() if k.startswith(family) and k != "exits_userspace"), key=lambda kv: -kv[1]
+            ((k, v) for k, v in m.items() if k.startswith(family + "_") and k != "exits_userspace"),
+            key=lambda kv: -kv[1],
         )
-        picks += [(k[len(family) :].replace("mc_", "multicall "), v) for k, v in kinds[:2] if v >= 0.05]
-    for key, name in (("xen_pf_bounces", "#PF bounce"), ("xen_ptwr_emulations", "PTE write emulated")):
-        if m.get(key, 0) >= 0.05:
-            picks.append((name, m[key]))
-    if not picks and m.get("host_context_switches", 0) >= 0.05:
-        picks = [("host ctx switch", m["host_context_switches"]), ("host syscall", m.get("host_syscalls", 0.0))]
-    total = m.get("exits") if m.get("exits") else m.get("hypercalls")
-    head = f"{'exits' if m.get('exits') else 'hypercalls'} {total:.3g}: " if total else ""
-    return head + ", ".join(f"{k} {v:.3g}" for k, v in picks) if picks or total is not None else ""
+        top = ", ".join(
+            f"{k[len(family) + 1 :].replace('mc_', 'in multicalls: ')} {v:.3g}" for k, v in kinds[:2] if v >= 0.05
+        )
+        if m.get(family, 0.0) >= 0.005:
+            parts.append(f"{label} {m[family]:.3g}" + (f" ({top})" if top else ""))
+    for key, name in (("xen_pf_bounces", "#PF bounces"), ("xen_ptwr_emulations", "PTE writes emulated")):
+        if m.get(key, 0.0) >= 0.05:
+            parts.append(f"{name} {m[key]:.3g}")
+    if not parts and m.get("host_context_switches", 0.0) >= 0.05:
+        parts.append(f"host ctx switches {m['host_context_switches']:.3g}, syscalls {m.get('host_syscalls', 0.0):.3g}")
+    return "; ".join(parts)
 
 
 def table(cols: list[Column], benches: list[str]) -> str:
