@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import left_behind, wait_samples, wait_until
+from vmtax.hostproc import running
 from vmtax.targets import devices
 from vmtax.targets.local import filesystem
 from vmtax.targets.qemu import QemuTarget
@@ -404,3 +405,48 @@ def test_an_a_b_of_two_container_runtimes_names_each_with_its_version(tmp_path):
     assert facts["container:runtime=crun"]["runtime_version"].startswith("crun version")
     assert doc["gate"]["rows"][0]["candidate"] == "container:runtime=crun"
     assert doc["gate"]["verdict"] in ("pass", "regressed", "inconclusive")
+
+
+# -- a runtime that hangs (issue 58) ---------------------------------------------------
+def _own_podman_names(pid: int) -> list[str]:
+    out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    return [n for n in out.split() if n.startswith(f"vmtax-{pid}-")]
+
+
+def test_a_runtime_hung_on_create_ends_by_the_hard_stop_and_leaves_nothing(tmp_path):
+    """An OCI runtime that answers --version and sleeps on create: the
+    wait for the container's ready line ends at the run's hard stop
+    (--max-time and its grace, 5 s at least), not at the 60 s boot timeout,
+    and conmon, the runtime and its sleep are ended with it (conmon leaves
+    podman's session: killing podman's client alone left all three)."""
+    from vmtax.engine.budget import grace_s
+    from vmtax.targets.container import podman_works
+
+    ok, why = podman_works()
+    if not ok:
+        pytest.skip(why)
+    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
+    runtime.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
+    )
+    runtime.chmod(0o755)
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "t.db"), "run"]
+    cmd += ["--target", f"container:runtime={runtime}", "--bench", "getppid", "--max-time", "3s"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=120)
+    took = time.monotonic() - t0
+    left = [
+        line
+        for line in subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout.splitlines()
+        if str(runtime) in line and not line.startswith("Z")
+    ]
+    assert p.returncode == 1, err[-2000:]
+    assert "did not become ready" in err and "hard stop" in err, err[-2000:]
+    # the hard stop is 3 s + grace from when vmtax began; the interpreter's start comes before it (~2.5 s here)
+    assert took < 3 + grace_s(3) + 6, (took, err[-1000:])
+    assert left == [], left
+    sleeps = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+    assert [pid for pid in sleeps if running(pid)] == []
+    assert _own_podman_names(p.pid) == []
+    assert left_behind(p.pid) == []

@@ -253,6 +253,36 @@ def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:
     _live.discard(p)
 
 
+def kill_tree(pid: int) -> None:
+    """Kill a process that is not vmtax's child (a daemon its child left:
+    podman's conmon), its process group and every descendant."""
+    tree = descendants(pid)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for each in tree:
+        try:
+            os.kill(each, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_bounded(argv: Sequence[str], timeout: float) -> tuple[int | None, str]:
+    """Run a short program for vmtax itself (no stdin), in a session of its
+    own: (its exit status, its stdout); (None, what it wrote) when it ran
+    past `timeout`, then killed with its whole process group and every
+    descendant (what it started dies with it, not only the program)."""
+    p = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, ""
+    finally:
+        kill_group(p)
+    return p.returncode, out.decode("utf-8", "replace")
+
+
 def _signal_group(p: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(p.pid, sig)

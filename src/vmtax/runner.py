@@ -62,7 +62,7 @@ from typing import Protocol
 from . import lockstep, plan
 from .engine import session
 from .engine.blocks import BlockExecutor, InTurn, Turn
-from .engine.budget import BudgetSpent, Deadline
+from .engine.budget import BudgetSpent, Deadline, grace_s
 from .engine.execute import Lines, ProcessResult, Recorder, Where, calibrate, run_process, run_tool
 from .engine.hostcost import ToolCost
 from .engine.jobs import Job, jobs_of
@@ -865,6 +865,7 @@ def run_session(
     began = time.monotonic() if began is None else began
 
     def measure(s: session.Session) -> str:
+        s.pool.start_by = began + cfg.max_time + grace_s(cfg.max_time)  # a target's start ends by the hard stop
         s.pool.add(targets, [cfg.cpu] * len(targets), workloads.provision(specs))
         started = session.start_each(s, targets, progress.note if progress else None)
         s.recorder.benchmarks(specs)

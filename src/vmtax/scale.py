@@ -271,6 +271,7 @@ class ScaleRun:
         self.skipped: dict[str, str] = {}
         self.rounds = 0  # rounds measured and stored, every stage's
         self.deadline = session.begin(cfg.max_time)
+        self.pool.start_by = self.deadline.hard_end_real  # a copy's boot ends by the hard stop
 
     def run(self) -> None:
         files = workloads.provision(self.specs)

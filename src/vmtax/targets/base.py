@@ -71,6 +71,9 @@ class Target(ABC):
         self.idle_cpu: float | None = None
         self.mem_overhead: float | None = None
         self.files: tuple = ()  # what the target's root holds besides the agent (see provide)
+        # time.monotonic() by which a start must be done or given up: the run's hard stop (its budget and
+        # grace; TargetPool.add sets it), None: the kind's own timeout alone
+        self.start_by: float | None = None
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
