@@ -661,3 +661,60 @@ def test_a_scale_run_stopped_before_any_round_is_failed_not_complete(tmp_path, c
     assert code == 1, err
     assert "no round" in err and "Traceback" not in err
     assert Store(db).list_runs()[0]["status"] == "failed"
+
+
+# -- a label cannot forge a line of a log (issue 58 item 5) -------------------------------
+FORGED = "a\nforged line: PASS\tend"
+
+
+def _forged(text: str) -> list[str]:
+    """The lines of text a label began (its own line: a forged one), or that hold a raw tab."""
+    return [line for line in text.splitlines() if line.startswith("forged") or "\t" in line]
+
+
+@pytest.mark.parametrize("label", [FORGED, "a\tb", "a\rforged", "a\u2028forged"])
+@pytest.mark.parametrize("command", ["compare", "run"])
+def test_a_line_break_in_a_label_is_refused_with_one_line(label, command, capsys, db):
+    target = f"fake:label={label}"
+    argv = ["compare", "fake", target] if command == "compare" else ["run", "--target", target]
+    assert main(["--db", str(db), *argv, "--bench", "getppid", "--max-time", "2s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line break or tab" in err and not _forged(err), err
+    assert not db.exists() or Store(db).list_runs() == []
+
+
+def test_a_line_break_in_an_inventorys_label_is_refused_with_one_line(tmp_path, capsys, db):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {"h1": {"vmtax_label": FORGED}}}}))  # JSON is YAML
+    assert main(["--db", str(db), "compare", "local", "@h1", "--inventory", str(inv), "--max-time", "2s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line break or tab" in err and not _forged(err), err
+
+
+def test_a_stored_label_with_a_line_break_stays_on_its_line_in_every_terminal_table(monkeypatch, capsys, db):
+    """A run stored with such a label (by a vmtax before the refusal, or
+    another writer): the scoreboard's header, the targets table, the gate
+    table, the runs table, diff, history and the progress lines keep it on
+    its line, the newline and tab shown as escapes."""
+    monkeypatch.setattr("vmtax.targets.base.line_break", lambda text: None)
+    label = f"fake:label={FORGED}"
+    for _ in range(2):  # two runs: diff and history compare them
+        assert main(
+            ["--db", str(db), "compare", "fake", label, "--bench", "getppid", "--max-time", "3s", "--gate", "5%"]
+        ) in (0, 3)
+    out = capsys.readouterr()
+    assert "\\x0aforged line: PASS\\x09end" in out.out and not _forged(out.out) and not _forged(out.err), out
+    runs = [r["id"] for r in Store(db).list_runs()]
+    for argv in (
+        ["show"],
+        ["show", "--all-rows"],
+        ["show", "--notes"],
+        ["runs"],
+        ["gate", "--threshold", "5%"],
+        ["diff", *runs[:2]],
+        ["history"],
+        ["explain"],
+    ):
+        main(["--db", str(db), *argv])
+        got = capsys.readouterr()
+        assert not _forged(got.out) and not _forged(got.err), (argv, got)

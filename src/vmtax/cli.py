@@ -30,7 +30,7 @@ from .report import console, csvout, explain, facts, html, jsondoc, markdown, te
 from .report import doctor as doctor_report
 from .report import watch as watch_report
 from .report.progress import TerminalProgress
-from .report.safe import inert
+from .report.safe import inert, one_line
 from .report.units import parse_duration, parse_precision
 from .runner import run_session
 from .store import Store, default_db_path, redact
@@ -297,7 +297,7 @@ def _measure_into(
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
     say(
-        f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
+        f"vmtax {kind}: {len(specs)} benchmarks on {one_line(', '.join(t.name for t in targets))} ({pin}); "
         f"results in {store.location}",
         sys.stderr,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from .safe import inert
+from .safe import inert, one_line
 from .units import fmt_duration, fmt_pct
 
 
@@ -32,7 +32,7 @@ class TerminalProgress:
         if self.tty:
             return
         how = ", ".join(f"{t}: {o}" for t, o in outcome.items())
-        self.stream.write(inert(f"[{index + 1}/{total}] {spec.name}: {how}") + "\n")
+        self.stream.write(one_line(f"[{index + 1}/{total}] {spec.name}: {how}") + "\n")
         self.stream.flush()
 
     def note(self, text: str) -> None:

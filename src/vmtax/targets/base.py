@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import UserError
 from ..model import TargetInfo
+from ..report.safe import line_break, one_line
 
 if TYPE_CHECKING:
     from ..hostprobe import HostProbe
@@ -56,6 +57,12 @@ class Target(ABC):
             raise UserError(
                 f"target '{name}': unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(known)})"
             )
+        for text in (name, *options.values()):
+            if (c := line_break(text)) is not None:  # other control characters are shown inert
+                raise UserError(
+                    f"target '{one_line(name)}': a line break or tab ({c}) in a target or its label is refused "
+                    "(each is shown on one line of a table or a log)"
+                )
         self.name = name
         self.options = options
         self.boot_s: float | None = None

@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from itertools import pairwise
@@ -159,11 +160,9 @@ def sweep_containers() -> None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return
-    stale = [
-        n
-        for n in out.split()
-        if (m := NAME.match(n)) and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
-    ]
+    for pid in conmon_pids(_stale):  # a runtime hung on create: in no list of podman's
+        proc.kill_tree(pid)
+    stale = [n for n in out.split() if _stale(n)]
     if stale:
         subprocess.run(
             ["podman", "rm", "-f", "-t", "0", *stale], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
@@ -175,28 +174,30 @@ def end_conmon(name: str) -> None:
     group and session), with the runtime and whatever it started below it:
     a runtime that hangs on create keeps them running after podman's client
     is gone, and the container is in no list of podman's."""
-    for pid in conmon_pids(name):
+    for pid in conmon_pids(lambda n: n == name):
         proc.kill_tree(pid)
 
 
-def conmon_pids(name: str) -> list[int]:
-    """The conmon processes of container `name` (`conmon ... -n NAME ...`)."""
+def conmon_pids(named: Callable[[str], bool]) -> list[int]:
+    """The conmon processes of the containers whose name `named` takes (`conmon ... -n NAME ...`)."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
+                argv = f.read().decode("utf-8", "replace").split("\0")
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == b"conmon" and _named(argv, name.encode()):
+        if os.path.basename(argv[0]) == "conmon" and any(a == "-n" and named(b) for a, b in pairwise(argv)):
             out.append(int(entry))
     return out
 
 
-def _named(argv: list[bytes], name: bytes) -> bool:
-    return any(a == b"-n" and b == name for a, b in pairwise(argv))
+def _stale(name: str) -> bool:
+    """A container of a vmtax controller that is gone (its pid in the name)."""
+    m = NAME.match(name)
+    return bool(m) and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
 
 
 class ContainerTarget(ChannelTarget):
