@@ -197,7 +197,7 @@ def conmon_pids(named: Callable[[str], bool]) -> list[int]:
 def _stale(name: str) -> bool:
     """A container of a vmtax controller that is gone (its pid in the name)."""
     m = NAME.match(name)
-    return bool(m) and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
+    return m is not None and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
 
 
 class ContainerTarget(ChannelTarget):
