@@ -718,3 +718,28 @@ def test_a_stored_label_with_a_line_break_stays_on_its_line_in_every_terminal_ta
         main(["--db", str(db), *argv])
         got = capsys.readouterr()
         assert not _forged(got.out) and not _forged(got.err), (argv, got)
+
+
+def test_a_guest_flooding_lines_is_given_up_at_its_commands_timeout(tmp_path):
+    """Lines that keep coming past a command's timeout (a flood of blank
+    lines) do not hold it: before, the timeout was seen only once the
+    queue was empty, and a flood never emptied it."""
+    p, c = _channel("while :; do echo; done", tmp_path)
+    got: list[BaseException] = []
+
+    def command() -> None:
+        try:
+            for _ in c.command("RUN run getppid", 1):
+                time.sleep(0.001)  # a reader slower than the flood: its queue never empties
+        except TargetError as e:
+            got.append(e)
+
+    try:
+        t0 = time.monotonic()
+        th = threading.Thread(target=command, daemon=True)
+        th.start()
+        th.join(5)
+        assert not th.is_alive() and time.monotonic() - t0 < 3, "the command outran its timeout"
+        assert got and "no answer within 1 s" in str(got[0])
+    finally:
+        proc.kill_group(p)

@@ -788,6 +788,9 @@ class Processes:
             visits=list(size.visits),
         )
         if any(s.error for s in sides) and self.deadline.spent():
+            for target, side in zip(targets, sides, strict=True):
+                if side.hung:  # its own failure, not the budget's: its row says which side hung, how long
+                    states[target.name].end("error", side.error[:500])
             raise BudgetSpent
         for slot, (target, side) in enumerate(zip(targets, sides, strict=True)):
             st = states[target.name]

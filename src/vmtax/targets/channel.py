@@ -54,8 +54,10 @@ class Channel:
 
     def _next(self, deadline: float) -> str:
         left = deadline - time.monotonic()
+        if left <= 0:  # lines still coming past it (a flood) do not hold the command
+            raise TimeoutError
         try:
-            line = self.lines.get(timeout=max(0.0, left)) if left > 0 else self.lines.get_nowait()
+            line = self.lines.get(timeout=left)
         except queue.Empty:
             raise TimeoutError from None
         if line is None:
