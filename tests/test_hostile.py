@@ -743,3 +743,32 @@ def test_a_guest_flooding_lines_is_given_up_at_its_commands_timeout(tmp_path):
         assert got and "no answer within 1 s" in str(got[0])
     finally:
         proc.kill_group(p)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "--target", "fake", "--bench", "nope", "--json", "{link}"],
+        ["run", "--target", "fake", "--bench", "nope", "--json", "{link}"],
+        ["compare", "fake", "fake:label=b", "--bench", "nope", "--markdown", "{link}"],
+        ["compare", "fake", "fake:label=b", "--bench", "nope", "--gate", "2%", "--junit", "{link}"],
+        ["gate", "no-such-run", "--junit", "{link}"],
+    ],
+)
+def test_an_output_path_through_a_dangling_symlink_is_checked_without_making_its_file(tmp_path, argv, capsys, db):
+    """The check opened the path for appending: through a dangling symlink
+    that made an empty file at its target, and removing "what the check
+    made" then removed the symlink instead."""
+    target, link = tmp_path / "dir" / "newfile", tmp_path / "out"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    assert main(["--db", str(db), *[a.format(link=link) for a in argv]]) in (1, 2)
+    capsys.readouterr()
+    assert not target.exists() and link.is_symlink(), os.listdir(target.parent)
+    assert os.listdir(target.parent) == []  # nor a file of the check's own
+    # and a symlink into a directory that is not there is refused as before, with one line
+    link.unlink()
+    link.symlink_to(tmp_path / "no" / "such" / "file")
+    assert main(["--db", str(db), *[a.format(link=link) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write there" in err and link.is_symlink()
