@@ -772,3 +772,38 @@ def test_an_output_path_through_a_dangling_symlink_is_checked_without_making_its
     assert main(["--db", str(db), *[a.format(link=link) for a in argv]]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot write there" in err and link.is_symlink()
+
+
+# -- a child's stderr and a console log are read by their end (issue 58 item 7) --------------------
+TAIL_PROBE = r"""
+import resource, subprocess, sys
+from pathlib import Path
+from vmtax import proc
+from vmtax.targets.channel import Channel
+log = Path(sys.argv[1])
+try:
+    for _ in proc.stream_lines(["sh", "-c", "yes x | head -c 400000000 >&2; echo last words >&2; exit 3"], 60):
+        pass
+except proc.ChildFailed as e:
+    print("stderr:", e.stderr.splitlines()[-1])
+with open(log, "wb") as f:  # a console log of 300 MB, written a MB at a time
+    for _ in range(300):
+        f.write(b"boot\n" * 200_000)
+    f.write(b"the end\n")
+p = subprocess.Popen(["true"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+print("console:", Channel(p, "guest", log).console_tail())
+print("maxrss_kib:", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_a_childs_stderr_flood_and_a_huge_console_log_cost_their_tail_not_their_size(tmp_path):
+    """400 MB on a child's stderr and a 300 MB console log: the error still
+    quotes their last line, and the controller's peak resident memory stays
+    far below either (it held the whole of both: 1.37 GB for 1.2 GB)."""
+    p = subprocess.run(
+        [sys.executable, "-c", TAIL_PROBE, str(tmp_path / "console.log")], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = dict(line.split(": ", 1) for line in p.stdout.splitlines())
+    assert got["stderr"] == "last words" and got["console"].endswith("boot | boot | the end"), got
+    assert int(got["maxrss_kib"]) < 150 * 1024, got  # the interpreter and vmtax: ~60 MiB

@@ -70,9 +70,12 @@ class Channel:
         return line
 
     def console_tail(self, n: int = 3) -> str:
-        if not self.log or not self.log.exists():
+        """The console log's last n lines that are not blank (read from its last 64 KiB)."""
+        try:
+            text = proc.read_tail(self.log) if self.log else ""
+        except OSError:
             return ""
-        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        lines = [line for line in text.splitlines() if line.strip()]
         return ("; console: " + " | ".join(lines[-n:])) if lines else ""
 
     def wait_ready(self, timeout: float, failed: Callable[[], str | None] | None = None, why: str = "") -> None:
