@@ -61,3 +61,25 @@ def test_the_hog_refuses_a_cpu_it_cannot_use(capsys):
     hog = load("hog")
     with pytest.raises(SystemExit, match="not one of this process's CPUs"):
         hog.main(["--cpu", "4096", "--seconds", "1"])
+
+
+@pytest.mark.parametrize("label", ["<!-- scoreboard: end -->", "<!-- scoreboard: begin -->"])
+def test_a_label_that_would_break_the_readme_is_refused_with_one_line(label, tmp_path, capsys):
+    """A label holding the README's end marker was spliced in (every later
+    `make readme` then failed with a traceback until the README was fixed by
+    hand).  A fence that begins a line is refused alike (block): the same
+    one line, where it was a traceback."""
+    from vmtax.cli import main
+
+    rs = load("readme_scoreboard")
+    db, readme = tmp_path / "v.db", tmp_path / "README.md"
+    assert (
+        main(["--db", str(db), "compare", "fake", f"fake:label={label}", "--bench", "getppid", "--max-time", "2s"]) == 0
+    )
+    before = f"# T\n\n{rs.BEGIN}\nold\n{rs.END}\n"
+    readme.write_text(before)
+    capsys.readouterr()
+    assert rs.main(["--run", "2", "--db", str(db), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "would break the README" in err and "Traceback" not in err, err
+    assert readme.read_text() == before

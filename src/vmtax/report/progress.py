@@ -11,9 +11,9 @@ from .units import fmt_duration, fmt_pct
 
 
 class TerminalProgress:
-    def __init__(self, stream: TextIO = sys.stderr, goal: float = 0.01):
-        self.stream, self.goal = stream, goal
-        self.tty = stream.isatty()
+    def __init__(self, stream: TextIO | None = None, goal: float = 0.01):
+        self.stream, self.goal = stream or sys.stderr, goal  # sys.stderr now, not at import
+        self.tty = self.stream.isatty()
         self._drawn = False
 
     def update(self, index, total, spec, states, precision_now, elapsed, eta) -> None:
