@@ -869,7 +869,7 @@ def run_session(
 
     def measure(s: session.Session) -> str:
         s.pool.start_by = began + cfg.max_time + grace_s(cfg.max_time)  # a target's start ends by the hard stop
-        s.pool.add(targets, [cfg.cpu] * len(targets), workloads.provision(specs))
+        s.pool.add(targets, [cfg.cpu] * len(targets), workloads.provision(specs, by=began + cfg.max_time))
         started = session.start_each(s, targets, progress.note if progress else None)
         s.recorder.benchmarks(specs)
         for name, why in s.failed.items():
