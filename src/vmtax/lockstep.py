@@ -176,7 +176,7 @@ def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: flo
                 return None
     except TimeoutError:
         waited = time.monotonic() - began
-        side.hung = waited >= HUNG_AFTER
+        side.hung = "sample" in kinds and waited >= HUNG_AFTER  # a start (calibrating) may take long
         what = "its go" if "sample" in kinds else "its start" if "ready" in kinds else "its end"
         side.error = f"{side.name} did not answer {what} within {waited:.1f} s"
     except (AgentError, TargetError, ChildFailed) as e:
