@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -443,8 +444,12 @@ def test_a_runtime_hung_on_create_ends_by_the_hard_stop_and_leaves_nothing(tmp_p
     ]
     assert p.returncode == 1, err[-2000:]
     assert "did not become ready" in err and "hard stop" in err, err[-2000:]
-    # the hard stop is 3 s + grace from when vmtax began; the interpreter's start comes before it (~2.5 s here)
-    assert took < 3 + grace_s(3) + 6, (took, err[-1000:])
+    # the hard stop is 3 s + grace from when vmtax began: the run's record, from its start to its end (its
+    # targets stopped), holds it and their teardown; the interpreter's start comes before (2.5-6 s here)
+    con = sqlite3.connect(tmp_path / "t.db")
+    (stored,) = con.execute("SELECT finished - started FROM runs").fetchone()
+    con.close()
+    assert stored < 3 + grace_s(3) + 2 and took < 40, (stored, took, err[-1000:])
     assert left == [], left
     sleeps = [int(x) for x in pids.read_text().split()] if pids.exists() else []
     assert [pid for pid in sleeps if running(pid)] == []
