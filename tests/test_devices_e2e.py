@@ -455,3 +455,35 @@ def test_a_runtime_hung_on_create_ends_by_the_hard_stop_and_leaves_nothing(tmp_p
     assert [pid for pid in sleeps if running(pid)] == []
     assert _own_podman_names(p.pid) == []
     assert left_behind(p.pid) == []
+
+
+def test_the_conmon_of_a_killed_controllers_hung_runtime_is_swept_by_the_next_run(tmp_path, monkeypatch):
+    """vmtax killed outright while a runtime hangs on create: podman's
+    client dies with it, conmon and the runtime do not (conmon left
+    podman's session), and no list of podman's has the container.  The
+    next run's sweep ends them (a conmon named for a controller that is gone)."""
+    from vmtax.targets import container
+
+    ok, why = container.podman_works()
+    if not ok:
+        pytest.skip(why)
+    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
+    runtime.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
+    )
+    runtime.chmod(0o755)
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "t.db"), "run"]
+    cmd += ["--target", f"container:runtime={runtime}", "--bench", "getppid", "--max-time", "1m"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: pids.exists(), 60), "the runtime's create never ran"
+    finally:
+        p.kill()
+        p.wait()
+    conmons = wait_until(lambda: container.conmon_pids(lambda n: n.startswith(f"vmtax-{p.pid}-")), 5)
+    assert conmons, "no conmon outlived the controller: nothing for the sweep to do"
+    monkeypatch.setattr(container, "_swept", False)
+    container.sweep_containers()
+    sleeps = [int(x) for x in pids.read_text().split()]
+    assert wait_until(lambda: not any(running(pid) for pid in conmons + sleeps), 5)
+    assert left_behind(p.pid, files=False) == []
