@@ -99,7 +99,11 @@ def test_the_kvm_rig_says_the_cause_of_a_failure_inside_its_outer_guest_in_one_l
         (False, "inside the outer guest: cannot cd to the repository /tmp/x inside the outer guest")
     ]
     (tmp_path / "status").write_text("inside 2\n")
-    assert rig.checks(tmp_path) == [(False, "inside the outer guest: inside.sh exited 2 before vmtax compare ran")]
+    assert rig.checks(tmp_path) == [(False, "inside the outer guest: inside.sh exited 2 before vmtax compare ended")]
+    (tmp_path / "status").write_text("")  # stopped (--timeout) mid-compare
+    assert rig.checks(tmp_path) == [
+        (False, "inside the outer guest: vmtax compare had not ended when the outer guest stopped")
+    ]
     # and inside.sh writes that cause where it cannot cd to the repository
     out = tmp_path / "out"
     out.mkdir()
