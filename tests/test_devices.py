@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import wait_until
 from vmtax.errors import UserError
+from vmtax.hostproc import running
 from vmtax.suite.workloads import BY_NAME
 from vmtax.targets import devices, parse_target
 from vmtax.targets.local import filesystem
@@ -481,3 +483,21 @@ def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkey
         with ExitStack() as held:
             qemu.acquire(cfg, tmp_path, (), held)
     assert gone == ["loop"] and not (tmp_path / "img").exists()
+
+
+def test_a_runtime_whose_version_hangs_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """`RUNTIME --version` that never answers: a UserError saying it timed
+    out, and the runtime's own children killed with it (the timeout killed
+    only the direct child: its sleep was left with PPID 1)."""
+    from vmtax.targets import container
+
+    monkeypatch.setattr(container, "VERSION_TIMEOUT", 1.0, raising=False)
+    hung, pids = tmp_path / "hangrt", tmp_path / "pids"
+    hung.write_text(f"#!/bin/sh\nsleep 100000 & echo $! > {pids}\nwait\n")
+    hung.chmod(0o755)
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match=r"--version timed out \(1 s\)"):
+        parse_target(f"container:runtime={hung}")
+    assert time.monotonic() - t0 < 5
+    sleep = int(pids.read_text())
+    assert wait_until(lambda: not running(sleep), 3), f"its sleep {sleep} is still running"

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import left_behind, wait_samples, wait_until
+from vmtax.hostproc import running
 from vmtax.targets import devices
 from vmtax.targets.local import filesystem
 from vmtax.targets.qemu import QemuTarget
@@ -404,3 +406,84 @@ def test_an_a_b_of_two_container_runtimes_names_each_with_its_version(tmp_path):
     assert facts["container:runtime=crun"]["runtime_version"].startswith("crun version")
     assert doc["gate"]["rows"][0]["candidate"] == "container:runtime=crun"
     assert doc["gate"]["verdict"] in ("pass", "regressed", "inconclusive")
+
+
+# -- a runtime that hangs (issue 58) ---------------------------------------------------
+def _own_podman_names(pid: int) -> list[str]:
+    out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    return [n for n in out.split() if n.startswith(f"vmtax-{pid}-")]
+
+
+def test_a_runtime_hung_on_create_ends_by_the_hard_stop_and_leaves_nothing(tmp_path):
+    """An OCI runtime that answers --version and sleeps on create: the
+    wait for the container's ready line ends at the run's hard stop
+    (--max-time and its grace, 5 s at least), not at the 60 s boot timeout,
+    and conmon, the runtime and its sleep are ended with it (conmon leaves
+    podman's session: killing podman's client alone left all three)."""
+    from vmtax.engine.budget import grace_s
+    from vmtax.targets.container import podman_works
+
+    ok, why = podman_works()
+    if not ok:
+        pytest.skip(why)
+    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
+    runtime.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
+    )
+    runtime.chmod(0o755)
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "t.db"), "run"]
+    cmd += ["--target", f"container:runtime={runtime}", "--bench", "getppid", "--max-time", "3s"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=120)
+    took = time.monotonic() - t0
+    left = [
+        line
+        for line in subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout.splitlines()
+        if str(runtime) in line and not line.startswith("Z")
+    ]
+    assert p.returncode == 1, err[-2000:]
+    assert "did not become ready" in err and "hard stop" in err, err[-2000:]
+    # the hard stop is 3 s + grace from when vmtax began: the run's record, from its start to its end (its
+    # targets stopped), holds it and their teardown; the interpreter's start comes before (2.5-6 s here)
+    con = sqlite3.connect(tmp_path / "t.db")
+    (stored,) = con.execute("SELECT finished - started FROM runs").fetchone()
+    con.close()
+    assert stored < 3 + grace_s(3) + 2 and took < 40, (stored, took, err[-1000:])
+    assert left == [], left
+    sleeps = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+    assert [pid for pid in sleeps if running(pid)] == []
+    assert _own_podman_names(p.pid) == []
+    assert left_behind(p.pid) == []
+
+
+def test_the_conmon_of_a_killed_controllers_hung_runtime_is_swept_by_the_next_run(tmp_path, monkeypatch):
+    """vmtax killed outright while a runtime hangs on create: podman's
+    client dies with it, conmon and the runtime do not (conmon left
+    podman's session), and no list of podman's has the container.  The
+    next run's sweep ends them (a conmon named for a controller that is gone)."""
+    from vmtax.targets import container
+
+    ok, why = container.podman_works()
+    if not ok:
+        pytest.skip(why)
+    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
+    runtime.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
+    )
+    runtime.chmod(0o755)
+    cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "t.db"), "run"]
+    cmd += ["--target", f"container:runtime={runtime}", "--bench", "getppid", "--max-time", "1m"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: pids.exists(), 60), "the runtime's create never ran"
+    finally:
+        p.kill()
+        p.wait()
+    conmons = wait_until(lambda: container.conmon_pids(lambda n: n.startswith(f"vmtax-{p.pid}-")), 5)
+    assert conmons, "no conmon outlived the controller: nothing for the sweep to do"
+    monkeypatch.setattr(container, "_swept", False)
+    container.sweep_containers()
+    sleeps = [int(x) for x in pids.read_text().split()]
+    assert wait_until(lambda: not any(running(pid) for pid in conmons + sleeps), 5)
+    assert left_behind(p.pid, files=False) == []

@@ -661,3 +661,150 @@ def test_a_scale_run_stopped_before_any_round_is_failed_not_complete(tmp_path, c
     assert code == 1, err
     assert "no round" in err and "Traceback" not in err
     assert Store(db).list_runs()[0]["status"] == "failed"
+
+
+# -- a label cannot forge a line of a log (issue 58 item 5) -------------------------------
+FORGED = "a\nforged line: PASS\tend"
+
+
+def _forged(text: str) -> list[str]:
+    """The lines of text a label began (its own line: a forged one), or that hold a raw tab."""
+    return [line for line in text.splitlines() if line.startswith("forged") or "\t" in line]
+
+
+@pytest.mark.parametrize("label", [FORGED, "a\tb", "a\rforged", "a\u2028forged"])
+@pytest.mark.parametrize("command", ["compare", "run"])
+def test_a_line_break_in_a_label_is_refused_with_one_line(label, command, capsys, db):
+    target = f"fake:label={label}"
+    argv = ["compare", "fake", target] if command == "compare" else ["run", "--target", target]
+    assert main(["--db", str(db), *argv, "--bench", "getppid", "--max-time", "2s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line break or tab" in err and not _forged(err), err
+    assert not db.exists() or Store(db).list_runs() == []
+
+
+def test_a_line_break_in_an_inventorys_label_is_refused_with_one_line(tmp_path, capsys, db):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {"h1": {"vmtax_label": FORGED}}}}))  # JSON is YAML
+    assert main(["--db", str(db), "compare", "local", "@h1", "--inventory", str(inv), "--max-time", "2s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line break or tab" in err and not _forged(err), err
+
+
+def test_a_stored_label_with_a_line_break_stays_on_its_line_in_every_terminal_table(monkeypatch, capsys, db):
+    """A run stored with such a label (by a vmtax before the refusal, or
+    another writer): the scoreboard's header, the targets table, the gate
+    table, the runs table, diff, history and the progress lines keep it on
+    its line, the newline and tab shown as escapes."""
+    monkeypatch.setattr("vmtax.targets.base.line_break", lambda text: None)
+    label = f"fake:label={FORGED}"
+    for _ in range(2):  # two runs: diff and history compare them
+        assert main(
+            ["--db", str(db), "compare", "fake", label, "--bench", "getppid", "--max-time", "3s", "--gate", "5%"]
+        ) in (0, 3)
+    out = capsys.readouterr()
+    assert "\\x0aforged line: PASS\\x09end" in out.out and not _forged(out.out) and not _forged(out.err), out
+    runs = [r["id"] for r in Store(db).list_runs()]
+    for argv in (
+        ["show"],
+        ["show", "--all-rows"],
+        ["show", "--notes"],
+        ["runs"],
+        ["gate", "--threshold", "5%"],
+        ["diff", *runs[:2]],
+        ["history"],
+        ["explain"],
+    ):
+        main(["--db", str(db), *argv])
+        got = capsys.readouterr()
+        assert not _forged(got.out) and not _forged(got.err), (argv, got)
+
+
+def test_a_guest_flooding_lines_is_given_up_at_its_commands_timeout(tmp_path):
+    """Lines that keep coming past a command's timeout (a flood of blank
+    lines) do not hold it: before, the timeout was seen only once the
+    queue was empty, and a flood never emptied it."""
+    p, c = _channel("while :; do echo; done", tmp_path)
+    got: list[BaseException] = []
+
+    def command() -> None:
+        try:
+            for _ in c.command("RUN run getppid", 1):
+                time.sleep(0.001)  # a reader slower than the flood: its queue never empties
+        except TargetError as e:
+            got.append(e)
+
+    try:
+        t0 = time.monotonic()
+        th = threading.Thread(target=command, daemon=True)
+        th.start()
+        th.join(5)
+        assert not th.is_alive() and time.monotonic() - t0 < 3, "the command outran its timeout"
+        assert got and "no answer within 1 s" in str(got[0])
+    finally:
+        proc.kill_group(p)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "--target", "fake", "--bench", "nope", "--json", "{link}"],
+        ["run", "--target", "fake", "--bench", "nope", "--json", "{link}"],
+        ["compare", "fake", "fake:label=b", "--bench", "nope", "--markdown", "{link}"],
+        ["compare", "fake", "fake:label=b", "--bench", "nope", "--gate", "2%", "--junit", "{link}"],
+        ["gate", "no-such-run", "--junit", "{link}"],
+    ],
+)
+def test_an_output_path_through_a_dangling_symlink_is_checked_without_making_its_file(tmp_path, argv, capsys, db):
+    """The check opened the path for appending: through a dangling symlink
+    that made an empty file at its target, and removing "what the check
+    made" then removed the symlink instead."""
+    target, link = tmp_path / "dir" / "newfile", tmp_path / "out"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    assert main(["--db", str(db), *[a.format(link=link) for a in argv]]) in (1, 2)
+    capsys.readouterr()
+    assert not target.exists() and link.is_symlink(), os.listdir(target.parent)
+    assert os.listdir(target.parent) == []  # nor a file of the check's own
+    # and a symlink into a directory that is not there is refused as before, with one line
+    link.unlink()
+    link.symlink_to(tmp_path / "no" / "such" / "file")
+    assert main(["--db", str(db), *[a.format(link=link) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write there" in err and link.is_symlink()
+
+
+# -- a child's stderr and a console log are read by their end (issue 58 item 7) --------------------
+TAIL_PROBE = r"""
+import subprocess, sys
+from pathlib import Path
+from vmtax import proc
+from vmtax.targets.channel import Channel
+log = Path(sys.argv[1])
+try:
+    for _ in proc.stream_lines(["sh", "-c", "yes x | head -c 400000000 >&2; echo last words >&2; exit 3"], 60):
+        pass
+except proc.ChildFailed as e:
+    print("stderr:", e.stderr.splitlines()[-1])
+with open(log, "wb") as f:  # a console log of 300 MB, written a MB at a time
+    for _ in range(300):
+        f.write(b"boot\n" * 200_000)
+    f.write(b"the end\n")
+p = subprocess.Popen(["true"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+print("console:", Channel(p, "guest", log).console_tail())
+# its peak resident memory since its exec (ru_maxrss keeps the forking parent's)
+print("maxrss_kib:", [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM")][0])
+"""
+
+
+def test_a_childs_stderr_flood_and_a_huge_console_log_cost_their_tail_not_their_size(tmp_path):
+    """400 MB on a child's stderr and a 300 MB console log: the error still
+    quotes their last line, and the controller's peak resident memory stays
+    far below either (it held the whole of both: 1.37 GB for 1.2 GB)."""
+    p = subprocess.run(
+        [sys.executable, "-c", TAIL_PROBE, str(tmp_path / "console.log")], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = dict(line.split(": ", 1) for line in p.stdout.splitlines())
+    assert got["stderr"] == "last words" and got["console"].endswith("boot | boot | the end"), got
+    assert int(got["maxrss_kib"]) < 100 * 1024, got  # the interpreter and vmtax: ~25 MiB

@@ -7,17 +7,21 @@ import math
 import random
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import AGENT
-from vmtax import lockstep, plan
+from helpers import leftovers, new_run, wait_until
+from vmtax import lockstep, plan, proc
+from vmtax.engine.budget import grace_s
 from vmtax.model import BenchSpec
 from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
 from vmtax.targets import parse_target
+from vmtax.targets.local import LocalTarget
 
 A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 
@@ -127,7 +131,8 @@ def test_a_side_that_falls_silent_is_dropped_at_its_step_timeout():
     targets = [parse_target("fake:seed=1,step=on"), parse_target("fake:seed=2,step=on,delay=3")]
     sides = _sides(targets, rounds=3)
     lockstep.run_block(sides, A, 3, random.Random(2), lambda: 0.5, 5.0)
-    assert "no answer" in sides[1].error and sides[0].error == ""
+    # which side, and how long it was waited for (not the time left after the wait: "within 0 s")
+    assert sides[1].error == f"{targets[1].name} did not answer its go within 0.5 s" and sides[0].error == ""
 
 
 def _my_agents() -> list[str]:
@@ -419,3 +424,95 @@ def test_a_sides_sample_time_comes_from_its_samples_once_it_has_some_not_one_cal
         value = 5000.0 if k == 0 else 100.0
         st.take(Sample(A.name, "aa", value, "ns", 1, k, block=0, iters=1000, ops=10000))
     assert Processes._sample_ms(procs, A, target, st, 1000) == 1.0
+
+
+# -- a side that floods or never answers, with real processes (issue 58 items 3 and 4) --------------
+# The real agent behind a relay that passes its go lines until the third, then floods its output
+# with lines that are no sample (blank, or of a type no reader knows) or swallows every line
+# (never answers a go, nor the stop that lets it go).
+RELAY = r"""
+import os, subprocess, sys
+mode, agent, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+child = subprocess.Popen([agent, *args], stdin=subprocess.PIPE)
+gos = 0
+for line in sys.stdin.buffer:
+    gos += line.strip() == b"go"
+    if gos >= 3:
+        if mode == "silent":
+            continue
+        junk = b"\n" if mode == "blank" else b'{"schema": 1, "type": "chatter"}\n'
+        while True:
+            os.write(1, junk * 512)
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+sys.exit(child.wait())
+"""
+
+
+class _Relayed(LocalTarget):
+    """The bare machine whose held agent runs behind RELAY in `mode`."""
+
+    def __init__(self, mode: str):
+        super().__init__(f"local:label={mode}", {"label": mode})
+        self.mode = mode
+
+    def run_gated(self, argv, timeout, tool=False):
+        cmd = [sys.executable, "-c", RELAY, self.mode, str(AGENT), *argv]
+        return proc.stream_lines(cmd, timeout=timeout, hold=self._hold)
+
+
+def _relays_left(mode: str) -> list[str]:
+    return [line for line in leftovers(f"-c {RELAY[:20]}") if f" {mode} " in line]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("mode", ["blank", "chatter"])
+def test_a_side_flooding_lines_after_a_go_fails_that_step_and_is_stopped(mode):
+    """Before: a flood never let the step's wait end (each line came before
+    its deadline), and the block ran until the process's own timeout, then
+    through the lines read meanwhile."""
+    targets = [parse_target("local"), _Relayed(mode)]
+    sides = _sides(targets, rounds=20)
+    t0 = time.monotonic()
+    lockstep.run_block(sides, A, 20, random.Random(4), lambda: 10.0, 30.0)
+    took = time.monotonic() - t0
+    assert f"more than {lockstep.STRAY_LINES} lines after a go that are no sample" in sides[1].error
+    assert sides[0].error == "" and took < 5, (took, sides[0].error)
+    assert wait_until(lambda: not _relays_left(mode) and not _my_agents(), 5), _relays_left(mode)
+
+
+@pytest.mark.e2e
+def test_a_side_that_never_answers_says_which_and_how_long_and_is_let_go_by_the_block_s_end():
+    targets = [parse_target("local"), _Relayed("silent")]
+    sides = _sides(targets, rounds=20)
+    t0 = time.monotonic()
+    lockstep.run_block(sides, A, 20, random.Random(4), lambda: 1.5, 4.0)
+    took = time.monotonic() - t0
+    assert sides[1].error == f"{targets[1].name} did not answer its go within 1.5 s" and not sides[1].hung
+    assert sides[0].error == "" and took < 4.0 + 1.0, took  # its join bounded by the block's timeout (not 10 s)
+    assert wait_until(lambda: not _relays_left("silent"), 5), _relays_left("silent")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("mode", ["silent", "chatter"])
+def test_a_run_with_a_hung_or_flooding_candidate_ends_by_its_hard_stop_saying_why(tmp_path, mode):
+    """The runner, a budget shorter than the step timeout: the run ends by
+    --max-time and its grace (a flood ran 33 s against a 25 s bound), and
+    the candidate's row says it hung and how long -- not "stopped at the
+    budget plus its grace", with a hint to raise --max-time."""
+    store = Store(tmp_path / "v.db")
+    targets = new_run(store, [parse_target("local"), _Relayed(mode)], [A])
+    cfg = RunConfig(max_time=3.0, min_processes=2)
+    t0 = time.monotonic()
+    Runner(cfg, [A], targets, store, "r", clock=time.monotonic).run()
+    took = time.monotonic() - t0
+    how, why = store.load("r").outcomes[(targets[1].name, A.name)]
+    assert took < cfg.max_time + grace_s(cfg.max_time) + 1.0, took  # the hard stop, and its processes' ends
+    assert how == "error", (how, why)
+    if mode == "silent":
+        assert why.startswith(f"{targets[1].name} did not answer its go within "), why
+        assert float(why.split("within ")[1].split()[0]) >= lockstep.HUNG_AFTER
+    else:
+        assert "lines after a go that are no sample" in why
+    assert wait_until(lambda: not _relays_left(mode), 5), _relays_left(mode)

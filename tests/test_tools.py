@@ -133,3 +133,55 @@ def test_the_hog_refuses_a_cpu_it_cannot_use(capsys):
     hog = load("hog")
     with pytest.raises(SystemExit, match="not one of this process's CPUs"):
         hog.main(["--cpu", "4096", "--seconds", "1"])
+
+
+@pytest.mark.parametrize("label", ["<!-- scoreboard: end -->", "<!-- scoreboard: begin -->"])
+def test_a_label_that_would_break_the_readme_is_refused_with_one_line(label, tmp_path, capsys):
+    """A label holding the README's end marker was spliced in (every later
+    `make readme` then failed with a traceback until the README was fixed by
+    hand).  A fence that begins a line is refused alike (block): the same
+    one line, where it was a traceback."""
+    from vmtax.cli import main
+
+    rs = load("readme_scoreboard")
+    db, readme = tmp_path / "v.db", tmp_path / "README.md"
+    assert (
+        main(["--db", str(db), "compare", "fake", f"fake:label={label}", "--bench", "getppid", "--max-time", "2s"]) == 0
+    )
+    before = f"# T\n\n{rs.BEGIN}\nold\n{rs.END}\n"
+    readme.write_text(before)
+    capsys.readouterr()
+    assert rs.main(["--run", "2", "--db", str(db), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "would break the README" in err and "Traceback" not in err, err
+    assert readme.read_text() == before
+
+
+def test_the_kvm_rig_says_the_cause_of_a_failure_inside_its_outer_guest_in_one_line(tmp_path):
+    """inside.sh stopped before vmtax ran (a clone under /tmp hidden by the
+    outer guest's tmpfs: "cd: can't cd to ..."): the rig said only "vmtax
+    compare exit status none".  It says inside.sh's cause, or that it
+    ended before the compare."""
+    spec = importlib.util.spec_from_file_location("rig", ROOT / "scripts" / "kvm-rig" / "rig.py")
+    rig = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rig)
+    (tmp_path / "status").write_text("cause cannot cd to the repository /tmp/x inside the outer guest\ninside 2\n")
+    assert rig.checks(tmp_path) == [
+        (False, "inside the outer guest: cannot cd to the repository /tmp/x inside the outer guest")
+    ]
+    (tmp_path / "status").write_text("inside 2\n")
+    assert rig.checks(tmp_path) == [(False, "inside the outer guest: inside.sh exited 2 before vmtax compare ended")]
+    (tmp_path / "status").write_text("")  # stopped (--timeout) mid-compare
+    assert rig.checks(tmp_path) == [
+        (False, "inside the outer guest: vmtax compare had not ended when the outer guest stopped")
+    ]
+    # and inside.sh writes that cause where it cannot cd to the repository
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.run(
+        ["sh", str(ROOT / "scripts" / "kvm-rig" / "inside.sh"), str(tmp_path / "nope"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 2 and "cannot cd to the repository" in (out / "status").read_text()

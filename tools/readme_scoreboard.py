@@ -34,6 +34,7 @@ VMTAX = REPO / ".venv" / "bin" / "vmtax"
 BEGIN = "<!-- scoreboard: begin -->"
 END = "<!-- scoreboard: end -->"
 FENCE = "```"
+MARK = "<!-- scoreboard:"  # what both markers begin with
 
 
 class SpliceError(ValueError):
@@ -42,10 +43,13 @@ class SpliceError(ValueError):
 
 def block(show_output: str) -> str:
     """The text that goes between the markers: `vmtax show`'s output,
-    fenced, trailing blanks trimmed (and no fence inside to break it)."""
+    fenced, trailing blanks trimmed (and no fence inside to break it, nor
+    a marker: a label can hold either)."""
     lines = [line.rstrip() for line in show_output.strip("\n").splitlines()]
     if any(line.lstrip().startswith(FENCE) for line in lines):
-        raise SpliceError("the scoreboard holds a Markdown fence: it would break the README")
+        raise SpliceError("the scoreboard holds a Markdown fence (a label?): it would break the README")
+    if any(MARK in line for line in lines):
+        raise SpliceError(f"the scoreboard holds the README's marker {MARK!r} (a label?): it would break the README")
     return "\n".join([FENCE + "text", *lines, FENCE])
 
 
@@ -102,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         vmtax(command, env, capture=False)  # its progress and scoreboard on the terminal
         run = latest_run_since(env, since)
     readme = args.readme.read_text()
-    new = splice(readme, block(vmtax(["show", run], env)))
+    try:
+        new = splice(readme, block(vmtax(["show", run], env)))
+    except SpliceError as e:
+        print(f"readme_scoreboard: {e}; {args.readme} left as it was", file=sys.stderr)
+        return 2
     if args.check:
         if new != readme:
             print(f"{args.readme}: the scoreboard differs from vmtax show {run}", file=sys.stderr)

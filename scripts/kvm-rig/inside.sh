@@ -7,10 +7,13 @@
 # OUT/status; the rig checks the figures on the host.
 # Usage: inside.sh REPO OUT  (OUT/rig.env: BENCH, TARGET, COMPARE_ARGS; the rig copies this file to OUT)
 repo=$1 out=$2
-cd "$repo" || exit 2
-. "$out/rig.env"
-export PYTHONDONTWRITEBYTECODE=1 VMTAX_DB=/tmp/vmtax-rig.db
 step() { echo "$1 $2" >>"$out/status"; }
+# a failure before vmtax runs: its cause, one line, for the rig to say (step "cause")
+cause() { echo "kvm rig: $*"; step cause "$*"; exit 2; }
+cd "$repo" 2>/dev/null || cause "cannot cd to the repository $repo inside the outer guest"
+[ -x .venv/bin/vmtax ] || cause "no $repo/.venv/bin/vmtax inside the outer guest"
+. "$out/rig.env" || cause "cannot read $out/rig.env"
+export PYTHONDONTWRITEBYTECODE=1 VMTAX_DB=/tmp/vmtax-rig.db
 
 # The guest under KVM is the baseline: every target runs the baseline's
 # iteration count, and here a CPUID costs ~90 us in it against ~10 ns in this

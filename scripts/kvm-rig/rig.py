@@ -278,6 +278,12 @@ def checks(out: Path) -> list[tuple[bool, str]]:
         status[step] = rest
     if "init" in status:
         return [(False, f"the outer guest's init: {status['init']}")]
+    if "cause" in status:
+        return [(False, f"inside the outer guest: {status['cause']}")]
+    if "compare" not in status and "inside" in status:  # inside.sh ended before its first step, saying nothing
+        return [(False, f"inside the outer guest: inside.sh exited {status['inside']} before vmtax compare ended")]
+    if "compare" not in status:
+        return [(False, "inside the outer guest: vmtax compare had not ended when the outer guest stopped")]
     res.append((status.get("compare") == "0", f"vmtax compare exit status {status.get('compare', 'none')}"))
     try:
         doc = json.loads((out / "compare.json").read_text())

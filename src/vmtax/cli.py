@@ -30,7 +30,7 @@ from .report import console, csvout, explain, facts, html, jsondoc, markdown, te
 from .report import doctor as doctor_report
 from .report import watch as watch_report
 from .report.progress import TerminalProgress
-from .report.safe import inert
+from .report.safe import inert, one_line
 from .report.units import parse_duration, parse_precision
 from .runner import run_session
 from .store import Store, default_db_path, redact
@@ -87,9 +87,12 @@ OUTPUTS = ("json", "markdown", "html", "csv", "junit")  # the options that name 
 
 def check_outputs(args) -> None:
     """Every output file named can be written, before any work (a compare
-    of minutes, then "cannot write"): each is opened for appending, and
-    removed again where the check made it.  A pipe or a device is only
-    asked whether it may be written (opening a FIFO waits for its reader)."""
+    of minutes, then "cannot write"): an existing file is opened for
+    appending; where there is none yet (a dangling symlink's target
+    included), a file of the check's own is made and removed in the
+    directory it would be written to, and the file itself is never made.
+    A pipe or a device is only asked whether it may be written (opening a
+    FIFO waits for its reader)."""
     import stat
 
     for flag in OUTPUTS:
@@ -105,15 +108,22 @@ def check_outputs(args) -> None:
                 raise UserError(f"--{flag} {dest}: cannot write there: permission denied")
             continue
         try:
-            with open(dest, "a"):
-                pass
+            if mode is None:
+                _probe_dir(os.path.dirname(os.path.realpath(dest)))
+            else:
+                with open(dest, "a"):
+                    pass
         except OSError as e:
             raise UserError(f"--{flag} {dest}: cannot write there: {e.strerror}") from None
-        if mode is None:
-            try:
-                os.unlink(dest)
-            except OSError:
-                pass
+
+
+def _probe_dir(folder: str) -> None:
+    """OSError unless a new file can be made in folder (one is, and removed at once)."""
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix=".vmtax-check-", dir=folder)
+    os.close(fd)
+    os.unlink(path)
 
 
 def command_line() -> str:
@@ -300,7 +310,7 @@ def _measure_into(
     progress = TerminalProgress(goal=cfg.precision)
     pin = f"pinned to host CPU {cfg.cpu}" if cfg.cpu is not None else "unpinned"
     say(
-        f"vmtax {kind}: {len(specs)} benchmarks on {', '.join(t.name for t in targets)} ({pin}); "
+        f"vmtax {kind}: {len(specs)} benchmarks on {one_line(', '.join(t.name for t in targets))} ({pin}); "
         f"results in {store.location}",
         sys.stderr,
     )

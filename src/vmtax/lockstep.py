@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 STEP = "step"  # the capability of a target whose agent can be held sample by sample (Target.step)
 STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, before its side is dropped
+STRAY_LINES = 8  # lines a step may read besides its sample (blank, or of a type it waits for none of)
+HUNG_AFTER = 5.0  # seconds without an answer to a go (a sample takes milliseconds) that make a side hung
 
 
 @dataclass
@@ -73,6 +75,8 @@ class Side:
     #                                                       the sample's own time less: the go's round trip
     process: int = -1  # the caller's process id and start time, for its record
     started: float = 0.0
+    hung: bool = False  # it did not answer a go for HUNG_AFTER seconds or more (error says how long)
+    stray: int | None = None  # lines read besides the awaited one in this step (None: not counted)
     _lines: queue.Queue = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
 
@@ -89,12 +93,24 @@ class _End:
 
 
 def _pump(side: Side, lines: Iterator[str]) -> None:
+    """A side's lines into its queue, until they end or the side is
+    dropped: then no more are read (a side flooding its output costs no
+    memory), and the process ends with its lines (closed)."""
     try:
         for line in lines:
+            if side.error:
+                break
             side._lines.put(line)
         side._lines.put(_End(None))
     except BaseException as e:  # handed to the stepping thread
         side._lines.put(_End(e))
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # a channel's drain that failed: its target says so at its next command
+                pass
 
 
 def _next_event(side: Side, spec: BenchSpec, deadline: float):
@@ -102,8 +118,10 @@ def _next_event(side: Side, spec: BenchSpec, deadline: float):
     None at the end of its lines; TimeoutError past the deadline."""
     while True:
         left = deadline - time.monotonic()
+        if left <= 0:  # lines still coming past it (a flood) do not hold the step
+            raise TimeoutError
         try:
-            item = side._lines.get(timeout=max(0.0, left)) if left > 0 else side._lines.get_nowait()
+            item = side._lines.get(timeout=left)
         except queue.Empty:
             raise TimeoutError from None
         if isinstance(item, _End):
@@ -112,8 +130,20 @@ def _next_event(side: Side, spec: BenchSpec, deadline: float):
             return None
         evs = list(events([item], spec))
         side.first = side.first or time.time()
+        if evs and evs[0].kind in ("sample", "done", "skip"):
+            return evs[0]
+        _stray(side, item)
         if evs:
             return evs[0]
+
+
+def _stray(side: Side, line: str) -> None:
+    """Count a line a step read besides its answer: AgentError past STRAY_LINES."""
+    if side.stray is None:
+        return
+    side.stray += 1
+    if side.stray > STRAY_LINES:
+        raise AgentError(f"more than {STRAY_LINES} lines after a go that are no sample (one: {line[:60]!r})")
 
 
 def _fail(side: Side, e: BaseException) -> None:
@@ -123,6 +153,7 @@ def _fail(side: Side, e: BaseException) -> None:
 def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: float):
     """Read one side until an event of these kinds; None where the side
     ended, skipped or failed first (its error or skip then says why)."""
+    began = time.monotonic()
     try:
         while True:
             ev = _next_event(side, spec, deadline)
@@ -144,7 +175,10 @@ def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: flo
             if side.skipped:
                 return None
     except TimeoutError:
-        side.error = f"no answer from the agent within {max(0.0, deadline - time.monotonic()):.0f} s"
+        waited = time.monotonic() - began
+        side.hung = "sample" in kinds and waited >= HUNG_AFTER  # a start (calibrating) may take long
+        what = "its go" if "sample" in kinds else "its start" if "ready" in kinds else "its end"
+        side.error = f"{side.name} did not answer {what} within {waited:.1f} s"
     except (AgentError, TargetError, ChildFailed) as e:
         _fail(side, e)
     return None
@@ -185,7 +219,10 @@ def run_block(
     why) and the others go on.
     `timeout` bounds each process from its start to its end, as a process
     run in turn is bounded (a target gone silent is given up then).
-    Every process has ended, or been let go, when this returns."""
+    Every process has ended, or been let go, when this returns: a side
+    that does not end when let go is waited for 10 s at most, never past
+    `timeout` (its process is stopped there)."""
+    end = time.monotonic() + timeout
     for s in rng.sample(sides, len(sides)):  # started in an order drawn at random, as each round is
         try:
             lines = s.target.run_gated(s.argv, timeout=timeout)
@@ -216,7 +253,7 @@ def run_block(
             _hand(taken)
         finally:
             for s in sides:
-                _close(s)
+                _close(s, end)
 
 
 def _hand(taken: list[tuple[Side, dict, float]]) -> None:
@@ -239,7 +276,11 @@ def _step(side: Side, spec: BenchSpec, timeout: float, taken: list[tuple[Side, d
         _fail(side, e)
         return
     _hand(taken)
-    ev = _wait_for(side, spec, ("sample",), went + timeout)
+    side.stray = 0
+    try:
+        ev = _wait_for(side, spec, ("sample",), went + timeout)
+    finally:
+        side.stray = None
     if ev is None:
         return
     f = dict(ev.fields)
@@ -249,9 +290,10 @@ def _step(side: Side, spec: BenchSpec, timeout: float, taken: list[tuple[Side, d
     taken.append((side, f, time.time()))
 
 
-def _close(side: Side) -> None:
+def _close(side: Side, end: float) -> None:
     """Let a side's process end: its lines are read to their end (a
-    process still held is let go by its target: Target.release)."""
+    process still held is let go by its target: Target.release), for 10 s
+    at most and never past `end`."""
     t = side._thread
     if t is None:
         return
@@ -260,5 +302,5 @@ def _close(side: Side) -> None:
             side.target.release()
         except TargetError:
             pass
-        t.join(timeout=10)
+        t.join(timeout=max(0.0, min(10.0, end - time.monotonic())))
     side._thread = None

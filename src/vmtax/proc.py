@@ -253,6 +253,36 @@ def kill_group(p: subprocess.Popen, grace: float = 0.0) -> None:
     _live.discard(p)
 
 
+def kill_tree(pid: int) -> None:
+    """Kill a process that is not vmtax's child (a daemon its child left:
+    podman's conmon), its process group and every descendant."""
+    tree = descendants(pid)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for each in tree:
+        try:
+            os.kill(each, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_bounded(argv: Sequence[str], timeout: float) -> tuple[int | None, str]:
+    """Run a short program for vmtax itself (no stdin), in a session of its
+    own: (its exit status, its stdout); (None, what it wrote) when it ran
+    past `timeout`, then killed with its whole process group and every
+    descendant (what it started dies with it, not only the program)."""
+    p = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, ""
+    finally:
+        kill_group(p)
+    return p.returncode, out.decode("utf-8", "replace")
+
+
 def _signal_group(p: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(p.pid, sig)
@@ -296,8 +326,8 @@ def stream_lines(
     timer = threading.Timer(timeout, _signal_group, (p, signal.SIGKILL))
     timer.daemon = True
     timer.start()
-    err_chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: err_chunks.append(err_out.read()), daemon=True)
+    err_tail = bytearray()
+    reader = threading.Thread(target=_keep_tail, args=(err_out, err_tail), daemon=True)
     reader.start()
     try:
         if stdin_data is not None:
@@ -310,7 +340,7 @@ def stream_lines(
         reader.join(timeout=5)
         timed_out = not timer.is_alive() and p.returncode == -signal.SIGKILL
         if p.returncode != 0:
-            err = b"".join(err_chunks).decode("utf-8", "replace").strip()
+            err = bytes(err_tail).decode("utf-8", "replace").strip()
             raise ChildFailed(p.returncode, err[-2000:], timed_out)
     finally:
         timer.cancel()
@@ -323,6 +353,24 @@ def stream_lines(
 
 
 MAX_LINE = 1 << 20  # bytes of one line of a child's output
+TAIL = 64 << 10  # bytes kept of a child's stderr or a console log: what an error message quotes comes from its end
+
+
+def _keep_tail(stream: IO[bytes], tail: bytearray, limit: int = TAIL) -> None:
+    """Read a stream to its end keeping only its last `limit` bytes in
+    tail (a child writing a GB to stderr costs the controller 64 KiB)."""
+    while chunk := stream.read1(limit) if hasattr(stream, "read1") else stream.read(limit):
+        tail += chunk
+        del tail[: max(0, len(tail) - limit)]
+
+
+def read_tail(path: str | os.PathLike, limit: int = TAIL) -> str:
+    """The last `limit` bytes of a file (a console log that grew without
+    bound), as text; OSError where it cannot be read."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
+        return f.read(limit).decode("utf-8", "replace")
 
 
 def read_lines(stream: IO[bytes], limit: int = MAX_LINE) -> Iterator[bytes]:

@@ -63,7 +63,7 @@ from . import lockstep, plan
 from .duration import fmt_duration
 from .engine import session
 from .engine.blocks import BlockExecutor, InTurn, Turn
-from .engine.budget import BudgetSpent, Deadline
+from .engine.budget import BudgetSpent, Deadline, grace_s
 from .engine.execute import Lines, ProcessResult, Recorder, Where, calibrate, run_process, run_tool
 from .engine.hostcost import ToolCost
 from .engine.jobs import Job, jobs_of
@@ -788,6 +788,9 @@ class Processes:
             visits=list(size.visits),
         )
         if any(s.error for s in sides) and self.deadline.spent():
+            for target, side in zip(targets, sides, strict=True):
+                if side.hung:  # its own failure, not the budget's: its row says which side hung, how long
+                    states[target.name].end("error", side.error[:500])
             raise BudgetSpent
         for slot, (target, side) in enumerate(zip(targets, sides, strict=True)):
             st = states[target.name]
@@ -865,7 +868,8 @@ def run_session(
     began = time.monotonic() if began is None else began
 
     def measure(s: session.Session) -> str:
-        s.pool.add(targets, [cfg.cpu] * len(targets), workloads.provision(specs))
+        s.pool.start_by = began + cfg.max_time + grace_s(cfg.max_time)  # a target's start ends by the hard stop
+        s.pool.add(targets, [cfg.cpu] * len(targets), workloads.provision(specs, by=began + cfg.max_time))
         started = session.start_each(s, targets, progress.note if progress else None)
         s.recorder.benchmarks(specs)
         for name, why in s.failed.items():

@@ -271,9 +271,10 @@ class ScaleRun:
         self.skipped: dict[str, str] = {}
         self.rounds = 0  # rounds measured and stored, every stage's
         self.deadline = session.begin(cfg.max_time)
+        self.pool.start_by = self.deadline.hard_end_real  # a copy's boot ends by the hard stop
 
     def run(self) -> None:
-        files = workloads.provision(self.specs)
+        files = workloads.provision(self.specs, by=self.deadline.hard_end_real - self.deadline.grace)
         try:
             items = len(self.cfg.instances) * len(self.jobs)
             for position, n in enumerate(self.cfg.instances):

@@ -92,13 +92,15 @@ class TargetPool:
     where other CPUs are left), the set growing as the pool does.  Targets
     start one by one (start) or together (start_all: in parallel where a
     kind has "parallel_start", the first of the pool alone where its start
-    settles something the others reuse).  close() stops every target
-    given, started or not, in parallel, then gives vmtax its CPUs back."""
+    settles something the others reuse), none waiting past start_by (the
+    run's hard stop, where set).  close() stops every target given,
+    started or not, in parallel, then gives vmtax its CPUs back."""
 
     def __init__(self):
         self.targets: list[Target] = []
         self._cpus: set[int] = set()
         self._kept = ExitStack()
+        self.start_by: float | None = None  # the run's hard stop (time.monotonic()): no start waits past it
 
     def __enter__(self) -> TargetPool:
         return self
@@ -112,6 +114,7 @@ class TargetPool:
         for t, cpu in zip(targets, cpus, strict=True):
             t.pin(cpu)
             t.provide(files)
+            t.start_by = self.start_by
         pinned = self._cpus | {c for c in cpus if c is not None}
         if pinned != self._cpus:
             self._kept.close()

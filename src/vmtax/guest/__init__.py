@@ -256,10 +256,12 @@ def initramfs(extra: Extra = ()) -> Path:
     return out
 
 
-def traced_cached(key: str, argv: list[str], cwd_setup: Callable[[str], None], env: dict | None = None) -> Extra:
+def traced_cached(
+    key: str, argv: list[str], cwd_setup: Callable[[str], None], env: dict | None = None, timeout: float = 900
+) -> Extra:
     """traced(), remembered under `key` while every file it found is
-    unchanged (size and mtime): a toolchain's trace costs one build.
-    cwd_setup(dir) prepares the directory the command runs in."""
+    unchanged (size and mtime): a toolchain's trace costs one build (within
+    `timeout` seconds).  cwd_setup(dir) prepares the directory the command runs in."""
     memo = cache_dir() / f"trace-{key}.json"
     try:
         known = json.loads(memo.read_text())
@@ -271,7 +273,7 @@ def traced_cached(key: str, argv: list[str], cwd_setup: Callable[[str], None], e
 
     with tempfile.TemporaryDirectory(prefix="vmtax-build-") as tmp:
         cwd_setup(tmp)
-        found = traced(argv, tmp, env)
+        found = traced(argv, tmp, env, timeout)
     known = json.dumps([(n, str(src), src.stat().st_size, src.stat().st_mtime) for n, src in found])
     publish(memo, lambda tmp: tmp.write_text(known))
     return found

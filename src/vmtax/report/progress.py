@@ -6,14 +6,14 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from .safe import inert
+from .safe import inert, one_line
 from .units import fmt_duration, fmt_pct
 
 
 class TerminalProgress:
-    def __init__(self, stream: TextIO = sys.stderr, goal: float = 0.01):
-        self.stream, self.goal = stream, goal
-        self.tty = stream.isatty()
+    def __init__(self, stream: TextIO | None = None, goal: float = 0.01):
+        self.stream, self.goal = stream or sys.stderr, goal  # sys.stderr now, not at import
+        self.tty = self.stream.isatty()
         self._drawn = False
 
     def update(self, index, total, spec, states, precision_now, elapsed, eta) -> None:
@@ -32,7 +32,7 @@ class TerminalProgress:
         if self.tty:
             return
         how = ", ".join(f"{t}: {o}" for t, o in outcome.items())
-        self.stream.write(inert(f"[{index + 1}/{total}] {spec.name}: {how}") + "\n")
+        self.stream.write(one_line(f"[{index + 1}/{total}] {spec.name}: {how}") + "\n")
         self.stream.flush()
 
     def note(self, text: str) -> None:

@@ -7,7 +7,10 @@ terminal goes through inert(): control characters (C0 but newline and tab,
 DEL, C1) and the Unicode bidirectional overrides are shown as escapes
 instead of acting; so are the code points no text may hold, which XML
 forbids and HTML calls a parse error (a lone surrogate, a noncharacter
-such as U+FFFE): whatever a target says, a JUnit file still parses."""
+such as U+FFFE): whatever a target says, a JUnit file still parses.
+What stands on one line (a table's cell, a label in a line) goes through
+one_line(), which shows newline and tab as escapes too: a label cannot
+begin a line of its own ("forged line: PASS") in a CI log."""
 
 from __future__ import annotations
 
@@ -26,3 +29,17 @@ def _escape(c: str) -> str:
 
 def inert(text: str) -> str:
     return _ACTIVE.sub(lambda m: _escape(m.group()), text)
+
+
+_BREAKS = re.compile("[\t\n\x0b\x0c\r\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """inert(), and newline, tab and every other line break shown as escapes too."""
+    return inert(_BREAKS.sub(lambda m: _escape(m.group()), text))
+
+
+def line_break(text: str) -> str | None:
+    """The first newline, tab or other line break in text, escaped ('\\x0a'); None where there is none."""
+    m = _BREAKS.search(text)
+    return _escape(m.group()) if m else None

@@ -8,6 +8,7 @@ import time
 
 from ..model import Measurement, RunData
 from . import facts, table, view
+from .safe import one_line
 from .scoreboard import WIDTH, Board
 from .units import fmt_ratio2
 from .view import TEXT, Table
@@ -80,7 +81,9 @@ def _fill(text: str, indent: str = "    ") -> str:
 
 
 def _one_line(text: str) -> str:
-    """Text on one line of the terminal: cut with an ellipsis where longer (said in full by --notes)."""
+    """Text on one line of the terminal (a line break in it shown as an escape): cut with an
+    ellipsis where longer (said in full by --notes)."""
+    text = one_line(text)
     return text if len(text) <= WIDTH else text[: WIDTH - 2].rstrip() + " …"
 
 

@@ -15,7 +15,7 @@ from . import plots, table
 from .htmlkit import page, td
 from .htmlkit import table as html_table
 from .mdkit import md_cell, md_mark
-from .safe import inert
+from .safe import inert, one_line
 from .units import json_number
 from .view import MODES_MARK
 
@@ -114,7 +114,7 @@ def gate_text(g: Gate, run_id: str) -> str:
         table.render(header, rows, align="llrlrrll")
         + "\n\n"
         + _gate_summary(g, run_id)
-        + "".join("\n  " + line for line in _reference_lines(g))
+        + "".join("\n  " + one_line(line) for line in _reference_lines(g))
     )
 
 
@@ -250,7 +250,7 @@ def _diff_notes(d: Diff) -> list[str]:
 
 
 def _facts_lines(facts) -> list[str]:
-    return [f"  {k}: {a} -> {b}" for k, a, b in facts] or ["  (none)"]
+    return [one_line(f"  {k}: {a} -> {b}") for k, a, b in facts] or ["  (none)"]
 
 
 def diff_text(d: Diff) -> str:
@@ -262,8 +262,8 @@ def diff_text(d: Diff) -> str:
         *_facts_lines(d.facts),
     ]
     if d.only_a or d.only_b:
-        out.append(f"targets in one run only: A {', '.join(d.only_a) or '-'}; B {', '.join(d.only_b) or '-'}")
-    out += _diff_notes(d)
+        out.append(one_line(f"targets in one run only: A {', '.join(d.only_a) or '-'}; B {', '.join(d.only_b) or '-'}"))
+    out += [one_line(line) for line in _diff_notes(d)]
     out.append(
         "B / A: the change of each ratio; its interval adds the two runs' log-ratio variances (independent runs)"
     )
@@ -316,7 +316,7 @@ def _title(s: Series) -> str:
 def history_text(all_series: list[Series]) -> str:
     out = []
     for s in all_series:
-        out.append(f"{_title(s)} ({len(s.points)} runs, oldest first)")
+        out.append(one_line(f"{_title(s)} ({len(s.points)} runs, oldest first)"))
         rows = [
             [
                 p.run,

@@ -23,6 +23,7 @@ import json
 import math
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -67,7 +68,7 @@ class Workload:
     fetch: str = ""  # how data that no package brings is had
     # files no ldd finds (a toolchain's cc1, as, ld, headers, crt1.o): found
     # by running the workload once on this host under strace (guest.traced)
-    traced: Callable[[], tuple] | None = None
+    traced: Callable[[float], tuple] | None = None  # its argument: seconds the trace may take
     needs_disk: bool = False  # direct I/O: a scratch directory on a block device, not a tmpfs
     # a peer on the host (the server side of a network workload): its command,
     # {port} its port, {bind} the one address it listens on; the script
@@ -325,9 +326,10 @@ COMPILE = (
 )
 
 
-def lua_toolchain() -> tuple:
+def lua_toolchain(timeout: float = 900.0) -> tuple:
     """gcc, make and binutils with every file the build reads, as found by
-    building once on this host (remembered while those files are unchanged)."""
+    building once on this host (remembered while those files are unchanged),
+    within `timeout` seconds."""
     import os
 
     from ..errors import TargetError
@@ -339,7 +341,7 @@ def lua_toolchain() -> tuple:
         except OSError as e:
             raise TargetError(f"cannot copy {LUA_SRC}: {e}") from None
 
-    return traced_cached("compile_lua", ["/bin/sh", "-c", "cd lua && " + LUA_BUILD], tree)
+    return traced_cached("compile_lua", ["/bin/sh", "-c", "cd lua && " + LUA_BUILD], tree, timeout=timeout)
 
 
 def _sb(test: str, threads: int = 1, opts: str = "") -> str:
@@ -660,9 +662,12 @@ def all_specs() -> list[BenchSpec]:
     return [s for w in WORKLOADS for s in w.specs()]
 
 
-def provision(specs: list[BenchSpec]):
+def provision(specs: list[BenchSpec], by: float | None = None):
     """What every target's root must hold for the workloads among specs
-    (those whose tools this host has): guest.closure of their tools."""
+    (those whose tools this host has): guest.closure of their tools.  A
+    workload's first use on a host traces its build once (cached after:
+    compile_lua's took 10-35 s here); by (time.monotonic()): the trace ends
+    there at the latest, the workload then skipped with what it needs."""
     from ..guest import closure
 
     chosen = [w for w in WORKLOADS if any(of_spec(s.name) is w for s in specs) and not w.missing()]
@@ -673,12 +678,21 @@ def provision(specs: list[BenchSpec]):
 
     for w in chosen:
         if w.traced is not None:
+            left = TRACE_TIMEOUT if by is None else min(TRACE_TIMEOUT, by - time.monotonic())
             try:
-                files.update(w.traced())
+                if left <= 0:
+                    raise TargetError("no time left")
+                files.update(w.traced(left))
             except TargetError as e:  # this workload is skipped with the reason; the rest run
-                UNPROVISIONED[w.name] = f"its files could not be found on this host: {e}"
+                UNPROVISIONED[w.name] = (
+                    f"its first use traces its build once on this host (cached after), and the budget left "
+                    f"{max(0.0, left):.0f} s for it: not enough; run it once with a longer --max-time"
+                    if by is not None and time.monotonic() >= by - 0.5
+                    else f"its files could not be found on this host: {e}"
+                )
     return tuple(sorted(files.items()))
 
 
+TRACE_TIMEOUT = 900.0  # seconds a workload's first-use trace may take at most
 # workloads whose traced files could not be found in this process (provision)
 UNPROVISIONED: dict[str, str] = {}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import UserError
 from ..model import TargetInfo
+from ..report.safe import line_break, one_line
 
 if TYPE_CHECKING:
     from ..hostprobe import HostProbe
@@ -58,6 +59,12 @@ class Target(ABC):
             raise UserError(
                 f"target '{name}': unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(known)})"
             )
+        for text in (name, *options.values()):
+            if (c := line_break(text)) is not None:  # other control characters are shown inert
+                raise UserError(
+                    f"target '{one_line(name)}': a line break or tab ({c}) in a target or its label is refused "
+                    "(each is shown on one line of a table or a log)"
+                )
         self.name = name
         self.options = options
         self.boot_s: float | None = None
@@ -73,6 +80,9 @@ class Target(ABC):
         self.idle_cpu: float | None = None
         self.mem_overhead: float | None = None
         self.files: tuple = ()  # what the target's root holds besides the agent (see provide)
+        # time.monotonic() by which a start must be done or given up: the run's hard stop (its budget and
+        # grace; TargetPool.add sets it), None: the kind's own timeout alone
+        self.start_by: float | None = None
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -54,8 +54,10 @@ class Channel:
 
     def _next(self, deadline: float) -> str:
         left = deadline - time.monotonic()
+        if left <= 0:  # lines still coming past it (a flood) do not hold the command
+            raise TimeoutError
         try:
-            line = self.lines.get(timeout=max(0.0, left)) if left > 0 else self.lines.get_nowait()
+            line = self.lines.get(timeout=left)
         except queue.Empty:
             raise TimeoutError from None
         if line is None:
@@ -68,16 +70,19 @@ class Channel:
         return line
 
     def console_tail(self, n: int = 3) -> str:
-        if not self.log or not self.log.exists():
+        """The console log's last n lines that are not blank (read from its last 64 KiB)."""
+        try:
+            text = proc.read_tail(self.log) if self.log else ""
+        except OSError:
             return ""
-        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        lines = [line for line in text.splitlines() if line.strip()]
         return ("; console: " + " | ".join(lines[-n:])) if lines else ""
 
-    def wait_ready(self, timeout: float, failed: Callable[[], str | None] | None = None) -> None:
+    def wait_ready(self, timeout: float, failed: Callable[[], str | None] | None = None, why: str = "") -> None:
         """Wait for the guest's ready line.  failed(), asked every half
         second, names a boot that has failed without ending (a guest whose
         init died and that hangs instead of exiting): TargetError with it
-        at once, not at the timeout."""
+        at once, not at the timeout.  why: what set the timeout, said with it."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -86,11 +91,11 @@ class Channel:
                 continue
             except TimeoutError:
                 pass
-            why = failed() if failed else None
-            if why:
-                raise TargetError(why)
+            failure = failed() if failed else None
+            if failure:
+                raise TargetError(failure)
             if time.monotonic() >= deadline:
-                raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s{self.console_tail()}")
+                raise TargetError(f"{self.name} did not become ready within {timeout:.0f} s{why}{self.console_tail()}")
 
     def command(self, line: str, timeout: float) -> Iterator[str]:
         """Send one command; yield the answer's lines; ChildFailed on a
@@ -226,7 +231,11 @@ class ChannelTarget(Target):
         """The second half of start(), in any thread: wait until the guest
         is ready, then after_boot()."""
         assert self.channel is not None, "begin_start opened it"
-        self.channel.wait_ready(self.boot_timeout, self.boot_failed)
+        timeout, why = self.boot_timeout, ""
+        if self.start_by is not None and self.start_by - time.monotonic() < timeout:
+            timeout = max(0.1, self.start_by - time.monotonic())
+            why = " (the run's hard stop: --max-time and its grace)"
+        self.channel.wait_ready(timeout, self.boot_failed, why)
         self.boot_s = time.monotonic() - self._launched
         self.after_boot()
 

@@ -26,8 +26,10 @@ import re
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
+from itertools import pairwise
 
 from .. import guest, proc
 from ..errors import TargetError, UserError
@@ -79,6 +81,9 @@ def podman_run(runtime: str = "runc") -> list[str]:
     ]  # each with the one before it
 
 
+VERSION_TIMEOUT = 10.0  # seconds `RUNTIME --version` may take
+
+
 def oci_runtime(text: str, name: str) -> str:
     """runtime=runc|crun|PATH -> the executable podman runs containers
     with (what an A/B of two runtimes names); UserError where there is none."""
@@ -86,22 +91,30 @@ def oci_runtime(text: str, name: str) -> str:
     if not path:
         hint = " (apt install crun)" if text == "crun" else ""
         raise UserError(f"target '{name}': runtime={text}: no such executable OCI runtime{hint}")
-    if not runtime_version(path):
+    first, timed_out = _ask_version(path)
+    if timed_out:
+        raise UserError(
+            f"target '{name}': runtime={text}: its --version timed out ({VERSION_TIMEOUT:.0f} s): not an OCI runtime"
+        )
+    if not first:
         raise UserError(f"target '{name}': runtime={text} is not an OCI runtime (its --version names none)")
     return path
 
 
-@lru_cache(maxsize=8)
 def runtime_version(path: str) -> str:
     """The first line of `RUNTIME --version` ('runc version 1.1.5'); '' if it says no such thing."""
+    return _ask_version(path)[0]
+
+
+@lru_cache(maxsize=8)
+def _ask_version(path: str) -> tuple[str, bool]:
+    """(the version line, '' if none; whether it timed out, then killed with all it started)."""
     try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    first = out.splitlines()[0] if out else ""
-    return first if re.match(r"^\S+ version \S+", first) else ""
+        status, out = proc.run_bounded([path, "--version"], VERSION_TIMEOUT)
+    except OSError:
+        return "", False
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    return (first if re.match(r"^\S+ version \S+", first) else ""), status is None
 
 
 @lru_cache(maxsize=1)
@@ -152,15 +165,44 @@ def sweep_containers() -> None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return
-    stale = [
-        n
-        for n in out.split()
-        if (m := NAME.match(n)) and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
-    ]
+    for pid in conmon_pids(_stale):  # a runtime hung on create: in no list of podman's
+        proc.kill_tree(pid)
+    stale = [n for n in out.split() if _stale(n)]
     if stale:
         subprocess.run(
             ["podman", "rm", "-f", "-t", "0", *stale], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
         )
+
+
+def end_conmon(name: str) -> None:
+    """Kill the conmon of container `name` (it leaves podman's process
+    group and session), with the runtime and whatever it started below it:
+    a runtime that hangs on create keeps them running after podman's client
+    is gone, and the container is in no list of podman's."""
+    for pid in conmon_pids(lambda n: n == name):
+        proc.kill_tree(pid)
+
+
+def conmon_pids(named: Callable[[str], bool]) -> list[int]:
+    """The conmon processes of the containers whose name `named` takes (`conmon ... -n NAME ...`)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == "conmon" and any(a == "-n" and named(b) for a, b in pairwise(argv)):
+            out.append(int(entry))
+    return out
+
+
+def _stale(name: str) -> bool:
+    """A container of a vmtax controller that is gone (its pid in the name)."""
+    m = NAME.match(name)
+    return m is not None and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
 
 
 class ContainerTarget(ChannelTarget):
@@ -330,14 +372,13 @@ class ContainerTarget(ChannelTarget):
 
     def stop(self) -> None:
         cid = self._cid()
+        ready = self.boot_s is not None
         super().stop()
         if self.engine == "podman":  # conmon outlives the client: remove the container itself
-            subprocess.run(
-                ["podman", "rm", "-f", "-t", "0", self.container_name],
-                capture_output=True,
-                timeout=60,
-                stdin=subprocess.DEVNULL,
-            )
+            if not ready:  # a runtime hung on create: podman rm would wait on it too
+                end_conmon(self.container_name)
+            proc.run_bounded(["podman", "rm", "-f", "-t", "0", self.container_name], 60)
+            end_conmon(self.container_name)
         if self.platform and cid:  # a sandbox whose start hung outlives podman rm
             gvisor.kill_leftovers(cid)
         for ns in (self.side, self.inner):

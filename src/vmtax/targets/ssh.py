@@ -295,7 +295,7 @@ class SshTarget(Target):
         if self.workdir is None:  # stopped, or never started
             return ""
         try:
-            return (self.workdir / "master.err").read_text(errors="replace")
+            return proc.read_tail(self.workdir / "master.err")
         except OSError:
             return ""
 
@@ -375,7 +375,7 @@ class SshTarget(Target):
         if self.workdir is None:  # stopped, or never started
             return ""
         try:
-            return (self.workdir / "channel.log").read_text(errors="replace")
+            return proc.read_tail(self.workdir / "channel.log")
         except OSError:
             return ""
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from .. import guest
+from .. import guest, proc
 from ..errors import TargetError, UserError
 from ..hostproc import boot_id
 from . import devices
@@ -42,7 +42,7 @@ def host_xsave_bytes() -> int | None:
 def diagnose(console: Path) -> str | None:
     """Name the known ways UML fails to boot on a host, from its console."""
     try:
-        text = console.read_text(errors="replace")
+        text = proc.read_tail(console, 1 << 20)  # a boot's console whole, a console that grew: its end
     except OSError:
         return None
     if "ptrace set fp regs failed" in text:
