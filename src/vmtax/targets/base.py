@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import UserError
 from ..model import TargetInfo
-from ..report.safe import line_break, one_line
+from ..safe import line_break, one_line
 
 if TYPE_CHECKING:
     from ..hostprobe import HostProbe
