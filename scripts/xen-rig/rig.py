@@ -314,11 +314,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cell(explain: dict, bench: str, key: str, target: str) -> dict:
+    """The target's cell of a row, from the first run that measured it there."""
     for b in explain.get("benchmarks", []):
         if b["benchmark"] == bench:
             for r in b["rows"]:
-                if r["key"] == key:
-                    return r["values"].get(target, {})
+                if r["key"] == key and r["values"].get(target):
+                    return r["values"][target]
     return {}
 
 
@@ -336,10 +337,13 @@ def checks(out: Path) -> list[tuple[bool, str]]:
         return [(False, f"the outer guest's init: {status['init']}")]
     res = [
         (status.get(s) == "0", f"{s}: exit status {status.get(s, 'none (it never ran)')}")
-        for s in ("toolstack", "compare", "explain", "compare-cpuid", "explain-cpuid", "lockstep", "tests", "bare")
+        for s in (
+            *("toolstack", "compare", "explain", "compare-cpuid", "explain-cpuid"),
+            *("lockstep", "explain-lockstep", "tests", "bare"),
+        )
     ]
     explain: dict = {"benchmarks": []}
-    for name in ("explain.json", "explain-cpuid.json"):
+    for name in ("explain.json", "explain-cpuid.json", "explain-lockstep.json"):
         try:
             explain["benchmarks"] += json.loads((out / name).read_text()).get("benchmarks", [])
         except (OSError, ValueError) as e:
