@@ -333,7 +333,7 @@ def test_a_uml_guest_gets_a_ubd_disk_and_leaves_no_image(tmp_path):
         "--min-processes",
         "2",
         "--max-time",
-        "15s",
+        "25s",  # a UML boot and fio's first-use trace come out of it (a fresh cache)
         "--json",
         "-",
     ]
