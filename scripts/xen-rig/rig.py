@@ -31,13 +31,11 @@ from __future__ import annotations
 import argparse
 import glob
 import gzip
-import hashlib
 import json
 import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -48,12 +46,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(HERE.parent))
+
+import rigkit  # noqa: E402
 
 from vmtax import guest, proc  # noqa: E402
 from vmtax.errors import TargetError, UserError  # noqa: E402
-from vmtax.guest.cpio import write_newc  # noqa: E402
-from vmtax.targets import devices  # noqa: E402
-from vmtax.targets.qemu import QEMU, kernels  # noqa: E402
+from vmtax.targets.qemu import QEMU  # noqa: E402
 
 PACKAGES = (
     "xen-hypervisor-4.17-amd64 xen-utils-4.17 xen-utils-common xenstore-utils libxenmisc4.17 libxenstore4 "
@@ -128,42 +127,16 @@ def xen_tree() -> tuple[Path, Path]:
 
 
 def outer_kernel() -> tuple[Path, list[str]]:
-    """The first kernel under /boot whose modules give 9p, overlay and
-    Xen's dom0 devices (Debian's generic one; the cloud kernel has no 9p)."""
-    first = None
-    for k in kernels():
-        try:
-            return k, devices.modules_for(k, DRIVERS, "the Xen rig's outer guest")
-        except UserError as e:
-            first = first or e
-    raise Failed(str(first) if first else "no kernel under /boot (linux-image-amd64)")
+    """The first kernel under /boot with the drivers the outer guest needs
+    (Debian's generic one; the cloud kernel has no 9p)."""
+    try:
+        return rigkit.outer_kernel(DRIVERS, "the Xen rig's outer guest")
+    except UserError as e:
+        raise Failed(str(e)) from None
 
 
 def initramfs(kernel: Path, modules: list[str]) -> Path:
-    """busybox, the modules in load order and outer-init, cached by content."""
-    release = devices.kernel_release(kernel)
-    files = [("bin/busybox", guest.busybox_path()), ("init", HERE / "outer-init")]
-    files += [(f"lib/modules/{release}/{m}", Path(f"/lib/modules/{release}/{m}")) for m in modules]
-    order = "".join(f"lib/modules/{release}/{m}\n" for m in modules)
-    h = hashlib.sha256(order.encode())
-    for name, src in files:
-        h.update(name.encode() + b"\0" + src.read_bytes())
-    out = guest.cache_dir() / f"xen-rig-{h.hexdigest()[:16]}.cpio.gz"
-    if out.exists():
-        return out
-
-    def build(dest: Path) -> None:
-        root = dest.parent / "root"
-        for name, src in files:
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, root / name)
-            os.chmod(root / name, 0o755)
-        (root / "modules").write_text(order)
-        for d in ("dev", "proc", "sys"):
-            (root / d).mkdir()
-        write_newc(dest, root, extra_nodes=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)])
-
-    return guest.publish(out, build)
+    return rigkit.initramfs(kernel, modules, HERE / "outer-init", "xen-rig")
 
 
 def binds(*paths: Path) -> str:
