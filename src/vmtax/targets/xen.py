@@ -45,7 +45,7 @@ TOOL_TIMEOUT = 60.0  # seconds for one xl or xenstore command that is not a doma
 NAME = re.compile(r"^vmtax-(\d+)-(\d+)$")
 
 
-READY_LINE = b"xenrelay: ready"
+READY_LINE = "xenrelay: ready"
 
 
 def relay_argv(binary: str, domain: str) -> list[str]:
@@ -220,7 +220,7 @@ class XenTarget(ChannelTarget):
             proc.kill_group(relay)
             raise
         deadline = time.monotonic() + 60  # the pty raw and silent before the guest says a word
-        while READY_LINE not in self.console_log.read_bytes():
+        while READY_LINE not in proc.read_tail(self.console_log):
             if relay.poll() is not None or time.monotonic() > deadline:
                 relay.kill()
                 raise TargetError(f"{self.name}: cannot open the guest's console{self.channel_tail()}")
@@ -245,7 +245,8 @@ class XenTarget(ChannelTarget):
             raise TargetError(f"{self.name}: xl create failed (status {status}){self.channel_tail()}")
 
     def channel_tail(self) -> str:
-        lines = self.console_log.read_text(errors="replace").strip().splitlines()
+        """The console log's last line, read from its end as a channel's is (proc.read_tail)."""
+        lines = proc.read_tail(self.console_log).strip().splitlines()
         return f": {lines[-1][:200]}" if lines else ""
 
     def _console_key(self) -> str:
