@@ -2,6 +2,7 @@
 in the guest kernel's own modules, real images and loop devices."""
 
 import glob
+import itertools
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from helpers import wait_until
 from vmtax.errors import UserError
 from vmtax.hostproc import running
 from vmtax.suite.workloads import BY_NAME
-from vmtax.targets import devices, parse_target
+from vmtax.targets import devices, parse_target, qemu
 from vmtax.targets.local import filesystem
 from vmtax.targets.qemu import find_kernel
 
@@ -378,9 +379,12 @@ def test_the_qemu_command_line_is_built_for_every_device_option_and_makes_nothin
                 for nic, net in [("none", "user")] + [
                     (n, w) for n in devices.NICS for w in devices.NETS if machine != "microvm"
                 ]:
-                    for accel in ("kvm", "tcg"):
+                    for accel, chan in itertools.product(("kvm", "tcg"), qemu.CHANNELS):
+                        if chan == "virtio" and machine == "microvm":
+                            continue
                         cfg = qemu.QemuConfig(
                             accel=accel,
+                            chan=chan,
                             machine=machine,
                             smp=2,
                             mem_mb=512,
@@ -405,7 +409,7 @@ def test_the_qemu_command_line_is_built_for_every_device_option_and_makes_nothin
                         )
                         _check_argv(qemu.qemu_argv(cfg, accel, p), cfg, accel, p)
                         built += 1
-    assert built > 500
+    assert built > 800
 
 
 def _check_argv(argv: list[str], cfg, accel: str, p) -> None:
@@ -419,6 +423,10 @@ def _check_argv(argv: list[str], cfg, accel: str, p) -> None:
     assert "vmtax.modules=kernel/virtio_pci.ko" in append
     assert ("tsc_early_khz=2000000" in append) == (cfg.machine == "microvm")
     assert ("isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3" in argv) == (cfg.machine == "microvm")
+    virtio = "virtserialport,bus=vmtaxser.0,chardev=vmtaxchan,name=vmtax" in argv
+    assert virtio == (cfg.chan == "virtio") and ("virtio-serial-pci,id=vmtaxser" in argv) == virtio
+    assert (f"vmtax.chan={'virtio:vmtax' if virtio else '/dev/ttyS1'}") in append
+    assert (after("-serial") == ["file:/w/console.log", "stdio"]) == (cfg.chan == "serial" and cfg.machine != "microvm")
     assert after("-qmp") == ["unix:/w/qmp.sock,server=on,wait=off"] and "file:/w/console.log" in after("-serial")
     devs = after("-device")
     if cfg.disk == "none":
@@ -440,6 +448,34 @@ def _check_argv(argv: list[str], cfg, accel: str, p) -> None:
     else:
         assert after("-netdev") == ["user,id=n0"]
         assert f"vmtax.net={devices.GUEST_ADDR},{devices.HOST_FROM_GUEST}" in append
+
+
+def test_the_channel_is_a_virtio_serial_port_where_the_kernel_has_its_driver_else_the_serial_port():
+    cfg = qemu.QemuConfig.parse("qemu", {})
+    assert cfg.chan == "virtio" and any(m.endswith("virtio_console.ko") for m in cfg.modules)
+    assert cfg.facts()["channel"] == "virtio-serial port"
+    assert qemu.QemuConfig.parse("qemu", {"chan": "serial"}).modules == ()  # nothing loaded for it
+    assert qemu.QemuConfig.parse("qemu", {"machine": "microvm"}).chan == "serial"  # no PCI bus: the fallback
+    with pytest.raises(UserError, match="chan=virtio needs machine=pc or q35"):
+        qemu.QemuConfig.parse("qemu", {"machine": "microvm", "chan": "virtio"})
+    with pytest.raises(UserError, match="chan must be one of auto, virtio, serial"):
+        qemu.QemuConfig.parse("qemu", {"chan": "vsock"})
+
+
+def test_a_kernel_without_virtio_console_falls_back_to_the_serial_port_unless_virtio_was_asked(monkeypatch):
+    real = devices.modules_for
+
+    def lacking(kernel, drivers, what):
+        if any(m == "virtio_console" for m, _ in drivers):
+            raise UserError(
+                f"{what} needs the virtio_console driver (CONFIG_VIRTIO_CONSOLE), which the guest kernel lacks"
+            )
+        return real(kernel, drivers, what)
+
+    monkeypatch.setattr(devices, "modules_for", lacking)
+    assert qemu.QemuConfig.parse("qemu", {}).chan == "serial"
+    with pytest.raises(UserError, match="chan=virtio needs the virtio_console driver"):
+        qemu.QemuConfig.parse("qemu", {"chan": "virtio"})
 
 
 def test_what_a_boot_is_given_is_released_by_one_exit_stack_on_every_path(monkeypatch, tmp_path):

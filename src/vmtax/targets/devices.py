@@ -42,19 +42,19 @@ class DiskModel:
     note: str
 
 
-_VIRTIO_PCI = ("virtio_pci", "VIRTIO_PCI")
+VIRTIO_PCI = ("virtio_pci", "VIRTIO_PCI")
 DISKS: dict[str, DiskModel] = {
     "virtio": DiskModel(
         ("virtio-blk-pci,drive={drive}",),
         "/dev/vda",
-        (_VIRTIO_PCI, ("virtio_blk", "VIRTIO_BLK")),
+        (VIRTIO_PCI, ("virtio_blk", "VIRTIO_BLK")),
         ("pc", "q35"),
         "virtio-blk on PCI",
     ),
     "scsi": DiskModel(
         ("virtio-scsi-pci,id=vscsi", "scsi-hd,drive={drive},bus=vscsi.0"),
         "/dev/sda",
-        (_VIRTIO_PCI, ("virtio_scsi", "SCSI_VIRTIO"), ("sd_mod", "BLK_DEV_SD")),
+        (VIRTIO_PCI, ("virtio_scsi", "SCSI_VIRTIO"), ("sd_mod", "BLK_DEV_SD")),
         ("pc", "q35"),
         "virtio-scsi with a scsi-hd",
     ),
@@ -90,7 +90,7 @@ class NicModel:
 
 
 NICS: dict[str, NicModel] = {
-    "virtio": NicModel("virtio-net-pci", (_VIRTIO_PCI, ("virtio_net", "VIRTIO_NET")), "virtio-net on PCI"),
+    "virtio": NicModel("virtio-net-pci", (VIRTIO_PCI, ("virtio_net", "VIRTIO_NET")), "virtio-net on PCI"),
     "e1000": NicModel("e1000", (("e1000", "E1000"),), "an emulated Intel 82540EM (e1000)"),
     # QEMU models the C+ revision, which 8139too hands to 8139cp
     "rtl8139": NicModel("rtl8139", (("8139cp", "8139CP"),), "an emulated Realtek RTL8139C+"),

@@ -5,8 +5,11 @@ Options: accel=kvm|tcg|auto (auto: KVM only if a guest actually boots with
 it -- /dev/kvm can exist and still not run a standard kernel, as on nested
 or PVM hosts; the probe waits 15 s, or boot_timeout= where given), smp=N,
 mem=SIZE (512M, 1G), cpu=MODEL, machine=pc|microvm,
-kernel=PATH, boot_timeout=SECONDS (default 120).  The channel is the guest's second serial port (ttyS1) on
-QEMU's stdio; the first (the console) goes to a log file.
+kernel=PATH, boot_timeout=SECONDS (default 120).  The channel, on QEMU's
+stdio: chan=virtio (a virtio-serial port: a line in one buffer), serial (the
+second serial port, ttyS1, a byte at a time at 115200 baud) or auto (the
+default: virtio where the guest kernel has virtio_console and the machine a
+PCI bus, else serial).  The console (ttyS0) goes to a log file.
 
 A scratch disk (devices.py): disk=virtio|scsi|nvme|ahci|ide|none (default
 none: the scratch directory is a tmpfs), image=raw|qcow2, cache=none|writeback
@@ -233,6 +236,7 @@ class QemuConfig:
     kernel: Path | None = None  # the kernel its devices' drivers chose (None: the default, found at launch)
     modules: tuple[str, ...] = ()  # the module files the guest loads, in order
     needs: Needs = ()
+    chan: str = "serial"  # virtio | serial: the channel's device (chan=auto resolved)
 
     @classmethod
     def parse(cls, name: str, options: dict[str, str]) -> QemuConfig:
@@ -265,7 +269,7 @@ class QemuConfig:
         nic, net, needs = _nic_options(name, options, machine)
         disk, disk_needs = _disk_options(name, options, machine)
         needs += disk_needs
-        kernel, modules = choose_kernel(options.get("kernel"), list(needs)) if needs else (None, [])
+        chan, needs, (kernel, modules) = _channel(name, options, machine, needs)
         return cls(
             binary,
             accel,
@@ -281,6 +285,7 @@ class QemuConfig:
             kernel=kernel,
             modules=tuple(modules),
             needs=needs,
+            chan=chan,
         )
 
     def facts(self) -> dict:
@@ -305,6 +310,7 @@ class QemuConfig:
             ),
             "qemu": _qemu_version(self.binary),
             "qemu_binary": shutil.which(self.binary) or self.binary,
+            "channel": CHANNELS[self.chan],
         }
 
 
@@ -371,6 +377,28 @@ def _disk_options(name: str, options: dict[str, str], machine: str) -> tuple[dic
     return got, ((model.drivers + devices.EXT4, f"target '{name}': disk={disk}"),)
 
 
+CHANNELS = {"virtio": "virtio-serial port", "serial": "serial port ttyS1 (115200 baud)"}
+_CHANNEL_DRIVERS = (devices.VIRTIO_PCI, ("virtio_console", "VIRTIO_CONSOLE"))
+
+
+def _channel(name: str, options: dict[str, str], machine: str, needs: Needs):
+    """The channel's device (chan=auto resolved), the needs with its
+    drivers, and the kernel and modules chosen for them all.  auto falls
+    back to the serial port where no kernel has virtio_console (or the
+    machine, microvm, no PCI bus); chan=virtio there is a UserError."""
+    chan = _choice(name, options, "chan", ("auto", *CHANNELS), "auto")
+    if chan != "serial" and machine != "microvm":
+        with_chan = (*needs, (_CHANNEL_DRIVERS, f"target '{name}': chan=virtio"))
+        try:
+            return "virtio", with_chan, choose_kernel(options.get("kernel"), list(with_chan))
+        except (UserError, TargetError):  # no kernel under /boot at all: launch says so, as before
+            if chan == "virtio":
+                raise
+    elif chan == "virtio":
+        raise UserError(f"target '{name}': chan=virtio needs machine=pc or q35 (microvm has no PCI bus)")
+    return "serial", needs, choose_kernel(options.get("kernel"), list(needs)) if needs else (None, [])
+
+
 # -- the command line ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class TapEnds:
@@ -401,7 +429,8 @@ class Plumbing:
 def qemu_argv(cfg: QemuConfig, accel: str, p: Plumbing) -> list[str]:
     """The QEMU command line of a guest booted with `accel`: a pure
     function of its config and its plumbing, which creates nothing."""
-    append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "vmtax.chan=/dev/ttyS1"]
+    chan = "virtio:vmtax" if cfg.chan == "virtio" else "/dev/ttyS1"  # init finds a virtio port by its name
+    append = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", f"vmtax.chan={chan}"]
     if cfg.disk != "none":
         append.append(f"vmtax.disk={devices.DISKS[cfg.disk].node}")
     nic, net = _nic_args(cfg, accel, p)
@@ -413,13 +442,7 @@ def qemu_argv(cfg: QemuConfig, accel: str, p: Plumbing) -> list[str]:
         if p.tsc_khz:
             append.append(f"tsc_early_khz={p.tsc_khz}")  # without it some microvm boots hang
         machine = "microvm,isa-serial=on,rtc=on"
-    # ttyS0: the console, to a log file; ttyS1: the channel, on stdio.
-    # microvm wires only one -serial, so its second port is named explicitly.
-    channel = (
-        ["-chardev", "stdio,id=vmtaxchan", "-device", "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
-        if cfg.machine == "microvm"
-        else ["-serial", "stdio"]
-    )
+    channel = _channel_args(cfg)
     # debug-threads=on names the vCPU threads "CPU n/TCG" (or /KVM): the pinning and the exit probe find them by it
     return [
         cfg.binary,
@@ -454,6 +477,24 @@ def qemu_argv(cfg: QemuConfig, accel: str, p: Plumbing) -> list[str]:
         f"unix:{p.qmp},server=on,wait=off",
         "-no-reboot",
     ]
+
+
+def _channel_args(cfg: QemuConfig) -> list[str]:
+    """The channel on QEMU's stdio (ttyS0, the console, goes to a log
+    file): a virtio-serial port named vmtax, or the second serial port
+    (microvm wires only one -serial, so its second is named explicitly)."""
+    if cfg.chan == "virtio":
+        return [
+            "-device",
+            "virtio-serial-pci,id=vmtaxser",
+            "-chardev",
+            "stdio,id=vmtaxchan",
+            "-device",
+            "virtserialport,bus=vmtaxser.0,chardev=vmtaxchan,name=vmtax",
+        ]
+    if cfg.machine == "microvm":
+        return ["-chardev", "stdio,id=vmtaxchan", "-device", "isa-serial,chardev=vmtaxchan,iobase=0x2f8,irq=3"]
+    return ["-serial", "stdio"]
 
 
 def _disk_args(cfg: QemuConfig, p: Plumbing) -> list[str]:
@@ -595,6 +636,7 @@ class QemuTarget(ChannelTarget):
             "machine",
             "kernel",
             "boot_timeout",
+            "chan",
             "disk",
             "image",
             "cache",
