@@ -116,7 +116,7 @@ struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters)
 	uint64_t t0 = now_ns(), c0 = rdtsc();
 	b->run(c, iters);
 	if (c->inject_frac > 0 && !c->counting) /* a counted batch's time is not kept: no wait in its counts */
-		inject_wait(t0, c->inject_frac);
+		inject_wait(t0, c0, c->inject_frac);
 	uint64_t c1 = rdtsc(), t1 = now_ns();
 	if (c->counting && c->marks)
 		trace_mark();

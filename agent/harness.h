@@ -87,8 +87,10 @@ struct batch {
 struct batch time_batch(const struct bench *b, struct bctx *c, uint64_t iters);
 
 /* inject.c: --inject's known slowdown, added by time_batch(): after a
- * batch's run, which began at t0, wait busily for frac of its time again. */
-void inject_wait(uint64_t t0, double frac);
+ * batch's run, which began at t0 (c0 in TSC cycles), wait busily for frac of
+ * its time again, timed with the TSC (inject_setup first). */
+void inject_setup(void); /* before the timed batches: a clock read's cost */
+void inject_wait(uint64_t t0, uint64_t c0, double frac);
 
 /* The reference: a fixed chain of `steps` dependent multiply-adds (no
  * memory, no system call), timed right before and right after each timed

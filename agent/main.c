@@ -275,6 +275,8 @@ static int run_instance(const struct bench *b, const struct opts *o, int inst,
 		refuse_long_samples(b, &c, o);
 	uint64_t iters = o->iters ? o->iters : calibrate(b, &c, (uint64_t)o->min_time_ms * 1000000ull);
 	c.inject_frac = o->inject_pct / 100; /* the timed batches only: not the calibration */
+	if (c.inject_frac > 0)
+		inject_setup();
 	double ovh = overhead_ns(iters) / (double)c.ops_per_iter;
 	emit_calibration(b, &c, inst, iters, ovh);
 	barrier(ready_fd, go_fd);
