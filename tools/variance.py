@@ -17,7 +17,12 @@ ratio candidate/baseline, split into its parts:
 - per block: the variance of one block's log ratio, which the interval is
   made of (its 95% half-width over B blocks about 1.96·SD/√B), and the
   share of each part in it (pair and drift divided by the rounds a block
-  holds).
+  holds);
+- two estimators side by side, each a Student interval over blocks: the
+  block's ratio of means (what `vmtax compare` reports) and the median of
+  the block's rounds' log ratios (robust to a preempted sample): each
+  one's SD a block, the median half-width over the rows, the rows whose
+  interval leaves out 1 and the ratios.
 
 Each part is printed as an SD in %.  The median over the rows is given
 per candidate, the blocks that ±1% at 95% would need at that SD, and the
@@ -42,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from vmtax.stats import t_quantile
 from vmtax.store import Store, default_db_path
 
 PARTS = ("pair", "drift", "process")
@@ -69,12 +75,13 @@ def decompose(samples: list, base: str, cand: str) -> dict | None:
     for s in samples:
         if s.target in (base, cand):
             by[s.block].append(s)
-    blocks, level = [], []  # each block's log ratios by round; its baseline's log mean
+    blocks, level, of_means = [], [], []  # each block's log ratios by round; its baseline's log mean; ratio of means
     for _, v in sorted(by.items()):
         d = rounds_of(v, base, cand)
         if len(d) >= 3:
             blocks.append(d)
             level.append(math.log(statistics.mean(s.value for s in v if s.target == base)))
+            of_means.append(math.log(statistics.mean(s.value for s in v if s.target == cand)) - level[-1])
     if len(blocks) < 3:
         return None
     pair = statistics.mean(sum((b - a) ** 2 for a, b in itertools.pairwise(d)) / (2 * (len(d) - 1)) for d in blocks)
@@ -90,6 +97,7 @@ def decompose(samples: list, base: str, cand: str) -> dict | None:
         "drift": max(0.0, within - pair),
         "process": process,
         "per_block": per_block,
+        "estimates": {"means": estimate(of_means), "median": estimate([statistics.median(d) for d in blocks])},
         "host_r2": statistics.correlation(level, means) ** 2
         if len(set(level)) > 1 and len(set(means)) > 1
         else math.nan,
@@ -99,6 +107,16 @@ def decompose(samples: list, base: str, cand: str) -> dict | None:
             "process": process / per_block if per_block else math.nan,
         },
     }
+
+
+def estimate(logs: list[float]) -> dict:
+    """A ratio from blocks' log ratios: its point, the SD of a block's log
+    ratio (%) and the 95% interval's relative half-width (%, Student's t
+    over blocks, as compare's interval is made)."""
+    sd_ = statistics.stdev(logs)
+    half = t_quantile(len(logs) - 1, 0.95) * sd_ / math.sqrt(len(logs))
+    mid = statistics.mean(logs)
+    return {"ratio": math.exp(mid), "sd": sd_ * 100, "half": half * 100, "excludes_1": abs(mid) > half}
 
 
 def sd(v: float) -> float:
@@ -148,6 +166,15 @@ def summary(run: str, data, rows: dict[tuple[str, str], dict]) -> list[dict]:
                 **{k: sd(med[k]) for k in (*PARTS, "per_block")},
                 "share": {k: statistics.median(g["share"][k] for g in got) for k in PARTS},
                 "host_r2": statistics.median(r2) if r2 else math.nan,
+                **{
+                    way: {
+                        "sd": statistics.median(g["estimates"][way]["sd"] for g in got),
+                        "half": statistics.median(g["estimates"][way]["half"] for g in got),
+                        "excludes_1": sum(g["estimates"][way]["excludes_1"] for g in got),
+                        "ratios": [round(g["estimates"][way]["ratio"], 3) for g in got],
+                    }
+                    for way in ("means", "median")
+                },
                 "blocks_for_1pct": math.ceil((1.96 * per / 0.01) ** 2),
                 "go_ms": (go.get(base), go.get(cand)),
             }
@@ -159,11 +186,16 @@ def _fmt_go(go: tuple) -> str:
     return "/".join("-" if g is None else f"{g:.2f}" for g in go)
 
 
+def _fmt_way(w: dict) -> str:
+    return f"{w['sd']:.1f}%, ±{w['half']:.2f}% ({w['excludes_1']}): {', '.join(f'{r:.3f}' for r in w['ratios'])}"
+
+
 def table(summaries: list[dict]) -> list[str]:
     lines = [
         "| run | candidate / baseline | rows | blocks × rounds | SD per block | pair | drift | process "
-        "| shares pair/drift/process | host R² | blocks for ±1% | go ms (base/cand) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| shares pair/drift/process | host R² | blocks for ±1% | go ms (base/cand) "
+        "| ratio of means: SD a block, ±% (rows apart from 1) | median of rounds: SD a block, ±% (rows apart from 1) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         sh = s["share"]
@@ -171,7 +203,7 @@ def table(summaries: list[dict]) -> list[str]:
             f"| {s['run']} | {s['candidate']} / {s['baseline']} | {s['rows']} | {s['blocks']:.0f} × {s['rounds']:.0f} "
             f"| {s['per_block']:.2f}% | {s['pair']:.2f}% | {s['drift']:.2f}% | {s['process']:.2f}% "
             f"| {sh['pair']:.0%}/{sh['drift']:.0%}/{sh['process']:.0%} | {s['host_r2']:.2f} "
-            f"| {s['blocks_for_1pct']} | {_fmt_go(s['go_ms'])} |"
+            f"| {s['blocks_for_1pct']} | {_fmt_go(s['go_ms'])} | {_fmt_way(s['means'])} | {_fmt_way(s['median'])} |"
         )
     return lines
 
