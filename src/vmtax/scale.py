@@ -32,20 +32,20 @@ from __future__ import annotations
 
 import math
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import partial
 
-from .agent import parse_line
+from .engine.barrier import Barrier, RoundResult
+from .engine.blocks import Turn
 from .engine.budget import BudgetSpent
-from .engine.execute import Lines, Where, calibrate, run_process, run_tool
+from .engine.execute import Batch, Lines, ProcessResult, Where, calibrate, run_process, run_tool
 from .engine.jobs import Job, jobs_of
 from .engine.protocol import agent_argv
 from .engine.session import Session, TargetPool, run_session
 from .errors import AgentError, StoreError, TargetError, UserError
-from .hostproc import host_cpu_times, mem_available_mb, pss_mb
+from .hostproc import mem_available_mb
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import free_port
 from .proc import ChildFailed
@@ -53,7 +53,7 @@ from .scaling import instance_rates, is_throughput, rate_unit
 from .stats import jain, summarize
 from .store import Store
 from .suite import workloads
-from .targets.base import GATE, Target
+from .targets.base import Target
 
 RESERVE_MB = 256.0  # of MemAvailable kept for the host and vmtax itself
 
@@ -153,95 +153,6 @@ def grow(
     note(
         f"{n - start} instance(s) of {label} started in {got.seconds:.1f} s" + (f" ({how})" if got.parallel > 1 else "")
     )
-
-
-# -- one round ---------------------------------------------------------------------
-@dataclass
-class RoundResult:
-    lines: list[list[tuple[float, str]]]  # per instance: (arrival time, line) after its ready line
-    reached: list[bool]  # whether each got to the barrier (else: skipped, say)
-    host_cpu_pct: float | None
-    seconds: float  # from the go to the last instance's end
-    host_mem_mib: list[float]
-    started: float  # wall-clock time of the go
-
-
-def run_round(
-    targets: list[Target], argv_of: Callable[[int, Target], list[str]], tool: bool, timeout: float, memory: bool = True
-) -> RoundResult:
-    """Every target runs its argv held at the barrier; once all are ready,
-    all are released at once.  TargetError naming the instance at the
-    first failure of any (the caller stops them all).  memory: read each
-    target's host memory just after the start."""
-    n = len(targets)
-    lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
-    reached = [False] * n
-    events: queue.Queue[tuple[str, int, BaseException | None]] = queue.Queue()
-
-    def work(i: int) -> None:
-        error = None
-        try:
-            for line in targets[i].run_gated(argv_of(i, targets[i]), timeout, tool=tool):
-                if not reached[i] and _is_ready(line, tool):
-                    reached[i] = True
-                    events.put(("ready", i, None))
-                else:
-                    lines[i].append((time.time(), line))
-        except BaseException as e:  # told to the coordinator
-            error = e
-        events.put(("end", i, error))
-
-    for i in range(n):
-        threading.Thread(target=work, args=(i,), daemon=True).start()
-    deadline = time.monotonic() + timeout
-    waiting, ended = set(range(n)), set()
-    while waiting:  # the barrier: every instance ready (or ended without reaching it: a skip)
-        kind, i, error = _next_event(events, deadline, targets, "reach the barrier")
-        _fail_on(error, i, targets)
-        waiting.discard(i)
-        if kind == "end":
-            ended.add(i)
-    busy0, total0 = host_cpu_times()
-    t0, started = time.monotonic(), time.time()
-    for i, t in enumerate(targets):
-        if reached[i] and i not in ended:
-            t.go()
-    # while they run; the warmup sample absorbs what reading it costs
-    mem = [pss_mb(t.host_pids()) for t in targets] if memory else []
-    while len(ended) < n:
-        kind, i, error = _next_event(events, deadline, targets, "finish its round")
-        _fail_on(error, i, targets)
-        if kind == "end":
-            ended.add(i)
-    seconds = time.monotonic() - t0
-    busy1, total1 = host_cpu_times()
-    cpu = 100.0 * (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
-    return RoundResult(lines, reached, cpu, seconds, mem, started)
-
-
-def _is_ready(line: str, tool: bool) -> bool:
-    if tool:
-        return line.strip() == GATE
-    if '"ready"' not in line:
-        return False
-    try:
-        return parse_line(line).get("type") == "ready"
-    except AgentError:
-        return False
-
-
-def _next_event(events: queue.Queue, deadline: float, targets: list[Target], what: str):
-    try:
-        return events.get(timeout=max(0.0, deadline - time.monotonic()))
-    except queue.Empty:
-        raise TargetError(f"an instance of {targets[0].name} did not {what} in time") from None
-
-
-def _fail_on(error: BaseException | None, i: int, targets: list[Target]) -> None:
-    if error is None:
-        return
-    what = f"its agent {error}" if isinstance(error, ChildFailed) else error
-    raise TargetError(f"instance {i + 1} of {len(targets)} ({targets[i].name}) failed: {what}")
 
 
 # -- the run -------------------------------------------------------------------------
@@ -358,12 +269,16 @@ class ScaleRun:
         for name in names:
             facts["rounds"][name] = []
         for r in range(self.cfg.max_rounds):
+            barrier = Barrier(job.specs[0], job.workload is not None, self._timeout(), memory=r == 0)
+            got = _Round(self.rec.batch())
             try:
-                res = run_round(copies, self._argv_maker(job), job.workload is not None, self._timeout(), memory=r == 0)
+                barrier.run(self._turns(job, stage, copies, r, got))
             except TargetError as e:
                 self._cut(e, stage, names)
                 raise
-            samples = self._samples(job, stage, copies, r, res)
+            assert barrier.round is not None, "a round run"
+            res = barrier.round
+            samples = self._samples(job, got)
             if samples is None:  # skipped in the copies
                 return None
             self.rounds += 1
@@ -417,29 +332,48 @@ class ScaleRun:
         held.commit()
         return got.iters
 
-    def _samples(self, job: Job, stage: str, copies: list[Target], r: int, res: RoundResult) -> list[Sample] | None:
-        """The round's samples, every copy's, read and recorded by the
-        engine (execute); written only when every copy delivered (a copy's
-        failure: AgentError naming it, the rows read so far kept); None
-        when the copies skipped the benchmark (its reason kept)."""
-        held, out = self.rec.batch(), []
+    def _turns(self, job: Job, stage: str, copies: list[Target], r: int, got: _Round) -> list[Turn]:
+        """The round's turns: each copy's process, held at the barrier
+        (engine.barrier), read and recorded by the engine (execute) into
+        the round's batch once the round has ended."""
+        argv_of = self._argv_maker(job)
+        out = []
         for i, t in enumerate(copies):
-            lines = Lines.read_before(res.lines[i], res.started)
             at = Where(stage, job.specs[0].name, r, i, instance=i)
-            got = (
-                run_tool(t, job, at, held, lines)
-                if job.workload is not None
-                else run_process(t, job.specs[0], at, held, lines, check=_timed_sample)
-            )
-            if got.error or got.read.skipped:
-                held.commit(samples=False)
-                if got.error:
-                    raise AgentError(f"instance {i + 1}: {got.error}")
-                self.skipped[job.specs[0].name] = got.read.skipped
-                return None
-            out += got.samples
-        held.commit()
+            out.append(Turn(i, t, partial(self._copy, job, t, at, got), partial(argv_of, i, t)))
         return out
+
+    @staticmethod
+    def _copy(job: Job, t: Target, at: Where, got: _Round, lines: Lines | None) -> None:
+        """One copy's process of the round, read and recorded (held in the
+        round's batch); none after a copy that failed or skipped."""
+        assert lines is not None, "the barrier's lines"
+        if got.stop is not None:
+            return
+        res = (
+            run_tool(t, job, at, got.held, lines)
+            if job.workload is not None
+            else run_process(t, job.specs[0], at, got.held, lines, check=_timed_sample)
+        )
+        if res.error or res.read.skipped:
+            got.stop = res
+        else:
+            got.samples += res.samples
+
+    def _samples(self, job: Job, got: _Round) -> list[Sample] | None:
+        """The round's samples, every copy's, written only when every copy
+        delivered (a copy's failure: AgentError naming it, the rows read so
+        far kept); None when the copies skipped the benchmark (its reason
+        kept)."""
+        if got.stop is None:
+            got.held.commit()
+            return got.samples
+        got.held.commit(samples=False)
+        if got.stop.error:
+            assert got.stop.where.instance is not None, "a copy"
+            raise AgentError(f"instance {got.stop.where.instance + 1}: {got.stop.error}")
+        self.skipped[job.specs[0].name] = got.stop.read.skipped
+        return None
 
     def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
         v = list(rates.values())
@@ -448,6 +382,15 @@ class ScaleRun:
             f"  N={n} {job.name} round {r + 1}: aggregate {sum(v):.4g} {rate_unit(job.specs[0])}, "
             f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s"
         )
+
+
+@dataclass
+class _Round:
+    """What a round's copies gave, held until every one has delivered."""
+
+    held: Batch
+    samples: list[Sample] = field(default_factory=list)
+    stop: ProcessResult | None = None  # the copy that failed or skipped (the later ones are not read)
 
 
 def _timed_sample(read) -> str:

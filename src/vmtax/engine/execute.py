@@ -26,6 +26,7 @@ from ..errors import AgentError, TargetError
 from ..model import BenchSpec, Sample, TargetInfo
 from ..proc import ChildFailed
 from ..suite.workloads import ParseError
+from ..targets.base import Target
 from .budget import BudgetSpent, Deadline
 from .hostcost import ToolCost
 from .jobs import Job
@@ -48,12 +49,43 @@ class Lines:
     started: float | None = None
     ended: float | None = None
     sampled: Callable[[Sample], None] | None = None
+    judged: bool = False  # the executor that read them judged how the process ended (its error raised
+    #                       after them): no check() of the reader's (a lockstep side let go early is none)
 
     @classmethod
-    def read_before(cls, got: list[tuple[float, str]], started: float) -> Lines:
-        """Lines already read, each with its arrival time, after a start at `started`."""
+    def read_before(
+        cls, got: list[tuple[float, str]], started: float, error: BaseException | None = None, judged: bool = False
+    ) -> Lines:
+        """Lines already read, each with its arrival time, after a start at
+        `started` (a block executor read them: a barrier's round, a
+        lockstep block); error: how the process ended, raised after them
+        (judged: the executor's judgement, no check of the reader's)."""
         arrived = iter(t for t, line in got if line.strip())
-        return cls(lambda: (line for _, line in got), lambda: next(arrived), started, got[-1][0] if got else None)
+
+        def lines() -> Iterator[str]:
+            for _, line in got:
+                yield line
+            if error is not None:
+                raise error
+
+        return cls(lines, lambda: next(arrived), started, got[-1][0] if got else None, judged=judged)
+
+
+def agent_lines(target: Target, argv: Callable[[], list[str]], timeout: Callable[[], float]) -> Lines:
+    """An agent process's lines on `target`, opened where its errors are
+    caught (run_process): argv() and timeout() read then."""
+    return Lines(lambda: target.run_agent(argv(), timeout=timeout()))
+
+
+def tool_lines(target: Target, argv: list[str], timeout: Callable[[], float]) -> Lines:
+    """A workload's tool run's lines on `target`, opened as agent_lines'."""
+    return Lines(lambda: target.run_tool(argv, timeout=timeout()))
+
+
+class Hung(TargetError):
+    """A process that stopped answering (a lockstep side silent after its
+    go): its own failure, recorded as one even at the hard stop, where
+    another failure is the budget's (BudgetSpent)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +243,7 @@ def run_process(
 
     try:
         read_agent(target, lines.open(), spec, take, probe, when=lines.when, into=res.read)
-        why = check(res.read) if check is not None else ""
+        why = check(res.read) if check is not None and not lines.judged else ""
         if why:
             raise AgentError(why)
     except (AgentError, TargetError, ChildFailed) as e:
@@ -221,7 +253,7 @@ def run_process(
 
 def _ended(res: ProcessResult, rec: Recorder, lines: Lines, deadline: Deadline | None, ok: str) -> ProcessResult:
     res.ended = lines.ended if lines.ended is not None else time.time()
-    if res.failure is not None and deadline is not None and deadline.spent():
+    if res.failure is not None and not isinstance(res.failure, Hung) and deadline is not None and deadline.spent():
         raise BudgetSpent from None
     rec.process(res, res.outcome(ok))
     return res
