@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..agent import agent_hash
 from ..errors import AgentError, TargetError
-from ..model import BenchSpec, Sample, TargetInfo
+from ..model import BenchSpec, ProcessRecord, Sample, TargetInfo
 from ..proc import ChildFailed
 from ..suite.workloads import ParseError
 from ..targets.base import Target
@@ -148,15 +148,9 @@ class Recorder:
             w = r.where
             self.writer.add_process(
                 self.run_id,
-                r.process,
-                w.target,
-                w.benchmark,
-                w.block,
-                w.slot,
-                r.started,
-                r.read.first,
-                r.ended,
-                outcome,
+                ProcessRecord(
+                    r.process, w.target, w.benchmark, w.block, w.slot, r.started, r.read.first, r.ended, outcome
+                ),
             )
 
     def outcome(self, target: str, bench: str, how: str, reason: str = "") -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..errors import StoreError
-from ..model import BenchSpec, Sample, TargetInfo
+from ..model import BenchSpec, ProcessRecord, Sample, TargetInfo
 
 
 class StoreWriter(Protocol):
@@ -19,19 +19,7 @@ class StoreWriter(Protocol):
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None: ...
     def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None: ...
     def add_sample(self, run_id: str, s: Sample) -> None: ...
-    def add_process(
-        self,
-        run_id: str,
-        process: int,
-        target: str,
-        bench: str,
-        block: int,
-        slot: int,
-        started: float,
-        first_line: float | None,
-        ended: float,
-        outcome: str,
-    ) -> None: ...
+    def add_process(self, run_id: str, p: ProcessRecord) -> None: ...
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None: ...
 
 
@@ -55,22 +43,8 @@ class ThreadRelay:
     def add_sample(self, run_id: str, s: Sample) -> None:
         self._call(self._store.add_sample, run_id, s)
 
-    def add_process(
-        self,
-        run_id: str,
-        process: int,
-        target: str,
-        bench: str,
-        block: int,
-        slot: int,
-        started: float,
-        first_line: float | None,
-        ended: float,
-        outcome: str,
-    ) -> None:
-        self._call(
-            self._store.add_process, run_id, process, target, bench, block, slot, started, first_line, ended, outcome
-        )
+    def add_process(self, run_id: str, p: ProcessRecord) -> None:
+        self._call(self._store.add_process, run_id, p)
 
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         self._call(self._store.set_outcome, run_id, target, bench, stopped_by, reason)
