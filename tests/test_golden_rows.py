@@ -91,3 +91,31 @@ def test_a_fixed_seed_fake_compare_stores_the_golden_rows(tmp_path, case):
         assert len(got[table]) == len(want[table]), table
         for i, (g, w) in enumerate(zip(got[table], want[table], strict=True)):
             assert g == w, f"{table} row {i}: {g} != golden {w}"
+
+
+@pytest.mark.parametrize("pairing", ["blocks", "lockstep"])
+def test_in_turn_and_lockstep_give_one_process_row_shape(tmp_path, pairing):
+    """The executors differ in how a block's processes run, not in what is
+    recorded of them: a calibration row per target, then in every block
+    one process a target at slots 0..n-1 (every COUNT_EVERY-th block its
+    counting processes after them), each row's times in order and its
+    samples carrying its block."""
+    store = Store(tmp_path / "v.db")
+    targets = [parse_target(f"fake:seed={i},noise=0.02,step=on") for i in (1, 2)]
+    store.new_run("r", "compare", "test", "0", {})
+    store.add_benchmarks("r", [A])
+    cfg = RunConfig(precision=0.05, max_time=1e6, min_processes=4, seed=3, pairing=pairing)
+    assert Runner(cfg, [A], targets, store, "r", clock=Steps(0.001)).run() == "complete"
+    rows = store.processes("r")
+    samples = store.load("r").samples
+    store.close()
+    assert [(p["block"], p["slot"], p["outcome"]) for p in rows[:2]] == [(-1, 0, "calibration")] * 2
+    blocks = sorted({p["block"] for p in rows[2:]})
+    assert blocks == list(range(len(blocks))) and len(blocks) >= cfg.min_processes
+    for b in blocks:
+        got = sorted((p["slot"], p["outcome"]) for p in rows if p["block"] == b)
+        want = [(slot, "ok") for slot in range(2 * (2 if b % Runner.COUNT_EVERY == 0 else 1))]
+        assert got == want, (pairing, b, got)
+    for p in rows:
+        assert p["started"] <= p["first_line"] <= p["ended"], p
+        assert {s.block for s in samples if s.process == p["process"]} <= {p["block"]}
