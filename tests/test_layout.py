@@ -101,7 +101,7 @@ LAYERS = [
     ),
     ("targets, store", ["vmtax.targets", "vmtax.store"]),
     ("engine", ["vmtax.engine"]),
-    ("planning", ["vmtax.plan"]),
+    ("planning", ["vmtax.plan", "vmtax.schedule"]),
     ("commands", ["vmtax.runner", "vmtax.processes", "vmtax.scale", "vmtax.doctor", "vmtax.noise", "vmtax.watch"]),
     ("report", ["vmtax.report"]),
     ("serve", ["vmtax.serve"]),

@@ -75,6 +75,22 @@ STEP_SAMPLES_KNOWN = 20  # lockstep: a target's sample time is its samples' medi
 STEP_SAMPLES_SEEN = 200  # over its last this many (else its calibration's)
 
 
+def row_states(
+    specs: list[BenchSpec], targets: list[Target], jobs: list[Job]
+) -> tuple[dict[str, States], list[list[States]]]:
+    """Each row's targets' states, by row and by job (a workload whose
+    tool is missing: skipped everywhere, with why)."""
+    by_spec = {
+        spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher") for t in targets} for spec in specs
+    }
+    states = [[by_spec[s.name] for s in job.specs] for job in jobs]
+    for job, sts in zip(jobs, states, strict=True):
+        why = job.workload.missing() if job.workload else ""
+        for st in (st for per in sts for st in per.values()) if why else ():
+            st.end("skipped", why)
+    return by_spec, states
+
+
 class Processes:
     """compare's processes on a row, as the runner's blocks ask for them:
     the calibration that sizes them (one process per target, then

@@ -59,7 +59,6 @@ from dataclasses import asdict
 from typing import Protocol
 
 from . import plan
-from .duration import fmt_duration
 from .engine import session
 from .engine.blocks import BlockExecutor, InTurn
 from .engine.budget import BudgetSpent, Deadline, grace_s
@@ -70,64 +69,10 @@ from .engine.writer import StoreWriter, ThreadRelay
 from .model import BenchSpec
 from .plan import RunConfig
 from .proc import controller_cpus
-from .processes import LOCKSTEP_GO, Processes, States, StepGroups, TargetState
+from .processes import LOCKSTEP_GO, Processes, States, StepGroups, row_states
+from .schedule import COUNT_EVERY, Block, Schedule
 from .suite import workloads
 from .targets.base import Target
-
-
-class Finishing:
-    """Which rows the budget can finish: a row is begun only where its
-    first two blocks (the fewest with a ratio) are expected to end within
-    the budget -- their floor (plan.two_blocks) times what the rows of its
-    kind (plan.floor_kind) measured so far took over theirs -- and the rows
-    it cannot are left out, each with the budget that would add it."""
-
-    def __init__(self, cfg: RunConfig, clock: Callable[[], float]):
-        self.cfg, self.clock = cfg, clock
-        self.began: dict[str, tuple[float, float]] = {}  # a row begun: (when, its two_blocks floor)
-        self.took: dict[str, list[float]] = {}  # per plan.floor_kind: [seconds its rows' two blocks took, floors]
-        self.left_out: list[tuple[str, float]] = []  # rows the budget could not finish: (name, seconds needed)
-
-    def fits_two(self, job: Job, states: States, deadline: Deadline) -> bool:
-        """Whether a row's first two blocks can end within the budget (an
-        estimate, low for a row slower than those of its kind before it: a
-        compile after a sysbench).  If not, the row is left out, and its
-        targets say so and what budget at the least would add it."""
-        floor = plan.two_blocks(job, sum(1 for st in states.values() if st.done is None), self.cfg)
-        took, floors = self.took.get(plan.floor_kind(job), (0.0, 0.0))
-        need = floor * max(1.0, took / floors if floors > 0 else 1.0)
-        left = deadline.left()
-        if need <= left:
-            self.began[job.name] = (self.clock(), floor)
-            return True
-        add = plan.budget_to_add(self.cfg.max_time, need, left)
-        for st in states.values():
-            if st.done is None:
-                st.end(
-                    "budget",
-                    f"left out: the budget could not finish it (its two blocks need {need:.0f} s or "
-                    f"more, {max(0.0, left):.0f} s were left); --max-time {fmt_duration(add)} or more "
-                    "would add it",
-                )
-        self.left_out.append((job.name, need))
-        return False
-
-    def learn(self, job: Job, blocks: int) -> None:
-        """After a row's block: at its second, what its two blocks took against their floor."""
-        if blocks == 2 and job.name in self.began:
-            since, floor = self.began.pop(job.name)
-            kind = self.took.setdefault(plan.floor_kind(job), [0.0, 0.0])
-            kind[0] += self.clock() - since
-            kind[1] += floor
-
-    def note(self) -> str:
-        """The rows left out, named at the end, with the budget that would add them."""
-        add = plan.budget_to_add(self.cfg.max_time, sum(need for _, need in self.left_out), 0.0)
-        return (
-            f"vmtax: left out by the budget (each row's reason says why): "
-            f"{', '.join(name for name, _ in self.left_out)}; --max-time {fmt_duration(add)} or more "
-            f"would add them"
-        )
 
 
 class Progress(Protocol):
@@ -140,7 +85,7 @@ class Progress(Protocol):
 
 
 class Runner:
-    COUNT_EVERY = 4  # a counting process per target every this many blocks (metrics.py)
+    COUNT_EVERY = COUNT_EVERY
 
     def __init__(
         self,
@@ -164,12 +109,8 @@ class Runner:
         self._deadline, self.spent_before = deadline, spent_before  # the budget gone before (starting targets)
         self.procs = Processes(cfg, targets, self.rec, clock)
         self.groups = StepGroups(self.procs)
-        self._blocks: dict[str, int] = {}
+        self.sched = Schedule(cfg, len(self.jobs))
         self._recorded: set[tuple[str, str]] = set()
-        self._spent: dict[str, float] = {}
-        self._block_s: dict[str, list[float]] = {}  # each job's blocks: their timed processes
-        self._count_s: dict[str, float] = {}  # and its last counting processes
-        self.rows = Finishing(cfg, clock)
         self.executor = executor or (lambda job: InTurn(self.relay, together=job.workload is None))
 
     @property
@@ -178,7 +119,7 @@ class Runner:
         assert self._deadline is not None, "the run has begun"
         return self._deadline
 
-    # -- the passes ---------------------------------------------------------------------------
+    # -- the passes (their shares: schedule.Schedule) -----------------------------------------
     def run(self) -> str:
         """Measure every benchmark in the passes the module's docstring
         describes; returns 'complete' or 'interrupted'.  What lockstep
@@ -195,67 +136,54 @@ class Runner:
         self._deadline = self.procs.deadline = self._deadline or Deadline(
             self.cfg.max_time, self.clock, self.spent_before
         )
-        t0 = self._t0 = self.deadline.t0
-        self._durations: list[float] = []
-        by_spec, states = self._states()
+        self._t0 = self.deadline.t0
+        by_spec, states = row_states(self.specs, self.targets, self.jobs)
         pending: list[int] = []
         self._current: Job | None = None
         try:
             for index, job in enumerate(self.jobs):
                 self._current = job
-                pass1_left = self.cfg.max_time * plan.FIRST_PASS - (self.clock() - t0)
-                if self._timed(index, job, states[index], max(0.0, pass1_left / (len(self.jobs) - index))) is None:
+                if self._timed(index, job, states[index], self.sched.first_share(index, self._elapsed())) is None:
                     pending.append(index)
             for k, index in enumerate(pending):  # first, every row gets an interval at all
                 job = self._current = self.jobs[index]
-                left = max(0.0, self.cfg.max_time * plan.CATCH_UP - (self.clock() - t0))
-                self._measure(index, job, states[index], self.clock() + left / (len(pending) - k), until_enough=True)
+                until = self.sched.catch_up_share(k, len(pending), self._elapsed())
+                self._measure(index, job, states[index], self.clock() + until, until_enough=True)
             self._pass2(pending, states)
         except KeyboardInterrupt:
-            current = [self._current] if self._current else []
-            self._close(current + [self.jobs[i] for i in pending], by_spec, "interrupted")
+            self._close(self._unfinished(pending, later=False), by_spec, "interrupted")
             return "interrupted"
         except BudgetSpent:
-            current = [self._current] if self._current else []
-            later = self.jobs[self.jobs.index(current[0]) + 1 :] if current else []
-            self._close(
-                current + [self.jobs[i] for i in pending] + later,
-                by_spec,
-                "budget",
-                f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)",
-            )
-        if self.rows.left_out and self.progress:
-            self.progress.note(self.rows.note())
+            why = f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)"
+            self._close(self._unfinished(pending, later=True), by_spec, "budget", why)
+        if self.sched.left_out and self.progress:
+            self.progress.note(self.sched.note())
         return "complete"
 
+    def _elapsed(self) -> float:
+        return self.clock() - self._t0
+
+    def _unfinished(self, pending: list[int], later: bool) -> list[Job]:
+        """The rows a stop leaves unfinished: the current one, those pending pass 2 (later: and those after it)."""
+        current = [self._current] if self._current else []
+        after = self.jobs[self.jobs.index(current[0]) + 1 :] if current and later else []
+        return current + [self.jobs[i] for i in pending] + after
+
     def _pass2(self, pending: list[int], states: list[list[States]]) -> None:
-        """Pass 2's funding, cheapest first (run): the rows whose need fits
-        what is left (those finished leave `pending`), then every row still
-        short, each with its need or an even share (plan.pass2_share)."""
+        """Pass 2's funding, cheapest first (Schedule.second_share): the
+        rows whose need fits what is left (those finished leave
+        `pending`), then every row still short, each with its need or an
+        even share."""
         for final in (False, True):
             need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
-            for k, index in enumerate(sorted(pending, key=need.__getitem__)):
+            for k, index in enumerate(self.sched.cheapest_first(need)):
                 job = self._current = self.jobs[index]
-                left = max(0.0, self.cfg.max_time - (self.clock() - self._t0))
-                share = plan.pass2_share(need[index], left, len(need) - k, self._next_block_s(job), even=final)
-                if not final and not share:
+                next_s = self.sched.next_block_s(job, self.groups.times(job))
+                share = self.sched.second_share(need[index], self._elapsed(), len(need) - k, next_s, final)
+                if share is None:
                     break  # this row's need, and the next ones', more than is left
                 if self._timed(index, job, states[index], share, final=final) is not None and not final:
                     pending.remove(index)
-
-    def _states(self) -> tuple[dict[str, States], list[list[States]]]:
-        """Each row's targets' states, by row and by job (a workload whose
-        tool is missing: skipped everywhere, with why)."""
-        by_spec = {
-            spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher") for t in self.targets}
-            for spec in self.specs
-        }
-        states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
-        for job, sts in zip(self.jobs, states, strict=True):
-            why = job.workload.missing() if job.workload else ""
-            for st in (st for per in sts for st in per.values()) if why else ():
-                st.end("skipped", why)
-        return by_spec, states
 
     def _close(self, jobs: list[Job], by_spec: dict[str, States], how: str, reason: str = "") -> None:
         """Every row of these jobs not recorded yet ends `how` (a target
@@ -271,11 +199,11 @@ class Runner:
         its time so far, and the widest interval over its figures (what decides its stop);
         a row whose lockstep blocks hold one group at a time: the time its cheapest group
         needs (StepGroups.time_to_goal), what its next share buys first."""
-        cheapest = self.groups.time_to_goal(job, sts[0], len(self._block_s.get(job.name, ())))
+        cheapest = self.groups.time_to_goal(job, sts[0], self.sched.blocks(job))
         if cheapest is not None:
             return cheapest
         worst = max(max(self._widths(states).values(), default=0.0) for states in sts)
-        return plan.time_to_goal(self._spent.get(job.name, 0.0), worst, self.cfg.precision)
+        return plan.time_to_goal(self.sched.spent.get(job.name, 0.0), worst, self.cfg.precision)
 
     def _widths(self, states: States) -> dict[str, float]:
         return widths(self.rule, self.names, {n: st.side() for n, st in states.items()})
@@ -284,9 +212,7 @@ class Runner:
         """Measure until precision (recorded, returned) or budget (None)."""
         started = self.clock()
         how = self._measure(index, job, sts, started + share)
-        spent = self.clock() - started
-        self._durations.append(spent)
-        self._spent[job.name] = self._spent.get(job.name, 0.0) + spent
+        self.sched.spent_on(job, self.clock() - started)
         states = sts[0]  # a job's figures share their processes, skips and errors
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
@@ -301,107 +227,85 @@ class Runner:
             self.progress.finished(index, len(self.jobs), job, {k: v[0] for k, v in outcome.items()})
         return outcome
 
-    # -- the blocks -----------------------------------------------------------------------------
+    # -- the blocks (whether the next one runs: Schedule.next_block) ---------------------------
     def _measure(self, index: int, job: Job, sts: list[States], deadline: float, until_enough: bool = False) -> str:
         """Block after block, each in a random order; 'precision' or 'budget'
         (until_enough: or 'budget' as soon as every target has the minimum
         number of processes; with it, nothing is run once they have)."""
         states = sts[0]
-        if until_enough and self._enough(states):
-            return "budget"
-        if not self._block_s.get(job.name) and not self.rows.fits_two(job, states, self.deadline):
+        if (until_enough and self._enough(states)) or not self._begun(job, states):
             return "budget"
         while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
             self.procs.calibrate(job.specs[0], states)
         while True:
-            if self._past(job, deadline):  # a row's first block always runs; no other ends past the deadline
+            now = self.clock() if self.sched.blocks(job) else 0.0  # a row's first block runs whenever
+            block = self.sched.next_block(job, now, deadline, self.deadline.hard_end, self.groups.times(job))
+            if block is None:  # a row's first block always runs; no other ends past the deadline
                 return "budget"
-            worst = self._block(job, sts, deadline)
+            worst = self._block(job, sts, block, deadline)
             if self.progress:
-                elapsed = self.clock() - self._t0
-                self.progress.update(
-                    index,
-                    len(self.jobs),
-                    job,
-                    states,
-                    worst,
-                    elapsed,
-                    plan.eta(
-                        self._durations, len(self.jobs) - index - 1, deadline - self.clock(), self.cfg.max_time, elapsed
-                    ),
-                )
+                elapsed = self._elapsed()
+                eta = self.sched.eta(index, deadline - self.clock(), elapsed)
+                self.progress.update(index, len(self.jobs), job, states, worst, elapsed, eta)
             if not any(st.done is None for st in states.values()):
                 return "budget"  # every target skipped or failed: the outcome says which
             if self._enough(states) and worst <= self.cfg.precision:
                 return "precision"
-            if (self.clock() >= deadline and len(self._block_s[job.name]) >= 2) or (
-                until_enough and self._enough(states)
-            ):
-                return "budget"  # a row begun gets two blocks, the fewest with a ratio (_past)
+            if (self.clock() >= deadline and self.sched.blocks(job) >= 2) or (until_enough and self._enough(states)):
+                return "budget"  # a row begun gets two blocks, the fewest with a ratio (Schedule.next_block)
 
-    def _block(self, job: Job, sts: list[States], deadline: float) -> float:
+    def _begun(self, job: Job, states: States) -> bool:
+        """Whether the row is (or was) begun: Schedule.begin; a row left
+        out ends on the budget, saying what budget would add it."""
+        if self.sched.blocks(job):
+            return True
+        out = self.sched.begin(job, sum(1 for st in states.values() if st.done is None), self.deadline.left())
+        if out is None:
+            self.sched.start(job, self.clock())
+            return True
+        for st in states.values():
+            if st.done is None:
+                st.end("budget", out.reason())
+        return False
+
+    def _block(self, job: Job, sts: list[States], block: Block, deadline: float) -> float:
         """One block: each target's process in an order drawn at random --
-        those that can in lockstep first (Processes.lockstep, engine.lockstep: all of
-        them, or after a row's first blocks the baseline and one group of
-        candidates, StepGroups), the others by the job's executor
-        (InTurn, unless the runner was given another) -- then every
-        COUNT_EVERY-th block each target's counting process; the
-        candidates now precise stop (stop.judge).  The widest interval
-        still deciding."""
-        block = self._blocks.get(job.name, 0)
-        self._blocks[job.name] = block + 1
+        those that can in lockstep first (Processes.lockstep, its executor
+        engine.lockstep: all of them, or after a row's first blocks the
+        baseline and one group of candidates, StepGroups), the others by
+        the job's executor (InTurn, unless the runner was given another)
+        -- then, where the schedule says, each target's counting process;
+        the candidates now precise stop (stop.judge).  The widest
+        interval still deciding."""
         warm_s = self.procs.warm_s
         began, warm = self.clock(), warm_s.get(job.name, 0.0)
         order = list(self.targets)
         self.order.shuffle(order)
         stepped = self.procs.stepped(job, sts[0])
-        group = self.groups.pick(job, sts[0], stepped, block, deadline - self.clock())
+        group = self.groups.pick(job, sts[0], stepped, block.number, deadline - self.clock())
         if group:
-            run, turns = self.procs.lockstep(job, sts[0], block, group, self.order)
+            run, turns = self.procs.lockstep(job, sts[0], block.number, group, self.order)
             run.run(turns)
-        self.executor(job).run(self.procs.turns(job, sts, block, [t for t in order if t not in stepped]))
+        self.executor(job).run(self.procs.turns(job, sts, block.number, [t for t in order if t not in stepped]))
         timed = self.clock()
-        if self._counts(job, block):
-            InTurn(self.relay).run(self.procs.turns(job, sts, block, order, counting=True))
-            self._count_s[job.name] = self.clock() - timed
-        took = self._block_s.setdefault(job.name, [])
-        took.append(timed - began - (warm_s.get(job.name, 0.0) - warm))  # what the next one takes
-        self.groups.took(job, group, took[-1])
-        self.rows.learn(job, len(took))
+        counted = None
+        if block.counting:
+            InTurn(self.relay).run(self.procs.turns(job, sts, block.number, order, counting=True))
+            counted = self.clock() - timed
+        took = timed - began - (warm_s.get(job.name, 0.0) - warm)  # what the next one takes
+        self.groups.took(job, group, took)
+        self.sched.took_block(job, took, counted, self.clock() if self.sched.learns(job) else 0.0)
+        return self._judge(job, sts, block.number, deadline)
+
+    def _judge(self, job: Job, sts: list[States], block: int, deadline: float) -> float:
+        """After a block: the candidates now precise stop (stop.judge), and
+        the targets of the row's next block are chosen; the widest interval."""
         got = judge(self.rule, self.names, [{n: st.side() for n, st in s.items()} for s in sts])
         for name in got.precise:
             for s in sts:
                 s[name].done = "precision"
         self.groups.expect(job, sts[0], block + 1, got.widths, deadline - self.clock())
         return got.worst
-
-    def _past(self, job: Job, deadline: float) -> bool:
-        """Whether this job's next block would end past the deadline: then it
-        is not begun (a compile under TCG makes blocks of minutes; the budget
-        is the user's, and what it leaves flows to the rows still to come).
-        False before the job's first block, and its second unless that
-        would end past the budget plus its grace: a row begun gets two (the
-        fewest with a ratio; Finishing.fits_two begins only a row they should fit)."""
-        blocks = len(self._block_s.get(job.name, ()))
-        return blocks > 0 and self.clock() + self._next_block_s(job) > (
-            deadline if blocks >= 2 else self.deadline.hard_end
-        )
-
-    def _next_block_s(self, job: Job) -> float:
-        """How long this job's next block should take: the mean of its last
-        three blocks of the same targets (lockstep groups differ: StepGroups;
-        else of any), without a workload's warmup runs, plus its counting
-        processes where the next block has them; 0 before its first."""
-        took = self.groups.times(job) or self._block_s.get(job.name)
-        if not took:
-            return 0.0
-        return sum(took[-3:]) / len(took[-3:]) + (
-            self._count_s.get(job.name, 0.0) if self._counts(job, self._blocks.get(job.name, 0)) else 0.0
-        )
-
-    def _counts(self, job: Job, block: int) -> bool:
-        """Whether this block has its counting processes (every COUNT_EVERY-th)."""
-        return block % self.COUNT_EVERY == 0 and self.cfg.parallel == 1 and job.workload is None
 
     def _enough(self, states: States) -> bool:
         return all(st.processes >= self.cfg.min_processes for st in states.values() if st.done is None)
