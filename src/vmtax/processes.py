@@ -91,7 +91,7 @@ def row_states(
     return by_spec, states
 
 
-class Processes:
+class InTurnProcesses:
     """compare's processes on a row, as the runner's blocks ask for them:
     the calibration that sizes them (one process per target, then
     plan.sizes), each target's timed and counting agent processes, and a
@@ -281,7 +281,10 @@ class Processes:
             if got.error:
                 return
 
-    # -- lockstep pairs (engine/lockstep.py) --------------------------------------------------------
+
+class Processes(InTurnProcesses):
+    """compare's processes on a row, lockstep's sides among them (engine/lockstep.py)."""
+
     def stepped(self, job: Job, states: States) -> list[Target]:
         """The targets of this block that run in lockstep: with --pairing
         lockstep, an agent row's baseline and the candidates still going

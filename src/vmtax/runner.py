@@ -84,7 +84,12 @@ class Progress(Protocol):
     def note(self, text: str) -> None: ...  # one line of its own (a host not reached)
 
 
-class Runner:
+class Blocks:
+    """A row measured block after block (_measure), each block's
+    processes run by the engine's executors (Processes' turns), whether
+    the next one runs as the schedule decides (schedule.Schedule); the
+    passes over the rows: Runner."""
+
     COUNT_EVERY = COUNT_EVERY
 
     def __init__(
@@ -118,114 +123,6 @@ class Runner:
         """The run's budget: the one given, or made when the run begins."""
         assert self._deadline is not None, "the run has begun"
         return self._deadline
-
-    # -- the passes (their shares: schedule.Schedule) -----------------------------------------
-    def run(self) -> str:
-        """Measure every benchmark in the passes the module's docstring
-        describes; returns 'complete' or 'interrupted'.  What lockstep
-        measured of each target's go joins its facts (LOCKSTEP_GO)."""
-        try:
-            return self._run()
-        finally:
-            for target in self.targets:
-                took = self.procs.step_latency.get(target.name)
-                if took:  # the median time a go took to its sample line, beyond the sample itself
-                    target.facts()[LOCKSTEP_GO] = round(statistics.median(took) * 1e3, 3)
-
-    def _run(self) -> str:
-        self._deadline = self.procs.deadline = self._deadline or Deadline(
-            self.cfg.max_time, self.clock, self.spent_before
-        )
-        self._t0 = self.deadline.t0
-        by_spec, states = row_states(self.specs, self.targets, self.jobs)
-        pending: list[int] = []
-        self._current: Job | None = None
-        try:
-            for index, job in enumerate(self.jobs):
-                self._current = job
-                if self._timed(index, job, states[index], self.sched.first_share(index, self._elapsed())) is None:
-                    pending.append(index)
-            for k, index in enumerate(pending):  # first, every row gets an interval at all
-                job = self._current = self.jobs[index]
-                until = self.sched.catch_up_share(k, len(pending), self._elapsed())
-                self._measure(index, job, states[index], self.clock() + until, until_enough=True)
-            self._pass2(pending, states)
-        except KeyboardInterrupt:
-            self._close(self._unfinished(pending, later=False), by_spec, "interrupted")
-            return "interrupted"
-        except BudgetSpent:
-            why = f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)"
-            self._close(self._unfinished(pending, later=True), by_spec, "budget", why)
-        if self.sched.left_out and self.progress:
-            self.progress.note(self.sched.note())
-        return "complete"
-
-    def _elapsed(self) -> float:
-        return self.clock() - self._t0
-
-    def _unfinished(self, pending: list[int], later: bool) -> list[Job]:
-        """The rows a stop leaves unfinished: the current one, those pending pass 2 (later: and those after it)."""
-        current = [self._current] if self._current else []
-        after = self.jobs[self.jobs.index(current[0]) + 1 :] if current and later else []
-        return current + [self.jobs[i] for i in pending] + after
-
-    def _pass2(self, pending: list[int], states: list[list[States]]) -> None:
-        """Pass 2's funding, cheapest first (Schedule.second_share): the
-        rows whose need fits what is left (those finished leave
-        `pending`), then every row still short, each with its need or an
-        even share."""
-        for final in (False, True):
-            need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
-            for k, index in enumerate(self.sched.cheapest_first(need)):
-                job = self._current = self.jobs[index]
-                next_s = self.sched.next_block_s(job, self.groups.times(job))
-                share = self.sched.second_share(need[index], self._elapsed(), len(need) - k, next_s, final)
-                if share is None:
-                    break  # this row's need, and the next ones', more than is left
-                if self._timed(index, job, states[index], share, final=final) is not None and not final:
-                    pending.remove(index)
-
-    def _close(self, jobs: list[Job], by_spec: dict[str, States], how: str, reason: str = "") -> None:
-        """Every row of these jobs not recorded yet ends `how` (a target
-        that failed or was skipped keeps its own outcome)."""
-        for name in dict.fromkeys(s.name for job in jobs for s in job.specs):
-            for target, st in by_spec[name].items():
-                if (target, name) not in self._recorded:
-                    self.rec.outcome(target, name, st.done or how, st.reason if st.done else reason)
-                    self._recorded.add((target, name))
-
-    def _time_to_goal(self, job: Job, sts: list[States]) -> float:
-        """Seconds more this benchmark would need to reach the precision (plan.time_to_goal):
-        its time so far, and the widest interval over its figures (what decides its stop);
-        a row whose lockstep blocks hold one group at a time: the time its cheapest group
-        needs (StepGroups.time_to_goal), what its next share buys first."""
-        cheapest = self.groups.time_to_goal(job, sts[0], self.sched.blocks(job))
-        if cheapest is not None:
-            return cheapest
-        worst = max(max(self._widths(states).values(), default=0.0) for states in sts)
-        return plan.time_to_goal(self.sched.spent.get(job.name, 0.0), worst, self.cfg.precision)
-
-    def _widths(self, states: States) -> dict[str, float]:
-        return widths(self.rule, self.names, {n: st.side() for n, st in states.items()})
-
-    def _timed(self, index: int, job: Job, sts: list[States], share: float, final: bool = False) -> dict | None:
-        """Measure until precision (recorded, returned) or budget (None)."""
-        started = self.clock()
-        how = self._measure(index, job, sts, started + share)
-        self.sched.spent_on(job, self.clock() - started)
-        states = sts[0]  # a job's figures share their processes, skips and errors
-        if how == "budget" and not final and any(st.done is None for st in states.values()):
-            if self.progress:
-                self.progress.finished(index, len(self.jobs), job, so_far([self._widths(s) for s in sts], sts[0]))
-            return None
-        outcome = {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}
-        for spec in job.specs:
-            for name, (stopped, reason) in outcome.items():
-                self.rec.outcome(name, spec.name, stopped, reason)
-                self._recorded.add((name, spec.name))
-        if self.progress:
-            self.progress.finished(index, len(self.jobs), job, {k: v[0] for k, v in outcome.items()})
-        return outcome
 
     # -- the blocks (whether the next one runs: Schedule.next_block) ---------------------------
     def _measure(self, index: int, job: Job, sts: list[States], deadline: float, until_enough: bool = False) -> str:
@@ -309,6 +206,117 @@ class Runner:
 
     def _enough(self, states: States) -> bool:
         return all(st.processes >= self.cfg.min_processes for st in states.values() if st.done is None)
+
+    def _elapsed(self) -> float:
+        return self.clock() - self.deadline.t0
+
+    def _widths(self, states: States) -> dict[str, float]:
+        return widths(self.rule, self.names, {n: st.side() for n, st in states.items()})
+
+
+class Runner(Blocks):
+    """compare's passes over its rows (the module's docstring), each row's blocks measured by Blocks."""
+
+    # -- the passes (their shares: schedule.Schedule) -----------------------------------------
+    def run(self) -> str:
+        """Measure every benchmark in the passes the module's docstring
+        describes; returns 'complete' or 'interrupted'.  What lockstep
+        measured of each target's go joins its facts (LOCKSTEP_GO)."""
+        try:
+            return self._run()
+        finally:
+            for target in self.targets:
+                took = self.procs.step_latency.get(target.name)
+                if took:  # the median time a go took to its sample line, beyond the sample itself
+                    target.facts()[LOCKSTEP_GO] = round(statistics.median(took) * 1e3, 3)
+
+    def _run(self) -> str:
+        self._deadline = self.procs.deadline = self._deadline or Deadline(
+            self.cfg.max_time, self.clock, self.spent_before
+        )
+        by_spec, states = row_states(self.specs, self.targets, self.jobs)
+        pending: list[int] = []
+        self._current: Job | None = None
+        try:
+            for index, job in enumerate(self.jobs):
+                self._current = job
+                if self._timed(index, job, states[index], self.sched.first_share(index, self._elapsed())) is None:
+                    pending.append(index)
+            for k, index in enumerate(pending):  # first, every row gets an interval at all
+                job = self._current = self.jobs[index]
+                until = self.sched.catch_up_share(k, len(pending), self._elapsed())
+                self._measure(index, job, states[index], self.clock() + until, until_enough=True)
+            self._pass2(pending, states)
+        except KeyboardInterrupt:
+            self._close(self._unfinished(pending, later=False), by_spec, "interrupted")
+            return "interrupted"
+        except BudgetSpent:
+            why = f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)"
+            self._close(self._unfinished(pending, later=True), by_spec, "budget", why)
+        if self.sched.left_out and self.progress:
+            self.progress.note(self.sched.note())
+        return "complete"
+
+    def _unfinished(self, pending: list[int], later: bool) -> list[Job]:
+        """The rows a stop leaves unfinished: the current one, those pending pass 2 (later: and those after it)."""
+        current = [self._current] if self._current else []
+        after = self.jobs[self.jobs.index(current[0]) + 1 :] if current and later else []
+        return current + [self.jobs[i] for i in pending] + after
+
+    def _pass2(self, pending: list[int], states: list[list[States]]) -> None:
+        """Pass 2's funding, cheapest first (Schedule.second_share): the
+        rows whose need fits what is left (those finished leave
+        `pending`), then every row still short, each with its need or an
+        even share."""
+        for final in (False, True):
+            need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
+            for k, index in enumerate(self.sched.cheapest_first(need)):
+                job = self._current = self.jobs[index]
+                next_s = self.sched.next_block_s(job, self.groups.times(job))
+                share = self.sched.second_share(need[index], self._elapsed(), len(need) - k, next_s, final)
+                if share is None:
+                    break  # this row's need, and the next ones', more than is left
+                if self._timed(index, job, states[index], share, final=final) is not None and not final:
+                    pending.remove(index)
+
+    def _close(self, jobs: list[Job], by_spec: dict[str, States], how: str, reason: str = "") -> None:
+        """Every row of these jobs not recorded yet ends `how` (a target
+        that failed or was skipped keeps its own outcome)."""
+        for name in dict.fromkeys(s.name for job in jobs for s in job.specs):
+            for target, st in by_spec[name].items():
+                if (target, name) not in self._recorded:
+                    self.rec.outcome(target, name, st.done or how, st.reason if st.done else reason)
+                    self._recorded.add((target, name))
+
+    def _time_to_goal(self, job: Job, sts: list[States]) -> float:
+        """Seconds more this benchmark would need to reach the precision (plan.time_to_goal):
+        its time so far, and the widest interval over its figures (what decides its stop);
+        a row whose lockstep blocks hold one group at a time: the time its cheapest group
+        needs (StepGroups.time_to_goal), what its next share buys first."""
+        cheapest = self.groups.time_to_goal(job, sts[0], self.sched.blocks(job))
+        if cheapest is not None:
+            return cheapest
+        worst = max(max(self._widths(states).values(), default=0.0) for states in sts)
+        return plan.time_to_goal(self.sched.spent.get(job.name, 0.0), worst, self.cfg.precision)
+
+    def _timed(self, index: int, job: Job, sts: list[States], share: float, final: bool = False) -> dict | None:
+        """Measure until precision (recorded, returned) or budget (None)."""
+        started = self.clock()
+        how = self._measure(index, job, sts, started + share)
+        self.sched.spent_on(job, self.clock() - started)
+        states = sts[0]  # a job's figures share their processes, skips and errors
+        if how == "budget" and not final and any(st.done is None for st in states.values()):
+            if self.progress:
+                self.progress.finished(index, len(self.jobs), job, so_far([self._widths(s) for s in sts], sts[0]))
+            return None
+        outcome = {n: (st.done, st.reason) if st.done else (how, "") for n, st in states.items()}
+        for spec in job.specs:
+            for name, (stopped, reason) in outcome.items():
+                self.rec.outcome(name, spec.name, stopped, reason)
+                self._recorded.add((name, spec.name))
+        if self.progress:
+            self.progress.finished(index, len(self.jobs), job, {k: v[0] for k, v in outcome.items()})
+        return outcome
 
 
 def so_far(per: list[dict[str, float]], states: States) -> dict[str, str]:

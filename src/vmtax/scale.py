@@ -39,8 +39,8 @@ from functools import partial
 
 from .engine.barrier import Barrier, RoundResult
 from .engine.blocks import Turn
-from .engine.budget import BudgetSpent
-from .engine.execute import Batch, Lines, ProcessResult, Where, calibrate, run_process, run_tool
+from .engine.budget import BudgetSpent, Deadline
+from .engine.execute import Batch, Lines, ProcessResult, Recorder, Where, calibrate, run_process, run_tool
 from .engine.jobs import Job, jobs_of
 from .engine.protocol import agent_argv
 from .engine.session import Session, TargetPool, run_session
@@ -160,148 +160,22 @@ def stage_name(target: str, n: int) -> str:
     return f"{target} x{n}"
 
 
-class ScaleRun:
-    """The stages of a scale run in one session (engine.session): its copies
-    started in the session's pool, every process read and recorded by the
-    engine (execute), rounds until the aggregate is precise."""
+class Rounds:
+    """A scale run's rounds, one by one: each copy's process a held turn
+    of the engine's Barrier (its argv, its lines read and recorded into
+    the round's batch), the shared count calibrated on one copy alone,
+    and each round said as it ends.  The stages: ScaleRun."""
 
-    def __init__(
-        self,
-        text: str,
-        make: Callable[[int], Target],
-        cfg: ScaleConfig,
-        specs: list[BenchSpec],
-        session: Session,
-        note: Callable[[str], None],
-    ):
-        self.text, self.make, self.cfg, self.specs = text, make, cfg, specs
-        self.jobs = jobs_of(specs)  # checked by check_jobs before the run was recorded
-        self.pool, self.rec, self.note = session.pool, session.recorder, note
-        self.cpus = host_cpus()
-        self.iters: dict[str, int | None] = {}  # each agent row's count (None: skipped)
-        self.skipped: dict[str, str] = {}
-        self.rounds = 0  # rounds measured and stored, every stage's
-        self.deadline = session.begin(cfg.max_time)
-        self.pool.start_by = self.deadline.hard_end_real  # a copy's boot ends by the hard stop
-
-    def run(self) -> None:
-        files = workloads.provision(self.specs, by=self.deadline.hard_end_real - self.deadline.grace)
-        try:
-            items = len(self.cfg.instances) * len(self.jobs)
-            for position, n in enumerate(self.cfg.instances):
-                grow(self.pool, self.make, n, self.cfg.pin, self.cpus, files, self.text, self.note)
-                stage = stage_name(self.text, n)
-                copies = self.pool.targets[:n]
-                facts = {
-                    "n": n,
-                    "vcpus": sum(t.vcpus() for t in copies),
-                    "host_cpus": len(self.cpus),
-                    "pinning": pinning_text(self.cfg.pin, n, self.cpus),
-                    "instances": [t.name for t in copies],
-                    "rounds": {},
-                }
-                self._store_stage(position, stage, copies, facts)
-                for job in self.jobs:
-                    share = max(0.0, self.cfg.max_time - (time.monotonic() - self.deadline.t0)) / items
-                    items -= 1
-                    try:
-                        self._measure(job, stage, copies, facts, time.monotonic() + share)
-                    except BudgetSpent:
-                        self._store_stage(position, stage, copies, facts)  # its rounds so far
-                        raise
-                    self._store_stage(position, stage, copies, facts)
-        except BudgetSpent as e:
-            if not self.rounds:  # nothing measured: the run failed, it is not complete
-                raise TargetError(f"{e}; no round was measured") from None
-            self.note(f"vmtax: {e}")
+    cfg: ScaleConfig
+    rec: Recorder
+    deadline: Deadline
+    iters: dict[str, int | None]  # each agent row's count (None: skipped)
+    skipped: dict[str, str]
+    note: Callable[[str], None]
 
     def _timeout(self) -> float:
         """A round's (or calibration's) timeout, never past budget + grace."""
         return self.deadline.timeout(self.cfg.timeout)
-
-    def _cut(self, e: Exception, stage: str, names: list[str]) -> None:
-        """A failure at the hard stop is the budget's, not the target's:
-        the rows end 'budget' and the run stops (BudgetSpent)."""
-        if not self.deadline.spent():
-            return
-        why = f"stopped at --max-time plus its grace ({self.deadline.grace:.0f} s): {e}"
-        for name in names:
-            self.rec.outcome(stage, name, "budget", why[:500])
-        raise BudgetSpent(why) from None
-
-    def _store_stage(self, position: int, stage: str, copies: list[Target], facts: dict) -> None:
-        first = copies[0].info()  # its facts: the agent's --env, once; the others' own figures
-        boots = [t.boot_s for t in copies if t.boot_s is not None]
-        idle = [t.idle_cpu for t in copies if t.idle_cpu is not None]
-        over = [t.mem_overhead for t in copies if t.mem_overhead is not None]
-        info = TargetInfo(
-            name=stage,
-            kind=first.kind,
-            accel=first.accel,
-            facts={**first.facts, "scale": facts},
-            boot_s=max(boots) if boots else None,  # the slowest of the parallel boots
-            idle_cpu_pct=sum(idle) if idle else None,  # all N idle together
-            mem_overhead_mb=sum(over) / len(over) if over else None,
-        )
-        self.rec.target(position, info)
-
-    def _measure(self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float) -> None:
-        names = [s.name for s in job.specs]
-        if job.workload is None and job.name not in self.iters and not any(n in self.skipped for n in names):
-            try:
-                self.iters[job.name] = self._calibrate(copies[0], job.specs[0], stage)
-            except (TargetError, AgentError) as e:
-                self._cut(e, stage, names)
-                raise
-        stopped = None if any(n in self.skipped for n in names) else self._rounds(job, stage, copies, facts, deadline)
-        for name in names:
-            how, why = stopped or ("skipped", self.skipped.get(name, ""))
-            self.rec.outcome(stage, name, how, why)
-
-    def _rounds(
-        self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float
-    ) -> tuple[str, str] | None:
-        """Rounds until the aggregate is precise ('precision', ''), or
-        --max-rounds or the job's share of the budget is reached ('budget',
-        why); None where the copies skipped the benchmark."""
-        names = [s.name for s in job.specs]
-        aggregates, took = [], []
-        for name in names:
-            facts["rounds"][name] = []
-        for r in range(self.cfg.max_rounds):
-            barrier = Barrier(job.specs[0], job.workload is not None, self._timeout(), memory=r == 0)
-            got = _Round(self.rec.batch())
-            try:
-                barrier.run(self._turns(job, stage, copies, r, got))
-            except TargetError as e:
-                self._cut(e, stage, names)
-                raise
-            assert barrier.round is not None, "a round run"
-            res = barrier.round
-            samples = self._samples(job, got)
-            if samples is None:  # skipped in the copies
-                return None
-            self.rounds += 1
-            for name in names:
-                facts["rounds"][name].append(
-                    {
-                        "round": r,
-                        "host_cpu_pct": res.host_cpu_pct,
-                        "seconds": round(res.seconds, 3),
-                        **({"host_mem_mib": [round(m, 1) for m in res.host_mem_mib]} if res.host_mem_mib else {}),
-                    }
-                )
-            rates = instance_rates(samples, job.specs[0])
-            aggregates.append(sum(rates.values()))
-            took.append(res.seconds)
-            self._progress(job, len(copies), r, rates, res)
-            if r + 1 < self.cfg.min_rounds:
-                continue
-            if _ci_rel(aggregates) <= self.cfg.precision:
-                return "precision", ""
-            if time.monotonic() + max(took) + 1.0 > deadline:
-                return "budget", "its share of --max-time"
-        return "budget", f"--max-rounds {self.cfg.max_rounds}"
 
     def _argv_maker(self, job: Job) -> Callable[[int, Target], list[str]]:
         c = self.cfg
@@ -384,6 +258,146 @@ class ScaleRun:
         )
 
 
+class ScaleRun(Rounds):
+    """The stages of a scale run in one session (engine.session): its copies
+    started in the session's pool, every process read and recorded by the
+    engine (execute), rounds until the aggregate is precise."""
+
+    def __init__(
+        self,
+        text: str,
+        make: Callable[[int], Target],
+        cfg: ScaleConfig,
+        specs: list[BenchSpec],
+        session: Session,
+        note: Callable[[str], None],
+    ):
+        self.text, self.make, self.cfg, self.specs = text, make, cfg, specs
+        self.jobs = jobs_of(specs)  # checked by check_jobs before the run was recorded
+        self.pool, self.rec, self.note = session.pool, session.recorder, note
+        self.cpus = host_cpus()
+        self.iters: dict[str, int | None] = {}  # each agent row's count (None: skipped)
+        self.skipped: dict[str, str] = {}
+        self.rounds = 0  # rounds measured and stored, every stage's
+        self.deadline = session.begin(cfg.max_time)
+        self.pool.start_by = self.deadline.hard_end_real  # a copy's boot ends by the hard stop
+
+    def run(self) -> None:
+        files = workloads.provision(self.specs, by=self.deadline.hard_end_real - self.deadline.grace)
+        try:
+            items = len(self.cfg.instances) * len(self.jobs)
+            for position, n in enumerate(self.cfg.instances):
+                grow(self.pool, self.make, n, self.cfg.pin, self.cpus, files, self.text, self.note)
+                stage = stage_name(self.text, n)
+                copies = self.pool.targets[:n]
+                facts = {
+                    "n": n,
+                    "vcpus": sum(t.vcpus() for t in copies),
+                    "host_cpus": len(self.cpus),
+                    "pinning": pinning_text(self.cfg.pin, n, self.cpus),
+                    "instances": [t.name for t in copies],
+                    "rounds": {},
+                }
+                self._store_stage(position, stage, copies, facts)
+                for job in self.jobs:
+                    share = max(0.0, self.cfg.max_time - (time.monotonic() - self.deadline.t0)) / items
+                    items -= 1
+                    try:
+                        self._measure(job, stage, copies, facts, time.monotonic() + share)
+                    except BudgetSpent:
+                        self._store_stage(position, stage, copies, facts)  # its rounds so far
+                        raise
+                    self._store_stage(position, stage, copies, facts)
+        except BudgetSpent as e:
+            if not self.rounds:  # nothing measured: the run failed, it is not complete
+                raise TargetError(f"{e}; no round was measured") from None
+            self.note(f"vmtax: {e}")
+
+    def _cut(self, e: Exception, stage: str, names: list[str]) -> None:
+        """A failure at the hard stop is the budget's, not the target's:
+        the rows end 'budget' and the run stops (BudgetSpent)."""
+        if not self.deadline.spent():
+            return
+        why = f"stopped at --max-time plus its grace ({self.deadline.grace:.0f} s): {e}"
+        for name in names:
+            self.rec.outcome(stage, name, "budget", why[:500])
+        raise BudgetSpent(why) from None
+
+    def _store_stage(self, position: int, stage: str, copies: list[Target], facts: dict) -> None:
+        first = copies[0].info()  # its facts: the agent's --env, once; the others' own figures
+        boots = [t.boot_s for t in copies if t.boot_s is not None]
+        idle = [t.idle_cpu for t in copies if t.idle_cpu is not None]
+        over = [t.mem_overhead for t in copies if t.mem_overhead is not None]
+        info = TargetInfo(
+            name=stage,
+            kind=first.kind,
+            accel=first.accel,
+            facts={**first.facts, "scale": facts},
+            boot_s=max(boots) if boots else None,  # the slowest of the parallel boots
+            idle_cpu_pct=sum(idle) if idle else None,  # all N idle together
+            mem_overhead_mb=sum(over) / len(over) if over else None,
+        )
+        self.rec.target(position, info)
+
+    def _measure(self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float) -> None:
+        names = [s.name for s in job.specs]
+        if job.workload is None and job.name not in self.iters and not any(n in self.skipped for n in names):
+            try:
+                self.iters[job.name] = self._calibrate(copies[0], job.specs[0], stage)
+            except (TargetError, AgentError) as e:
+                self._cut(e, stage, names)
+                raise
+        stopped = None if any(n in self.skipped for n in names) else self._rounds(job, stage, copies, facts, deadline)
+        for name in names:
+            how, why = stopped or ("skipped", self.skipped.get(name, ""))
+            self.rec.outcome(stage, name, how, why)
+
+    def _rounds(
+        self, job: Job, stage: str, copies: list[Target], facts: dict, deadline: float
+    ) -> tuple[str, str] | None:
+        """Rounds until the aggregate is precise ('precision', ''), or
+        --max-rounds or the job's share of the budget is reached ('budget',
+        why); None where the copies skipped the benchmark."""
+        names = [s.name for s in job.specs]
+        aggregates, took = [], []
+        for name in names:
+            facts["rounds"][name] = []
+        for r in range(self.cfg.max_rounds):
+            got = self._round(job, stage, copies, r)
+            if got is None:  # skipped in the copies
+                return None
+            samples, res = got
+            self.rounds += 1
+            for name in names:
+                facts["rounds"][name].append(_round_facts(r, res))
+            rates = instance_rates(samples, job.specs[0])
+            aggregates.append(sum(rates.values()))
+            took.append(res.seconds)
+            self._progress(job, len(copies), r, rates, res)
+            if r + 1 < self.cfg.min_rounds:
+                continue
+            if _ci_rel(aggregates) <= self.cfg.precision:
+                return "precision", ""
+            if time.monotonic() + max(took) + 1.0 > deadline:
+                return "budget", "its share of --max-time"
+        return "budget", f"--max-rounds {self.cfg.max_rounds}"
+
+    def _round(self, job: Job, stage: str, copies: list[Target], r: int) -> tuple[list[Sample], RoundResult] | None:
+        """One round through the engine's barrier (engine.barrier.Barrier):
+        its samples and how it went; None where the copies skipped.  A
+        failure at the hard stop is the budget's (_cut)."""
+        barrier = Barrier(job.specs[0], job.workload is not None, self._timeout(), memory=r == 0)
+        got = _Round(self.rec.batch())
+        try:
+            barrier.run(self._turns(job, stage, copies, r, got))
+        except TargetError as e:
+            self._cut(e, stage, [s.name for s in job.specs])
+            raise
+        assert barrier.round is not None, "a round run"
+        samples = self._samples(job, got)
+        return None if samples is None else (samples, barrier.round)
+
+
 @dataclass
 class _Round:
     """What a round's copies gave, held until every one has delivered."""
@@ -391,6 +405,12 @@ class _Round:
     held: Batch
     samples: list[Sample] = field(default_factory=list)
     stop: ProcessResult | None = None  # the copy that failed or skipped (the later ones are not read)
+
+
+def _round_facts(r: int, res: RoundResult) -> dict:
+    """What a stage's facts keep of a round: the host's CPU and memory, its time."""
+    mem = {"host_mem_mib": [round(m, 1) for m in res.host_mem_mib]} if res.host_mem_mib else {}
+    return {"round": r, "host_cpu_pct": res.host_cpu_pct, "seconds": round(res.seconds, 3), **mem}
 
 
 def _timed_sample(read) -> str:

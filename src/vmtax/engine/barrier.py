@@ -64,54 +64,68 @@ def run_round(
     all are released at once.  TargetError naming the target at the first
     failure of any (the caller stops them all).  memory: read each
     target's host memory just after the release."""
-    n = len(targets)
-    lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
-    reached = [False] * n
-    events: queue.Queue[Event] = queue.Queue()
-    gates: list[Held | None] = [None] * n  # each process's handle, once started
-
-    def work(i: int) -> None:
-        error = None
-        try:
-            handle = targets[i].hold(argv[i], timeout, tool=tool)
-            gates[i] = handle
-            for line in handle.lines:
-                if not reached[i] and ready(line, spec, tool):
-                    reached[i] = True
-                    events.put(("ready", i, None))
-                else:
-                    lines[i].append((time.time(), line))
-        except BaseException as e:  # told to the coordinator
-            error = e
-        events.put(("end", i, error))
-
-    for i in range(n):
-        threading.Thread(target=work, args=(i,), daemon=True).start()
+    held = _Held(targets, spec, tool)
+    for i in range(len(targets)):
+        threading.Thread(target=held.work, args=(i, argv[i], timeout), daemon=True).start()
     deadline = time.monotonic() + timeout
-    waiting, ended = set(range(n)), set()
-    while waiting:  # the barrier: every process ready (or ended without reaching it: a skip)
-        kind, i, error = _next(events, deadline, targets, "reach the barrier")
-        _fail_on(error, i, targets)
-        waiting.discard(i)
-        if kind == "end":
-            ended.add(i)
+    held.wait(set(range(len(targets))), deadline, "reach the barrier")  # every one ready, or ended (a skip)
     busy0, total0 = host_cpu_times()
     t0, started = time.monotonic(), time.time()
-    for i in range(n):
-        gate = gates[i]
-        if reached[i] and i not in ended and gate is not None:
-            gate.go()
+    held.release()
     # while they run; the warmup sample absorbs what reading it costs
     mem = [pss_mb(t.host_pids()) for t in targets] if memory else []
-    while len(ended) < n:
-        kind, i, error = _next(events, deadline, targets, "finish its round")
-        _fail_on(error, i, targets)
-        if kind == "end":
-            ended.add(i)
+    held.wait(set(range(len(targets))) - held.ended, deadline, "finish its round", until="end")
     seconds = time.monotonic() - t0
     busy1, total1 = host_cpu_times()
     cpu = 100.0 * (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
-    return RoundResult(lines, reached, cpu, seconds, mem, started)
+    return RoundResult(held.lines, held.reached, cpu, seconds, mem, started)
+
+
+class _Held:
+    """A round's processes as their threads read them: each one's lines
+    (its ready line aside), whether it reached the barrier, its handle,
+    and the events the coordinator waits on."""
+
+    def __init__(self, targets: list[Target], spec: BenchSpec, tool: bool):
+        self.targets, self.spec, self.tool = targets, spec, tool
+        n = len(targets)
+        self.lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
+        self.reached = [False] * n
+        self.gates: list[Held | None] = [None] * n  # each process's handle, once started
+        self.events: queue.Queue[Event] = queue.Queue()
+        self.ended: set[int] = set()
+
+    def work(self, i: int, argv: list[str], timeout: float) -> None:
+        """One process, started held and read to its end (a thread's)."""
+        error = None
+        try:
+            handle = self.gates[i] = self.targets[i].hold(argv, timeout, tool=self.tool)
+            for line in handle.lines:
+                if not self.reached[i] and ready(line, self.spec, self.tool):
+                    self.reached[i] = True
+                    self.events.put(("ready", i, None))
+                else:
+                    self.lines[i].append((time.time(), line))
+        except BaseException as e:  # told to the coordinator
+            error = e
+        self.events.put(("end", i, error))
+
+    def wait(self, waiting: set[int], deadline: float, what: str, until: str = "ready") -> None:
+        """Until every one waited for is ready (until="ready": or ended) or
+        ended; TargetError at the first failure, or past the deadline."""
+        while waiting:
+            kind, i, error = _next(self.events, deadline, self.targets, what)
+            _fail_on(error, i, self.targets)
+            if kind == "end":
+                self.ended.add(i)
+            if kind == "end" or until == "ready":
+                waiting.discard(i)
+
+    def release(self) -> None:
+        """Every process that reached the barrier and runs still, let go at once."""
+        for i, gate in enumerate(self.gates):
+            if self.reached[i] and i not in self.ended and gate is not None:
+                gate.go()
 
 
 def _next(events: queue.Queue[Event], deadline: float, targets: list[Target], what: str) -> Event:

@@ -290,6 +290,17 @@ def calibrate(
 
 
 # -- one tool run ----------------------------------------------------------------------------
+def _read_all(lines: Lines, read: AgentRead) -> list[str]:
+    """A tool's lines, all of them, noting when the first that is not blank arrived."""
+    out = []
+    for line in lines.open():
+        if line.strip():
+            t = lines.when()
+            read.first = read.first or t
+        out.append(line)
+    return out
+
+
 def run_tool(
     target,
     job: Job,
@@ -312,12 +323,7 @@ def run_tool(
     res = ProcessResult(rec.new_process(), where, lines.started if lines.started is not None else time.time())
     try:
         with cost if cost is not None else nullcontext():
-            out = []
-            for line in lines.open():
-                if line.strip():
-                    t = lines.when()
-                    res.read.first = res.read.first or t
-                out.append(line)
+            out = _read_all(lines, res.read)
             if cost is not None:
                 cost.end()
             values = w.parse("\n".join(out))
