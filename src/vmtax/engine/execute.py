@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..agent import agent_hash
 from ..errors import AgentError, TargetError
@@ -32,6 +33,9 @@ from .hostcost import ToolCost
 from .jobs import Job
 from .protocol import AgentRead, calibration_args, read_agent, tool_samples
 from .writer import StoreWriter
+
+if TYPE_CHECKING:
+    from ..hostprobe import HostProbe
 
 
 # -- where a process's lines come from ---------------------------------------------------
@@ -202,13 +206,13 @@ def finished(read: AgentRead) -> str:
 
 
 def run_process(
-    target,
+    target: Target,
     spec: BenchSpec,
     where: Where,
     rec: Recorder,
     lines: Lines,
     *,
-    probe=None,
+    probe: HostProbe | None = None,
     on_sample: Callable[[Sample], None] | None = None,
     check: Callable[[AgentRead], str] | None = finished,
     keep: bool = True,
@@ -224,7 +228,7 @@ def run_process(
     no row (the run ends there)."""
     res = ProcessResult(rec.new_process(), where, lines.started if lines.started is not None else time.time())
 
-    def take(f: dict, t: float) -> None:
+    def take(f: dict[str, Any], t: float) -> None:
         if where.instance is not None:
             f = {**f, "instance": where.instance}
         s = Sample(benchmark=spec.name, target=where.target, process=res.process, block=where.block, t=t, **f)
@@ -266,7 +270,7 @@ def calibrated(read: AgentRead) -> str:
 
 
 def calibrate(
-    target,
+    target: Target,
     spec: BenchSpec,
     where: Where,
     rec: Recorder,
@@ -302,7 +306,7 @@ def _read_all(lines: Lines, read: AgentRead) -> list[str]:
 
 
 def run_tool(
-    target,
+    target: Target,
     job: Job,
     where: Where,
     rec: Recorder,

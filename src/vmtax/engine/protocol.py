@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..agent import Event, events
+from ..agent import Event as Event
+from ..agent import events
 from ..errors import AgentError
 from ..model import BenchSpec, Sample
 from ..suite import workloads
@@ -23,11 +24,13 @@ from .jobs import Job
 if TYPE_CHECKING:
     from ..hostprobe import HostProbe
 
+_Mark = tuple[dict[str, float], float]  # a host probe's reading, and when it was taken (time.monotonic)
+
 CALIBRATION_SAMPLES = 3
 
 
 def agent_argv(
-    target,
+    target: Target,
     spec: BenchSpec,
     *,
     warmup: int,
@@ -67,10 +70,10 @@ def agent_argv(
         args += ["--parallel", str(parallel)]
     if tracepoint is not None:
         args += ["--tracepoint-id", str(tracepoint)]
-    return args + target.agent_extra_args() + (["--go"] if go else [])
+    return [*args, *target.agent_extra_args(), *(["--go"] if go else [])]
 
 
-def calibration_args(target, spec: BenchSpec, min_time_ms: int) -> list[str]:
+def calibration_args(target: Target, spec: BenchSpec, min_time_ms: int) -> list[str]:
     """A calibration process's arguments: CALIBRATION_SAMPLES samples after
     one warmup (a fresh process's first batches are cold: tlb_4k's read
     162, 132, 100, 77 ns here, so a count found on the first batch alone is
@@ -137,7 +140,7 @@ def read_agent(
     target: Target,
     lines: Iterable[str],
     spec: BenchSpec,
-    take: Callable[[dict, float], None],
+    take: Callable[[dict[str, Any], float], None],
     probe: HostProbe | None = None,
     when: Callable[[], float] = time.time,
     into: AgentRead | None = None,
@@ -176,7 +179,9 @@ def read_agent(
     return got
 
 
-def _host_cost(target, probe, mark, f: dict) -> tuple[dict, tuple | None]:
+def _host_cost(
+    target: Target, probe: HostProbe | None, mark: _Mark | None, f: dict[str, Any]
+) -> tuple[dict[str, float], _Mark | None]:
     """A counted sample's metrics with its host cost per operation beside
     them, and the probe's reading it ends at (the next counted sample's
     start)."""

@@ -12,6 +12,9 @@ from typing import Protocol
 from ..errors import StoreError
 from ..model import BenchSpec, ProcessRecord, Sample, TargetInfo
 
+# a store call handed to the store's thread: the method, its arguments, its end, what it raised
+_Call = tuple[Callable[..., None], tuple[object, ...], threading.Event, dict[str, BaseException]]
+
 
 class StoreWriter(Protocol):
     """The writes of a run in progress (store.base.Store has them all)."""
@@ -31,7 +34,7 @@ class ThreadRelay:
 
     def __init__(self, store: StoreWriter):
         self._store, self._home = store, threading.get_ident()
-        self._calls: queue.Queue[tuple] = queue.Queue()
+        self._calls: queue.Queue[_Call] = queue.Queue()
         self._open = False
 
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
@@ -49,7 +52,7 @@ class ThreadRelay:
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         self._call(self._store.set_outcome, run_id, target, bench, stopped_by, reason)
 
-    def _call(self, method: Callable, *args) -> None:
+    def _call(self, method: Callable[..., None], *args: object) -> None:
         if threading.get_ident() == self._home:
             method(*args)
             return
@@ -70,7 +73,7 @@ class ThreadRelay:
         once all have ended (a Ctrl-C at once: the lanes' calls fail)."""
         errors: list[BaseException] = []
 
-        def run(lane):
+        def run(lane: Callable[[], object]) -> None:
             try:
                 lane()
             except BaseException as e:  # handed to the serving thread
