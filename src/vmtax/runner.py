@@ -20,10 +20,10 @@ tool is its "process", the first run on each target is a warmup, and one
 run gives a sample of each of its figures (`<workload>.<metric>` rows, a
 "job" of several specs measured together; stopping waits for the widest).
 
-With --pairing lockstep (engine/lockstep.py), an agent row's block starts the
-baseline's and the candidates' processes on this machine together and
-pairs their samples a millisecond apart (Processes.lockstep); the
-others (another host's) run in turn after them.
+With --pairing lockstep, an agent row's block starts the baseline's and
+the candidates' processes on this machine together and pairs their
+samples a millisecond apart (Processes.lockstep, run by the engine's
+Lockstep executor); the others (another host's) run in turn after them.
 
 The budget: pass 1 gives each benchmark an equal share of
 plan.FIRST_PASS of it (time a benchmark does not use flows to the next).
@@ -36,16 +36,19 @@ their needs measured again, every row still short, each with its need or
 an even share (plan.pass2_share).  A row whose lockstep blocks hold one
 group of candidates at a time needs what its cheapest group does
 (StepGroups.time_to_goal).  No pass begins a block that would end past its
-share (Runner._past); only a row's first two blocks always run, and a row
-is begun only where they are expected to end within the budget
-(Finishing): the rows the budget cannot finish are left out, in the order
-given, each with the budget that would add it.  The time spent before the
+share (Schedule.next_block); only a row's first two blocks always run, and
+a row is begun only where they are expected to end within the budget
+(Schedule.begin): the rows the budget cannot finish are left out, in the
+order given, each with the budget that would add it.  The time spent before the
 runner began (spent_before, or the deadline given: starting the targets)
 is the budget's too.
 
-The runner schedules; the engine (engine/) runs and records each process
-(execute), runs a block's processes (blocks.InTurn), judges the stop
-(stop, pure) and owns the session, its targets and its budget (session).
+The scheduler (schedule.py, pure) decides each row's share and whether
+its next block runs; the runner executes its decisions; compare's
+processes are the blocks' turns (processes.py); the engine (engine/) runs
+a block's processes (its executors: blocks.InTurn, lockstep.Lockstep),
+reads and records each process (execute), judges the stop (stop, pure)
+and owns the session, its targets and its budget (session).
 """
 
 from __future__ import annotations
@@ -321,7 +324,7 @@ class Runner(Blocks):
 
 def so_far(per: list[dict[str, float]], states: States) -> dict[str, str]:
     """What pass 1 says of a row going on to pass 2 (per: each of its
-    figures' intervals, Runner._widths): the candidates already precise,
+    figures' intervals, Blocks._widths): the candidates already precise,
     the others' widest interval so far."""
     widest = {n: max(w.get(n, 0.0) for w in per) for n in per[0]}
     return {

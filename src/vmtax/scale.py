@@ -11,10 +11,11 @@ accel=auto probing KVM), the very first copy starts alone -- and a stage
 of N uses the first N.  Every copy is stopped on every exit path: a copy that does not
 boot or dies mid-round, a Ctrl-C, a failure of the store.
 
-A round runs the benchmark in every copy, held at a barrier: each agent
-starts, sets up, takes the shared iteration count (calibrated once, on one
-copy alone), prints "ready" and waits on its channel; once all are ready,
-vmtax sends each its go line (Target.go) and every copy takes samples for
+A round runs the benchmark in every copy, held at a barrier (the engine's
+Barrier executor, engine/barrier.py: scale starts no process itself): each
+agent starts, sets up, takes the shared iteration count (calibrated once,
+on one copy alone), prints "ready" and waits on its channel; once all are
+ready, each is sent its go line (Held.go) and every copy takes samples for
 the round time (the agent's --duration-ms: the same stretch of time for
 all, fast or slow).  A workload's tool is held by vmtax-shell the same way
 (WAIT) before it starts.  Rounds repeat until the aggregate's 95% interval

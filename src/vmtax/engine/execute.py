@@ -1,14 +1,14 @@
 """Running one process and recording it: the one place where what an
 agent or a tool printed becomes samples, a process row and the process's
 outcome, for every process vmtax runs -- compare's timed, counting and
-calibration processes and tool runs (runner.py), scale's copies in a round
+calibration processes, lockstep's sides and tool runs (processes.py), scale's copies in a round
 and its calibration (scale.py), and doctor's processes (doctor.py, which
 records nothing).
 
 A process's lines come from a Lines: opened where the process's own errors
-are caught (a live agent: target.run_agent), or read before (scale's
-round, every copy read at once behind its barrier); when() says when each
-arrived.  A Recorder numbers the run's processes and writes what they give
+are caught (a live agent: agent_lines), or read before by a block
+executor that drove the process itself (lockstep's sides, scale's copies
+behind their barrier: Lines.read_before); when() says when each arrived.  A Recorder numbers the run's processes and writes what they give
 through a StoreWriter; exactly one place calls add_process (Recorder.process).
 A Batch holds a round's writes until every copy has delivered."""
 
