@@ -1,15 +1,16 @@
 """Running one process and recording it: the one place where what an
 agent or a tool printed becomes samples, a process row and the process's
 outcome, for every process vmtax runs -- compare's timed, counting and
-calibration processes, lockstep's sides and tool runs (processes.py), scale's copies in a round
-and its calibration (scale.py), and doctor's processes (doctor.py, which
-records nothing).
+calibration processes, lockstep's sides and tool runs (processes.py),
+scale's copies in a round and its calibration (scale.py), and doctor's
+processes (doctor.py, which records nothing).
 
 A process's lines come from a Lines: opened where the process's own errors
 are caught (a live agent: agent_lines), or read before by a block
 executor that drove the process itself (lockstep's sides, scale's copies
-behind their barrier: Lines.read_before); when() says when each arrived.  A Recorder numbers the run's processes and writes what they give
-through a StoreWriter; exactly one place calls add_process (Recorder.process).
+behind their barrier: Lines.read_before); when() says when each arrived.
+A Recorder numbers the run's processes and writes what they give through
+a StoreWriter; exactly one place calls add_process (Recorder.process).
 A Batch holds a round's writes until every copy has delivered."""
 
 from __future__ import annotations
