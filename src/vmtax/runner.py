@@ -13,7 +13,7 @@ within a target): the same work per sample everywhere, since what one
 operation costs can depend on how many run back to back (a page-fault
 batch's region, say).  Every process
 discards its warmup samples.  Each sample is stored as it
-arrives.
+arrives (a lockstep block's once the block has ended).
 
 A workload (suite/workloads.py) is scheduled the same way: one run of its
 tool is its "process", the first run on each target is a warmup, and one
