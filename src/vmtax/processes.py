@@ -130,7 +130,12 @@ class InTurnProcesses:
                 continue
             argv = partial(self.agent_args, target, job.specs[0], mine[0], counting)
             out.append(
-                Turn(slot, target, partial(self._one_process, target, job.specs[0], mine[0], at, argv, counting), argv)
+                Turn(
+                    slot,
+                    target,
+                    partial(self._one_process, target, job.specs[0], mine[0], at, argv, counting=counting),
+                    argv,
+                )
             )
         return out
 
@@ -186,9 +191,9 @@ class InTurnProcesses:
                     spec,
                     Where(target.name, spec.name),
                     self.rec,
-                    self.cfg.min_time_ms,
-                    self.deadline.timeout(self.cfg.agent_timeout),
-                    self.deadline,
+                    min_time_ms=self.cfg.min_time_ms,
+                    timeout=self.deadline.timeout(self.cfg.agent_timeout),
+                    deadline=self.deadline,
                 )
                 if got.result.error:
                     st.end("error", got.result.error)
@@ -214,8 +219,9 @@ class InTurnProcesses:
         st: TargetState,
         at: Where,
         argv: Callable[[], list[str]],
-        counting: bool = False,
         lines: Lines | None = None,
+        *,
+        counting: bool = False,
     ) -> None:
         """One agent process (execute.run_process): its lines opened here,
         or given (a block executor that started it)."""
@@ -343,7 +349,12 @@ class Processes(InTurnProcesses):
             argv = partial(self._step_args, target, spec, size, visits)
             at = Where(target.name, spec.name, block, slot)
             turns.append(
-                Turn(slot, target, partial(self._one_process, target, spec, states[target.name], at, argv, False), argv)
+                Turn(
+                    slot,
+                    target,
+                    partial(self._one_process, target, spec, states[target.name], at, argv, counting=False),
+                    argv,
+                )
             )
         return run, turns
 

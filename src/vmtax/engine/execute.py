@@ -154,7 +154,15 @@ class Recorder:
             self.writer.add_process(
                 self.run_id,
                 ProcessRecord(
-                    r.process, w.target, w.benchmark, w.block, w.slot, r.started, r.read.first, r.ended, outcome
+                    process=r.process,
+                    target=w.target,
+                    benchmark=w.benchmark,
+                    block=w.block,
+                    slot=w.slot,
+                    started=r.started,
+                    first_line=r.read.first,
+                    ended=r.ended,
+                    outcome=outcome,
                 ),
             )
 
@@ -335,13 +343,13 @@ def run_tool(
             res.samples = tool_samples(
                 job,
                 values,
-                where.target,
-                res.process,
-                where.block,
-                lines.ended if lines.ended is not None else time.time(),
-                target.host_cpu,
-                warmup,
-                where.instance or 0,
+                target=where.target,
+                process=res.process,
+                block=where.block,
+                t=lines.ended if lines.ended is not None else time.time(),
+                cpu=target.host_cpu,
+                warmup=warmup,
+                instance=where.instance or 0,
             )
             extra = cost.per_unit(values) if cost is not None else {}
             for s in res.samples:

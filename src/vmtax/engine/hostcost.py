@@ -100,7 +100,8 @@ class ToolCost:
         self.peer_s = sum(ticks([self.peer.pid])) / TICK if self.peer is not None else None
 
     def per_unit(self, values: dict[str, float]) -> dict[str, float]:
-        return per_unit(self.target, self.workload.work, values, self.before, self.after, self.seconds, self.peer_s)
+        w = self.workload.work
+        return per_unit(self.target, w, values, self.before, self.after, seconds=self.seconds, peer_s=self.peer_s)
 
     def __exit__(self, *exc: object) -> None:
         if self.peer is not None:

@@ -139,7 +139,7 @@ class Lockstep:
         for turn in turns:
             assert turn.argv is not None, "an agent process's turn"
             sides.append(Side(turn.target.name, turn.target, turn.argv(), AgentReader(self.spec)))
-        run_block(sides, self.spec, self.rounds, self.rng, self.step_timeout, self.timeout, self.visits)
+        run_block(sides, self.spec, self.rounds, self.rng, self.step_timeout, self.timeout, visits=self.visits)
         for turn, side in zip(turns, sides, strict=True):
             self.overheads.setdefault(side.name, []).extend(side.overheads)
             turn.run(side.lines())

@@ -255,7 +255,7 @@ def run_session(
         with TargetPool() as pool:
             return body(Session(run_id, Recorder(store, run_id), pool))
 
-    return recorded(store, kind, command, config, measure, failures, describe, closing)
+    return recorded(store, kind, command, config, measure, failures=failures, describe=describe, closing=closing)
 
 
 def start_each(session: Session, targets: list[Target], note: Note | None = None) -> list[Target]:
