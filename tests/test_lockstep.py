@@ -1,4 +1,4 @@
-"""Lockstep pairs (lockstep.py): a block's processes held together and
+"""Lockstep pairs (engine/lockstep.py): a block's processes held together and
 stepped sample by sample, the baseline's and each candidate's back to back.
 With the fake target (step=on) for the scheduling, the real agent and the
 bare machine for the protocol and the clean-up."""
@@ -9,14 +9,18 @@ import sqlite3
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from conftest import AGENT
 from helpers import leftovers, new_run, wait_until
-from vmtax import lockstep, plan, proc
+from vmtax import plan, proc
+from vmtax.engine import lockstep
+from vmtax.engine.blocks import Turn
 from vmtax.engine.budget import grace_s
+from vmtax.engine.protocol import AgentReader
 from vmtax.model import BenchSpec
 from vmtax.runner import RunConfig, Runner
 from vmtax.store import Store
@@ -38,24 +42,32 @@ def test_a_round_takes_every_side_once_and_treats_the_baseline_as_any_other():
         assert abs(sum(got) / len(got) - 1.5) < 0.08
 
 
-def _sides(targets, rounds, warmup=1, log=None):
+def _sides(targets, rounds, warmup=1):
     out = []
     for t in targets:
-
-        def take(f, at, name=t.name):
-            (log if log is not None else []).append((name, f["seq"], f["warmup"]))
-
         argv = ["run", A.name, "--samples", str(rounds - warmup), "--warmup", str(warmup), "--iters", "1000", "--step"]
-        out.append(lockstep.Side(t.name, t, argv, take))
+        out.append(lockstep.Side(t.name, t, argv, AgentReader(A)))
     return out
+
+
+def _log(sides):
+    """The block's samples in the order they arrived: (side, seq, warmup)."""
+    got = []
+    for s in sides:
+        reader = AgentReader(A)
+        for t, line in s.got:
+            ev = reader.feed(line)
+            if ev is not None and ev.kind == "sample":
+                got.append((t, s.name, ev.fields["seq"], ev.fields["warmup"]))
+    return [(n, seq, w) for _, n, seq, w in sorted(got)]
 
 
 def test_a_block_steps_every_side_once_a_round():
     targets = [parse_target(f"fake:seed={i},step=on") for i in (1, 2, 3)]
-    log = []
-    sides = _sides(targets, rounds=5, log=log)
+    sides = _sides(targets, rounds=5)
     lockstep.run_block(sides, A, 5, random.Random(1), lambda: 5.0, 5.0)
-    assert [s.samples for s in sides] == [5, 5, 5] and all(s.finished and not s.error for s in sides)
+    assert [s.samples for s in sides] == [5, 5, 5] and all(s.read.finished and not s.why for s in sides)
+    log = _log(sides)
     names = [n for n, _, _ in log]
     for k in range(5):  # each round: one sample of each side, back to back
         assert sorted(names[3 * k : 3 * k + 3]) == sorted(t.name for t in targets)
@@ -68,7 +80,11 @@ def test_a_block_steps_every_side_once_a_round():
     assert all(len(s.overheads) == s.samples for s in sides)
 
 
-def test_a_block_starts_its_processes_in_an_order_drawn_at_random_and_stores_a_sample_while_the_next_runs():
+def test_a_block_starts_its_processes_in_an_order_drawn_at_random_and_records_them_once_it_has_ended():
+    """The Lockstep executor: its turns' processes started held in an
+    order drawn at random, stepped, and only then each turn's process read
+    and recorded from the lines it gave (nothing is written between a
+    sample and the next go)."""
     events = []
 
     def logged(t):
@@ -85,20 +101,24 @@ def test_a_block_starts_its_processes_in_an_order_drawn_at_random_and_stores_a_s
         t.run_gated, t.step = run_gated, stepped
         return t
 
+    def read(name, lines):
+        reader = AgentReader(A)
+        samples = [ev for ev in map(reader.feed, lines.open()) if ev is not None and ev.kind == "sample"]
+        events.append(("read", name, len(samples), reader.read.finished))
+
     firsts = set()
     for seed in range(12):
         events.clear()
         targets = [logged(parse_target(f"fake:seed={i},step=on,label=s{i}")) for i in (1, 2, 3)]
-        sides = _sides(targets, rounds=4)
-        for s in sides:
-            s.take = lambda f, at, name=s.name: events.append(("take", name))
-        lockstep.run_block(sides, A, 4, random.Random(seed), lambda: 5.0, 5.0)
+        turns = [
+            Turn(slot, s.target, partial(read, s.name), argv=lambda argv=s.argv: argv)
+            for slot, s in enumerate(_sides(targets, rounds=4))
+        ]
+        lockstep.Lockstep(A, 4, random.Random(seed), lambda: 5.0, 5.0).run(turns)
         firsts.add(events[0][1])
-        assert [e for e, _ in events[:3]] == ["start"] * 3
-        steps = [e for e in events if e[0] != "start"]
-        assert [e for e, _ in steps].count("take") == 12 == [e for e, _ in steps].count("go")
-        # each sample is handed on after the next go, the last one after the last
-        assert [e for e, _ in steps] == ["go"] + ["go", "take"] * 11 + ["take"]
+        assert [e[0] for e in events[:3]] == ["start"] * 3
+        assert [e[0] for e in events[3:]] == ["go"] * 12 + ["read"] * 3
+        assert events[-3:] == [("read", t.name, 4, True) for t in targets]  # in the turns' order
     assert len(firsts) == 3  # the baseline is not always started first
 
 
@@ -113,8 +133,8 @@ def test_a_failing_candidate_leaves_the_others_stepping_and_nothing_held():
     lockstep.run_block(sides, A, 6, random.Random(2), lambda: 5.0, 5.0)
     assert time.monotonic() - began < 5  # no side was waited on to its timeout
     base, crashed, other = sides
-    assert "Segmentation fault" in crashed.error and crashed.samples == 2
-    assert other.samples == 6 and not other.error and base.samples == 6 and not base.error
+    assert "Segmentation fault" in crashed.why and crashed.samples == 2
+    assert other.samples == 6 and not other.why and base.samples == 6 and not base.why
 
 
 def test_a_skipping_side_says_why_and_a_baseline_that_fails_lets_every_candidate_go():
@@ -123,7 +143,7 @@ def test_a_skipping_side_says_why_and_a_baseline_that_fails_lets_every_candidate
     began = time.monotonic()
     lockstep.run_block(sides, A, 4, random.Random(2), lambda: 5.0, 5.0)
     assert time.monotonic() - began < 5
-    assert sides[0].skipped == "fake target skips it" and sides[1].samples == 0
+    assert sides[0].read.skipped == "fake target skips it" and sides[1].samples == 0
     assert sides[1]._thread is None  # its process was released and read to its end
 
 
@@ -132,7 +152,7 @@ def test_a_side_that_falls_silent_is_dropped_at_its_step_timeout():
     sides = _sides(targets, rounds=3)
     lockstep.run_block(sides, A, 3, random.Random(2), lambda: 0.5, 5.0)
     # which side, and how long it was waited for (not the time left after the wait: "within 0 s")
-    assert sides[1].error == f"{targets[1].name} did not answer its go within 0.5 s" and sides[0].error == ""
+    assert sides[1].why == f"{targets[1].name} did not answer its go within 0.5 s" and sides[0].why == ""
 
 
 def _my_agents() -> list[str]:
@@ -332,17 +352,16 @@ def test_two_bare_machine_agents_in_lockstep_and_none_left_when_a_block_is_cut_s
     for t in targets:
         t.__enter__()
     try:
-        log = []
-        sides = _sides(targets, rounds=20, log=log)
+        sides = _sides(targets, rounds=20)
         for s in sides:
             s.argv[s.argv.index("--iters") + 1] = "200"
         lockstep.run_block(sides, A, 20, random.Random(4), lambda: 10.0, 30.0)
-        assert [s.samples for s in sides] == [20, 20] and all(s.finished for s in sides)
+        assert [s.samples for s in sides] == [20, 20] and all(s.read.finished for s in sides)
         # cut short: the candidate fails at once; the baseline, held at its go, is let go
         sides = _sides(targets, rounds=50)
         sides[1].argv[sides[1].argv.index("--iters") + 1] = "0"  # refused by the agent: exit 2
         lockstep.run_block(sides, A, 50, random.Random(4), lambda: 10.0, 30.0)
-        assert sides[1].error and not sides[0].error
+        assert sides[1].why and not sides[0].why
         assert not _my_agents()
     finally:
         for t in targets:
@@ -385,12 +404,12 @@ def test_a_quick_side_takes_more_samples_a_round_and_sides_alike_as_many():
 
 def test_a_block_with_visits_steps_each_side_its_samples_a_round():
     targets = [parse_target(f"fake:seed={i},step=on") for i in (1, 2)]
-    log = []
-    sides = _sides(targets, rounds=4, log=log)
+    sides = _sides(targets, rounds=4)
     sides[0].argv[sides[0].argv.index("--samples") + 1] = str(3 * 3)  # 3 timed rounds of 3, 1 warmup round of 3
     sides[0].argv[sides[0].argv.index("--warmup") + 1] = "3"
     lockstep.run_block(sides, A, 4, random.Random(1), lambda: 5.0, 5.0, visits=[3, 1])
-    assert [s.samples for s in sides] == [12, 4] and all(s.finished and not s.error for s in sides)
+    assert [s.samples for s in sides] == [12, 4] and all(s.read.finished and not s.why for s in sides)
+    log = _log(sides)
     names = [n for n, _, _ in log]
     a, b = targets[0].name, targets[1].name
     for k in range(4):  # each round: the first's turn of three and the second's of one, in either order
@@ -414,7 +433,7 @@ def test_a_sides_sample_time_comes_from_its_samples_once_it_has_some_not_one_cal
     from types import SimpleNamespace
 
     from vmtax.model import Sample
-    from vmtax.runner import STEP_SAMPLES_KNOWN, Processes, TargetState
+    from vmtax.processes import STEP_SAMPLES_KNOWN, Processes, TargetState
 
     procs = SimpleNamespace(found={A.name: {"aa": (5000, 2000.0)}})  # its count and ns an iteration, as calibrated
     target = SimpleNamespace(name="aa")
@@ -477,8 +496,8 @@ def test_a_side_flooding_lines_after_a_go_fails_that_step_and_is_stopped(mode):
     t0 = time.monotonic()
     lockstep.run_block(sides, A, 20, random.Random(4), lambda: 10.0, 30.0)
     took = time.monotonic() - t0
-    assert f"more than {lockstep.STRAY_LINES} lines after a go that are no sample" in sides[1].error
-    assert sides[0].error == "" and took < 5, (took, sides[0].error)
+    assert f"more than {lockstep.STRAY_LINES} lines after a go that are no sample" in sides[1].why
+    assert sides[0].why == "" and took < 5, (took, sides[0].why)
     assert wait_until(lambda: not _relays_left(mode) and not _my_agents(), 5), _relays_left(mode)
 
 
@@ -489,8 +508,8 @@ def test_a_side_that_never_answers_says_which_and_how_long_and_is_let_go_by_the_
     t0 = time.monotonic()
     lockstep.run_block(sides, A, 20, random.Random(4), lambda: 1.5, 4.0)
     took = time.monotonic() - t0
-    assert sides[1].error == f"{targets[1].name} did not answer its go within 1.5 s" and not sides[1].hung
-    assert sides[0].error == "" and took < 4.0 + 1.0, took  # its join bounded by the block's timeout (not 10 s)
+    assert sides[1].why == f"{targets[1].name} did not answer its go within 1.5 s" and not sides[1].hung
+    assert sides[0].why == "" and took < 4.0 + 1.0, took  # its join bounded by the block's timeout (not 10 s)
     assert wait_until(lambda: not _relays_left("silent"), 5), _relays_left("silent")
 
 

@@ -139,16 +139,18 @@ def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
     """A change to how an agent's lines are read (here: the reader drops
     every sample of seq 1) reaches compare's processes, compare's
     calibration and scale's rounds alike: all three read through
-    engine.protocol.read_agent, whose one reader is agent.events."""
+    engine.protocol.AgentReader, over agent.events."""
     from vmtax.engine import protocol
 
-    real, read = protocol.events, []
+    real, read = protocol.AgentReader.feed, []
 
-    def changed(lines, spec):
-        read.append(spec.name)
-        return (ev for ev in real(lines, spec) if not (ev.kind == "sample" and ev.fields["seq"] == 1))
+    def changed(self, line):
+        ev = real(self, line)
+        if ev is not None and ev.kind == "done":
+            read.append(self.spec.name)
+        return None if ev is not None and ev.kind == "sample" and ev.fields["seq"] == 1 else ev
 
-    monkeypatch.setattr(protocol, "events", changed)
+    monkeypatch.setattr(protocol.AgentReader, "feed", changed)
     store = Store(db)
     targets = [FakeTarget("fake a", {}), FakeTarget("fake b", {})]
     store.new_run("r", "compare", "test", "0", {})
@@ -170,4 +172,4 @@ def test_compare_and_scale_read_agents_through_one_reader(db, monkeypatch):
     assert by_run["r"] > 0 and by_run[run_id] > 0
     assert con.execute("SELECT count(*) FROM samples WHERE seq = 1").fetchone()[0] == 0
     processes = dict(con.execute("SELECT run_id, count(*) FROM processes GROUP BY run_id").fetchall())
-    assert len(read) == processes["r"] + processes[run_id]  # every process, calibrations included
+    assert len(read) == processes["r"] + processes[run_id]  # every process, calibrations included, said done

@@ -302,3 +302,30 @@ def test_an_agent_row_is_told_by_its_kind_not_its_unit():
     assert agent.agent_row and is_throughput(agent) and rate_unit(agent) == "ops/s"
     assert not latency.agent_row and not is_throughput(latency) and rate_unit(latency) == "ns"
     assert is_throughput(rate) and rate_unit(rate) == "ops/s"
+
+
+def test_every_round_runs_through_the_engine_s_barrier_executor(db, monkeypatch):
+    """scale starts no process: each round is a block of the engine's
+    Barrier executor, one held turn per copy, every copy released at once,
+    and its processes recorded by the engine from the lines they gave."""
+    from vmtax.engine import barrier
+
+    rounds, real = [], barrier.Barrier.run
+
+    def run(self, turns):
+        rounds.append([t.target.name for t in turns])
+        real(self, turns)
+        assert self.round is not None and all(self.round.reached)
+
+    monkeypatch.setattr(barrier.Barrier, "run", run)
+    cfg = scale.ScaleConfig(instances=(1, 2), round_time=0.01, min_rounds=2, max_rounds=2, max_time=600)
+    with Store(db) as store:
+        run_id, status, failure = scale.run_scale(
+            "fake", lambda i: FakeTarget(f"fake #{i + 1}", {}), cfg, suite.select(None, ["getppid"]), store, "t", print
+        )
+        data = store.load(run_id)
+        processes = store.processes(run_id)
+    assert (status, failure) == ("complete", "")
+    assert rounds == [["fake #1"]] * 2 + [["fake #1", "fake #2"]] * 2
+    timed = [p for p in processes if p["block"] >= 0]
+    assert len(timed) == 6 and {s.process for s in data.samples} == {p["process"] for p in timed}

@@ -24,7 +24,7 @@ from pgserver import PASSWORD
 from vmtax.analysis import analyse
 from vmtax.cli import build_parser, main
 from vmtax.errors import StoreError, UserError
-from vmtax.model import Sample
+from vmtax.model import ProcessRecord, Sample
 from vmtax.report import jsondoc
 from vmtax.store import Store
 from vmtax.store.migrations import MIGRATIONS
@@ -124,7 +124,7 @@ def _copy(data, processes: list[dict], dest: Store) -> None:
     for s in data.samples:
         dest.add_sample(data.id, s)
     for p in processes:
-        dest.add_process(data.id, *p.values())
+        dest.add_process(data.id, ProcessRecord(**p))
     for (target, bench), (how, why) in data.outcomes.items():
         dest.set_outcome(data.id, target, bench, how, why)
     dest.finish_run(data.id, data.status)

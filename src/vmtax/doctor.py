@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from scipy import stats as sps
 
 from . import stats
-from .engine.execute import Lines, Recorder, Where, run_process
+from .engine.execute import Recorder, Where, agent_lines, run_process
 from .engine.protocol import agent_argv
 from .errors import AgentError, TargetError
 from .model import BenchSpec, Modes
@@ -268,7 +268,7 @@ def measure(
             spec,
             Where(target.name, spec.name),
             rec,
-            Lines(lambda: target.run_agent(args, timeout=120)),
+            agent_lines(target, lambda: args, lambda: 120),
             check=None,
         )
         if isinstance(got.failure, ChildFailed):

@@ -27,6 +27,24 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class ProcessRecord:
+    """One process's row: which process of the run, where it ran (its
+    target, row, block and slot in the block), when (its start, its first
+    line where one came, its end) and how it ended (ok, calibration,
+    skipped, error)."""
+
+    process: int
+    target: str
+    benchmark: str
+    block: int
+    slot: int
+    started: float
+    first_line: float | None
+    ended: float
+    outcome: str
+
+
+@dataclass(frozen=True)
 class Sample:
     benchmark: str
     target: str

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from .engine.execute import Lines, Recorder, Where, calibrate, run_process
+from .engine.execute import Recorder, Where, agent_lines, calibrate, run_process
 from .engine.protocol import agent_argv
 from .errors import AgentError, TargetError
 from .model import BenchSpec
@@ -124,7 +124,7 @@ def series(target, spec: BenchSpec, seconds: float, timeout: float = 120.0) -> t
         spec,
         at,
         rec,
-        Lines(lambda: target.run_agent(args, timeout=timeout + seconds * 4)),
+        agent_lines(target, lambda: args, lambda: timeout + seconds * 4),
         on_sample=take,
         check=None,
     )

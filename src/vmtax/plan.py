@@ -43,7 +43,7 @@ class RunConfig:
     fast_mode: bool = False  # a row with two modes: stop on, and report, its ratio in the fast mode
     same_mode: bool = False  # or over the blocks both sides ran in the same mode (analysis.same_mode)
     pairing: str = "lockstep"  # a block's processes: "lockstep" (held together, samples alternated,
-    #                                  lockstep.py) or "blocks" (one after another)
+    #                                  engine/lockstep.py) or "blocks" (one after another)
     step_ms: float = 0.25  # lockstep: the baseline's sample, in ms
 
 

@@ -13,17 +13,17 @@ within a target): the same work per sample everywhere, since what one
 operation costs can depend on how many run back to back (a page-fault
 batch's region, say).  Every process
 discards its warmup samples.  Each sample is stored as it
-arrives.
+arrives (a lockstep block's once the block has ended).
 
 A workload (suite/workloads.py) is scheduled the same way: one run of its
 tool is its "process", the first run on each target is a warmup, and one
 run gives a sample of each of its figures (`<workload>.<metric>` rows, a
 "job" of several specs measured together; stopping waits for the widest).
 
-With --pairing lockstep (lockstep.py), an agent row's block starts the
-baseline's and the candidates' processes on this machine together and
-pairs their samples a millisecond apart (Processes.lockstep_block); the
-others (another host's) run in turn after them.
+With --pairing lockstep, an agent row's block starts the baseline's and
+the candidates' processes on this machine together and pairs their
+samples a millisecond apart (Processes.lockstep, run by the engine's
+Lockstep executor); the others (another host's) run in turn after them.
 
 The budget: pass 1 gives each benchmark an equal share of
 plan.FIRST_PASS of it (time a benchmark does not use flows to the next).
@@ -36,16 +36,19 @@ their needs measured again, every row still short, each with its need or
 an even share (plan.pass2_share).  A row whose lockstep blocks hold one
 group of candidates at a time needs what its cheapest group does
 (StepGroups.time_to_goal).  No pass begins a block that would end past its
-share (Runner._past); only a row's first two blocks always run, and a row
-is begun only where they are expected to end within the budget
-(Finishing): the rows the budget cannot finish are left out, in the order
-given, each with the budget that would add it.  The time spent before the
+share (Schedule.next_block); only a row's first two blocks always run, and
+a row is begun only where they are expected to end within the budget
+(Schedule.begin): the rows the budget cannot finish are left out, in the
+order given, each with the budget that would add it.  The time spent before the
 runner began (spent_before, or the deadline given: starting the targets)
 is the budget's too.
 
-The runner schedules; the engine (engine/) runs and records each process
-(execute), runs a block's processes (blocks.InTurn), judges the stop
-(stop, pure) and owns the session, its targets and its budget (session).
+The scheduler (schedule.py, pure) decides each row's share and whether
+its next block runs; the runner executes its decisions; compare's
+processes are the blocks' turns (processes.py); the engine (engine/) runs
+a block's processes (its executors: blocks.InTurn, lockstep.Lockstep),
+reads and records each process (execute), judges the stop (stop, pure)
+and owns the session, its targets and its budget (session).
 """
 
 from __future__ import annotations
@@ -54,127 +57,25 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from functools import partial
+from collections.abc import Callable
+from dataclasses import asdict
 from typing import Protocol
 
-from . import lockstep, plan
-from .duration import fmt_duration
+from . import plan
 from .engine import session
-from .engine.blocks import BlockExecutor, InTurn, Turn
+from .engine.blocks import BlockExecutor, InTurn
 from .engine.budget import BudgetSpent, Deadline, grace_s
-from .engine.execute import Lines, ProcessResult, Recorder, Where, calibrate, run_process, run_tool
-from .engine.hostcost import ToolCost
+from .engine.execute import Recorder
 from .engine.jobs import Job, jobs_of
-from .engine.protocol import AgentRead, agent_argv
-from .engine.stop import Side, StopRule, judge, widths
+from .engine.stop import StopRule, judge, widths
 from .engine.writer import StoreWriter, ThreadRelay
-from .hostprobe import syscall_tracepoint
-from .model import BenchSpec, Sample
-from .peers import free_port
+from .model import BenchSpec
 from .plan import RunConfig
 from .proc import controller_cpus
+from .processes import LOCKSTEP_GO, Processes, States, StepGroups, row_states
+from .schedule import COUNT_EVERY, Block, Schedule
 from .suite import workloads
 from .targets.base import Target
-
-
-@dataclass
-class TargetState:
-    """One target's row as the run goes: its timed samples (the stop reads
-    them with analysis.block_means, as `show` reads the stored ones) and how
-    far it has got."""
-
-    samples_taken: list[Sample] = field(default_factory=list)  # timed, in arrival order
-    processes: int = 0
-    iters: int | None = None
-    done: str | None = None  # "skipped" or "error" once finished early; "precision": a candidate
-    #                                  whose ratio is precise while others go on (stop.judge)
-    reason: str = ""
-    warmed: bool = False  # a workload's warmup run is done on this target
-    own_iters: int | None = None  # this target's own calibration: its counted batches use it
-    samples: int | None = None  # timed samples per process at the shared count (None: --samples)
-    warmup: int | None = None  # and warmup samples (None: --warmup)
-    higher_is_better: bool = False  # the row's direction (which of two modes is the fast one)
-
-    def take(self, s: Sample) -> None:
-        if not s.warmup and not s.counting:
-            self.samples_taken.append(s)
-
-    @property
-    def values(self) -> list[float]:
-        return [s.value for s in self.samples_taken]
-
-    def side(self) -> Side:
-        """What the stop reads of it (stop.Side)."""
-        return Side(tuple(self.samples_taken), self.processes, self.done is None, self.higher_is_better)
-
-    def block_means(self) -> dict[int, float]:
-        return self.side().means()
-
-    def end(self, how: str, reason: str) -> None:
-        self.done, self.reason = how, reason
-
-
-States = dict[str, TargetState]
-LOCKSTEP_GO = "lockstep_go_ms"  # a target's fact: a go's round trip in lockstep, beyond the sample (ms)
-STEP_SAMPLES_KNOWN = 20  # lockstep: a target's sample time is its samples' median once it has this many,
-STEP_SAMPLES_SEEN = 200  # over its last this many (else its calibration's)
-
-
-class Finishing:
-    """Which rows the budget can finish: a row is begun only where its
-    first two blocks (the fewest with a ratio) are expected to end within
-    the budget -- their floor (plan.two_blocks) times what the rows of its
-    kind (plan.floor_kind) measured so far took over theirs -- and the rows
-    it cannot are left out, each with the budget that would add it."""
-
-    def __init__(self, cfg: RunConfig, clock: Callable[[], float]):
-        self.cfg, self.clock = cfg, clock
-        self.began: dict[str, tuple[float, float]] = {}  # a row begun: (when, its two_blocks floor)
-        self.took: dict[str, list[float]] = {}  # per plan.floor_kind: [seconds its rows' two blocks took, floors]
-        self.left_out: list[tuple[str, float]] = []  # rows the budget could not finish: (name, seconds needed)
-
-    def fits_two(self, job: Job, states: States, deadline: Deadline) -> bool:
-        """Whether a row's first two blocks can end within the budget (an
-        estimate, low for a row slower than those of its kind before it: a
-        compile after a sysbench).  If not, the row is left out, and its
-        targets say so and what budget at the least would add it."""
-        floor = plan.two_blocks(job, sum(1 for st in states.values() if st.done is None), self.cfg)
-        took, floors = self.took.get(plan.floor_kind(job), (0.0, 0.0))
-        need = floor * max(1.0, took / floors if floors > 0 else 1.0)
-        left = deadline.left()
-        if need <= left:
-            self.began[job.name] = (self.clock(), floor)
-            return True
-        add = plan.budget_to_add(self.cfg.max_time, need, left)
-        for st in states.values():
-            if st.done is None:
-                st.end(
-                    "budget",
-                    f"left out: the budget could not finish it (its two blocks need {need:.0f} s or "
-                    f"more, {max(0.0, left):.0f} s were left); --max-time {fmt_duration(add)} or more "
-                    "would add it",
-                )
-        self.left_out.append((job.name, need))
-        return False
-
-    def learn(self, job: Job, blocks: int) -> None:
-        """After a row's block: at its second, what its two blocks took against their floor."""
-        if blocks == 2 and job.name in self.began:
-            since, floor = self.began.pop(job.name)
-            kind = self.took.setdefault(plan.floor_kind(job), [0.0, 0.0])
-            kind[0] += self.clock() - since
-            kind[1] += floor
-
-    def note(self) -> str:
-        """The rows left out, named at the end, with the budget that would add them."""
-        add = plan.budget_to_add(self.cfg.max_time, sum(need for _, need in self.left_out), 0.0)
-        return (
-            f"vmtax: left out by the budget (each row's reason says why): "
-            f"{', '.join(name for name, _ in self.left_out)}; --max-time {fmt_duration(add)} or more "
-            f"would add them"
-        )
 
 
 class Progress(Protocol):
@@ -186,8 +87,13 @@ class Progress(Protocol):
     def note(self, text: str) -> None: ...  # one line of its own (a host not reached)
 
 
-class Runner:
-    COUNT_EVERY = 4  # a counting process per target every this many blocks (metrics.py)
+class Blocks:
+    """A row measured block after block (_measure), each block's
+    processes run by the engine's executors (Processes' turns), whether
+    the next one runs as the schedule decides (schedule.Schedule); the
+    passes over the rows: Runner."""
+
+    COUNT_EVERY = COUNT_EVERY
 
     def __init__(
         self,
@@ -211,12 +117,8 @@ class Runner:
         self._deadline, self.spent_before = deadline, spent_before  # the budget gone before (starting targets)
         self.procs = Processes(cfg, targets, self.rec, clock)
         self.groups = StepGroups(self.procs)
-        self._blocks: dict[str, int] = {}
+        self.sched = Schedule(cfg, len(self.jobs))
         self._recorded: set[tuple[str, str]] = set()
-        self._spent: dict[str, float] = {}
-        self._block_s: dict[str, list[float]] = {}  # each job's blocks: their timed processes
-        self._count_s: dict[str, float] = {}  # and its last counting processes
-        self.rows = Finishing(cfg, clock)
         self.executor = executor or (lambda job: InTurn(self.relay, together=job.workload is None))
 
     @property
@@ -225,7 +127,100 @@ class Runner:
         assert self._deadline is not None, "the run has begun"
         return self._deadline
 
-    # -- the passes ---------------------------------------------------------------------------
+    # -- the blocks (whether the next one runs: Schedule.next_block) ---------------------------
+    def _measure(self, index: int, job: Job, sts: list[States], deadline: float, until_enough: bool = False) -> str:
+        """Block after block, each in a random order; 'precision' or 'budget'
+        (until_enough: or 'budget' as soon as every target has the minimum
+        number of processes; with it, nothing is run once they have)."""
+        states = sts[0]
+        if (until_enough and self._enough(states)) or not self._begun(job, states):
+            return "budget"
+        while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
+            self.procs.calibrate(job.specs[0], states)
+        while True:
+            now = self.clock() if self.sched.blocks(job) else 0.0  # a row's first block runs whenever
+            block = self.sched.next_block(job, now, deadline, self.deadline.hard_end, self.groups.times(job))
+            if block is None:  # a row's first block always runs; no other ends past the deadline
+                return "budget"
+            worst = self._block(job, sts, block, deadline)
+            if self.progress:
+                elapsed = self._elapsed()
+                eta = self.sched.eta(index, deadline - self.clock(), elapsed)
+                self.progress.update(index, len(self.jobs), job, states, worst, elapsed, eta)
+            if not any(st.done is None for st in states.values()):
+                return "budget"  # every target skipped or failed: the outcome says which
+            if self._enough(states) and worst <= self.cfg.precision:
+                return "precision"
+            if (self.clock() >= deadline and self.sched.blocks(job) >= 2) or (until_enough and self._enough(states)):
+                return "budget"  # a row begun gets two blocks, the fewest with a ratio (Schedule.next_block)
+
+    def _begun(self, job: Job, states: States) -> bool:
+        """Whether the row is (or was) begun: Schedule.begin; a row left
+        out ends on the budget, saying what budget would add it."""
+        if self.sched.blocks(job):
+            return True
+        out = self.sched.begin(job, sum(1 for st in states.values() if st.done is None), self.deadline.left())
+        if out is None:
+            self.sched.start(job, self.clock())
+            return True
+        for st in states.values():
+            if st.done is None:
+                st.end("budget", out.reason())
+        return False
+
+    def _block(self, job: Job, sts: list[States], block: Block, deadline: float) -> float:
+        """One block: each target's process in an order drawn at random --
+        those that can in lockstep first (Processes.lockstep, its executor
+        engine.lockstep: all of them, or after a row's first blocks the
+        baseline and one group of candidates, StepGroups), the others by
+        the job's executor (InTurn, unless the runner was given another)
+        -- then, where the schedule says, each target's counting process;
+        the candidates now precise stop (stop.judge).  The widest
+        interval still deciding."""
+        warm_s = self.procs.warm_s
+        began, warm = self.clock(), warm_s.get(job.name, 0.0)
+        order = list(self.targets)
+        self.order.shuffle(order)
+        stepped = self.procs.stepped(job, sts[0])
+        group = self.groups.pick(job, sts[0], stepped, block.number, deadline - self.clock())
+        if group:
+            run, turns = self.procs.lockstep(job, sts[0], block.number, group, self.order)
+            run.run(turns)
+        self.executor(job).run(self.procs.turns(job, sts, block.number, [t for t in order if t not in stepped]))
+        timed = self.clock()
+        counted = None
+        if block.counting:
+            InTurn(self.relay).run(self.procs.turns(job, sts, block.number, order, counting=True))
+            counted = self.clock() - timed
+        took = timed - began - (warm_s.get(job.name, 0.0) - warm)  # what the next one takes
+        self.groups.took(job, group, took)
+        self.sched.took_block(job, took, counted, self.clock() if self.sched.learns(job) else 0.0)
+        return self._judge(job, sts, block.number, deadline)
+
+    def _judge(self, job: Job, sts: list[States], block: int, deadline: float) -> float:
+        """After a block: the candidates now precise stop (stop.judge), and
+        the targets of the row's next block are chosen; the widest interval."""
+        got = judge(self.rule, self.names, [{n: st.side() for n, st in s.items()} for s in sts])
+        for name in got.precise:
+            for s in sts:
+                s[name].done = "precision"
+        self.groups.expect(job, sts[0], block + 1, got.widths, deadline - self.clock())
+        return got.worst
+
+    def _enough(self, states: States) -> bool:
+        return all(st.processes >= self.cfg.min_processes for st in states.values() if st.done is None)
+
+    def _elapsed(self) -> float:
+        return self.clock() - self.deadline.t0
+
+    def _widths(self, states: States) -> dict[str, float]:
+        return widths(self.rule, self.names, {n: st.side() for n, st in states.items()})
+
+
+class Runner(Blocks):
+    """compare's passes over its rows (the module's docstring), each row's blocks measured by Blocks."""
+
+    # -- the passes (their shares: schedule.Schedule) -----------------------------------------
     def run(self) -> str:
         """Measure every benchmark in the passes the module's docstring
         describes; returns 'complete' or 'interrupted'.  What lockstep
@@ -242,67 +237,50 @@ class Runner:
         self._deadline = self.procs.deadline = self._deadline or Deadline(
             self.cfg.max_time, self.clock, self.spent_before
         )
-        t0 = self._t0 = self.deadline.t0
-        self._durations: list[float] = []
-        by_spec, states = self._states()
+        by_spec, states = row_states(self.specs, self.targets, self.jobs)
         pending: list[int] = []
         self._current: Job | None = None
         try:
             for index, job in enumerate(self.jobs):
                 self._current = job
-                pass1_left = self.cfg.max_time * plan.FIRST_PASS - (self.clock() - t0)
-                if self._timed(index, job, states[index], max(0.0, pass1_left / (len(self.jobs) - index))) is None:
+                if self._timed(index, job, states[index], self.sched.first_share(index, self._elapsed())) is None:
                     pending.append(index)
             for k, index in enumerate(pending):  # first, every row gets an interval at all
                 job = self._current = self.jobs[index]
-                left = max(0.0, self.cfg.max_time * plan.CATCH_UP - (self.clock() - t0))
-                self._measure(index, job, states[index], self.clock() + left / (len(pending) - k), until_enough=True)
+                until = self.sched.catch_up_share(k, len(pending), self._elapsed())
+                self._measure(index, job, states[index], self.clock() + until, until_enough=True)
             self._pass2(pending, states)
         except KeyboardInterrupt:
-            current = [self._current] if self._current else []
-            self._close(current + [self.jobs[i] for i in pending], by_spec, "interrupted")
+            self._close(self._unfinished(pending, later=False), by_spec, "interrupted")
             return "interrupted"
         except BudgetSpent:
-            current = [self._current] if self._current else []
-            later = self.jobs[self.jobs.index(current[0]) + 1 :] if current else []
-            self._close(
-                current + [self.jobs[i] for i in pending] + later,
-                by_spec,
-                "budget",
-                f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)",
-            )
-        if self.rows.left_out and self.progress:
-            self.progress.note(self.rows.note())
+            why = f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)"
+            self._close(self._unfinished(pending, later=True), by_spec, "budget", why)
+        if self.sched.left_out and self.progress:
+            self.progress.note(self.sched.note())
         return "complete"
 
+    def _unfinished(self, pending: list[int], later: bool) -> list[Job]:
+        """The rows a stop leaves unfinished: the current one, those pending pass 2 (later: and those after it)."""
+        current = [self._current] if self._current else []
+        after = self.jobs[self.jobs.index(current[0]) + 1 :] if current and later else []
+        return current + [self.jobs[i] for i in pending] + after
+
     def _pass2(self, pending: list[int], states: list[list[States]]) -> None:
-        """Pass 2's funding, cheapest first (run): the rows whose need fits
-        what is left (those finished leave `pending`), then every row still
-        short, each with its need or an even share (plan.pass2_share)."""
+        """Pass 2's funding, cheapest first (Schedule.second_share): the
+        rows whose need fits what is left (those finished leave
+        `pending`), then every row still short, each with its need or an
+        even share."""
         for final in (False, True):
             need = {i: self._time_to_goal(self.jobs[i], states[i]) for i in pending}
-            for k, index in enumerate(sorted(pending, key=need.__getitem__)):
+            for k, index in enumerate(self.sched.cheapest_first(need)):
                 job = self._current = self.jobs[index]
-                left = max(0.0, self.cfg.max_time - (self.clock() - self._t0))
-                share = plan.pass2_share(need[index], left, len(need) - k, self._next_block_s(job), even=final)
-                if not final and not share:
+                next_s = self.sched.next_block_s(job, self.groups.times(job))
+                share = self.sched.second_share(need[index], self._elapsed(), len(need) - k, next_s, final)
+                if share is None:
                     break  # this row's need, and the next ones', more than is left
                 if self._timed(index, job, states[index], share, final=final) is not None and not final:
                     pending.remove(index)
-
-    def _states(self) -> tuple[dict[str, States], list[list[States]]]:
-        """Each row's targets' states, by row and by job (a workload whose
-        tool is missing: skipped everywhere, with why)."""
-        by_spec = {
-            spec.name: {t.name: TargetState(higher_is_better=spec.direction == "higher") for t in self.targets}
-            for spec in self.specs
-        }
-        states = [[by_spec[s.name] for s in job.specs] for job in self.jobs]
-        for job, sts in zip(self.jobs, states, strict=True):
-            why = job.workload.missing() if job.workload else ""
-            for st in (st for per in sts for st in per.values()) if why else ():
-                st.end("skipped", why)
-        return by_spec, states
 
     def _close(self, jobs: list[Job], by_spec: dict[str, States], how: str, reason: str = "") -> None:
         """Every row of these jobs not recorded yet ends `how` (a target
@@ -318,22 +296,17 @@ class Runner:
         its time so far, and the widest interval over its figures (what decides its stop);
         a row whose lockstep blocks hold one group at a time: the time its cheapest group
         needs (StepGroups.time_to_goal), what its next share buys first."""
-        cheapest = self.groups.time_to_goal(job, sts[0], len(self._block_s.get(job.name, ())))
+        cheapest = self.groups.time_to_goal(job, sts[0], self.sched.blocks(job))
         if cheapest is not None:
             return cheapest
         worst = max(max(self._widths(states).values(), default=0.0) for states in sts)
-        return plan.time_to_goal(self._spent.get(job.name, 0.0), worst, self.cfg.precision)
-
-    def _widths(self, states: States) -> dict[str, float]:
-        return widths(self.rule, self.names, {n: st.side() for n, st in states.items()})
+        return plan.time_to_goal(self.sched.spent.get(job.name, 0.0), worst, self.cfg.precision)
 
     def _timed(self, index: int, job: Job, sts: list[States], share: float, final: bool = False) -> dict | None:
         """Measure until precision (recorded, returned) or budget (None)."""
         started = self.clock()
         how = self._measure(index, job, sts, started + share)
-        spent = self.clock() - started
-        self._durations.append(spent)
-        self._spent[job.name] = self._spent.get(job.name, 0.0) + spent
+        self.sched.spent_on(job, self.clock() - started)
         states = sts[0]  # a job's figures share their processes, skips and errors
         if how == "budget" and not final and any(st.done is None for st in states.values()):
             if self.progress:
@@ -348,177 +321,10 @@ class Runner:
             self.progress.finished(index, len(self.jobs), job, {k: v[0] for k, v in outcome.items()})
         return outcome
 
-    # -- the blocks -----------------------------------------------------------------------------
-    def _measure(self, index: int, job: Job, sts: list[States], deadline: float, until_enough: bool = False) -> str:
-        """Block after block, each in a random order; 'precision' or 'budget'
-        (until_enough: or 'budget' as soon as every target has the minimum
-        number of processes; with it, nothing is run once they have)."""
-        states = sts[0]
-        if until_enough and self._enough(states):
-            return "budget"
-        if not self._block_s.get(job.name) and not self.rows.fits_two(job, states, self.deadline):
-            return "budget"
-        while job.workload is None and any(st.iters is None and st.done is None for st in states.values()):
-            self.procs.calibrate(job.specs[0], states)
-        while True:
-            if self._past(job, deadline):  # a row's first block always runs; no other ends past the deadline
-                return "budget"
-            worst = self._block(job, sts, deadline)
-            if self.progress:
-                elapsed = self.clock() - self._t0
-                self.progress.update(
-                    index,
-                    len(self.jobs),
-                    job,
-                    states,
-                    worst,
-                    elapsed,
-                    plan.eta(
-                        self._durations, len(self.jobs) - index - 1, deadline - self.clock(), self.cfg.max_time, elapsed
-                    ),
-                )
-            if not any(st.done is None for st in states.values()):
-                return "budget"  # every target skipped or failed: the outcome says which
-            if self._enough(states) and worst <= self.cfg.precision:
-                return "precision"
-            if (self.clock() >= deadline and len(self._block_s[job.name]) >= 2) or (
-                until_enough and self._enough(states)
-            ):
-                return "budget"  # a row begun gets two blocks, the fewest with a ratio (_past)
-
-    def _block(self, job: Job, sts: list[States], deadline: float) -> float:
-        """One block: each target's process in an order drawn at random --
-        those that can in lockstep first (Processes.lockstep_block: all of
-        them, or after a row's first blocks the baseline and one group of
-        candidates, StepGroups), the others by the job's executor
-        (InTurn, unless the runner was given another) -- then every
-        COUNT_EVERY-th block each target's counting process; the
-        candidates now precise stop (stop.judge).  The widest interval
-        still deciding."""
-        block = self._blocks.get(job.name, 0)
-        self._blocks[job.name] = block + 1
-        warm_s = self.procs.warm_s
-        began, warm = self.clock(), warm_s.get(job.name, 0.0)
-        order = list(self.targets)
-        self.order.shuffle(order)
-        stepped = self.procs.stepped(job, sts[0])
-        group = self.groups.pick(job, sts[0], stepped, block, deadline - self.clock())
-        if group:
-            self.procs.lockstep_block(job, sts[0], block, group, self.order)
-        self.executor(job).run(self.procs.turns(job, sts, block, [t for t in order if t not in stepped]))
-        timed = self.clock()
-        if self._counts(job, block):
-            InTurn(self.relay).run(self.procs.turns(job, sts, block, order, counting=True))
-            self._count_s[job.name] = self.clock() - timed
-        took = self._block_s.setdefault(job.name, [])
-        took.append(timed - began - (warm_s.get(job.name, 0.0) - warm))  # what the next one takes
-        self.groups.took(job, group, took[-1])
-        self.rows.learn(job, len(took))
-        got = judge(self.rule, self.names, [{n: st.side() for n, st in s.items()} for s in sts])
-        for name in got.precise:
-            for s in sts:
-                s[name].done = "precision"
-        self.groups.expect(job, sts[0], block + 1, got.widths, deadline - self.clock())
-        return got.worst
-
-    def _past(self, job: Job, deadline: float) -> bool:
-        """Whether this job's next block would end past the deadline: then it
-        is not begun (a compile under TCG makes blocks of minutes; the budget
-        is the user's, and what it leaves flows to the rows still to come).
-        False before the job's first block, and its second unless that
-        would end past the budget plus its grace: a row begun gets two (the
-        fewest with a ratio; Finishing.fits_two begins only a row they should fit)."""
-        blocks = len(self._block_s.get(job.name, ()))
-        return blocks > 0 and self.clock() + self._next_block_s(job) > (
-            deadline if blocks >= 2 else self.deadline.hard_end
-        )
-
-    def _next_block_s(self, job: Job) -> float:
-        """How long this job's next block should take: the mean of its last
-        three blocks of the same targets (lockstep groups differ: StepGroups;
-        else of any), without a workload's warmup runs, plus its counting
-        processes where the next block has them; 0 before its first."""
-        took = self.groups.times(job) or self._block_s.get(job.name)
-        if not took:
-            return 0.0
-        return sum(took[-3:]) / len(took[-3:]) + (
-            self._count_s.get(job.name, 0.0) if self._counts(job, self._blocks.get(job.name, 0)) else 0.0
-        )
-
-    def _counts(self, job: Job, block: int) -> bool:
-        """Whether this block has its counting processes (every COUNT_EVERY-th)."""
-        return block % self.COUNT_EVERY == 0 and self.cfg.parallel == 1 and job.workload is None
-
-    def _enough(self, states: States) -> bool:
-        return all(st.processes >= self.cfg.min_processes for st in states.values() if st.done is None)
-
-
-class StepGroups:
-    """Which targets a row's lockstep block holds (Processes.stepped): all
-    of them in its first plan.STEP_TOGETHER blocks (every candidate's ratio
-    at once, as the budget's floors count), then the baseline and one
-    group of candidates alike in speed (Processes.step_groups), the one
-    plan.next_group chooses: in turn until each has --min-processes, then
-    the one nearest its precision in time, of those the row's share can
-    finish (else in turn again); and how long each row's blocks
-    of the same targets took, for the next one's estimate."""
-
-    def __init__(self, procs: Processes):
-        self.procs = procs
-        self.took_s: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # by row and targets
-        self.widths: dict[str, dict[str, float]] = {}  # each row's candidates' intervals after its last block
-        self.upcoming: dict[str, tuple[str, ...]] = {}  # each row's next block's targets
-
-    def pick(self, job: Job, states: States, stepped: list[Target], block: int, left: float) -> list[Target]:
-        """This block's lockstep targets, of those that can (stepped; []:
-        none), with `left` seconds of the row's share to spend."""
-        if not stepped or block < plan.STEP_TOGETHER:
-            return stepped
-        got = self.needs(job, states, stepped)
-        cfg = self.procs.cfg
-        return got[plan.next_group([need for _, need in got], cfg.min_processes, cfg.precision, left)][0]
-
-    def needs(self, job: Job, states: States, stepped: list[Target]) -> list[tuple[list[Target], plan.GroupNeed]]:
-        """The row's groups, each with what the choice of a block reads of it."""
-        widths = self.widths.get(job.name, {})
-        out = []
-        for group in self.procs.step_groups(job, states, stepped):
-            took = self.took_s.get((job.name, _names(group)), [])[-3:]
-            need = plan.GroupNeed(
-                min(states[t.name].processes for t in group[1:]),
-                sum(took) / len(took) if took else None,
-                max(widths.get(t.name, math.inf) for t in group[1:]),
-            )
-            out.append((group, need))
-        return out
-
-    def time_to_goal(self, job: Job, states: States, blocks: int) -> float | None:
-        """The least time more one of the row's groups should need to reach
-        the precision (None: the row's blocks are not in groups: a target
-        runs in turn beside them, or it has had fewer than STEP_TOGETHER)."""
-        stepped = self.procs.stepped(job, states)
-        going = [n for n, st in states.items() if st.done is None]
-        if blocks < plan.STEP_TOGETHER or not stepped or len(stepped) != len(going):
-            return None
-        goal = self.procs.cfg.precision
-        return min(need.time_to_goal(goal) for _, need in self.needs(job, states, stepped))
-
-    def took(self, job: Job, group: list[Target], seconds: float) -> None:
-        self.took_s.setdefault((job.name, _names(group)), []).append(seconds)
-
-    def expect(self, job: Job, states: States, block: int, widths: dict[str, float], left: float) -> None:
-        """After a block (its candidates' intervals): the targets the row's next one will hold."""
-        self.widths[job.name] = widths
-        self.upcoming[job.name] = _names(self.pick(job, states, self.procs.stepped(job, states), block, left))
-
-    def times(self, job: Job) -> list[float]:
-        """How long the row's blocks of its next block's targets took ([]: none yet)."""
-        return self.took_s.get((job.name, self.upcoming.get(job.name, ())), [])
-
 
 def so_far(per: list[dict[str, float]], states: States) -> dict[str, str]:
     """What pass 1 says of a row going on to pass 2 (per: each of its
-    figures' intervals, Runner._widths): the candidates already precise,
+    figures' intervals, Blocks._widths): the candidates already precise,
     the others' widest interval so far."""
     widest = {n: max(w.get(n, 0.0) for w in per) for n in per[0]}
     return {
@@ -530,319 +336,6 @@ def so_far(per: list[dict[str, float]], states: States) -> dict[str, str]:
         for n, st in states.items()
         if st.done == "precision" or n in widest
     }
-
-
-def _names(targets: list[Target]) -> tuple[str, ...]:
-    return tuple(t.name for t in targets)
-
-
-class Processes:
-    """compare's processes on a row, as the runner's blocks ask for them:
-    the calibration that sizes them (one process per target, then
-    plan.sizes), each target's timed and counting agent processes, and a
-    workload's tool runs after their warmup run -- each run and recorded by
-    the engine (execute), as a Turn of its block."""
-
-    def __init__(self, cfg: RunConfig, targets: list[Target], rec: Recorder, clock: Callable[[], float]):
-        self.cfg, self.targets, self.rec, self.clock = cfg, targets, rec, clock
-        self._deadline: Deadline | None = None  # the run's, once it begins
-        self.warm_s: dict[str, float] = {}  # a workload's warmup runs (first block only), all told:
-        # summed without a lock, as a workload's targets run one at a time (InTurn, together=False)
-        # each agent row's calibrations: per target, its count and ns an iteration (lockstep: plan.step_sizes)
-        self.found: dict[str, dict[str, tuple[int | None, float | None]]] = {}
-        self.step_latency: dict[str, list[float]] = {}  # lockstep: each target's go-to-sample overheads, s
-
-    @property
-    def deadline(self) -> Deadline:
-        assert self._deadline is not None, "the run has begun"
-        return self._deadline
-
-    @deadline.setter
-    def deadline(self, deadline: Deadline) -> None:
-        self._deadline = deadline
-
-    def turns(self, job: Job, sts: list[States], block: int, order: list[Target], counting: bool = False) -> list[Turn]:
-        """The block's processes (counting: its counting processes, slotted
-        after the timed ones) on the targets still going."""
-        out = []
-        for slot, target in enumerate(order):
-            mine = [s[target.name] for s in sts]
-            if mine[0].done is not None or (counting and target.counters != "on"):
-                continue
-            at = Where(target.name, job.specs[0].name, block, slot + (len(order) if counting else 0))
-            if job.workload is not None:
-                out.append(Turn(slot, target, partial(self._tool_runs, target, job, mine, at)))
-                continue
-            argv = partial(self.agent_args, target, job.specs[0], mine[0], counting)
-            out.append(
-                Turn(slot, target, partial(self._one_process, target, job.specs[0], mine[0], at, argv, counting), argv)
-            )
-        return out
-
-    def agent_args(self, target: Target, spec: BenchSpec, st: TargetState, counting: bool = False) -> list[str]:
-        """A timed process's arguments; or a counting process's: a warmup,
-        then one batch with counters on, no timed sample (counting costs
-        time; see agent/main.c)."""
-        c = self.cfg
-        # the shared calibration: no need for the agent's own probe.  A counted
-        # batch lasts this target's own --min-time-ms instead: its counts, not
-        # its time, are kept, and the host probe needs a batch long against
-        # the settle pause and the idle rate it subtracts
-        iters = st.own_iters if counting and st.own_iters else st.iters
-        if counting:
-            # the bare machine's agent counts its own syscalls: the host's
-            trace = syscall_tracepoint()[0] if target.mirror_host else None
-            return agent_argv(
-                target,
-                spec,
-                warmup=max(c.warmup, 1),
-                min_time_ms=c.min_time_ms,
-                iters=iters,
-                count_settle_ms=target.count_settle_ms,
-                parallel=c.parallel,
-                tracepoint=trace,
-            )
-        return agent_argv(
-            target,
-            spec,
-            samples=st.samples if st.samples is not None else c.samples_per_process,
-            warmup=st.warmup if st.warmup is not None else c.warmup,
-            min_time_ms=c.min_time_ms,
-            iters=iters,
-            parallel=c.parallel,
-        )
-
-    def calibrate(self, spec: BenchSpec, states: States) -> None:
-        """One process on each target finds the iteration count that makes
-        its sample last --min-time-ms (execute.calibrate); every target's
-        timed processes then use one shared count (from the baseline's; else
-        the first target's still going): the same work per sample
-        everywhere, since what one operation costs can depend on how many
-        run back to back (with counts of their own, A/A pairs differed by up
-        to 46%: research/2026-11-23-own-calibration/validity-own-calibration.md).  Each target's own
-        count is kept for its counted batches.  The shared count and each
-        target's samples per process: plan.sizes."""
-        found = {}
-        for target in self.targets:
-            st = states[target.name]
-            if st.done is None and st.iters is None:
-                got = calibrate(
-                    target,
-                    spec,
-                    Where(target.name, spec.name),
-                    self.rec,
-                    self.cfg.min_time_ms,
-                    self.deadline.timeout(self.cfg.agent_timeout),
-                    self.deadline,
-                )
-                if got.result.error:
-                    st.end("error", got.result.error)
-                elif got.result.read.skipped:
-                    st.end("skipped", got.result.read.skipped)
-                found[target.name] = (got.iters, got.ns_per_iter)
-        for name, (n, _) in found.items():
-            states[name].own_iters = n
-        first = next((t.name for t in self.targets if found.get(t.name, (None, None))[0] is not None), None)
-        if first is None:
-            return
-        shared, per = plan.sizes(first, found, self.cfg)
-        self.found.setdefault(spec.name, {}).update(found)
-        for name, (samples, warmup) in per.items():
-            states[name].samples, states[name].warmup = samples, warmup
-        for st in states.values():
-            st.iters = shared
-
-    def _one_process(
-        self,
-        target: Target,
-        spec: BenchSpec,
-        st: TargetState,
-        at: Where,
-        argv: Callable[[], list[str]],
-        counting: bool = False,
-        lines: Lines | None = None,
-    ) -> None:
-        """One agent process (execute.run_process): its lines opened here,
-        or given (a block executor that started it)."""
-        timeout = self.cfg.agent_timeout
-        lines = lines or Lines(lambda: target.run_agent(argv(), timeout=self.deadline.timeout(timeout)))
-        got = run_process(
-            target,
-            spec,
-            at,
-            self.rec,
-            lines,
-            probe=target.host_probe if counting else None,
-            on_sample=st.take,
-            deadline=self.deadline,
-        )
-        if got.read.skipped:
-            st.end("skipped", got.read.skipped)
-        elif st.iters is None:
-            st.iters = got.read.iters
-        if got.error:
-            st.end("error", got.error)
-        if not counting:
-            st.processes += 1
-
-    def _tool_runs(
-        self, target: Target, job: Job, sts: list[TargetState], at: Where, _lines: Lines | None = None
-    ) -> None:
-        """One run of a workload's tool (after a warmup run, the first time
-        on this target): a sample of each of its figures (execute.run_tool),
-        its host cost per unit of work beside them (ToolCost).  A block
-        gives it no lines (_lines): each run opens its own."""
-        w, why = job.workload, job.unfit(target)
-        assert w is not None, "a workload's job"
-        if why:
-            for st in sts:
-                st.end("skipped", why)
-            return
-        peer_at = target.peer_address() if w.peer else None
-        by_spec = {spec.name: st for spec, st in zip(job.specs, sts, strict=True)}
-        for warmup in ([] if sts[0].warmed else [True]) + [False]:
-            began, port = self.clock(), free_port()
-            argv = w.argv(target.scratch_dir() or "/tmp", self.cfg.tool_seconds, port, peer_at or "127.0.0.1")
-
-            def open_tool(argv: list[str] = argv) -> Iterable[str]:
-                return target.run_tool(argv, timeout=self.deadline.timeout(w.timeout))
-
-            lines = Lines(open_tool)
-            got = run_tool(
-                target,
-                job,
-                at,
-                self.rec,
-                lines,
-                warmup=warmup,
-                cost=ToolCost(target, w, port),
-                on_sample=lambda s: by_spec[s.benchmark].take(s),
-                deadline=self.deadline,
-            )
-            if warmup:
-                self.warm_s[job.name] = self.warm_s.get(job.name, 0.0) + self.clock() - began
-            for st in sts:
-                st.warmed = True
-                if got.error:
-                    st.end("error", got.error[:500])
-                elif not warmup:
-                    st.processes += 1
-            if got.error:
-                return
-
-    # -- lockstep pairs (lockstep.py) --------------------------------------------------------
-    def stepped(self, job: Job, states: States) -> list[Target]:
-        """The targets of this block that run in lockstep: with --pairing
-        lockstep, an agent row's baseline and the candidates still going
-        that can hold an agent sample by sample on this machine (an ssh
-        host runs its processes in turn, after them); [] where fewer than
-        two can."""
-        base = self.targets[0]
-        if (
-            self.cfg.pairing != "lockstep"
-            or job.workload is not None
-            or self.cfg.parallel != 1
-            or job.specs[0].name not in self.found
-        ):
-            return []
-        can = [
-            t
-            for t in self.targets
-            if states[t.name].done is None and lockstep.STEP in t.capabilities and t.host_machine() == ""
-        ]
-        return can if base in can and len(can) >= 2 else []
-
-    def step_groups(self, job: Job, states: States, stepped: list[Target]) -> list[list[Target]]:
-        """The lockstep blocks a row takes turns with once each candidate
-        has a ratio: the baseline and a group of the candidates (plan.
-        step_groups, by their time an iteration: from their samples once
-        known), the quickest first."""
-        spec, base = job.specs[0], stepped[0]
-        per = {t.name: self._sample_ms(spec, t, states[t.name], 10**6) for t in stepped[1:]}  # ns an iteration
-        return [[base, *(t for t in stepped[1:] if t.name in group)] for group in plan.step_groups(per)]
-
-    def lockstep_block(self, job: Job, states: States, block: int, targets: list[Target], rng: random.Random) -> None:
-        """One block of these targets' processes in lockstep
-        (lockstep.run_block; targets[0] the baseline), each sample
-        recorded while the next one runs and each process as one of its
-        own (Recorder)."""
-        spec, found = job.specs[0], self.found[job.specs[0].name]
-        size = plan.step_sizes(targets[0].name, {t.name: found[t.name] for t in targets}, self.cfg)
-        size = plan.step_rounds(
-            size,
-            [self._sample_ms(spec, t, states[t.name], size.iters) for t in targets],
-            [self._go_ms(t) for t in targets],
-            self.cfg,
-        )
-        sides = [
-            self._side(spec, target, states[target.name], block, size, visits)
-            for target, visits in zip(targets, size.visits, strict=True)
-        ]
-        lockstep.run_block(
-            sides,
-            spec,
-            size.rounds,
-            rng,
-            step_timeout=lambda: self.deadline.timeout(lockstep.STEP_TIMEOUT),
-            timeout=self.deadline.timeout(self.cfg.agent_timeout),
-            visits=list(size.visits),
-        )
-        if any(s.error for s in sides) and self.deadline.spent():
-            for target, side in zip(targets, sides, strict=True):
-                if side.hung:  # its own failure, not the budget's: its row says which side hung, how long
-                    states[target.name].end("error", side.error[:500])
-            raise BudgetSpent
-        for slot, (target, side) in enumerate(zip(targets, sides, strict=True)):
-            st = states[target.name]
-            if side.skipped:
-                st.end("skipped", side.skipped)
-            elif side.error:
-                st.end("error", side.error[:500])
-            st.processes += 1
-            self.step_latency.setdefault(target.name, []).extend(side.overheads)
-            got = ProcessResult(
-                side.process,
-                Where(target.name, spec.name, block, slot),
-                side.started,
-                AgentRead(side.iters, side.skipped, side.finished, side.first, side.samples),
-                ended=time.time(),
-                error=side.error,
-            )
-            self.rec.process(got, st.done if st.done in ("error", "skipped") else "ok")
-
-    def _side(
-        self, spec: BenchSpec, target: Target, st: TargetState, block: int, size: plan.StepSizes, visits: int
-    ) -> lockstep.Side:
-        """One target's process in a lockstep block: its visits' samples a round."""
-        process = self.rec.new_process()
-
-        def take(f: dict, t: float) -> None:
-            s = Sample(benchmark=spec.name, target=target.name, process=process, block=block, t=t, **f)
-            self.rec.sample(s)
-            st.take(s)
-
-        samples, warmup = (size.rounds - size.warmup) * visits, size.warmup * visits
-        argv = agent_argv(target, spec, samples=samples, warmup=warmup, iters=size.iters) + ["--step"]
-        side = lockstep.Side(target.name, target, argv, take)
-        side.process, side.started = process, time.time()
-        return side
-
-    def _sample_ms(self, spec: BenchSpec, target: Target, st: TargetState, iters: int) -> float:
-        """How long this target's sample of `iters` iterations takes, in ms:
-        the median of its last STEP_SAMPLES_SEEN timed samples once it has
-        taken STEP_SAMPLES_KNOWN, else its calibration's.  One calibration
-        can be far off (tlb_4k's fresh processes fall in two modes: an A/A
-        twin calibrated twice as slow, took one sample a turn beside its
-        baseline's five, and read 9% slower however warm its turns)."""
-        seen = [s.value * s.ops / s.iters for s in st.samples_taken[-STEP_SAMPLES_SEEN:] if s.iters]
-        if len(seen) >= STEP_SAMPLES_KNOWN:
-            return statistics.median(seen) * iters / 1e6
-        return iters * (self.found[spec.name].get(target.name, (None, None))[1] or 0.0) / 1e6
-
-    def _go_ms(self, target: Target) -> float:
-        """A go's round trip to this target so far (its last block's median), in ms."""
-        took = self.step_latency.get(target.name)
-        return statistics.median(took[-50:]) * 1e3 if took else plan.STEP_GO_MS
 
 
 def run_session(

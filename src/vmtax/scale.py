@@ -11,10 +11,11 @@ accel=auto probing KVM), the very first copy starts alone -- and a stage
 of N uses the first N.  Every copy is stopped on every exit path: a copy that does not
 boot or dies mid-round, a Ctrl-C, a failure of the store.
 
-A round runs the benchmark in every copy, held at a barrier: each agent
-starts, sets up, takes the shared iteration count (calibrated once, on one
-copy alone), prints "ready" and waits on its channel; once all are ready,
-vmtax sends each its go line (Target.go) and every copy takes samples for
+A round runs the benchmark in every copy, held at a barrier (the engine's
+Barrier executor, engine/barrier.py: scale starts no process itself): each
+agent starts, sets up, takes the shared iteration count (calibrated once,
+on one copy alone), prints "ready" and waits on its channel; once all are
+ready, each is sent its go line (Held.go) and every copy takes samples for
 the round time (the agent's --duration-ms: the same stretch of time for
 all, fast or slow).  A workload's tool is held by vmtax-shell the same way
 (WAIT) before it starts.  Rounds repeat until the aggregate's 95% interval
@@ -32,20 +33,20 @@ from __future__ import annotations
 
 import math
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import partial
 
-from .agent import parse_line
-from .engine.budget import BudgetSpent
-from .engine.execute import Lines, Where, calibrate, run_process, run_tool
+from .engine.barrier import Barrier, RoundResult
+from .engine.blocks import Turn
+from .engine.budget import BudgetSpent, Deadline
+from .engine.execute import Batch, Lines, ProcessResult, Recorder, Where, calibrate, run_process, run_tool
 from .engine.jobs import Job, jobs_of
 from .engine.protocol import agent_argv
 from .engine.session import Session, TargetPool, run_session
 from .errors import AgentError, StoreError, TargetError, UserError
-from .hostproc import host_cpu_times, mem_available_mb, pss_mb
+from .hostproc import mem_available_mb
 from .model import BenchSpec, Sample, TargetInfo
 from .peers import free_port
 from .proc import ChildFailed
@@ -53,7 +54,7 @@ from .scaling import instance_rates, is_throughput, rate_unit
 from .stats import jain, summarize
 from .store import Store
 from .suite import workloads
-from .targets.base import GATE, Target
+from .targets.base import Target
 
 RESERVE_MB = 256.0  # of MemAvailable kept for the host and vmtax itself
 
@@ -155,101 +156,110 @@ def grow(
     )
 
 
-# -- one round ---------------------------------------------------------------------
-@dataclass
-class RoundResult:
-    lines: list[list[tuple[float, str]]]  # per instance: (arrival time, line) after its ready line
-    reached: list[bool]  # whether each got to the barrier (else: skipped, say)
-    host_cpu_pct: float | None
-    seconds: float  # from the go to the last instance's end
-    host_mem_mib: list[float]
-    started: float  # wall-clock time of the go
-
-
-def run_round(
-    targets: list[Target], argv_of: Callable[[int, Target], list[str]], tool: bool, timeout: float, memory: bool = True
-) -> RoundResult:
-    """Every target runs its argv held at the barrier; once all are ready,
-    all are released at once.  TargetError naming the instance at the
-    first failure of any (the caller stops them all).  memory: read each
-    target's host memory just after the start."""
-    n = len(targets)
-    lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
-    reached = [False] * n
-    events: queue.Queue[tuple[str, int, BaseException | None]] = queue.Queue()
-
-    def work(i: int) -> None:
-        error = None
-        try:
-            for line in targets[i].run_gated(argv_of(i, targets[i]), timeout, tool=tool):
-                if not reached[i] and _is_ready(line, tool):
-                    reached[i] = True
-                    events.put(("ready", i, None))
-                else:
-                    lines[i].append((time.time(), line))
-        except BaseException as e:  # told to the coordinator
-            error = e
-        events.put(("end", i, error))
-
-    for i in range(n):
-        threading.Thread(target=work, args=(i,), daemon=True).start()
-    deadline = time.monotonic() + timeout
-    waiting, ended = set(range(n)), set()
-    while waiting:  # the barrier: every instance ready (or ended without reaching it: a skip)
-        kind, i, error = _next_event(events, deadline, targets, "reach the barrier")
-        _fail_on(error, i, targets)
-        waiting.discard(i)
-        if kind == "end":
-            ended.add(i)
-    busy0, total0 = host_cpu_times()
-    t0, started = time.monotonic(), time.time()
-    for i, t in enumerate(targets):
-        if reached[i] and i not in ended:
-            t.go()
-    # while they run; the warmup sample absorbs what reading it costs
-    mem = [pss_mb(t.host_pids()) for t in targets] if memory else []
-    while len(ended) < n:
-        kind, i, error = _next_event(events, deadline, targets, "finish its round")
-        _fail_on(error, i, targets)
-        if kind == "end":
-            ended.add(i)
-    seconds = time.monotonic() - t0
-    busy1, total1 = host_cpu_times()
-    cpu = 100.0 * (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
-    return RoundResult(lines, reached, cpu, seconds, mem, started)
-
-
-def _is_ready(line: str, tool: bool) -> bool:
-    if tool:
-        return line.strip() == GATE
-    if '"ready"' not in line:
-        return False
-    try:
-        return parse_line(line).get("type") == "ready"
-    except AgentError:
-        return False
-
-
-def _next_event(events: queue.Queue, deadline: float, targets: list[Target], what: str):
-    try:
-        return events.get(timeout=max(0.0, deadline - time.monotonic()))
-    except queue.Empty:
-        raise TargetError(f"an instance of {targets[0].name} did not {what} in time") from None
-
-
-def _fail_on(error: BaseException | None, i: int, targets: list[Target]) -> None:
-    if error is None:
-        return
-    what = f"its agent {error}" if isinstance(error, ChildFailed) else error
-    raise TargetError(f"instance {i + 1} of {len(targets)} ({targets[i].name}) failed: {what}")
-
-
 # -- the run -------------------------------------------------------------------------
 def stage_name(target: str, n: int) -> str:
     return f"{target} x{n}"
 
 
-class ScaleRun:
+class Rounds:
+    """A scale run's rounds, one by one: each copy's process a held turn
+    of the engine's Barrier (its argv, its lines read and recorded into
+    the round's batch), the shared count calibrated on one copy alone,
+    and each round said as it ends.  The stages: ScaleRun."""
+
+    cfg: ScaleConfig
+    rec: Recorder
+    deadline: Deadline
+    iters: dict[str, int | None]  # each agent row's count (None: skipped)
+    skipped: dict[str, str]
+    note: Callable[[str], None]
+
+    def _timeout(self) -> float:
+        """A round's (or calibration's) timeout, never past budget + grace."""
+        return self.deadline.timeout(self.cfg.timeout)
+
+    def _argv_maker(self, job: Job) -> Callable[[int, Target], list[str]]:
+        c = self.cfg
+        if job.workload is not None:
+            w, seconds = job.workload, max(1, math.ceil(c.round_time))
+            return lambda i, t: w.argv(t.scratch_dir() or "/tmp", seconds, free_port())
+        iters = self.iters[job.name]
+        return lambda i, t: agent_argv(
+            t, job.specs[0], iters=iters, warmup=c.warmup, duration_ms=max(1, round(c.round_time * 1000)), go=True
+        )
+
+    def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:
+        """One copy alone finds the iteration count every process then uses
+        (the same work per sample at every N): execute.calibrate, as
+        compare's.  Its row is kept only when it calibrated (a failure ends
+        the run)."""
+        held = self.rec.batch()
+        got = calibrate(target, spec, Where(stage, spec.name), held, self.cfg.min_time_ms, self._timeout())
+        e = got.result.failure
+        if isinstance(e, ChildFailed):
+            raise TargetError(f"{target.name}: calibrating {spec.name}: agent {e}") from None
+        if isinstance(e, AgentError):
+            raise AgentError(f"{target.name}: {spec.name}: {e}") from None
+        if e is not None:
+            raise e
+        if got.result.read.skipped:
+            self.skipped[spec.name] = got.result.read.skipped
+        held.commit()
+        return got.iters
+
+    def _turns(self, job: Job, stage: str, copies: list[Target], r: int, got: _Round) -> list[Turn]:
+        """The round's turns: each copy's process, held at the barrier
+        (engine.barrier), read and recorded by the engine (execute) into
+        the round's batch once the round has ended."""
+        argv_of = self._argv_maker(job)
+        out = []
+        for i, t in enumerate(copies):
+            at = Where(stage, job.specs[0].name, r, i, instance=i)
+            out.append(Turn(i, t, partial(self._copy, job, t, at, got), partial(argv_of, i, t)))
+        return out
+
+    @staticmethod
+    def _copy(job: Job, t: Target, at: Where, got: _Round, lines: Lines | None) -> None:
+        """One copy's process of the round, read and recorded (held in the
+        round's batch); none after a copy that failed or skipped."""
+        assert lines is not None, "the barrier's lines"
+        if got.stop is not None:
+            return
+        res = (
+            run_tool(t, job, at, got.held, lines)
+            if job.workload is not None
+            else run_process(t, job.specs[0], at, got.held, lines, check=_timed_sample)
+        )
+        if res.error or res.read.skipped:
+            got.stop = res
+        else:
+            got.samples += res.samples
+
+    def _samples(self, job: Job, got: _Round) -> list[Sample] | None:
+        """The round's samples, every copy's, written only when every copy
+        delivered (a copy's failure: AgentError naming it, the rows read so
+        far kept); None when the copies skipped the benchmark (its reason
+        kept)."""
+        if got.stop is None:
+            got.held.commit()
+            return got.samples
+        got.held.commit(samples=False)
+        if got.stop.error:
+            assert got.stop.where.instance is not None, "a copy"
+            raise AgentError(f"instance {got.stop.where.instance + 1}: {got.stop.error}")
+        self.skipped[job.specs[0].name] = got.stop.read.skipped
+        return None
+
+    def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
+        v = list(rates.values())
+        cpu = f"{res.host_cpu_pct:.0f}%" if res.host_cpu_pct is not None else "?"
+        self.note(
+            f"  N={n} {job.name} round {r + 1}: aggregate {sum(v):.4g} {rate_unit(job.specs[0])}, "
+            f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s"
+        )
+
+
+class ScaleRun(Rounds):
     """The stages of a scale run in one session (engine.session): its copies
     started in the session's pool, every process read and recorded by the
     engine (execute), rounds until the aggregate is precise."""
@@ -304,10 +314,6 @@ class ScaleRun:
                 raise TargetError(f"{e}; no round was measured") from None
             self.note(f"vmtax: {e}")
 
-    def _timeout(self) -> float:
-        """A round's (or calibration's) timeout, never past budget + grace."""
-        return self.deadline.timeout(self.cfg.timeout)
-
     def _cut(self, e: Exception, stage: str, names: list[str]) -> None:
         """A failure at the hard stop is the budget's, not the target's:
         the rows end 'budget' and the run stops (BudgetSpent)."""
@@ -358,24 +364,13 @@ class ScaleRun:
         for name in names:
             facts["rounds"][name] = []
         for r in range(self.cfg.max_rounds):
-            try:
-                res = run_round(copies, self._argv_maker(job), job.workload is not None, self._timeout(), memory=r == 0)
-            except TargetError as e:
-                self._cut(e, stage, names)
-                raise
-            samples = self._samples(job, stage, copies, r, res)
-            if samples is None:  # skipped in the copies
+            got = self._round(job, stage, copies, r)
+            if got is None:  # skipped in the copies
                 return None
+            samples, res = got
             self.rounds += 1
             for name in names:
-                facts["rounds"][name].append(
-                    {
-                        "round": r,
-                        "host_cpu_pct": res.host_cpu_pct,
-                        "seconds": round(res.seconds, 3),
-                        **({"host_mem_mib": [round(m, 1) for m in res.host_mem_mib]} if res.host_mem_mib else {}),
-                    }
-                )
+                facts["rounds"][name].append(_round_facts(r, res))
             rates = instance_rates(samples, job.specs[0])
             aggregates.append(sum(rates.values()))
             took.append(res.seconds)
@@ -388,66 +383,35 @@ class ScaleRun:
                 return "budget", "its share of --max-time"
         return "budget", f"--max-rounds {self.cfg.max_rounds}"
 
-    def _argv_maker(self, job: Job) -> Callable[[int, Target], list[str]]:
-        c = self.cfg
-        if job.workload is not None:
-            w, seconds = job.workload, max(1, math.ceil(c.round_time))
-            return lambda i, t: w.argv(t.scratch_dir() or "/tmp", seconds, free_port())
-        iters = self.iters[job.name]
-        return lambda i, t: agent_argv(
-            t, job.specs[0], iters=iters, warmup=c.warmup, duration_ms=max(1, round(c.round_time * 1000)), go=True
-        )
+    def _round(self, job: Job, stage: str, copies: list[Target], r: int) -> tuple[list[Sample], RoundResult] | None:
+        """One round through the engine's barrier (engine.barrier.Barrier):
+        its samples and how it went; None where the copies skipped.  A
+        failure at the hard stop is the budget's (_cut)."""
+        barrier = Barrier(job.specs[0], job.workload is not None, self._timeout(), memory=r == 0)
+        got = _Round(self.rec.batch())
+        try:
+            barrier.run(self._turns(job, stage, copies, r, got))
+        except TargetError as e:
+            self._cut(e, stage, [s.name for s in job.specs])
+            raise
+        assert barrier.round is not None, "a round run"
+        samples = self._samples(job, got)
+        return None if samples is None else (samples, barrier.round)
 
-    def _calibrate(self, target: Target, spec: BenchSpec, stage: str) -> int | None:
-        """One copy alone finds the iteration count every process then uses
-        (the same work per sample at every N): execute.calibrate, as
-        compare's.  Its row is kept only when it calibrated (a failure ends
-        the run)."""
-        held = self.rec.batch()
-        got = calibrate(target, spec, Where(stage, spec.name), held, self.cfg.min_time_ms, self._timeout())
-        e = got.result.failure
-        if isinstance(e, ChildFailed):
-            raise TargetError(f"{target.name}: calibrating {spec.name}: agent {e}") from None
-        if isinstance(e, AgentError):
-            raise AgentError(f"{target.name}: {spec.name}: {e}") from None
-        if e is not None:
-            raise e
-        if got.result.read.skipped:
-            self.skipped[spec.name] = got.result.read.skipped
-        held.commit()
-        return got.iters
 
-    def _samples(self, job: Job, stage: str, copies: list[Target], r: int, res: RoundResult) -> list[Sample] | None:
-        """The round's samples, every copy's, read and recorded by the
-        engine (execute); written only when every copy delivered (a copy's
-        failure: AgentError naming it, the rows read so far kept); None
-        when the copies skipped the benchmark (its reason kept)."""
-        held, out = self.rec.batch(), []
-        for i, t in enumerate(copies):
-            lines = Lines.read_before(res.lines[i], res.started)
-            at = Where(stage, job.specs[0].name, r, i, instance=i)
-            got = (
-                run_tool(t, job, at, held, lines)
-                if job.workload is not None
-                else run_process(t, job.specs[0], at, held, lines, check=_timed_sample)
-            )
-            if got.error or got.read.skipped:
-                held.commit(samples=False)
-                if got.error:
-                    raise AgentError(f"instance {i + 1}: {got.error}")
-                self.skipped[job.specs[0].name] = got.read.skipped
-                return None
-            out += got.samples
-        held.commit()
-        return out
+@dataclass
+class _Round:
+    """What a round's copies gave, held until every one has delivered."""
 
-    def _progress(self, job: Job, n: int, r: int, rates: dict[int, float], res: RoundResult) -> None:
-        v = list(rates.values())
-        cpu = f"{res.host_cpu_pct:.0f}%" if res.host_cpu_pct is not None else "?"
-        self.note(
-            f"  N={n} {job.name} round {r + 1}: aggregate {sum(v):.4g} {rate_unit(job.specs[0])}, "
-            f"Jain {jain(v):.3f}, host CPU {cpu}, {res.seconds:.1f} s"
-        )
+    held: Batch
+    samples: list[Sample] = field(default_factory=list)
+    stop: ProcessResult | None = None  # the copy that failed or skipped (the later ones are not read)
+
+
+def _round_facts(r: int, res: RoundResult) -> dict:
+    """What a stage's facts keep of a round: the host's CPU and memory, its time."""
+    mem = {"host_mem_mib": [round(m, 1) for m in res.host_mem_mib]} if res.host_mem_mib else {}
+    return {"round": r, "host_cpu_pct": res.host_cpu_pct, "seconds": round(res.seconds, 3), **mem}
 
 
 def _timed_sample(read) -> str:

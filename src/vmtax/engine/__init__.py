@@ -2,12 +2,14 @@
 (scale.py) share, one implementation of each part:
 
 - jobs: what one process measures (Job);
-- protocol: an agent process's arguments and what its lines give;
-- execute: running one process and recording it (run_process, run_tool,
+- protocol: an agent process's arguments, and the one reader of its
+  lines (AgentReader, read_agent);
+- execute: reading one process and recording it (run_process, run_tool,
   calibrate; Recorder, the one place that writes a process row);
 - session: a run's record, its targets started and stopped with vmtax
   kept off their CPUs (TargetPool), its budget (budget.Deadline);
-- blocks: how a block's processes run (BlockExecutor: InTurn today);
+- blocks, lockstep, barrier: how a block's processes run (BlockExecutor:
+  InTurn, Lockstep, Barrier), held processes driven by their handles;
 - stop: when a row stops, a pure function of what it has stored;
 - writer: the typed writes of a run (StoreWriter, ThreadRelay);
 - hostcost: a tool run's host cost per unit of work."""

@@ -1,10 +1,11 @@
 """How a block's processes are run: the runner (runner.py) schedules
 blocks and draws each one's order; a BlockExecutor runs the block's turns.
-InTurn is today's: one process at a time on each machine, in the order
-drawn, machines at once.  A lockstep executor (every side's process alive
-at once, samples alternating between them) replaces it without touching
-the runner: a turn carries its agent's arguments, and its run() takes the
-Lines the executor opened and paces (execute.Lines.sampled)."""
+Each turn carries its agent's arguments, and its run() reads and records
+its process (execute.run_process) from the Lines the executor gives it
+(None: it opens its own).  Three executors: InTurn (here: one process at
+a time on each machine, in the order drawn, machines at once), Lockstep
+(lockstep.py: every side's process held at once, their samples
+alternated) and Barrier (barrier.py: scale's copies released together)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,16 @@
 """Running one process and recording it: the one place where what an
 agent or a tool printed becomes samples, a process row and the process's
 outcome, for every process vmtax runs -- compare's timed, counting and
-calibration processes and tool runs (runner.py), scale's copies in a round
-and its calibration (scale.py), and doctor's processes (doctor.py, which
-records nothing).
+calibration processes, lockstep's sides and tool runs (processes.py),
+scale's copies in a round and its calibration (scale.py), and doctor's
+processes (doctor.py, which records nothing).
 
 A process's lines come from a Lines: opened where the process's own errors
-are caught (a live agent: target.run_agent), or read before (scale's
-round, every copy read at once behind its barrier); when() says when each
-arrived.  A Recorder numbers the run's processes and writes what they give
-through a StoreWriter; exactly one place calls add_process (Recorder.process).
+are caught (a live agent: agent_lines), or read before by a block
+executor that drove the process itself (lockstep's sides, scale's copies
+behind their barrier: Lines.read_before); when() says when each arrived.
+A Recorder numbers the run's processes and writes what they give through
+a StoreWriter; exactly one place calls add_process (Recorder.process).
 A Batch holds a round's writes until every copy has delivered."""
 
 from __future__ import annotations
@@ -20,17 +21,22 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..agent import agent_hash
 from ..errors import AgentError, TargetError
-from ..model import BenchSpec, Sample, TargetInfo
+from ..model import BenchSpec, ProcessRecord, Sample, TargetInfo
 from ..proc import ChildFailed
 from ..suite.workloads import ParseError
+from ..targets.base import Target
 from .budget import BudgetSpent, Deadline
 from .hostcost import ToolCost
 from .jobs import Job
 from .protocol import AgentRead, calibration_args, read_agent, tool_samples
 from .writer import StoreWriter
+
+if TYPE_CHECKING:
+    from ..hostprobe import HostProbe
 
 
 # -- where a process's lines come from ---------------------------------------------------
@@ -48,12 +54,43 @@ class Lines:
     started: float | None = None
     ended: float | None = None
     sampled: Callable[[Sample], None] | None = None
+    judged: bool = False  # the executor that read them judged how the process ended (its error raised
+    #                       after them): no check() of the reader's (a lockstep side let go early is none)
 
     @classmethod
-    def read_before(cls, got: list[tuple[float, str]], started: float) -> Lines:
-        """Lines already read, each with its arrival time, after a start at `started`."""
+    def read_before(
+        cls, got: list[tuple[float, str]], started: float, error: BaseException | None = None, judged: bool = False
+    ) -> Lines:
+        """Lines already read, each with its arrival time, after a start at
+        `started` (a block executor read them: a barrier's round, a
+        lockstep block); error: how the process ended, raised after them
+        (judged: the executor's judgement, no check of the reader's)."""
         arrived = iter(t for t, line in got if line.strip())
-        return cls(lambda: (line for _, line in got), lambda: next(arrived), started, got[-1][0] if got else None)
+
+        def lines() -> Iterator[str]:
+            for _, line in got:
+                yield line
+            if error is not None:
+                raise error
+
+        return cls(lines, lambda: next(arrived), started, got[-1][0] if got else None, judged=judged)
+
+
+def agent_lines(target: Target, argv: Callable[[], list[str]], timeout: Callable[[], float]) -> Lines:
+    """An agent process's lines on `target`, opened where its errors are
+    caught (run_process): argv() and timeout() read then."""
+    return Lines(lambda: target.run_agent(argv(), timeout=timeout()))
+
+
+def tool_lines(target: Target, argv: list[str], timeout: Callable[[], float]) -> Lines:
+    """A workload's tool run's lines on `target`, opened as agent_lines'."""
+    return Lines(lambda: target.run_tool(argv, timeout=timeout()))
+
+
+class Hung(TargetError):
+    """A process that stopped answering (a lockstep side silent after its
+    go): its own failure, recorded as one even at the hard stop, where
+    another failure is the budget's (BudgetSpent)."""
 
 
 @dataclass(frozen=True)
@@ -116,15 +153,17 @@ class Recorder:
             w = r.where
             self.writer.add_process(
                 self.run_id,
-                r.process,
-                w.target,
-                w.benchmark,
-                w.block,
-                w.slot,
-                r.started,
-                r.read.first,
-                r.ended,
-                outcome,
+                ProcessRecord(
+                    process=r.process,
+                    target=w.target,
+                    benchmark=w.benchmark,
+                    block=w.block,
+                    slot=w.slot,
+                    started=r.started,
+                    first_line=r.read.first,
+                    ended=r.ended,
+                    outcome=outcome,
+                ),
             )
 
     def outcome(self, target: str, bench: str, how: str, reason: str = "") -> None:
@@ -176,13 +215,13 @@ def finished(read: AgentRead) -> str:
 
 
 def run_process(
-    target,
+    target: Target,
     spec: BenchSpec,
     where: Where,
     rec: Recorder,
     lines: Lines,
     *,
-    probe=None,
+    probe: HostProbe | None = None,
     on_sample: Callable[[Sample], None] | None = None,
     check: Callable[[AgentRead], str] | None = finished,
     keep: bool = True,
@@ -198,7 +237,7 @@ def run_process(
     no row (the run ends there)."""
     res = ProcessResult(rec.new_process(), where, lines.started if lines.started is not None else time.time())
 
-    def take(f: dict, t: float) -> None:
+    def take(f: dict[str, Any], t: float) -> None:
         if where.instance is not None:
             f = {**f, "instance": where.instance}
         s = Sample(benchmark=spec.name, target=where.target, process=res.process, block=where.block, t=t, **f)
@@ -211,7 +250,7 @@ def run_process(
 
     try:
         read_agent(target, lines.open(), spec, take, probe, when=lines.when, into=res.read)
-        why = check(res.read) if check is not None else ""
+        why = check(res.read) if check is not None and not lines.judged else ""
         if why:
             raise AgentError(why)
     except (AgentError, TargetError, ChildFailed) as e:
@@ -221,7 +260,7 @@ def run_process(
 
 def _ended(res: ProcessResult, rec: Recorder, lines: Lines, deadline: Deadline | None, ok: str) -> ProcessResult:
     res.ended = lines.ended if lines.ended is not None else time.time()
-    if res.failure is not None and deadline is not None and deadline.spent():
+    if res.failure is not None and not isinstance(res.failure, Hung) and deadline is not None and deadline.spent():
         raise BudgetSpent from None
     rec.process(res, res.outcome(ok))
     return res
@@ -240,7 +279,7 @@ def calibrated(read: AgentRead) -> str:
 
 
 def calibrate(
-    target,
+    target: Target,
     spec: BenchSpec,
     where: Where,
     rec: Recorder,
@@ -264,8 +303,19 @@ def calibrate(
 
 
 # -- one tool run ----------------------------------------------------------------------------
+def _read_all(lines: Lines, read: AgentRead) -> list[str]:
+    """A tool's lines, all of them, noting when the first that is not blank arrived."""
+    out = []
+    for line in lines.open():
+        if line.strip():
+            t = lines.when()
+            read.first = read.first or t
+        out.append(line)
+    return out
+
+
 def run_tool(
-    target,
+    target: Target,
     job: Job,
     where: Where,
     rec: Recorder,
@@ -286,25 +336,20 @@ def run_tool(
     res = ProcessResult(rec.new_process(), where, lines.started if lines.started is not None else time.time())
     try:
         with cost if cost is not None else nullcontext():
-            out = []
-            for line in lines.open():
-                if line.strip():
-                    t = lines.when()
-                    res.read.first = res.read.first or t
-                out.append(line)
+            out = _read_all(lines, res.read)
             if cost is not None:
                 cost.end()
             values = w.parse("\n".join(out))
             res.samples = tool_samples(
                 job,
                 values,
-                where.target,
-                res.process,
-                where.block,
-                lines.ended if lines.ended is not None else time.time(),
-                target.host_cpu,
-                warmup,
-                where.instance or 0,
+                target=where.target,
+                process=res.process,
+                block=where.block,
+                t=lines.ended if lines.ended is not None else time.time(),
+                cpu=target.host_cpu,
+                warmup=warmup,
+                instance=where.instance or 0,
             )
             extra = cost.per_unit(values) if cost is not None else {}
             for s in res.samples:

@@ -13,9 +13,11 @@ from ..hostproc import TICK
 from ..metrics import WORK
 from ..peers import start_peer
 from ..proc import kill_group
+from ..suite.workloads import Workload
+from ..targets.base import Target
 
 
-def host_cost(target) -> dict[str, float] | None:
+def host_cost(target: Target) -> dict[str, float] | None:
     """What the target has cost the host so far, read without a counter (a
     perf counter on QEMU's threads would tax the very run it measures): CPU
     seconds, user and system, of its host processes and the children they
@@ -33,7 +35,7 @@ def host_cost(target) -> dict[str, float] | None:
 
 
 def per_unit(
-    target,
+    target: Target,
     work: str,
     values: dict[str, float],
     before: dict[str, float] | None,
@@ -75,9 +77,9 @@ class ToolCost:
     target's host cost read just before the tool starts (begin) and as it
     ends (end); per_unit(values) then gives the run's cost per unit of work."""
 
-    def __init__(self, target, workload, port: int):
+    def __init__(self, target: Target, workload: Workload, port: int):
         self.target, self.workload, self.port = target, workload, port
-        self.peer: subprocess.Popen | None = None
+        self.peer: subprocess.Popen[bytes] | None = None
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
         self.t0 = self.seconds = 0.0
@@ -98,9 +100,10 @@ class ToolCost:
         self.peer_s = sum(ticks([self.peer.pid])) / TICK if self.peer is not None else None
 
     def per_unit(self, values: dict[str, float]) -> dict[str, float]:
-        return per_unit(self.target, self.workload.work, values, self.before, self.after, self.seconds, self.peer_s)
+        w = self.workload.work
+        return per_unit(self.target, w, values, self.before, self.after, seconds=self.seconds, peer_s=self.peer_s)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.peer is not None:
             kill_group(self.peer)
             self.peer = None

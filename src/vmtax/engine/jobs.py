@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..model import BenchSpec
 from ..suite import workloads
 from ..suite.workloads import Workload
+from ..targets.base import Target
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Job:
     def name(self) -> str:
         return self.workload.name if self.workload else self.specs[0].name
 
-    def unfit(self, target) -> str:
+    def unfit(self, target: Target) -> str:
         """Why this job's workload cannot run on `target` as it is (direct
         I/O on a tmpfs, no network to a peer on the host); '' when it can."""
         w = self.workload

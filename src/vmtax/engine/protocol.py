@@ -2,26 +2,35 @@
 compare, scale and doctor: an agent process's arguments (agent_argv), what
 its lines give (read_agent: the samples, with the target's host cost on a
 counted batch), a calibration process's arguments, and a tool run's
-samples (tool_samples).  The agent's lines have one reader, agent.events,
-which read_agent wraps."""
+samples (tool_samples).  The agent's lines have one reader, AgentReader
+(over agent.events), which every process's lines go through: read_agent's,
+lockstep's sides' and a barrier's ready line (ready)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from ..agent import Event as Event
 from ..agent import events
 from ..errors import AgentError
 from ..model import BenchSpec, Sample
 from ..suite import workloads
+from ..targets.base import GATE, Target
 from .jobs import Job
+
+if TYPE_CHECKING:
+    from ..hostprobe import HostProbe
+
+_Mark = tuple[dict[str, float], float]  # a host probe's reading, and when it was taken (time.monotonic)
 
 CALIBRATION_SAMPLES = 3
 
 
 def agent_argv(
-    target,
+    target: Target,
     spec: BenchSpec,
     *,
     warmup: int,
@@ -61,10 +70,10 @@ def agent_argv(
         args += ["--parallel", str(parallel)]
     if tracepoint is not None:
         args += ["--tracepoint-id", str(tracepoint)]
-    return args + target.agent_extra_args() + (["--go"] if go else [])
+    return [*args, *target.agent_extra_args(), *(["--go"] if go else [])]
 
 
-def calibration_args(target, spec: BenchSpec, min_time_ms: int) -> list[str]:
+def calibration_args(target: Target, spec: BenchSpec, min_time_ms: int) -> list[str]:
     """A calibration process's arguments: CALIBRATION_SAMPLES samples after
     one warmup (a fresh process's first batches are cold: tlb_4k's read
     162, 132, 100, 77 ns here, so a count found on the first batch alone is
@@ -83,16 +92,60 @@ class AgentRead:
     timed: int = 0  # its timed samples
 
 
+class AgentReader:
+    """The one reader of an agent process's lines, line by line (pyperf's
+    one reader of its workers): feed() checks a line (agent.events) and
+    keeps what the process said so far in `read` (its calibrated count,
+    its skip, its done), and gives the line's Event (None: a blank line).
+    AgentError for anything a real agent would not say.  read_agent reads
+    a whole process with it; lockstep reads its sides with it as they are
+    stepped; a barrier finds a process's ready line with it (ready)."""
+
+    def __init__(self, spec: BenchSpec, into: AgentRead | None = None):
+        self.spec = spec
+        self.read = into if into is not None else AgentRead()
+
+    def feed(self, line: str) -> Event | None:
+        ev = next(iter(events([line], self.spec)), None)
+        if ev is None:
+            return None
+        got = self.read
+        if ev.kind == "calibration" and got.iters is None and ev.instance == 0:
+            got.iters = ev.iters
+        elif ev.kind == "skip":
+            got.skipped = ev.reason
+        elif ev.kind == "done":
+            got.finished = True
+        elif ev.kind == "sample" and not ev.fields["warmup"] and not ev.fields["counting"]:
+            got.timed += 1
+        return ev
+
+
+def ready(line: str, spec: BenchSpec, tool: bool) -> bool:
+    """Whether this line says a held process reached its barrier: a
+    tool's GATE, an agent's "ready" line (a line that is no valid agent
+    line is not: the process's reader says what it is)."""
+    if tool:
+        return line.strip() == GATE
+    if '"ready"' not in line:
+        return False
+    try:
+        ev = AgentReader(spec).feed(line)
+    except AgentError:
+        return False
+    return ev is not None and ev.kind == "ready"
+
+
 def read_agent(
-    target,
+    target: Target,
     lines: Iterable[str],
     spec: BenchSpec,
-    take: Callable[[dict, float], None],
-    probe=None,
+    take: Callable[[dict[str, Any], float], None],
+    probe: HostProbe | None = None,
     when: Callable[[], float] = time.time,
     into: AgentRead | None = None,
 ) -> AgentRead:
-    """Every line of one agent process on `target` (agent.events checks
+    """Every line of one agent process on `target` (AgentReader checks
     them): take(fields, t) for each sample as it comes, t when it arrived
     (when()).  A counted batch's sample carries what it cost the host per
     operation beside the agent's own counts: the bare machine's are its
@@ -102,10 +155,14 @@ def read_agent(
     a real agent would not say (what was read before it is in `into`,
     where given); the caller decides what a process that did not finish
     means."""
-    got = into if into is not None else AgentRead()
+    reader = AgentReader(spec, into)
+    got = reader.read
     mark = None  # the probe's reading when the counted batch began
     try:
-        for ev in events(lines, spec):
+        for line in lines:
+            ev = reader.feed(line)
+            if ev is None:
+                continue
             t = when()
             got.first = got.first or t
             if ev.kind == "counting" and probe is not None:
@@ -115,22 +172,16 @@ def read_agent(
                 f = dict(ev.fields)
                 if f["counting"]:
                     f["metrics"], mark = _host_cost(target, probe, mark, f)
-                elif not f["warmup"]:
-                    got.timed += 1
                 take(f, t)
-            elif ev.kind == "calibration" and got.iters is None and ev.instance == 0:
-                got.iters = ev.iters
-            elif ev.kind == "skip":
-                got.skipped = ev.reason
-            elif ev.kind == "done":
-                got.finished = True
     finally:
         if probe is not None:
             probe.disable()
     return got
 
 
-def _host_cost(target, probe, mark, f: dict) -> tuple[dict, tuple | None]:
+def _host_cost(
+    target: Target, probe: HostProbe | None, mark: _Mark | None, f: dict[str, Any]
+) -> tuple[dict[str, float], _Mark | None]:
     """A counted sample's metrics with its host cost per operation beside
     them, and the probe's reading it ends at (the next counted sample's
     start)."""

@@ -13,14 +13,18 @@ import uuid
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .. import __version__
 from ..errors import StoreError, TargetError
 from ..model import TargetInfo
 from ..proc import keep_off, signals_held
+from ..store.base import Store
 from ..targets.base import Target
 from .budget import Deadline
 from .execute import Recorder
+
+T = TypeVar("T")
 
 Note = Callable[[str], None]
 
@@ -30,10 +34,10 @@ def new_run_id() -> str:
 
 
 def recorded(
-    store,
+    store: Store,
     kind: str,
     command: str,
-    config: dict,
+    config: dict[str, Any],
     body: Callable[[str], str],
     failures: tuple[type[Exception], ...] = (StoreError,),
     describe: Callable[[Exception], str] = str,
@@ -96,7 +100,7 @@ class TargetPool:
     run's hard stop, where set).  close() stops every target given,
     started or not, in parallel, then gives vmtax its CPUs back."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.targets: list[Target] = []
         self._cpus: set[int] = set()
         self._kept = ExitStack()
@@ -105,10 +109,10 @@ class TargetPool:
     def __enter__(self) -> TargetPool:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, targets: list[Target], cpus: Iterable[int | None], files: tuple = ()) -> None:
+    def add(self, targets: list[Target], cpus: Iterable[int | None], files: tuple[Any, ...] = ()) -> None:
         cpus = list(cpus)
         self.targets += targets  # before any starts: close() stops whatever did
         for t, cpu in zip(targets, cpus, strict=True):
@@ -195,7 +199,7 @@ class TargetPool:
         self._cpus = set()
 
 
-def _get(q: queue.Queue):
+def _get(q: queue.Queue[T]) -> T:
     """The next item, waiting in short steps (a Ctrl-C is taken at once)."""
     while True:
         try:
@@ -233,10 +237,10 @@ class Session:
 
 
 def run_session(
-    store,
+    store: Store,
     kind: str,
     command: str,
-    config: dict,
+    config: dict[str, Any],
     body: Callable[[Session], str],
     *,
     failures: tuple[type[Exception], ...] = (StoreError,),
@@ -251,7 +255,7 @@ def run_session(
         with TargetPool() as pool:
             return body(Session(run_id, Recorder(store, run_id), pool))
 
-    return recorded(store, kind, command, config, measure, failures, describe, closing)
+    return recorded(store, kind, command, config, measure, failures=failures, describe=describe, closing=closing)
 
 
 def start_each(session: Session, targets: list[Target], note: Note | None = None) -> list[Target]:

@@ -32,9 +32,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from .. import analysis, stats
-from ..model import Sample
+from ..model import Modes, Sample, Stratum
+
+Items = tuple[tuple[int, float], ...]  # a side's block means, hashable (block, mean)
+
+
+class _Config(Protocol):
+    """What the stop reads of a run's configuration (plan.RunConfig)."""
+
+    @property
+    def precision(self) -> float: ...
+    @property
+    def min_processes(self) -> int: ...
+    @property
+    def same_mode(self) -> bool: ...
+    @property
+    def fast_mode(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -45,7 +61,7 @@ class StopRule:
     fast_mode: bool = False  # or over its fast-mode blocks
 
     @classmethod
-    def of(cls, cfg) -> StopRule:
+    def of(cls, cfg: _Config) -> StopRule:
         """The rule of a run's configuration (plan.RunConfig)."""
         return cls(cfg.precision, cfg.min_processes, cfg.same_mode, cfg.fast_mode)
 
@@ -143,7 +159,7 @@ def _width(rule: StopRule, bb: dict[int, float], cb: dict[int, float], bhib: boo
     return max(w, _reported(rule.stratum, *key)) if w <= rule.precision else w
 
 
-def _estimate(rule: StopRule, bb_items: tuple, cb_items: tuple, bhib: bool, chib: bool) -> float:
+def _estimate(rule: StopRule, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> float:
     """The stop's estimate of a candidate's half-width (stats.stop_halfwidth:
     blind to which side of a block is ahead): over the stratum its mode
     flag asks where both sides have two modes and the report will have it
@@ -179,20 +195,20 @@ def _estimate(rule: StopRule, bb_items: tuple, cb_items: tuple, bhib: bool, chib
 
 
 @lru_cache(maxsize=4096)
-def _modes(items: tuple, higher_is_better: bool):
+def _modes(items: Items, higher_is_better: bool) -> Modes | None:
     """Two modes among a side's block means (stats.modes, as the report fits them)."""
     return stats.modes([v for _, v in items], higher_is_better=higher_is_better)
 
 
 @lru_cache(maxsize=4096)
-def _stratum(which: str, bb_items: tuple, cb_items: tuple, bhib: bool, chib: bool):
+def _stratum(which: str, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> Stratum | None:
     """The report's stratum against the baseline (which: stats.SAME,
     analysis.same_mode; stats.FAST, analysis.fast_mode)."""
     fit = analysis.same_mode if which == stats.SAME else analysis.fast_mode
     return fit(dict(bb_items), dict(cb_items), _modes(bb_items, bhib), _modes(cb_items, chib))
 
 
-def _holds(which: str, bb_items: tuple, cb_items: tuple, bhib: bool, chib: bool) -> bool:
+def _holds(which: str, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> bool:
     """Whether the report will have this stratum's ratio against the
     baseline (analysis.mode_test: the pooled modes each side's own, at a
     ratio it finds): what a stop on the stratum must ask before it stops
@@ -202,7 +218,7 @@ def _holds(which: str, bb_items: tuple, cb_items: tuple, bhib: bool, chib: bool)
 
 
 @lru_cache(maxsize=4096)
-def _reported(which: str | None, bb_items: tuple, cb_items: tuple, bhib: bool, chib: bool) -> float:
+def _reported(which: str | None, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> float:
     """The half-width the report will give this candidate's ratio
     (analysis.reported_halfwidth over its `which` stratum; None: no mode
     flag): what the stop asks before it ends a row its estimate calls

@@ -10,7 +10,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..errors import StoreError
-from ..model import BenchSpec, Sample, TargetInfo
+from ..model import BenchSpec, ProcessRecord, Sample, TargetInfo
+
+# a store call handed to the store's thread: the method, its arguments, its end, what it raised
+_Call = tuple[Callable[..., None], tuple[object, ...], threading.Event, dict[str, BaseException]]
 
 
 class StoreWriter(Protocol):
@@ -19,19 +22,7 @@ class StoreWriter(Protocol):
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None: ...
     def add_benchmarks(self, run_id: str, specs: list[BenchSpec]) -> None: ...
     def add_sample(self, run_id: str, s: Sample) -> None: ...
-    def add_process(
-        self,
-        run_id: str,
-        process: int,
-        target: str,
-        bench: str,
-        block: int,
-        slot: int,
-        started: float,
-        first_line: float | None,
-        ended: float,
-        outcome: str,
-    ) -> None: ...
+    def add_process(self, run_id: str, p: ProcessRecord) -> None: ...
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None: ...
 
 
@@ -43,7 +34,7 @@ class ThreadRelay:
 
     def __init__(self, store: StoreWriter):
         self._store, self._home = store, threading.get_ident()
-        self._calls: queue.Queue[tuple] = queue.Queue()
+        self._calls: queue.Queue[_Call] = queue.Queue()
         self._open = False
 
     def add_target(self, run_id: str, position: int, info: TargetInfo, agent_hash: str) -> None:
@@ -55,27 +46,13 @@ class ThreadRelay:
     def add_sample(self, run_id: str, s: Sample) -> None:
         self._call(self._store.add_sample, run_id, s)
 
-    def add_process(
-        self,
-        run_id: str,
-        process: int,
-        target: str,
-        bench: str,
-        block: int,
-        slot: int,
-        started: float,
-        first_line: float | None,
-        ended: float,
-        outcome: str,
-    ) -> None:
-        self._call(
-            self._store.add_process, run_id, process, target, bench, block, slot, started, first_line, ended, outcome
-        )
+    def add_process(self, run_id: str, p: ProcessRecord) -> None:
+        self._call(self._store.add_process, run_id, p)
 
     def set_outcome(self, run_id: str, target: str, bench: str, stopped_by: str, reason: str = "") -> None:
         self._call(self._store.set_outcome, run_id, target, bench, stopped_by, reason)
 
-    def _call(self, method: Callable, *args) -> None:
+    def _call(self, method: Callable[..., None], *args: object) -> None:
         if threading.get_ident() == self._home:
             method(*args)
             return
@@ -96,7 +73,7 @@ class ThreadRelay:
         once all have ended (a Ctrl-C at once: the lanes' calls fail)."""
         errors: list[BaseException] = []
 
-        def run(lane):
+        def run(lane: Callable[[], object]) -> None:
             try:
                 lane()
             except BaseException as e:  # handed to the serving thread

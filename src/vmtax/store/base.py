@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import StoreError, UserError
-from ..model import BenchSpec, RunData, Sample, TargetInfo
+from ..model import BenchSpec, ProcessRecord, RunData, Sample, TargetInfo
 from ..proc import signals_held
 from .controller import effective_status, this_controller
 from .dialect import Dialect
@@ -284,23 +284,23 @@ class Store:
                     [(sample_id, name, float(v), i) for i, (name, v) in enumerate(s.metrics.items())],
                 )
 
-    def add_process(
-        self,
-        run_id: str,
-        process: int,
-        target: str,
-        bench: str,
-        block: int,
-        slot: int,
-        started: float,
-        first_line: float | None,
-        ended: float,
-        outcome: str,
-    ) -> None:
+    def add_process(self, run_id: str, p: ProcessRecord) -> None:
         """When one agent process ran and where its time went."""
         with self._write("store a process"):
             self._execute(
-                ADD_PROCESS, (run_id, process, target, bench, block, slot, started, first_line, ended, outcome)
+                ADD_PROCESS,
+                (
+                    run_id,
+                    p.process,
+                    p.target,
+                    p.benchmark,
+                    p.block,
+                    p.slot,
+                    p.started,
+                    p.first_line,
+                    p.ended,
+                    p.outcome,
+                ),
             )
 
     def processes(self, run_id: str) -> list[dict]:

@@ -28,6 +28,26 @@ COMMON_OPTIONS = frozenset({"label", "inject", "counters"})
 GATE = "@@VMTAX-GATE"
 
 
+class Held:
+    """A process a target holds at its barrier (Target.hold): its lines,
+    read by one thread, and go() (release it at the barrier), step() (one
+    more sample of an agent run with --step, after an untimed one where
+    warm) and release() (let it end before its last sample), each the
+    target's own (a kind's channel may make them fast)."""
+
+    def __init__(self, target: Target, lines: Iterator[str]):
+        self.target, self.lines = target, lines
+
+    def go(self) -> None:
+        self.target.go()
+
+    def step(self, warm: bool = False) -> None:
+        self.target.step(warm=warm)
+
+    def release(self) -> None:
+        self.target.release()
+
+
 class Target(ABC):
     kind: ClassVar[str]
     summary: ClassVar[str] = ""
@@ -49,7 +69,7 @@ class Target(ABC):
     #   "barrier"         run_gated/go hold a process until released (vmtax scale can run it)
     #   "parallel_start"  begin_start() launches from the calling thread and end_start() may wait in
     #                     another: copies boot in parallel (vmtax scale)
-    #   "step"            step()/release() hold an agent run with --step sample by sample (lockstep.py)
+    #   "step"            step()/release() hold an agent run with --step sample by sample (engine/lockstep.py)
     capabilities: frozenset[str] = frozenset()  # set on the kind's class (a fake target sets its own)
 
     def __init__(self, name: str, options: dict[str, str]):
@@ -127,6 +147,12 @@ class Target(ABC):
         from ..errors import TargetError
 
         raise TargetError(f"{self.name}: a {self.kind} target cannot hold a run at a barrier")
+
+    def hold(self, argv: list[str], timeout: float, tool: bool = False) -> Held:
+        """The process run_gated starts, as a handle: its lines, and the
+        go, step and release that drive it (the engine's block executors
+        alone call them: engine/lockstep.py, engine/barrier.py)."""
+        return Held(self, self.run_gated(argv, timeout, tool=tool))
 
     def go(self) -> None:
         """Release the run that run_gated holds at the barrier."""

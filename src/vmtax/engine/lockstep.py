@@ -29,8 +29,14 @@ sample of a turn, a TCG guest's stat 1.10, UML's 1.07, the bare machine's
 none (tools/turns.py --positions).  Warmed, every timed sample follows its
 own process's work, back to back, as in a block of processes run in turn.
 
-This module knows nothing of the runner: it runs one block's processes,
-held, stepped and read concurrently, and hands each sample to the caller.
+Lockstep is a block executor (blocks.BlockExecutor): it starts each
+turn's agent held (Target.hold: a handle the engine alone drives), steps
+the processes round by round, reading each with the one reader
+(protocol.AgentReader), and when the block has ended hands each turn the
+lines its process gave, with when each arrived and how it ended
+(execute.Lines.read_before): the turn's process is then read and
+recorded as any other (execute.run_process).  It knows nothing of the
+runner.
 """
 
 from __future__ import annotations
@@ -41,15 +47,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from .agent import events
-from .errors import AgentError, TargetError
-from .model import BenchSpec
-from .proc import ChildFailed
-
-if TYPE_CHECKING:
-    from .targets.base import Target
+from ..errors import AgentError, TargetError
+from ..model import BenchSpec
+from ..proc import ChildFailed
+from ..targets.base import Held, Target
+from .blocks import Turn
+from .execute import Hung, Lines
+from .protocol import AgentRead, AgentReader, Event
 
 STEP = "step"  # the capability of a target whose agent can be held sample by sample (Target.step)
 STEP_TIMEOUT = 30.0  # seconds a step may take, its go to its sample line, before its side is dropped
@@ -59,30 +64,45 @@ HUNG_AFTER = 5.0  # seconds without an answer to a go (a sample takes millisecon
 
 @dataclass
 class Side:
-    """One target's process in a lockstep block."""
+    """One target's process in a lockstep block: the lines read of it
+    (each with when it arrived), what its reader made of them, and why it
+    stopped taking part (error: None while it does)."""
 
     name: str
     target: Target  # one with the "step" capability
     argv: list[str]  # the agent's arguments, --step included (samples: the rounds)
-    take: Callable[[dict, float], None]  # each sample line's fields, and when it arrived
-    error: str = ""  # why it stopped taking part ('' while it does)
-    skipped: str = ""  # the agent's reason, where it skipped the benchmark
-    iters: int | None = None
-    first: float | None = None  # when its first line arrived
+    reader: AgentReader
+    error: BaseException | None = None
+    started: float = 0.0  # when its process was started (wall clock)
+    got: list[tuple[float, str]] = field(default_factory=list)  # the lines read, each with its arrival
     samples: int = 0  # samples taken
-    finished: bool = False  # the agent said done
     overheads: list[float] = field(default_factory=list)  # seconds from each go to its sample line,
     #                                                       the sample's own time less: the go's round trip
-    process: int = -1  # the caller's process id and start time, for its record
-    started: float = 0.0
     hung: bool = False  # it did not answer a go for HUNG_AFTER seconds or more (error says how long)
     stray: int | None = None  # lines read besides the awaited one in this step (None: not counted)
-    _lines: queue.Queue = field(default_factory=queue.Queue)
+    held: Held | None = None
+    _lines: queue.Queue[str | _End] = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
 
     @property
+    def read(self) -> AgentRead:
+        return self.reader.read
+
+    @property
+    def why(self) -> str:
+        """Its error as its process's row says it ('' while none)."""
+        e = self.error
+        return "" if e is None else f"agent {e}" if isinstance(e, ChildFailed) else str(e)
+
+    @property
     def live(self) -> bool:
-        return not self.error and not self.skipped
+        return self.error is None and not self.read.skipped
+
+    def lines(self) -> Lines:
+        """What its process gave, for its turn to read and record: the
+        lines read, then its error (an exception at their end; none: it
+        did its part, though let go before its last sample)."""
+        return Lines.read_before(self.got, self.started, self.error, judged=True)
 
 
 class _End:
@@ -92,13 +112,46 @@ class _End:
         self.exc = exc
 
 
+class Lockstep:
+    """A block executor: the turns' agent processes held together and
+        stepped in rounds (run_block), then each turn's process read and
+        recorded from the lines it gave (Turn.run).  Every turn carries its
+        argv (--step and its samples included); visits: each turn's samples
+        a round.  overheads (latency, where given): each target's go-to-sample
+    times, its blocks' appended."""
+
+    def __init__(
+        self,
+        spec: BenchSpec,
+        rounds: int,
+        rng: random.Random,
+        step_timeout: Callable[[], float],
+        timeout: float,
+        visits: list[int] | None = None,
+        latency: dict[str, list[float]] | None = None,
+    ):
+        self.spec, self.rounds, self.rng, self.visits = spec, rounds, rng, visits
+        self.step_timeout, self.timeout = step_timeout, timeout
+        self.overheads = latency if latency is not None else {}
+
+    def run(self, turns: list[Turn]) -> None:
+        sides = []
+        for turn in turns:
+            assert turn.argv is not None, "an agent process's turn"
+            sides.append(Side(turn.target.name, turn.target, turn.argv(), AgentReader(self.spec)))
+        run_block(sides, self.spec, self.rounds, self.rng, self.step_timeout, self.timeout, visits=self.visits)
+        for turn, side in zip(turns, sides, strict=True):
+            self.overheads.setdefault(side.name, []).extend(side.overheads)
+            turn.run(side.lines())
+
+
 def _pump(side: Side, lines: Iterator[str]) -> None:
     """A side's lines into its queue, until they end or the side is
     dropped: then no more are read (a side flooding its output costs no
     memory), and the process ends with its lines (closed)."""
     try:
         for line in lines:
-            if side.error:
+            if side.error is not None:
                 break
             side._lines.put(line)
         side._lines.put(_End(None))
@@ -113,8 +166,8 @@ def _pump(side: Side, lines: Iterator[str]) -> None:
                 pass
 
 
-def _next_event(side: Side, spec: BenchSpec, deadline: float):
-    """The next protocol event of one side (agent.events checks each line),
+def _next_event(side: Side, deadline: float) -> Event | None:
+    """The next protocol event of one side (its reader checks each line),
     None at the end of its lines; TimeoutError past the deadline."""
     while True:
         left = deadline - time.monotonic()
@@ -128,13 +181,13 @@ def _next_event(side: Side, spec: BenchSpec, deadline: float):
             if item.exc is not None:
                 raise item.exc
             return None
-        evs = list(events([item], spec))
-        side.first = side.first or time.time()
-        if evs and evs[0].kind in ("sample", "done", "skip"):
-            return evs[0]
+        side.got.append((time.time(), item))
+        ev = side.reader.feed(item)
+        if ev is not None and ev.kind in ("sample", "done", "skip"):
+            return ev
         _stray(side, item)
-        if evs:
-            return evs[0]
+        if ev is not None:
+            return ev
 
 
 def _stray(side: Side, line: str) -> None:
@@ -146,41 +199,32 @@ def _stray(side: Side, line: str) -> None:
         raise AgentError(f"more than {STRAY_LINES} lines after a go that are no sample (one: {line[:60]!r})")
 
 
-def _fail(side: Side, e: BaseException) -> None:
-    side.error = f"agent {e}" if isinstance(e, ChildFailed) else str(e) or type(e).__name__
-
-
-def _wait_for(side: Side, spec: BenchSpec, kinds: tuple[str, ...], deadline: float):
+def _wait_for(side: Side, kinds: tuple[str, ...], deadline: float) -> Event | None:
     """Read one side until an event of these kinds; None where the side
     ended, skipped or failed first (its error or skip then says why)."""
     began = time.monotonic()
     try:
         while True:
-            ev = _next_event(side, spec, deadline)
+            ev = _next_event(side, deadline)
             if ev is None:
-                if not side.skipped:
-                    side.error = side.error or "the agent stopped without finishing"
+                if not side.read.skipped and side.error is None:
+                    side.error = AgentError("the agent stopped without finishing")
                 return None
-            if ev.kind == "calibration" and side.iters is None and ev.instance == 0:
-                side.iters = ev.iters
-            elif ev.kind == "skip":
-                side.skipped = ev.reason
-            elif ev.kind == "done":
-                side.finished = True
-                if "done" not in kinds:
-                    side.error = side.error or "the agent stopped before its last sample"
-                    return None
+            if ev.kind == "done" and "done" not in kinds:
+                side.error = side.error or AgentError("the agent stopped before its last sample")
+                return None
             if ev.kind in kinds:
                 return ev
-            if side.skipped:
+            if side.read.skipped:
                 return None
     except TimeoutError:
         waited = time.monotonic() - began
-        side.hung = "sample" in kinds and waited >= HUNG_AFTER  # a start (calibrating) may take long
+        hung = "sample" in kinds and waited >= HUNG_AFTER  # a start (calibrating) may take long
         what = "its go" if "sample" in kinds else "its start" if "ready" in kinds else "its end"
-        side.error = f"{side.name} did not answer {what} within {waited:.1f} s"
+        why = f"{side.name} did not answer {what} within {waited:.1f} s"
+        side.error, side.hung = (Hung(why) if hung else TargetError(why)), hung
     except (AgentError, TargetError, ChildFailed) as e:
-        _fail(side, e)
+        side.error = e
     return None
 
 
@@ -189,14 +233,26 @@ def round_order(rng: random.Random, sides: list[int], visits: dict[int, int] | N
     plan.step_visits), the turns in an order drawn at random.  Every side
     is treated alike, the baseline too: with the baseline in a pair with
     each candidate in turn, it took two samples a round for two
-    candidates, and on rows that keep a working set warm (tlb_4k,
-    page_fault, ctx_16p) its more frequent samples found caches warmer: an
-    A/A candidate read 1.31-1.37 times the baseline on tlb_4k and tlb_2m
-    (results/lockstep-cloud.md).  Sides alike get as many visits as each
-    other."""
+    candidates, and on rows that keep a working set warm its more
+    frequent samples found caches warmer (results/lockstep-cloud.md).
+    Sides alike get as many visits as each other."""
     turns = list(sides)
     rng.shuffle(turns)
     return [i for i in turns for _ in range((visits or {}).get(i, 1))]
+
+
+def _start(sides: list[Side], rng: random.Random, timeout: float) -> None:
+    """Every side's process started held (in an order drawn at random, as
+    each round is), its lines pumped into its queue by a thread."""
+    for s in rng.sample(sides, len(sides)):
+        s.started = time.time()
+        try:
+            s.held = s.target.hold(s.argv, timeout=timeout)
+        except (TargetError, AgentError) as e:
+            s.error = e
+            continue
+        s._thread = threading.Thread(target=_pump, args=(s, s.held.lines), daemon=True)
+        s._thread.start()
 
 
 def run_block(
@@ -212,9 +268,7 @@ def run_block(
     each an agent process started with --step and `rounds` samples (times
     its visits a round, where given), warmups included.  Starts every
     process at once (in an order drawn at random), waits until each is
-    ready, then steps them round by round (round_order), each sample
-    handed to its side's take() while the next one runs (a store's write
-    is not in the time between a sample and the next go).  A side that
+    ready, then steps them round by round (round_order).  A side that
     fails, skips or falls silent stops taking part (its error or skip says
     why) and the others go on.
     `timeout` bounds each process from its start to its end, as a process
@@ -223,83 +277,60 @@ def run_block(
     that does not end when let go is waited for 10 s at most, never past
     `timeout` (its process is stopped there)."""
     end = time.monotonic() + timeout
-    for s in rng.sample(sides, len(sides)):  # started in an order drawn at random, as each round is
-        try:
-            lines = s.target.run_gated(s.argv, timeout=timeout)
-        except (TargetError, AgentError) as e:
-            _fail(s, e)
-            continue
-        s._thread = threading.Thread(target=_pump, args=(s, lines), daemon=True)
-        s._thread.start()
+    _start(sides, rng, timeout)
     each = dict(enumerate(visits or [1] * len(sides)))
-    taken: list[tuple[Side, dict, float]] = []  # samples come in, not yet handed to take()
     try:
         ready = time.monotonic() + timeout
         for s in sides:
-            if s.live and _wait_for(s, spec, ("ready",), ready) is None:
-                pass  # its error or skip says why
+            if s.live:
+                _wait_for(s, ("ready",), ready)  # None: its error or skip says why
         for _ in range(rounds):
             if not sides[0].live or not any(s.live for s in sides[1:]):
                 break  # no baseline, or no candidate: no pair left
             for i in round_order(rng, [i for i, s in enumerate(sides) if s.live], each):
                 if sides[i].live:
-                    _step(sides[i], spec, step_timeout(), taken)
-        _hand(taken)
+                    _step(sides[i], step_timeout())
         for i, s in enumerate(sides):  # a side that took all its samples ends of itself
             if s.live and s.samples == rounds * each[i]:
-                _wait_for(s, spec, ("done",), time.monotonic() + step_timeout())
+                _wait_for(s, ("done",), time.monotonic() + step_timeout())
     finally:  # the others, held at a go that will not come, are let go
-        try:
-            _hand(taken)
-        finally:
-            for s in sides:
-                _close(s, end)
+        for s in sides:
+            _close(s, end)
 
 
-def _hand(taken: list[tuple[Side, dict, float]]) -> None:
-    """Each sample come in to its side's take(), in the order they came."""
-    while taken:
-        side, f, t = taken.pop(0)
-        side.take(f, t)
-
-
-def _step(side: Side, spec: BenchSpec, timeout: float, taken: list[tuple[Side, dict, float]]) -> None:
-    """A warm line and a go line to a side, then its sample (put in taken).
-    The samples come in before it are handed to take() (stored) while it
-    runs, not between a sample and the next go.  Its overhead: the round
-    trip, less twice the sample's time (the untimed one and the timed
-    one)."""
+def _step(side: Side, timeout: float) -> None:
+    """A warm line and a go line to a side, then its sample.  Its
+    overhead: the round trip, less twice the sample's time (the untimed
+    one and the timed one)."""
     went = time.monotonic()
+    assert side.held is not None, "a side started"
     try:
-        side.target.step(warm=True)
+        side.held.step(warm=True)
     except TargetError as e:
-        _fail(side, e)
+        side.error = e
         return
-    _hand(taken)
     side.stray = 0
     try:
-        ev = _wait_for(side, spec, ("sample",), went + timeout)
+        ev = _wait_for(side, ("sample",), went + timeout)
     finally:
         side.stray = None
     if ev is None:
         return
-    f = dict(ev.fields)
-    sample_s = f["value"] * f["ops"] / 1e9
+    sample_s = ev.fields["value"] * ev.fields["ops"] / 1e9
     side.overheads.append(max(0.0, time.monotonic() - went - 2 * sample_s))
     side.samples += 1
-    taken.append((side, f, time.time()))
 
 
 def _close(side: Side, end: float) -> None:
     """Let a side's process end: its lines are read to their end (a
-    process still held is let go by its target: Target.release), for 10 s
+    process still held is let go by its target: Held.release), for 10 s
     at most and never past `end`."""
     t = side._thread
-    if t is None:
+    if t is None or side.held is None:
         return
     if t.is_alive():
         try:
-            side.target.release()
+            side.held.release()
         except TargetError:
             pass
         t.join(timeout=max(0.0, min(10.0, end - time.monotonic())))
