@@ -19,6 +19,7 @@ from ..analysis import analyse
 from ..errors import UserError
 from ..model import Comparison, Measurement, RunData
 from ..store import Store
+from . import summary
 
 POOL = 4  # stores open at most: requests beyond wait for one
 WAIT_S = 30.0  # how long a request waits for a store
@@ -34,6 +35,7 @@ class Digest:
     data: RunData  # without its samples
     ms: list[Measurement]
     cs: list[Comparison]
+    summary: summary.Summary | None = None  # of the whole run, as record() would store it
 
 
 class Lru(OrderedDict):
@@ -163,10 +165,47 @@ class Reader:
         """make(d), kept as the digest is (not for a run still running)."""
         return self.memo.get_or((what, d.data.id), lambda: make(d), lambda _value: d.data.status != "running")
 
-    def _digest(self, run_id: str) -> Digest:
+    def whole(self, run_id: str) -> tuple[RunData, Digest]:
+        """A run with its samples, and its digest (worked out from it where not kept): one load."""
         data = self.load(run_id)
-        ms, cs = analyse(data) if data.kind != "scale" else ([], [])
-        return Digest(dataclasses.replace(data, samples=[]), ms, cs)
+        return data, self.digests.get_or(run_id, lambda: _digest(data), lambda d: d.data.status != "running")
+
+    def _digest(self, run_id: str) -> Digest:
+        return _digest(self.load(run_id))
+
+    # -- the summaries of ended runs: stored, else worked out here ------------------------------
+    def summaries(self, run_ids: list[str]) -> dict[str, tuple[dict | None, dict | None]]:
+        """run id -> (verdict, gate): those stored in one query, the others from their analysis."""
+        with self.store() as s:
+            got = s.summaries(run_ids, summary.VERSION)
+        for run_id in run_ids:
+            if run_id not in got:
+                worked = self.digest(run_id).summary
+                assert worked is not None, "a whole run's digest has its summary"
+                got[run_id] = (worked.verdict, worked.gate)
+        return got
+
+    def figures(self, run_ids: list[str], benchmark: str | None = None) -> dict[str, list[dict]]:
+        """run id -> its ratios (of benchmark, where given; summary.figures): those stored in
+        one query, the others from the run's analysis (of that benchmark's samples alone)."""
+        with self.store() as s:
+            got = s.figures(run_ids, summary.VERSION, benchmark)
+        for run_id in run_ids:
+            if run_id in got:
+                continue
+            if benchmark is None:
+                worked = self.digest(run_id).summary
+                assert worked is not None, "a whole run's digest has its summary"
+                got[run_id] = worked.figures
+            else:
+                d = self.row(run_id, benchmark)
+                got[run_id] = summary.figures(d.ms, d.cs, benchmark)
+        return got
+
+    def heads(self, run_ids: list[str]) -> dict[str, RunData]:
+        """run id -> the run and its targets (no benchmarks, samples or outcomes), in two queries."""
+        with self.store() as s:
+            return s.heads(run_ids)
 
     def resolve(self, ref: str) -> str:
         with self.store() as s:
@@ -175,3 +214,9 @@ class Reader:
     def read(self, statement: str, params=()) -> list[tuple]:
         with self.store() as s:
             return s.read(statement, params)
+
+
+def _digest(data: RunData) -> Digest:
+    """A run's digest, from the run with its samples."""
+    ms, cs = analyse(data) if data.kind != "scale" else ([], [])
+    return Digest(dataclasses.replace(data, samples=[]), ms, cs, summary.of(data, ms, cs))

@@ -8,67 +8,25 @@ templates escape it."""
 from __future__ import annotations
 
 import math
-import re
 from html import escape
 from urllib.parse import quote
 
 from .. import watch
 from ..model import BenchSpec, Comparison, RunData
-from ..report import html, jsondoc, plots, scoreboard
-from ..report.console import gate_of
-from ..report.units import json_number, parse_precision
+from ..report import html, jsondoc, plots
+from ..report.units import json_number
 from ..store import redact
-from . import queries
+from . import charts, queries
 from .data import Digest, Reader
-
-_GATE = re.compile(r"--gate(?:=|\s+)'?([0-9.]+%?)")
-
-
-def gate_threshold(command: str) -> float | None:
-    """The threshold a compare run was gated at (compare --gate T), from its command line."""
-    m = _GATE.search(command)
-    if not m:
-        return None
-    try:
-        return parse_precision(m.group(1))
-    except ValueError:
-        return None
-
-
-def gate_of_run(d: Digest) -> dict | None:
-    """A gated compare run's verdict, as the gate gave it (its rows regressed, its threshold)."""
-    threshold = gate_threshold(d.data.command)
-    if threshold is None or len(d.data.targets) < 2 or not d.cs:
-        return None
-    g = gate_of(d.data, d.cs, threshold, "--reference" in d.data.command)
-    return {
-        "threshold": threshold,
-        "verdict": g.verdict,
-        "regressed": [f"{r.benchmark} on {r.candidate}" for r in g.rows if r.verdict == "regressed"],
-    }
-
-
-def verdict_of(d: Digest) -> dict | None:
-    """A compare run's verdict: its ratios, how many reached the precision asked, how many are flagged."""
-    if d.data.kind != "compare" or len(d.data.targets) < 2:
-        return None
-    v = scoreboard.build(d.data, d.ms, d.cs).verdict
-    return {"ratios": v.ratios, "precise": v.precise, "flagged": v.significant, "line": v.share()}
 
 
 def runs_page(reader: Reader, filters: dict[str, str], page: int, per: int) -> dict:
     found = queries.runs(reader, filters, page, per)
-    rows = []
-    for r in found.runs:
-        d = reader.digest(r["id"])
-        rows.append(
-            {
-                **r,
-                "command": redact(r["command"]),
-                "verdict": reader.derived("verdict", d, verdict_of),
-                "gate": reader.derived("gate", d, gate_of_run),
-            }
-        )
+    said = reader.summaries([r["id"] for r in found.runs])
+    rows = [
+        {**r, "command": redact(r["command"]), "verdict": said[r["id"]][0], "gate": said[r["id"]][1]}
+        for r in found.runs
+    ]
     return {
         "filters": {k: v for k, v in filters.items() if v},
         "page": found.page,
@@ -105,11 +63,11 @@ def run_page(reader: Reader, run_id: str) -> tuple[dict, str]:
     rendered once per run."""
 
     def make() -> tuple[str, dict, str]:
-        data = reader.load(run_id)
+        data, d = reader.whole(run_id)
         if data.kind == "scale":
             return data.status, {"run": {"id": data.id, "kind": data.kind}}, html.run_section(data, [], [])
-        d = reader.digest(run_id)
-        return data.status, jsondoc.document(data, d.ms, d.cs), html.run_section(data, d.ms, d.cs, lazy_figure)
+        section = html.run_section(data, d.ms, d.cs, lazy_figure, charts.ratio_bars)
+        return data.status, jsondoc.document(data, d.ms, d.cs), section
 
     _status, doc, section = reader.pages.get_or(run_id, make, lambda page: page[0] != "running")
     return doc, section
@@ -131,16 +89,17 @@ def row_links(d: Digest) -> list[dict]:
 
 # -- gates -------------------------------------------------------------------------------
 def gates_page(reader: Reader, limit: int) -> dict:
+    ids = [run_id for run_id, _command in queries.gated(reader, limit)]
+    said, runs = reader.summaries(ids), reader.heads(ids)
     pairs: dict[tuple[str, str], list[dict]] = {}
-    for run_id, _command in queries.gated(reader, limit):
-        d = reader.digest(run_id)
-        g = reader.derived("gate", d, gate_of_run)
+    for run_id in ids:
+        g, data = said[run_id][1], runs[run_id]
         if g is None:
             continue
-        names = [watch.known_as(d.data)[t.name] for t in d.data.targets]
+        names = [watch.known_as(data)[t.name] for t in data.targets]
         for cand in names[1:]:
             pairs.setdefault((names[0], cand), []).append(
-                {"run": d.data.id, "started": d.data.started, "host": d.data.host, "status": d.data.status, **g}
+                {"run": data.id, "started": data.started, "host": data.host, "status": data.status, **g}
             )
     return {"pairs": [{"baseline": b, "candidate": c, "gates": runs} for (b, c), runs in sorted(pairs.items())]}
 
