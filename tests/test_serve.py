@@ -14,13 +14,16 @@ import pytest
 from starlette.testclient import TestClient
 
 import serveseed
+from helpers import vmtax
 from pgserver import PASSWORD
 from vmtax.analysis import analyse
 from vmtax.cli import main
 from vmtax.report import jsondoc
+from vmtax.serve import summary
 from vmtax.serve.app import build
 from vmtax.serve.data import Reader
 from vmtax.serve.guard import CSP, host_name
+from vmtax.store import Store
 
 ROW = {"bench": serveseed.STEP_ROW, "candidate": "qemu:accel=tcg", "host": serveseed.STEP_HOST}
 
@@ -285,16 +288,6 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(tmp_path, capsys, 
     assert capsys.readouterr().err.startswith("vmtax: no results database at ")
 
 
-def test_the_newest_runs_are_read_at_start(seeded):
-    db, ids, _c = seeded
-    reader = Reader(db)
-    try:
-        reader.warm(limit=10).join(timeout=60)
-        assert len(reader.digests) == 10 and ids[-1] in reader.digests  # lab-b's last run is the newest
-    finally:
-        reader.close()
-
-
 def _documented() -> dict[str, set[str]]:
     """docs/json.md's table of the pages' keys: page -> its first-level keys."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "json.md").read_text()
@@ -329,3 +322,50 @@ def test_the_json_twins_have_the_keys_docs_json_md_gives(seeded):
         "points",
         "change_points",
     }
+
+
+def _pages(location, urls: list[str]) -> tuple[dict, Reader]:
+    c, reader = client(location)
+    got = {u: c.get(u + ("&" if "?" in u else "?") + "format=json").json() for u in urls}
+    reader.close()
+    return got, reader
+
+
+def _summaries(location) -> int:
+    with Store(location, readonly=True) as s:
+        return s.read("SELECT count(*) FROM run_summaries")[0][0]
+
+
+def test_the_lists_read_stored_summaries_and_without_them_the_same(location, monkeypatch):
+    """The runs list, the gates, a row's history and the diff read the runs' stored summaries
+    (no run analysed); without them (a store from before, another version's) they analyse the
+    runs and show the same; the server writes none."""
+    ids = serveseed.seed(location, runs_per_host=14)
+    before, at = ids[serveseed.STEP_AT - 1], ids[serveseed.STEP_AT]
+    row = "&".join(f"{k}={v}" for k, v in ROW.items())
+    urls = ["/", "/?host=lab-b&per=5&page=2", "/gates", f"/history?{row}", "/history?bench=stat&host=lab-b"]
+    urls += [f"/diff?a={before}&b={at}"]
+    stored, reader = _pages(location, urls)
+    assert len(reader.digests) == len(reader.memo) == 0  # nothing analysed
+    assert [x["run"] for x in stored[f"/history?{row}"]["series"]["change_points"]] == [at]
+    assert stored["/"]["runs"][0]["verdict"]["line"] and stored["/gates"]["pairs"][0]["gates"]
+    monkeypatch.setattr(summary, "VERSION", summary.VERSION + 1)  # the analysis changed since
+    again, reader = _pages(location, urls)
+    assert again == stored and len(reader.digests) > 0
+    monkeypatch.undo()
+    with Store(location) as s, s._write("forget the summaries"):  # as a store from before them
+        s._execute("DELETE FROM row_figures")
+        s._execute("DELETE FROM run_summaries")
+    without, reader = _pages(location, urls)
+    assert without == stored and len(reader.digests) > 0 and _summaries(location) == 0  # nothing written
+
+
+def test_a_compare_stores_its_summary_at_its_end(db):
+    assert vmtax("compare", "fake", "fake:scale=2,label=b", "--bench", "getppid", db=db) == 0
+    with Store(db, readonly=True) as s:
+        run = s.resolve(None)
+        data = s.load(run)
+        (want,) = [summary.of(data, *analyse(data))]
+        assert s.summaries([run], summary.VERSION) == {run: (want.verdict, want.gate)}
+        assert s.figures([run], summary.VERSION) == {run: want.figures}
+    assert want.verdict["ratios"] == 1 and want.figures[0]["ratio"] == pytest.approx(2, rel=0.05)

@@ -6,11 +6,12 @@ and 3 samples; tests/serveseed.py), in SQLite and in a throwaway PostgreSQL
 server (tests/pgserver.py), and times the server's side of each page through
 Starlette's test client (in process: the request through the whole app and
 back, no socket): the runs list (50 a page), a run, a 42-row diff, a row's
-history (over the 200 newest runs that measured it).  Each page twice:
-cold, on a reader that has kept nothing (every run it reads is loaded and
-analysed), and warm, as a page is once its runs have been read (the server
-reads the newest 200 at start).  Medians over --repeat requests, each cold
-one on a fresh reader and another run or pair.
+history (over the 200 newest runs that measured it).  Each run is seeded
+with its summary, as vmtax compare stores it at its end (serve/summary.py).
+Each page twice: cold, on a reader that has kept nothing (the lists read
+the summaries; a run's page loads and analyses its run), and warm, as a
+page is once it has been asked for.  Medians over --repeat requests, each
+cold one on a fresh reader and another run or pair.
 
     .venv/bin/python tools/serve_bench.py --runs 1000 --repeat 7 --out results/serve-pages.md
 """
@@ -90,14 +91,18 @@ def table(name: str, got: dict, seeded: float, size: str) -> list[str]:
     return out + [""]
 
 
-def machine() -> str:
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def machine(began: str) -> str:
     lines = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "?")
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return (
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()}: {os.cpu_count()} vCPUs of "
         f"{cpu}, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
-        f"commit {commit.stdout.strip() or '?'} (load average {os.getloadavg()[0]:.1f} at the end)"
+        f"commit {commit.stdout.strip() or '?'}; load average (1/5/15 min) {began} at the start, {load()} at the end"
     )
 
 
@@ -108,7 +113,7 @@ def main() -> int:
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--out", help="write the figures as Markdown here")
     args = ap.parse_args()
-    lines = []
+    lines, began = [], load()
     with tempfile.TemporaryDirectory(prefix="vmtax-serve-bench-") as tmp:
         if "sqlite" in args.backends:
             db = Path(tmp) / "bench.db"
@@ -133,7 +138,7 @@ def main() -> int:
         head = [
             "# vmtax serve: page times on a store of 1,000 runs",
             "",
-            f"{machine()}.",
+            f"{machine(began)}.",
             "",
             f"`{' '.join(['.venv/bin/python', 'tools/serve_bench.py', *sys.argv[1:]])}`",
             "",

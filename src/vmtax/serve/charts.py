@@ -161,9 +161,9 @@ class Scale:
         return BARS_TOP + span * (1 - (f(v) - f(self.lo)) / ((f(self.hi) - f(self.lo)) or 1))
 
     def ticks(self, n: int = 5) -> list[float]:
-        if self.log:
-            step = (math.log(self.hi) - math.log(self.lo)) / (n - 1)
-            return [math.exp(math.log(self.lo) + i * step) for i in range(n)]
+        if self.log:  # 1, 2, 5 times the powers of ten within the axis
+            tens = range(math.floor(math.log10(self.lo)), math.ceil(math.log10(self.hi)) + 1)
+            return [m * 10.0**e for e in tens for m in (1, 2, 5) if self.lo <= m * 10.0**e <= self.hi]
         return _ticks(self.lo, self.hi, n)
 
 

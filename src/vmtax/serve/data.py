@@ -1,8 +1,10 @@
 """The dashboard's reads: a few read-only stores, each lent to one request
-at a time, and what is worked out from a stored run (its measurements and
-ratios) kept per run once the run can no longer change (any status but
-running).  The digest keeps the run less its samples: a thousand runs fit
-in memory; a page that draws samples loads its run afresh."""
+at a time.  The lists read the runs' stored summaries (summary.py; one
+query a page); a run without one, and a run's own page, are worked out from
+the run (its measurements and ratios), kept per run once the run can no
+longer change (any status but running).  The digest keeps the run less its
+samples: a thousand runs fit in memory; a page that draws samples loads its
+run afresh."""
 
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ POOL = 4  # stores open at most: requests beyond wait for one
 WAIT_S = 30.0  # how long a request waits for a store
 DIGESTS = 5000  # runs' digests kept
 PAGES = 256  # rendered run pages and charts kept
-WARM = 200  # the newest runs read at start (history reads 200 by default)
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ class Digest:
 
 class Lru(OrderedDict):
     """The last `size` values made, by key; a value being made by one thread
-    is waited for by another that asks for it (the start's warm-up and the
-    first request work each run out once)."""
+    is waited for by another that asks for it (two requests at once work
+    each run out once)."""
 
     def __init__(self, size: int):
         super().__init__()
@@ -80,7 +81,6 @@ class Reader:
         self._free: queue.LifoQueue[Store] = queue.LifoQueue()
         self._opened, self._size, self._lock = 0, size, threading.Lock()
         self._all: list[Store] = []
-        self._closed = False
         self.digests = Lru(DIGESTS)
         self.memo = Lru(3 * DIGESTS)  # what pages work out from a digest: (what, run id) -> value
         self.pages = Lru(PAGES)
@@ -114,25 +114,7 @@ class Reader:
         finally:
             self._free.put(s)
 
-    def warm(self, limit: int = WARM) -> threading.Thread:
-        """Work out the newest runs' digests in the background (a daemon thread),
-        so that the first runs list and history after a start find them ready."""
-
-        def run() -> None:
-            try:
-                for (run_id,) in self.read("SELECT id FROM runs ORDER BY started DESC LIMIT ?", (limit,)):
-                    if self._closed:
-                        return
-                    self.digest(run_id)
-            except Exception:  # a run that cannot be read now is read again, and said, by its page
-                pass
-
-        thread = threading.Thread(target=run, name="vmtax-serve-warm", daemon=True)
-        thread.start()
-        return thread
-
     def close(self) -> None:
-        self._closed = True
         for s in self._all:
             s.close()
         self._all.clear()
