@@ -4,7 +4,10 @@ route and its JSON twin, the answers the history and the diff must find,
 the twins against the CLI's own JSON, the guard (methods, Host, token, CSP),
 read-only connections, and hostile labels on every page."""
 
+import dataclasses
 import json
+import math
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -358,6 +361,9 @@ def test_the_lists_read_stored_summaries_and_without_them_the_same(location, mon
         s._execute("DELETE FROM run_summaries")
     without, reader = _pages(location, urls)
     assert without == stored and len(reader.digests) > 0 and _summaries(location) == 0  # nothing written
+    with Store(location) as s:  # the end of the next compare: the newest runs without one, summarised
+        assert summary.catch_up(s, limit=5) == [r["id"] for r in stored["/"]["runs"][:5]]
+    assert _summaries(location) == 5 and _pages(location, urls)[0] == stored
 
 
 def test_a_compare_stores_its_summary_at_its_end(db):
@@ -369,3 +375,33 @@ def test_a_compare_stores_its_summary_at_its_end(db):
         assert s.summaries([run], summary.VERSION) == {run: (want.verdict, want.gate)}
         assert s.figures([run], summary.VERSION) == {run: want.figures}
     assert want.verdict["ratios"] == 1 and want.figures[0]["ratio"] == pytest.approx(2, rel=0.05)
+
+
+def _rounded(x):
+    """x with its floats to 9 significant digits (a golden file holds what any platform gives)."""
+    if isinstance(x, float):
+        return float(f"{x:.9g}") if math.isfinite(x) else str(x)
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    return [_rounded(v) for v in x] if isinstance(x, list) else x
+
+
+def test_a_summarys_version_changes_with_what_the_analysis_gives(tmp_path):
+    """A stored summary is read only by the VERSION that wrote it: this run's summary, as
+    this VERSION gives it, is held in tests/golden; when the analysis gives another, raise
+    serve/summary.py's VERSION (stored summaries are then worked out again) and rewrite it."""
+    ids = serveseed.seed(tmp_path / "s.db", runs_per_host=5, hosts=(serveseed.STEP_HOST,), summaries=False)
+    with Store(tmp_path / "s.db", readonly=True) as s:
+        data = s.load(ids[4])  # gated (--gate 2%)
+    got = summary.of(data, *analyse(data))
+    assert got.gate is not None and got.verdict is not None and len(got.figures) == 3
+    doc = {"version": summary.VERSION, **_rounded(dataclasses.asdict(got))}
+    path = Path(__file__).parent / "golden" / f"serve-summary-v{summary.VERSION}.json"
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+        pytest.fail(f"{path.name} rewritten (UPDATE_GOLDEN is set): review it, rerun without it")
+    assert path.exists() and text == path.read_text(), (
+        "the analysis gives another summary of this run: raise VERSION in src/vmtax/serve/summary.py,"
+        " then rerun with UPDATE_GOLDEN=1"
+    )

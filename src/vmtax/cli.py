@@ -342,10 +342,12 @@ def _measure_into(
 
 
 def _summarise(store: Store, run_id: str) -> None:
-    """The ended run's summary, which vmtax serve's lists read (serve/summary.py); one that
-    cannot be stored is said, and the dashboard works the run out where it reads it."""
+    """The ended run's summary, which vmtax serve's lists read, and those of a few older runs
+    that lack one (serve/summary.py); one that cannot be stored is said, and the dashboard
+    works the run out where it reads it."""
     try:
         summary.record(store, run_id)
+        summary.catch_up(store)
     except VmtaxError as e:
         say(f"vmtax: the run's summary for `vmtax serve` was not stored: {e}", sys.stderr)
 

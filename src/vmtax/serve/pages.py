@@ -1,9 +1,10 @@
 """The dashboard's pages as view-models: plain dicts of JSON's types, which
 the templates lay out and ?format=json returns as they are (docs/json.md).
 A run's page is the one view-model of `vmtax report --html` and `vmtax show
---json` (report/html.py, report/jsondoc.py); runs, hosts and gates are built
-here from the same analysis.  Every string from the store is data: the
-templates escape it."""
+--json` (report/html.py, report/jsondoc.py), its ratio charts drawn as
+inline SVG (charts.ratio_bars); runs, hosts and gates are built here from
+the runs' summaries (summary.py: the same analysis, stored at a run's end).
+Every string from the store is data: the templates escape it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..model import BenchSpec, Comparison, RunData
 from ..report import html, jsondoc, plots
 from ..report.units import json_number
 from ..store import redact
-from . import charts, queries
+from . import charts, queries, summary
 from .data import Digest, Reader
 
 
@@ -161,13 +162,14 @@ def hosts_page(reader: Reader) -> dict:
     hosts, cells = [], []
     for host, count, latest in queries.hosts(reader):
         ids = queries.latest_compares(reader, host)
+        runs, figs = reader.heads(ids), reader.figures(ids)
         facts: dict = {}
         seen: set[str] = set()
         for run_id in ids:
-            d = reader.digest(run_id)
-            if not facts and d.data.targets:
-                facts = {k: str(v) for k, v in sorted(d.data.targets[0].facts.items())}
-            cells += _cells(host, d, seen)
+            data = runs[run_id]
+            if not facts and data.targets:
+                facts = {k: str(v) for k, v in sorted(data.targets[0].facts.items())}
+            cells += _cells(host, Digest(data, [], summary.comparisons(figs[run_id])), seen)
         hosts.append({"host": host, "runs": count, "latest": latest, "facts": facts, "latest_compare": ids[:1]})
     targets = sorted({c["target"] for c in cells})
     return {"hosts": hosts, "targets": targets, "matrix": cells}

@@ -5,12 +5,14 @@ row's history, the diff), worked out from the run's analysis by the same
 functions whether they are stored or not.
 
 record() stores it (store.save_summary) once a run has ended: vmtax compare
-and vmtax run do so at their end (cli.py).  A stored summary carries the
+and vmtax run do so at their end (cli.py), and catch_up() then summarises
+up to CATCH_UP older runs that lack one.  A stored summary carries the
 VERSION of the analysis that worked it out: one of another version is read
 as none, and a run without one (a store from before summaries, a run still
 running or abandoned, a summary that could not be written) is analysed
 where it is read, as before.  Raise VERSION whenever what any function here
-gives for a run would change."""
+gives for a run would change (tests/test_serve.py holds a run's summary as
+this VERSION gives it, and fails when the analysis gives another)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ..analysis import analyse
-from ..errors import UserError
+from ..errors import StoreError, UserError
 from ..model import ALL_BLOCKS, BenchSpec, Comparison, Measurement, RunData, Stratum
 from ..report import scoreboard
 from ..report.console import gate_of
@@ -26,6 +28,7 @@ from ..report.units import parse_precision
 from ..store import Store
 
 VERSION = 1
+CATCH_UP = 20  # runs without a summary of VERSION summarised at the end of each run, newest first
 
 _GATE = re.compile(r"--gate(?:=|\s+)'?([0-9.]+%?)")
 
@@ -144,3 +147,28 @@ def record(store: Store, run_id: str) -> None:
     ms, cs = analyse(data) if data.kind != "scale" else ([], [])
     s = of(data, ms, cs)
     store.save_summary(run_id, VERSION, s.verdict, s.gate, s.figures)
+
+
+def catch_up(store: Store, limit: int = CATCH_UP) -> list[str]:
+    """Store the summaries of the newest ended runs that have none of this VERSION (runs
+    stored before summaries, or summarised by another version of the analysis), at most
+    `limit` of them: the runs summarised.  A run that cannot be analysed is left to be
+    analysed where it is read."""
+    ids = [
+        r[0]
+        for r in store.read(
+            "SELECT r.id FROM runs r WHERE r.status <> 'running' AND NOT EXISTS (SELECT 1 FROM run_summaries s"
+            " WHERE s.run_id = r.id AND s.version = ?) ORDER BY r.started DESC LIMIT ?",
+            (VERSION, limit),
+        )
+    ]
+    done = []
+    for run_id in ids:
+        try:
+            record(store, run_id)
+        except StoreError:
+            raise  # the store's trouble: the caller says it
+        except Exception:  # an old run this analysis cannot read: read (and said) where its page is
+            continue
+        done.append(run_id)
+    return done

@@ -131,6 +131,7 @@ FIGURE = (
     "cand_ci_low",
     "cand_ci_high",
 )
+ADD_FIGURE = _upsert("row_figures", ("run_id", "position", *FIGURE), ("run_id", "benchmark", "candidate"))
 RUN_HEAD = 'id,kind,started,finished,status,command,vmtax_version,config_json,host,pid,pid_start,boot_id,"user"'
 TARGET_ROW = "name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,agent_hash,facts_json"
 
@@ -528,11 +529,8 @@ class Store:
         with self._write(f"store the summary of run {run_id}"):
             self._execute(SET_SUMMARY, (run_id, version, json.dumps(verdict), json.dumps(gate)))
             self._execute("DELETE FROM row_figures WHERE run_id = ?", (run_id,))
-            self.db.cursor().executemany(
-                self.dialect.sql(
-                    f"INSERT INTO row_figures (run_id, position, {', '.join(FIGURE)})"
-                    f" VALUES (?, ?{', ?' * len(FIGURE)})"
-                ),
+            self.db.cursor().executemany(  # an upsert: another writer may store the same at once
+                self.dialect.sql(ADD_FIGURE),
                 [(run_id, i, *(_figure_value(f[k]) for k in FIGURE)) for i, f in enumerate(figures)],
             )
 
