@@ -82,7 +82,7 @@ class Reader:
         self._opened, self._size, self._lock = 0, size, threading.Lock()
         self._all: list[Store] = []
         self.digests = Lru(DIGESTS)
-        self.memo = Lru(3 * DIGESTS)  # what pages work out from a digest: (what, run id) -> value
+        self.memo = Lru(3 * DIGESTS)  # a run's digest for one row: ("row", run id, benchmark) -> Digest
         self.pages = Lru(PAGES)
         with self.store() as s:  # fails now, not at the first request, if the store cannot be read
             self.where = s.location
@@ -142,10 +142,6 @@ class Reader:
             return Digest(dataclasses.replace(data, samples=[]), ms, cs)
 
         return self.memo.get_or(("row", run_id, benchmark), make, lambda d: d.data.status != "running")
-
-    def derived(self, what: str, d: Digest, make):
-        """make(d), kept as the digest is (not for a run still running)."""
-        return self.memo.get_or((what, d.data.id), lambda: make(d), lambda _value: d.data.status != "running")
 
     def whole(self, run_id: str) -> tuple[RunData, Digest]:
         """A run with its samples, and its digest (worked out from it where not kept): one load."""

@@ -51,7 +51,7 @@ def series(ids: list[str], runs: dict[str, RunData], figs: dict[str, list[dict]]
 
 def _series(reader: Reader, q: dict[str, str], limit: int):
     """The row's series over the latest runs that measured it, the runs and their figures:
-    three queries where the runs are summarised (store.figures), whatever their number."""
+    four queries where the runs are summarised (store.figures), whatever their number."""
     ids = [run_id for run_id, _ in queries.compare_runs(reader, q["bench"], q.get("host", ""), limit)]
     runs, figs = reader.heads(ids), reader.figures(ids, q["bench"])
     return [s for s in series(ids, runs, figs) if s.points], runs, figs
