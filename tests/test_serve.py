@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
@@ -21,12 +22,14 @@ from helpers import vmtax
 from pgserver import PASSWORD
 from vmtax.analysis import analyse
 from vmtax.cli import main
+from vmtax.errors import UserError
 from vmtax.report import jsondoc
 from vmtax.serve import summary
 from vmtax.serve.app import build
 from vmtax.serve.data import Reader
 from vmtax.serve.guard import CSP, host_name
 from vmtax.store import Store
+from vmtax.store.migrations import MIGRATIONS
 
 ROW = {"bench": serveseed.STEP_ROW, "candidate": "qemu:accel=tcg", "host": serveseed.STEP_HOST}
 
@@ -405,3 +408,16 @@ def test_a_summarys_version_changes_with_what_the_analysis_gives(tmp_path):
         "the analysis gives another summary of this run: raise VERSION in src/vmtax/serve/summary.py,"
         " then rerun with UPDATE_GOLDEN=1"
     )
+
+
+def test_serve_refuses_a_postgresql_store_of_an_older_schema_and_holds_no_lock(pg_url, monkeypatch):
+    Store(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as db:  # as the last migration found it
+        db.execute("DROP TABLE row_figures")
+        db.execute("DROP TABLE run_summaries")
+        db.execute("UPDATE vmtax_schema SET version = %s", (len(MIGRATIONS) - 1,))
+    with pytest.raises(UserError, match=f"has schema {len(MIGRATIONS) - 1}, older than this vmtax's"):
+        Reader(pg_url)
+    monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=5000")  # a lock left held: an error, not a wait
+    Store(pg_url).close()  # a writer migrates it
+    Reader(pg_url).close()

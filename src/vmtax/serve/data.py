@@ -84,9 +84,14 @@ class Reader:
         self.digests = Lru(DIGESTS)
         self.memo = Lru(3 * DIGESTS)  # a run's digest for one row: ("row", run id, benchmark) -> Digest
         self.pages = Lru(PAGES)
-        with self.store() as s:  # fails now, not at the first request, if the store cannot be read
-            self.where = s.location
-            self.backend = s.dialect.name
+        try:
+            with self.store() as s:  # fails now, not at the first request, if the store cannot be read
+                self.where = s.location
+                self.backend = s.dialect.name
+                _not_migrated_here(s)
+        except BaseException:
+            self.close()
+            raise
 
     def _open(self) -> Store:
         s = Store(self.location, readonly=True)
@@ -198,3 +203,14 @@ def _digest(data: RunData) -> Digest:
     """A run's digest, from the run with its samples."""
     ms, cs = analyse(data) if data.kind != "scale" else ([], [])
     return Digest(dataclasses.replace(data, samples=[]), ms, cs, summary.of(data, ms, cs))
+
+
+def _not_migrated_here(s: Store) -> None:
+    """UserError for a PostgreSQL store of an older schema: read-only, it is migrated in a
+    transaction whose lock every writer (the next compare) would wait on while the server runs."""
+    if s.found_version is not None and s.found_version < s.schema_version:
+        raise UserError(
+            f"{s.location} has schema {s.found_version}, older than this vmtax's ({s.schema_version}): "
+            "let a writing vmtax (compare, run) migrate it first; vmtax serve only reads, and reading it "
+            "migrated would keep every writer waiting while it runs"
+        )

@@ -185,6 +185,9 @@ class Store:
     location: str  # for messages: the file, or the URL less its password
     readonly: bool
     db: Any = None  # the backend's DB-API connection (sqlite3 or psycopg: no type in common)
+    # the schema version found on opening, before any migration (None: not told; PostgreSQL tells it,
+    # whose read-only migration holds its lock, and keeps writers waiting, until the store is closed)
+    found_version: int | None = None
 
     # (accepts(location), load() -> the backend's class): registered by store/__init__.py,
     # so that this interface knows none of its backends (no import cycle)
