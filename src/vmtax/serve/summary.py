@@ -6,7 +6,7 @@ functions whether they are stored or not.
 
 record() stores it (store.save_summary) once a run has ended: vmtax compare
 and vmtax run do so at their end (cli.py), and catch_up() then summarises
-up to CATCH_UP older runs that lack one.  A stored summary carries the
+up to CATCH_UP_RUNS older runs that lack one.  A stored summary carries the
 VERSION of the analysis that worked it out: one of another version is read
 as none, and a run without one (a store from before summaries, a run still
 running or abandoned, a summary that could not be written) is analysed
@@ -28,7 +28,7 @@ from ..report.units import parse_precision
 from ..store import Store
 
 VERSION = 1
-CATCH_UP = 20  # runs without a summary of VERSION summarised at the end of each run, newest first
+CATCH_UP_RUNS = 20  # runs without a summary of VERSION summarised at the end of each run, newest first
 
 _GATE = re.compile(r"--gate(?:=|\s+)'?([0-9.]+%?)")
 
@@ -149,7 +149,7 @@ def record(store: Store, run_id: str) -> None:
     store.save_summary(run_id, VERSION, s.verdict, s.gate, s.figures)
 
 
-def catch_up(store: Store, limit: int = CATCH_UP) -> list[str]:
+def catch_up(store: Store, limit: int = CATCH_UP_RUNS) -> list[str]:
     """Store the summaries of the newest ended runs that have none of this VERSION (runs
     stored before summaries, or summarised by another version of the analysis), at most
     `limit` of them: the runs summarised.  A run that cannot be analysed is left to be
