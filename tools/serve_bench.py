@@ -13,7 +13,7 @@ the summaries; a run's page loads and analyses its run), and warm, as a
 page is once it has been asked for.  Medians over --repeat requests, each
 cold one on a fresh reader and another run or pair.
 
-    .venv/bin/python tools/serve_bench.py --runs 1000 --repeat 7 --out results/serve-pages.md
+    .venv/bin/python tools/serve_bench.py --runs 1000 --repeat 9 --out results/serve-pages.md
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def machine(began: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=7, help="requests of each page, each way")
+    ap.add_argument("--repeat", type=int, default=9, help="requests of each page, each way")
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--out", help="write the figures as Markdown here")
     args = ap.parse_args()

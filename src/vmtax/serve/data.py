@@ -36,7 +36,6 @@ class Digest:
     data: RunData  # without its samples
     ms: list[Measurement]
     cs: list[Comparison]
-    summary: summary.Summary | None = None  # of the whole run, as record() would store it
 
 
 class Lru(OrderedDict):
@@ -82,7 +81,8 @@ class Reader:
         self._opened, self._size, self._lock = 0, size, threading.Lock()
         self._all: list[Store] = []
         self.digests = Lru(DIGESTS)
-        self.memo = Lru(3 * DIGESTS)  # a run's digest for one row: ("row", run id, benchmark) -> Digest
+        # a run's digest for one row, ("row", run id, benchmark), and its summary, ("summary", run id)
+        self.memo = Lru(3 * DIGESTS)
         self.pages = Lru(PAGES)
         try:
             with self.store() as s:  # fails now, not at the first request, if the store cannot be read
@@ -163,10 +163,19 @@ class Reader:
             got = s.summaries(run_ids, summary.VERSION)
         for run_id in run_ids:
             if run_id not in got:
-                worked = self.digest(run_id).summary
-                assert worked is not None, "a whole run's digest has its summary"
+                worked = self.summary(run_id)
                 got[run_id] = (worked.verdict, worked.gate)
         return got
+
+    def summary(self, run_id: str) -> summary.Summary:
+        """A run's summary worked out here, as summary.record would store it (kept as its digest is)."""
+
+        def make() -> tuple[str, summary.Summary]:
+            data = self.load(run_id)
+            d = self.digests.get_or(run_id, lambda: _digest(data), lambda d: d.data.status != "running")
+            return data.status, summary.of(data, d.ms, d.cs)
+
+        return self.memo.get_or(("summary", run_id), make, lambda got: got[0] != "running")[1]
 
     def figures(self, run_ids: list[str], benchmark: str | None = None) -> dict[str, list[dict]]:
         """run id -> its ratios (of benchmark, where given; summary.figures): those stored in
@@ -177,9 +186,7 @@ class Reader:
             if run_id in got:
                 continue
             if benchmark is None:
-                worked = self.digest(run_id).summary
-                assert worked is not None, "a whole run's digest has its summary"
-                got[run_id] = worked.figures
+                got[run_id] = self.summary(run_id).figures
             else:
                 d = self.row(run_id, benchmark)
                 got[run_id] = summary.figures(d.ms, d.cs, benchmark)
@@ -202,7 +209,7 @@ class Reader:
 def _digest(data: RunData) -> Digest:
     """A run's digest, from the run with its samples."""
     ms, cs = analyse(data) if data.kind != "scale" else ([], [])
-    return Digest(dataclasses.replace(data, samples=[]), ms, cs, summary.of(data, ms, cs))
+    return Digest(dataclasses.replace(data, samples=[]), ms, cs)
 
 
 def _not_migrated_here(s: Store) -> None:
