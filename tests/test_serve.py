@@ -421,3 +421,12 @@ def test_serve_refuses_a_postgresql_store_of_an_older_schema_and_holds_no_lock(p
     monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=5000")  # a lock left held: an error, not a wait
     Store(pg_url).close()  # a writer migrates it
     Reader(pg_url).close()
+
+
+def test_a_runs_ratio_charts_are_inline_svg_drawn_here(seeded):
+    _db, ids, c = seeded
+    page = c.get(f"/runs/{ids[0]}").text
+    assert page.count('<svg class="bars"') == 3  # a chart per suite: kernel, lmbench, cpu
+    (tip,) = re.findall(r"<title>getppid on qemu:accel=tcg: ([\d.]+) \[([\d.]+), ([\d.]+)\]</title>", page)
+    ratio, low, high = map(float, tip)
+    assert low < ratio < high and ratio == pytest.approx(3, rel=0.02)  # the bar's ratio and its interval
