@@ -15,6 +15,7 @@ import json
 import random
 
 from vmtax.model import BenchSpec
+from vmtax.serve import summary
 from vmtax.store import Store
 from vmtax.store.base import ADD_TARGET, SET_OUTCOME
 
@@ -140,10 +141,13 @@ def seed(
     per: int = 3,
     hostile: bool = False,
     hosts=(STEP_HOST, KERNEL_HOST),
+    summaries: bool = True,
 ) -> list[str]:
     """Write the runs; their ids, oldest first per host.  demo: the demo's
     shape (14 rows, the baseline and three candidates) instead of 3 rows
-    and one candidate.  hostile: the candidate's label is HOSTILE."""
+    and one candidate.  hostile: the candidate's label is HOSTILE.
+    summaries: each run's summary stored at its end, as vmtax compare does
+    (without: a store from before summaries)."""
     rows = rows_of(demo)
     cands = list(CANDIDATES.items()) if demo else [("qemu:accel=tcg", 3.0)]
     targets = [("local", 1.0), *cands]
@@ -152,6 +156,8 @@ def seed(
         for host in hosts:
             for i in range(runs_per_host):
                 ids.append(_write_run(store, host, i, targets, rows, blocks, per, HOSTILE if hostile else ""))
+                if summaries:
+                    summary.record(store, ids[-1])
     return ids
 
 

@@ -4,23 +4,32 @@ route and its JSON twin, the answers the history and the diff must find,
 the twins against the CLI's own JSON, the guard (methods, Host, token, CSP),
 read-only connections, and hostile labels on every page."""
 
+import dataclasses
 import json
+import math
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
 import serveseed
+from helpers import vmtax
 from pgserver import PASSWORD
 from vmtax.analysis import analyse
 from vmtax.cli import main
+from vmtax.errors import UserError
 from vmtax.report import jsondoc
+from vmtax.serve import summary
 from vmtax.serve.app import build
 from vmtax.serve.data import Reader
 from vmtax.serve.guard import CSP, host_name
+from vmtax.store import Store
+from vmtax.store.migrations import MIGRATIONS
 
 ROW = {"bench": serveseed.STEP_ROW, "candidate": "qemu:accel=tcg", "host": serveseed.STEP_HOST}
 
@@ -285,16 +294,6 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(tmp_path, capsys, 
     assert capsys.readouterr().err.startswith("vmtax: no results database at ")
 
 
-def test_the_newest_runs_are_read_at_start(seeded):
-    db, ids, _c = seeded
-    reader = Reader(db)
-    try:
-        reader.warm(limit=10).join(timeout=60)
-        assert len(reader.digests) == 10 and ids[-1] in reader.digests  # lab-b's last run is the newest
-    finally:
-        reader.close()
-
-
 def _documented() -> dict[str, set[str]]:
     """docs/json.md's table of the pages' keys: page -> its first-level keys."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "json.md").read_text()
@@ -329,3 +328,105 @@ def test_the_json_twins_have_the_keys_docs_json_md_gives(seeded):
         "points",
         "change_points",
     }
+
+
+def _pages(location, urls: list[str]) -> tuple[dict, Reader]:
+    c, reader = client(location)
+    got = {u: c.get(u + ("&" if "?" in u else "?") + "format=json").json() for u in urls}
+    reader.close()
+    return got, reader
+
+
+def _summaries(location) -> int:
+    with Store(location, readonly=True) as s:
+        return s.read("SELECT count(*) FROM run_summaries")[0][0]
+
+
+def test_the_lists_read_stored_summaries_and_without_them_the_same(location, monkeypatch):
+    """The runs list, the gates, a row's history and the diff read the runs' stored summaries
+    (no run analysed); without them (a store from before, another version's) they analyse the
+    runs and show the same; the server writes none."""
+    ids = serveseed.seed(location, runs_per_host=14)
+    before, at = ids[serveseed.STEP_AT - 1], ids[serveseed.STEP_AT]
+    row = "&".join(f"{k}={v}" for k, v in ROW.items())
+    urls = ["/", "/?host=lab-b&per=5&page=2", "/gates", f"/history?{row}", "/history?bench=stat&host=lab-b"]
+    urls += [f"/diff?a={before}&b={at}"]
+    stored, reader = _pages(location, urls)
+    assert len(reader.digests) == len(reader.memo) == 0  # nothing analysed
+    assert [x["run"] for x in stored[f"/history?{row}"]["series"]["change_points"]] == [at]
+    assert stored["/"]["runs"][0]["verdict"]["line"] and stored["/gates"]["pairs"][0]["gates"]
+    monkeypatch.setattr(summary, "VERSION", summary.VERSION + 1)  # the analysis changed since
+    again, reader = _pages(location, urls)
+    assert again == stored and len(reader.digests) > 0
+    monkeypatch.undo()
+    with Store(location) as s, s._write("forget the summaries"):  # as a store from before them
+        s._execute("DELETE FROM row_figures")
+        s._execute("DELETE FROM run_summaries")
+    without, reader = _pages(location, urls)
+    assert without == stored and len(reader.digests) > 0 and _summaries(location) == 0  # nothing written
+    with Store(location) as s:  # the end of the next compare: the newest runs without one, summarised
+        assert summary.catch_up(s, limit=5) == [r["id"] for r in stored["/"]["runs"][:5]]
+    assert _summaries(location) == 5 and _pages(location, urls)[0] == stored
+
+
+def test_a_compare_stores_its_summary_at_its_end(db):
+    assert vmtax("compare", "fake", "fake:scale=2,label=b", "--bench", "getppid", db=db) == 0
+    with Store(db, readonly=True) as s:
+        run = s.resolve(None)
+        data = s.load(run)
+        (want,) = [summary.of(data, *analyse(data))]
+        assert s.summaries([run], summary.VERSION) == {run: (want.verdict, want.gate)}
+        assert s.figures([run], summary.VERSION) == {run: want.figures}
+    assert want.verdict["ratios"] == 1 and want.figures[0]["ratio"] == pytest.approx(2, rel=0.05)
+
+
+def _rounded(x):
+    """x with its floats to 9 significant digits (a golden file holds what any platform gives)."""
+    if isinstance(x, float):
+        return float(f"{x:.9g}") if math.isfinite(x) else str(x)
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    return [_rounded(v) for v in x] if isinstance(x, list) else x
+
+
+def test_a_summarys_version_changes_with_what_the_analysis_gives(tmp_path):
+    """A stored summary is read only by the VERSION that wrote it: this run's summary, as
+    this VERSION gives it, is held in tests/golden; when the analysis gives another, raise
+    serve/summary.py's VERSION (stored summaries are then worked out again) and rewrite it."""
+    ids = serveseed.seed(tmp_path / "s.db", runs_per_host=5, hosts=(serveseed.STEP_HOST,), summaries=False)
+    with Store(tmp_path / "s.db", readonly=True) as s:
+        data = s.load(ids[4])  # gated (--gate 2%)
+    got = summary.of(data, *analyse(data))
+    assert got.gate is not None and got.verdict is not None and len(got.figures) == 3
+    doc = {"version": summary.VERSION, **_rounded(dataclasses.asdict(got))}
+    path = Path(__file__).parent / "golden" / f"serve-summary-v{summary.VERSION}.json"
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+        pytest.fail(f"{path.name} rewritten (UPDATE_GOLDEN is set): review it, rerun without it")
+    assert path.exists() and text == path.read_text(), (
+        "the analysis gives another summary of this run: raise VERSION in src/vmtax/serve/summary.py,"
+        " then rerun with UPDATE_GOLDEN=1"
+    )
+
+
+def test_serve_refuses_a_postgresql_store_of_an_older_schema_and_holds_no_lock(pg_url, monkeypatch):
+    Store(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as db:  # as the last migration found it
+        db.execute("DROP TABLE row_figures")
+        db.execute("DROP TABLE run_summaries")
+        db.execute("UPDATE vmtax_schema SET version = %s", (len(MIGRATIONS) - 1,))
+    with pytest.raises(UserError, match=f"has schema {len(MIGRATIONS) - 1}, older than this vmtax's"):
+        Reader(pg_url)
+    monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=5000")  # a lock left held: an error, not a wait
+    Store(pg_url).close()  # a writer migrates it
+    Reader(pg_url).close()
+
+
+def test_a_runs_ratio_charts_are_inline_svg_drawn_here(seeded):
+    _db, ids, c = seeded
+    page = c.get(f"/runs/{ids[0]}").text
+    assert page.count('<svg class="bars"') == 3  # a chart per suite: kernel, lmbench, cpu
+    (tip,) = re.findall(r"<title>getppid on qemu:accel=tcg: ([\d.]+) \[([\d.]+), ([\d.]+)\]</title>", page)
+    ratio, low, high = map(float, tip)
+    assert low < ratio < high and ratio == pytest.approx(3, rel=0.02)  # the bar's ratio and its interval

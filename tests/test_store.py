@@ -1,3 +1,4 @@
+import math
 import os
 import pwd
 import shutil
@@ -17,6 +18,7 @@ import vmtax
 from vmtax.errors import StoreError, UserError
 from vmtax.model import BenchSpec, Sample, TargetInfo
 from vmtax.store import Store, default_db_path
+from vmtax.store.base import FIGURE
 from vmtax.store.migrations import APPLICATION_ID, MIGRATIONS
 
 
@@ -602,3 +604,49 @@ def test_a_run_loads_one_benchmark_alone_and_analyses_the_same(location):
     assert one.targets == whole.targets and one.config == whole.config
     key = lambda c: (c.candidate, c.ratio, c.ratio_ci_low, c.ratio_ci_high, c.p_value)
     assert [key(c) for c in analyse(one)[1]] == [key(c) for c in analyse(whole)[1] if c.benchmark.name == "stat"]
+
+
+def _figure(bench: str, cand: str, ratio: float, **kw) -> dict:
+    f = dict.fromkeys(FIGURE, 1.0) | {"benchmark": bench, "suite": "kernel", "baseline": "local", "candidate": cand}
+    return f | {"unit": "ns", "direction": "lower", "estimand": "all blocks", "ratio": ratio} | kw
+
+
+def test_a_runs_summary_is_stored_replaced_and_read_by_its_version(location):
+    s = Store(location)
+    for i, run in enumerate(("r1", "r2")):
+        s.new_run(run, "compare", "vmtax compare local qemu", "0", {})
+        s.add_target(run, 0, TargetInfo("local", "local", {"kernel": "k"}), "a")
+        s.add_target(run, 1, TargetInfo("qemu", "qemu", {"label": f"q{i}"}), "b")
+        s.finish_run(run, "complete")
+    verdict, gate = {"ratios": 2, "line": "2 of 2 ratios"}, {"threshold": 0.02, "verdict": "pass", "regressed": []}
+    nan, inf = float("nan"), float("inf")
+    figs = [_figure("stat", "qemu", 3.0, ci_high=inf, base_mean=nan), _figure("getppid", "qemu", 2.0)]
+    s.save_summary("r1", 7, verdict, gate, figs)
+    s.save_summary("r2", 7, None, None, [])
+    ro = Store(location, readonly=True)
+    assert ro.summaries(["r1", "r2", "nope"], 7) == {"r1": (verdict, gate), "r2": (None, None)}
+    assert ro.summaries(["r1"], 8) == {} and ro.summaries([], 7) == {}  # another version's is none
+    got = ro.figures(["r1", "r2", "nope"], 7, "stat")
+    assert set(got) == {"r1", "r2"} and got["r2"] == []  # r2: summarised, without that row
+    (stat,) = got["r1"]
+    assert stat["ratio"] == 3.0 and stat["ci_high"] == inf and math.isnan(stat["base_mean"])
+    assert {k: v for k, v in stat.items() if k != "base_mean"} == {k: v for k, v in figs[0].items() if k != "base_mean"}
+    assert [f["benchmark"] for f in ro.figures(["r1"], 7)["r1"]] == ["stat", "getppid"]  # in the order saved
+    assert ro.figures(["r1"], 8) == {}
+    s.save_summary("r1", 8, None, None, figs[1:])  # replaces the one before
+    assert Store(location, readonly=True).figures(["r1"], 8) == {"r1": [figs[1]]}
+    heads = ro.heads(["r2", "r1"])
+    assert [t.facts for t in heads["r2"].targets] == [{"kernel": "k"}, {"label": "q1"}]
+    assert heads["r1"].status == "complete" and heads["r1"].samples == [] and heads["r1"].kind == "compare"
+    with pytest.raises(StoreError, match="it was opened read-only"):
+        ro.save_summary("r1", 7, None, None, [])
+
+
+def test_a_rows_figures_are_read_through_their_index(db):
+    s = Store(db)
+    plan = s.read(
+        "EXPLAIN QUERY PLAN SELECT s.run_id, f.ratio FROM run_summaries s LEFT JOIN row_figures f"
+        " ON f.run_id = s.run_id AND f.benchmark = ? WHERE s.version = ? AND s.run_id IN (?, ?)",
+        ("getppid", 1, "a", "b"),
+    )
+    assert any("row_figures_by_row" in str(row) or "sqlite_autoindex_row_figures" in str(row) for row in plan), plan

@@ -92,8 +92,8 @@ def test_read_only_reads_an_older_schema_migrated_in_a_transaction_it_never_comm
     s.new_run("r1", "run", "vmtax run", "0.1.0", {})
     s.add_sample("r1", Sample("getppid", "local", 42.0, "ns", 0, 0))
     s.close()
-    _sql(pg_url, "ALTER TABLE samples DROP COLUMN ref_before")  # as the last migration found it
-    _sql(pg_url, "ALTER TABLE samples DROP COLUMN ref_after")
+    _sql(pg_url, "DROP TABLE row_figures")  # as the last migration found it
+    _sql(pg_url, "DROP TABLE run_summaries")
     _sql(pg_url, "UPDATE vmtax_schema SET version = %s", (len(MIGRATIONS) - 1,))
     before = _columns(pg_url)
     ro = Store(pg_url, readonly=True)
@@ -104,7 +104,7 @@ def test_read_only_reads_an_older_schema_migrated_in_a_transaction_it_never_comm
     ro.close()
     assert _version(pg_url) == len(MIGRATIONS) - 1 and _columns(pg_url) == before
     Store(pg_url).close()  # a writer migrates it for good
-    assert _version(pg_url) == len(MIGRATIONS) and ("samples", "ref_after") in _columns(pg_url)
+    assert _version(pg_url) == len(MIGRATIONS) and ("row_figures", "ratio") in _columns(pg_url)
 
 
 def test_a_read_only_session_is_refused_writes_by_the_server_too(pg_url):

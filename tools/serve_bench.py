@@ -6,13 +6,16 @@ and 3 samples; tests/serveseed.py), in SQLite and in a throwaway PostgreSQL
 server (tests/pgserver.py), and times the server's side of each page through
 Starlette's test client (in process: the request through the whole app and
 back, no socket): the runs list (50 a page), a run, a 42-row diff, a row's
-history (over the 200 newest runs that measured it).  Each page twice:
-cold, on a reader that has kept nothing (every run it reads is loaded and
-analysed), and warm, as a page is once its runs have been read (the server
-reads the newest 200 at start).  Medians over --repeat requests, each cold
-one on a fresh reader and another run or pair.
+history (over the 200 newest runs that measured it).  Each run is seeded
+with its summary, as vmtax compare stores it at its end (serve/summary.py).
+Each page twice: cold, on a reader that has kept nothing (the lists read
+the summaries; a run's page loads and analyses its run), and warm, as a
+page is once it has been asked for.  Medians over --repeat requests, each
+cold one on a fresh reader and another run or pair; beside a cold request's
+wall-clock time, the CPU time this process spent on it (on a loaded host,
+the part that does not wait for a CPU; PostgreSQL's own is not in it).
 
-    .venv/bin/python tools/serve_bench.py --runs 1000 --repeat 7 --out results/serve-pages.md
+    .venv/bin/python tools/serve_bench.py --runs 1000 --repeat 9 --out results/serve-pages.md
 """
 
 from __future__ import annotations
@@ -53,21 +56,24 @@ def urls(ids: list[str], k: int) -> dict[str, str]:
     }
 
 
-def timed(client: TestClient, url: str) -> float:
-    t = time.perf_counter()
+def timed(client: TestClient, url: str, cpu: list[float] | None = None) -> float:
+    """The request's wall-clock seconds; its process's CPU seconds appended to cpu, where given."""
+    t, c = time.perf_counter(), time.process_time()
     r = client.get(url)
     took = time.perf_counter() - t
+    if cpu is not None:
+        cpu.append(time.process_time() - c)
     assert r.status_code == 200, (url, r.status_code, r.text[:300])
     return took
 
 
 def measure(location, ids: list[str], repeat: int) -> dict[str, dict[str, list[float]]]:
-    out: dict[str, dict[str, list[float]]] = {p: {"cold": [], "warm": []} for p in PAGES}
+    out: dict[str, dict[str, list[float]]] = {p: {"cold": [], "cpu": [], "warm": []} for p in PAGES}
     for k in range(repeat):
         for page, url in urls(ids, k).items():
             reader = Reader(location)  # cold: nothing kept
             client = TestClient(build(reader, {"testserver"}))
-            out[page]["cold"].append(timed(client, url))
+            out[page]["cold"].append(timed(client, url, out[page]["cpu"]))
             out[page]["warm"].append(statistics.median(timed(client, url) for _ in range(5)))
             reader.close()
     return out
@@ -85,30 +91,34 @@ def ms(xs: list[float]) -> str:
 
 def table(name: str, got: dict, seeded: float, size: str) -> list[str]:
     out = [f"### {name}", "", f"seeded in {seeded:.0f} s; {size}", ""]
-    out += ["| page | cold: median (min, max) | warm: median (min, max) |", "|---|---|---|"]
-    out += [f"| {p} | {ms(got[p]['cold'])} | {ms(got[p]['warm'])} |" for p in PAGES]
+    out += ["| page | cold: median (min, max) | cold: its CPU time | warm: median (min, max) |", "|---|---|---|---|"]
+    out += [f"| {p} | {ms(got[p]['cold'])} | {ms(got[p]['cpu'])} | {ms(got[p]['warm'])} |" for p in PAGES]
     return out + [""]
 
 
-def machine() -> str:
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def machine(began: str) -> str:
     lines = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "?")
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return (
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()}: {os.cpu_count()} vCPUs of "
         f"{cpu}, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
-        f"commit {commit.stdout.strip() or '?'} (load average {os.getloadavg()[0]:.1f} at the end)"
+        f"commit {commit.stdout.strip() or '?'}; load average (1/5/15 min) {began} at the start, {load()} at the end"
     )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=7, help="requests of each page, each way")
+    ap.add_argument("--repeat", type=int, default=9, help="requests of each page, each way")
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--out", help="write the figures as Markdown here")
     args = ap.parse_args()
-    lines = []
+    lines, began = [], load()
     with tempfile.TemporaryDirectory(prefix="vmtax-serve-bench-") as tmp:
         if "sqlite" in args.backends:
             db = Path(tmp) / "bench.db"
@@ -133,7 +143,7 @@ def main() -> int:
         head = [
             "# vmtax serve: page times on a store of 1,000 runs",
             "",
-            f"{machine()}.",
+            f"{machine(began)}.",
             "",
             f"`{' '.join(['.venv/bin/python', 'tools/serve_bench.py', *sys.argv[1:]])}`",
             "",

@@ -33,6 +33,7 @@ from .report.progress import TerminalProgress
 from .report.safe import inert, one_line
 from .report.units import parse_duration, parse_precision
 from .runner import run_session
+from .serve import summary
 from .store import Store, default_db_path, redact
 from .suite import workloads
 from .targets import KINDS, parse_target, parse_targets
@@ -336,7 +337,19 @@ def _measure_into(
         with _store(args, readonly=True) as reader:
             _report(reader, run_id, args)
         return EXIT_FAIL
+    _summarise(store, run_id)
     return _report(store, run_id, args)
+
+
+def _summarise(store: Store, run_id: str) -> None:
+    """The ended run's summary, which vmtax serve's lists read, and those of a few older runs
+    that lack one (serve/summary.py); one that cannot be stored is said, and the dashboard
+    works the run out where it reads it."""
+    try:
+        summary.record(store, run_id)
+        summary.catch_up(store)
+    except VmtaxError as e:
+        say(f"vmtax: the run's summary for `vmtax serve` was not stored: {e}", sys.stderr)
 
 
 def _report(store: Store, run_id: str, args) -> int:

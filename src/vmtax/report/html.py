@@ -20,6 +20,8 @@ from .view import HTML, Table
 
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
 Figure = Callable[[RunData, BenchSpec, list[tuple[str, list[float], list[float]]]], str]
+# a chart of ratios: (title, direction, benchmarks, [(candidate, [(ratio, low, high) or None])]) -> SVG
+Bars = Callable[[str, str, list[str], list[tuple[str, list[tuple[float, float, float] | None]]]], str]
 
 
 def mode_paragraphs(texts: list[str]) -> str:
@@ -70,7 +72,7 @@ def _sort(v: object) -> float | None:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
+def ratio_charts(data: RunData, cs: list[Comparison], bars: Bars = plots.ratio_bars) -> str:
     cands = [t.name for t in data.targets[1:]]
     gm = geomeans(data, cs)
     cby = {(c.candidate, c.benchmark.name): c for c in cs}
@@ -95,7 +97,7 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
                 c = cby.get((k, name))
                 vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
             series.append((k, vals))
-        svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
+        svg = bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
         caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite, direction), float('nan')):.3g}" for k in cands)
         out.append(
             f"<figure>{svg}<figcaption>{escape(caption)} · error bars: 95% CI (sign-flip test, paired blocks) · "
@@ -144,8 +146,15 @@ def targets_table(t: facts.Targets) -> str:
     return out + "".join(f'<p class="meta">{escape(n)}</p>' for n in notes)
 
 
-def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison], figure: Figure | None = None) -> str:
-    """A run's section of the report (figure: how its distributions are drawn, distribution_charts)."""
+def run_section(
+    data: RunData,
+    ms: list[Measurement],
+    cs: list[Comparison],
+    figure: Figure | None = None,
+    bars: Bars = plots.ratio_bars,
+) -> str:
+    """A run's section of the report (figure: how its distributions are drawn, distribution_charts;
+    bars: how its ratios are, plots.ratio_bars's arguments)."""
     if data.kind == "scale":
         return html_section(data)
     board = scoreboard.build(data, ms, cs)  # the one view its scoreboard, measurements and targets lay out
@@ -165,7 +174,7 @@ def run_section(data: RunData, ms: list[Measurement], cs: list[Comparison], figu
             "<h3>Scoreboard</h3>",
             scoreboard_table(board),
             "<h3>Ratios to the baseline</h3>",
-            ratio_charts(data, cs),
+            ratio_charts(data, cs, bars),
         ]
     blocks = explain.view(data, ms, cs)
     if any(len(b.rows) > 1 for b in blocks):

@@ -1,8 +1,10 @@
 """The dashboard's reads: a few read-only stores, each lent to one request
-at a time, and what is worked out from a stored run (its measurements and
-ratios) kept per run once the run can no longer change (any status but
-running).  The digest keeps the run less its samples: a thousand runs fit
-in memory; a page that draws samples loads its run afresh."""
+at a time.  The lists read the runs' stored summaries (summary.py; one
+query a page); a run without one, and a run's own page, are worked out from
+the run (its measurements and ratios), kept per run once the run can no
+longer change (any status but running).  The digest keeps the run less its
+samples: a thousand runs fit in memory; a page that draws samples loads its
+run afresh."""
 
 from __future__ import annotations
 
@@ -19,12 +21,12 @@ from ..analysis import analyse
 from ..errors import UserError
 from ..model import Comparison, Measurement, RunData
 from ..store import Store
+from . import summary
 
 POOL = 4  # stores open at most: requests beyond wait for one
 WAIT_S = 30.0  # how long a request waits for a store
 DIGESTS = 5000  # runs' digests kept
 PAGES = 256  # rendered run pages and charts kept
-WARM = 200  # the newest runs read at start (history reads 200 by default)
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class Digest:
 
 class Lru(OrderedDict):
     """The last `size` values made, by key; a value being made by one thread
-    is waited for by another that asks for it (the start's warm-up and the
-    first request work each run out once)."""
+    is waited for by another that asks for it (two requests at once work
+    each run out once)."""
 
     def __init__(self, size: int):
         super().__init__()
@@ -78,13 +80,18 @@ class Reader:
         self._free: queue.LifoQueue[Store] = queue.LifoQueue()
         self._opened, self._size, self._lock = 0, size, threading.Lock()
         self._all: list[Store] = []
-        self._closed = False
         self.digests = Lru(DIGESTS)
-        self.memo = Lru(3 * DIGESTS)  # what pages work out from a digest: (what, run id) -> value
+        # a run's digest for one row, ("row", run id, benchmark), and its summary, ("summary", run id)
+        self.memo = Lru(3 * DIGESTS)
         self.pages = Lru(PAGES)
-        with self.store() as s:  # fails now, not at the first request, if the store cannot be read
-            self.where = s.location
-            self.backend = s.dialect.name
+        try:
+            with self.store() as s:  # fails now, not at the first request, if the store cannot be read
+                self.where = s.location
+                self.backend = s.dialect.name
+                _not_migrated_here(s)
+        except BaseException:
+            self.close()
+            raise
 
     def _open(self) -> Store:
         s = Store(self.location, readonly=True)
@@ -112,25 +119,7 @@ class Reader:
         finally:
             self._free.put(s)
 
-    def warm(self, limit: int = WARM) -> threading.Thread:
-        """Work out the newest runs' digests in the background (a daemon thread),
-        so that the first runs list and history after a start find them ready."""
-
-        def run() -> None:
-            try:
-                for (run_id,) in self.read("SELECT id FROM runs ORDER BY started DESC LIMIT ?", (limit,)):
-                    if self._closed:
-                        return
-                    self.digest(run_id)
-            except Exception:  # a run that cannot be read now is read again, and said, by its page
-                pass
-
-        thread = threading.Thread(target=run, name="vmtax-serve-warm", daemon=True)
-        thread.start()
-        return thread
-
     def close(self) -> None:
-        self._closed = True
         for s in self._all:
             s.close()
         self._all.clear()
@@ -159,14 +148,54 @@ class Reader:
 
         return self.memo.get_or(("row", run_id, benchmark), make, lambda d: d.data.status != "running")
 
-    def derived(self, what: str, d: Digest, make):
-        """make(d), kept as the digest is (not for a run still running)."""
-        return self.memo.get_or((what, d.data.id), lambda: make(d), lambda _value: d.data.status != "running")
+    def whole(self, run_id: str) -> tuple[RunData, Digest]:
+        """A run with its samples, and its digest (worked out from it where not kept): one load."""
+        data = self.load(run_id)
+        return data, self.digests.get_or(run_id, lambda: _digest(data), lambda d: d.data.status != "running")
 
     def _digest(self, run_id: str) -> Digest:
-        data = self.load(run_id)
-        ms, cs = analyse(data) if data.kind != "scale" else ([], [])
-        return Digest(dataclasses.replace(data, samples=[]), ms, cs)
+        return _digest(self.load(run_id))
+
+    # -- the summaries of ended runs: stored, else worked out here ------------------------------
+    def summaries(self, run_ids: list[str]) -> dict[str, tuple[dict | None, dict | None]]:
+        """run id -> (verdict, gate): those stored in one query, the others from their analysis."""
+        with self.store() as s:
+            got = s.summaries(run_ids, summary.VERSION)
+        for run_id in run_ids:
+            if run_id not in got:
+                worked = self.summary(run_id)
+                got[run_id] = (worked.verdict, worked.gate)
+        return got
+
+    def summary(self, run_id: str) -> summary.Summary:
+        """A run's summary worked out here, as summary.record would store it (kept as its digest is)."""
+
+        def make() -> tuple[str, summary.Summary]:
+            data = self.load(run_id)
+            d = self.digests.get_or(run_id, lambda: _digest(data), lambda d: d.data.status != "running")
+            return data.status, summary.of(data, d.ms, d.cs)
+
+        return self.memo.get_or(("summary", run_id), make, lambda got: got[0] != "running")[1]
+
+    def figures(self, run_ids: list[str], benchmark: str | None = None) -> dict[str, list[dict]]:
+        """run id -> its ratios (of benchmark, where given; summary.figures): those stored in
+        one query, the others from the run's analysis (of that benchmark's samples alone)."""
+        with self.store() as s:
+            got = s.figures(run_ids, summary.VERSION, benchmark)
+        for run_id in run_ids:
+            if run_id in got:
+                continue
+            if benchmark is None:
+                got[run_id] = self.summary(run_id).figures
+            else:
+                d = self.row(run_id, benchmark)
+                got[run_id] = summary.figures(d.ms, d.cs, benchmark)
+        return got
+
+    def heads(self, run_ids: list[str]) -> dict[str, RunData]:
+        """run id -> the run and its targets (no benchmarks, samples or outcomes), in two queries."""
+        with self.store() as s:
+            return s.heads(run_ids)
 
     def resolve(self, ref: str) -> str:
         with self.store() as s:
@@ -175,3 +204,20 @@ class Reader:
     def read(self, statement: str, params=()) -> list[tuple]:
         with self.store() as s:
             return s.read(statement, params)
+
+
+def _digest(data: RunData) -> Digest:
+    """A run's digest, from the run with its samples."""
+    ms, cs = analyse(data) if data.kind != "scale" else ([], [])
+    return Digest(dataclasses.replace(data, samples=[]), ms, cs)
+
+
+def _not_migrated_here(s: Store) -> None:
+    """UserError for a PostgreSQL store of an older schema: read-only, it is migrated in a
+    transaction whose lock every writer (the next compare) would wait on while the server runs."""
+    if s.found_version is not None and s.found_version < s.schema_version:
+        raise UserError(
+            f"{s.location} has schema {s.found_version}, older than this vmtax's ({s.schema_version}): "
+            "let a writing vmtax (compare, run) migrate it first; vmtax serve only reads, and reading it "
+            "migrated would keep every writer waiting while it runs"
+        )

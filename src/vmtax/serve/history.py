@@ -10,39 +10,51 @@ import math
 
 from .. import watch
 from ..errors import UserError
+from ..model import RunData
 from ..report import watch as watch_report
 from ..report.units import json_number
-from . import charts, queries
-from .data import Digest, Reader
+from . import charts, queries, summary
+from .data import Reader
 
 MAX_RUNS = 1000
 
 
-def _sides(s: watch.Series, digests: dict[str, Digest]) -> list[dict]:
+def _sides(s: watch.Series, runs: dict[str, RunData], figs: dict[str, list[dict]]) -> list[dict]:
     """Per point, the baseline's and the candidate's own means with their intervals."""
     out = []
     for p in s.points:
-        d = digests[p.run]
-        real = {v: k for k, v in watch.known_as(d.data).items()}
-        by = {(m.target, m.benchmark.name): m for m in d.ms}
+        names = watch.known_as(runs[p.run])
+        f = next(
+            f
+            for f in figs[p.run]
+            if (names[f["baseline"]], names[f["candidate"]], f["benchmark"]) == (s.baseline, s.candidate, s.benchmark)
+        )
         row: dict[str, object] = {"run": p.run}
-        for side, name in (("baseline", s.baseline), ("candidate", s.candidate)):
-            m = by.get((real.get(name, name), s.benchmark))
-            sm = m.summary if m is not None else None
-            row[side] = {
-                "mean": json_number(sm.mean) if sm else None,
-                "ci_low": json_number(sm.ci_low) if sm else None,
-                "ci_high": json_number(sm.ci_high) if sm else None,
-            }
+        for side, prefix in (("baseline", "base"), ("candidate", "cand")):
+            row[side] = {k: json_number(f[f"{prefix}_{k}"]) for k in ("mean", "ci_low", "ci_high")}
         out.append(row)
     return out
 
 
-def _series(reader: Reader, q: dict[str, str], limit: int) -> tuple[list[watch.Series], dict[str, Digest]]:
-    ids = queries.compare_runs(reader, q["bench"], q.get("host", ""), limit)
-    digests = {run_id: reader.row(run_id, q["bench"]) for run_id, _ in ids}
-    picked = [(d.data, [c for c in d.cs if c.benchmark.name == q["bench"]]) for d in digests.values()]
-    return [s for s in watch.series(picked) if s.points], digests
+def series(ids: list[str], runs: dict[str, RunData], figs: dict[str, list[dict]]) -> list[watch.Series]:
+    """Each (baseline, candidate, benchmark)'s ratio over the runs (ids: newest first), oldest
+    first, targets matched by what they are known as: watch.series over the runs' figures."""
+    out: dict[tuple[str, str, str], watch.Series] = {}
+    for run_id in sorted(ids, key=lambda i: runs[i].started):
+        data, names = runs[run_id], watch.known_as(runs[run_id])
+        for f in figs[run_id]:
+            key = (names[f["baseline"]], names[f["candidate"]], f["benchmark"])
+            s = out.setdefault(key, watch.Series(f["benchmark"], *key[:2], f["unit"], f["direction"], []))
+            s.points.append(watch.Point(run_id, data.started, f["ratio"], f["ci_low"], f["ci_high"], f["estimand"]))
+    return list(out.values())
+
+
+def _series(reader: Reader, q: dict[str, str], limit: int):
+    """The row's series over the latest runs that measured it, the runs and their figures:
+    four queries where the runs are summarised (store.figures), whatever their number."""
+    ids = [run_id for run_id, _ in queries.compare_runs(reader, q["bench"], q.get("host", ""), limit)]
+    runs, figs = reader.heads(ids), reader.figures(ids, q["bench"])
+    return [s for s in series(ids, runs, figs) if s.points], runs, figs
 
 
 def history_page(reader: Reader, q: dict[str, str], limit: int) -> dict:
@@ -51,7 +63,7 @@ def history_page(reader: Reader, q: dict[str, str], limit: int) -> dict:
     if not q.get("bench"):
         raise UserError("say which row: ?bench=NAME (and &candidate=, &baseline=, &host=)")
     limit = max(4, min(limit, MAX_RUNS))
-    all_series, digests = _series(reader, q, limit)
+    all_series, runs, figs = _series(reader, q, limit)
     choices = [{"candidate": s.candidate, "baseline": s.baseline, "points": len(s.points)} for s in all_series]
     match = [
         s
@@ -62,13 +74,12 @@ def history_page(reader: Reader, q: dict[str, str], limit: int) -> dict:
     if not match:
         return {"query": q, "series": None, "choices": choices, "sides": []}
     s = match[0]
-    facts = {run_id: reader.derived("facts", d, lambda d: watch.flat_facts(d.data)) for run_id, d in digests.items()}
-    s.changes = watch.change_points(s, facts)
+    s.changes = watch.change_points(s, {run_id: watch.flat_facts(data) for run_id, data in runs.items()})
     return {
         "query": {**q, "candidate": s.candidate, "baseline": s.baseline},
         "series": watch_report.history_json([s])[0],
         "choices": choices,
-        "sides": _sides(s, digests),
+        "sides": _sides(s, runs, figs),
     }
 
 
@@ -124,12 +135,15 @@ def moved(c: dict) -> str:
 def diff_page(reader: Reader, a_ref: str, b_ref: str) -> dict:
     if not a_ref or not b_ref:
         raise UserError("say which two runs: ?a=RUN&b=RUN")
-    a, b = reader.digest(reader.resolve(a_ref)), reader.digest(reader.resolve(b_ref))
-    for d in (a, b):
-        if d.data.kind != "compare" or len(d.data.targets) < 2:
-            raise UserError(f"run {d.data.id} is a {d.data.kind} run: a diff reads compare runs")
+    ids = [reader.resolve(a_ref), reader.resolve(b_ref)]
+    runs = reader.heads(ids)
+    for data in runs.values():
+        if data.kind != "compare" or len(data.targets) < 2:
+            raise UserError(f"run {data.id} is a {data.kind} run: a diff reads compare runs")
+    figs = reader.figures(ids)
+    a, b = runs[ids[0]], runs[ids[1]]
     try:
-        doc = watch_report.diff_json(watch.diff(a.data, a.cs, b.data, b.cs))
+        doc = watch_report.diff_json(watch.diff(a, summary.comparisons(figs[a.id]), b, summary.comparisons(figs[b.id])))
     except ValueError as e:
         raise UserError(str(e)) from None
     for c in doc["changes"]:
@@ -139,5 +153,5 @@ def diff_page(reader: Reader, a_ref: str, b_ref: str) -> dict:
         key=lambda c: (not c["significant"], -abs(math.log(c["change"])) if c["change"] else 0, c["benchmark"])
     )
     doc["counts"] = {k: sum(1 for c in doc["changes"] if c["moved"] == k) for k in ("worse", "better", "within")}
-    doc["host_a"], doc["host_b"] = a.data.host, b.data.host
+    doc["host_a"], doc["host_b"] = a.host, b.host
     return doc

@@ -1,74 +1,33 @@
 """The dashboard's pages as view-models: plain dicts of JSON's types, which
 the templates lay out and ?format=json returns as they are (docs/json.md).
 A run's page is the one view-model of `vmtax report --html` and `vmtax show
---json` (report/html.py, report/jsondoc.py); runs, hosts and gates are built
-here from the same analysis.  Every string from the store is data: the
-templates escape it."""
+--json` (report/html.py, report/jsondoc.py), its ratio charts drawn as
+inline SVG (charts.ratio_bars); runs, hosts and gates are built here from
+the runs' summaries (summary.py: the same analysis, stored at a run's end).
+Every string from the store is data: the templates escape it."""
 
 from __future__ import annotations
 
 import math
-import re
 from html import escape
 from urllib.parse import quote
 
 from .. import watch
 from ..model import BenchSpec, Comparison, RunData
-from ..report import html, jsondoc, plots, scoreboard
-from ..report.console import gate_of
-from ..report.units import json_number, parse_precision
+from ..report import html, jsondoc, plots
+from ..report.units import json_number
 from ..store import redact
-from . import queries
+from . import charts, queries, summary
 from .data import Digest, Reader
-
-_GATE = re.compile(r"--gate(?:=|\s+)'?([0-9.]+%?)")
-
-
-def gate_threshold(command: str) -> float | None:
-    """The threshold a compare run was gated at (compare --gate T), from its command line."""
-    m = _GATE.search(command)
-    if not m:
-        return None
-    try:
-        return parse_precision(m.group(1))
-    except ValueError:
-        return None
-
-
-def gate_of_run(d: Digest) -> dict | None:
-    """A gated compare run's verdict, as the gate gave it (its rows regressed, its threshold)."""
-    threshold = gate_threshold(d.data.command)
-    if threshold is None or len(d.data.targets) < 2 or not d.cs:
-        return None
-    g = gate_of(d.data, d.cs, threshold, "--reference" in d.data.command)
-    return {
-        "threshold": threshold,
-        "verdict": g.verdict,
-        "regressed": [f"{r.benchmark} on {r.candidate}" for r in g.rows if r.verdict == "regressed"],
-    }
-
-
-def verdict_of(d: Digest) -> dict | None:
-    """A compare run's verdict: its ratios, how many reached the precision asked, how many are flagged."""
-    if d.data.kind != "compare" or len(d.data.targets) < 2:
-        return None
-    v = scoreboard.build(d.data, d.ms, d.cs).verdict
-    return {"ratios": v.ratios, "precise": v.precise, "flagged": v.significant, "line": v.share()}
 
 
 def runs_page(reader: Reader, filters: dict[str, str], page: int, per: int) -> dict:
     found = queries.runs(reader, filters, page, per)
-    rows = []
-    for r in found.runs:
-        d = reader.digest(r["id"])
-        rows.append(
-            {
-                **r,
-                "command": redact(r["command"]),
-                "verdict": reader.derived("verdict", d, verdict_of),
-                "gate": reader.derived("gate", d, gate_of_run),
-            }
-        )
+    said = reader.summaries([r["id"] for r in found.runs])
+    rows = [
+        {**r, "command": redact(r["command"]), "verdict": said[r["id"]][0], "gate": said[r["id"]][1]}
+        for r in found.runs
+    ]
     return {
         "filters": {k: v for k, v in filters.items() if v},
         "page": found.page,
@@ -105,11 +64,11 @@ def run_page(reader: Reader, run_id: str) -> tuple[dict, str]:
     rendered once per run."""
 
     def make() -> tuple[str, dict, str]:
-        data = reader.load(run_id)
+        data, d = reader.whole(run_id)
         if data.kind == "scale":
             return data.status, {"run": {"id": data.id, "kind": data.kind}}, html.run_section(data, [], [])
-        d = reader.digest(run_id)
-        return data.status, jsondoc.document(data, d.ms, d.cs), html.run_section(data, d.ms, d.cs, lazy_figure)
+        section = html.run_section(data, d.ms, d.cs, lazy_figure, charts.ratio_bars)
+        return data.status, jsondoc.document(data, d.ms, d.cs), section
 
     _status, doc, section = reader.pages.get_or(run_id, make, lambda page: page[0] != "running")
     return doc, section
@@ -131,16 +90,17 @@ def row_links(d: Digest) -> list[dict]:
 
 # -- gates -------------------------------------------------------------------------------
 def gates_page(reader: Reader, limit: int) -> dict:
+    ids = [run_id for run_id, _command in queries.gated(reader, limit)]
+    said, runs = reader.summaries(ids), reader.heads(ids)
     pairs: dict[tuple[str, str], list[dict]] = {}
-    for run_id, _command in queries.gated(reader, limit):
-        d = reader.digest(run_id)
-        g = reader.derived("gate", d, gate_of_run)
+    for run_id in ids:
+        g, data = said[run_id][1], runs[run_id]
         if g is None:
             continue
-        names = [watch.known_as(d.data)[t.name] for t in d.data.targets]
+        names = [watch.known_as(data)[t.name] for t in data.targets]
         for cand in names[1:]:
             pairs.setdefault((names[0], cand), []).append(
-                {"run": d.data.id, "started": d.data.started, "host": d.data.host, "status": d.data.status, **g}
+                {"run": data.id, "started": data.started, "host": data.host, "status": data.status, **g}
             )
     return {"pairs": [{"baseline": b, "candidate": c, "gates": runs} for (b, c), runs in sorted(pairs.items())]}
 
@@ -202,13 +162,14 @@ def hosts_page(reader: Reader) -> dict:
     hosts, cells = [], []
     for host, count, latest in queries.hosts(reader):
         ids = queries.latest_compares(reader, host)
+        runs, figs = reader.heads(ids), reader.figures(ids)
         facts: dict = {}
         seen: set[str] = set()
         for run_id in ids:
-            d = reader.digest(run_id)
-            if not facts and d.data.targets:
-                facts = {k: str(v) for k, v in sorted(d.data.targets[0].facts.items())}
-            cells += _cells(host, d, seen)
+            data = runs[run_id]
+            if not facts and data.targets:
+                facts = {k: str(v) for k, v in sorted(data.targets[0].facts.items())}
+            cells += _cells(host, Digest(data, [], summary.comparisons(figs[run_id])), seen)
         hosts.append({"host": host, "runs": count, "latest": latest, "facts": facts, "latest_compare": ids[:1]})
     targets = sorted({c["target"] for c in cells})
     return {"hosts": hosts, "targets": targets, "matrix": cells}

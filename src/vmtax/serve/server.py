@@ -92,7 +92,6 @@ def serve(args) -> int:
             raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
         port = sock.getsockname()[1]
         print(f"vmtax serve: {reader.where} read-only; listening on {url_of(args.host, port)}", flush=True)
-        reader.warm()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
         try:
             uvicorn.Server(config).run(sockets=[sock])

@@ -111,6 +111,70 @@ ADD_PROCESS = _upsert(
 SET_OUTCOME = _upsert(
     "outcomes", ("run_id", "target", "benchmark", "stopped_by", "reason"), ("run_id", "target", "benchmark")
 )
+SET_SUMMARY = _upsert("run_summaries", ("run_id", "version", "verdict_json", "gate_json"), ("run_id",))
+# a row_figures row, less its run_id and position: a ratio of a run with its interval and its two sides' means
+FIGURE = (
+    "benchmark",
+    "suite",
+    "baseline",
+    "candidate",
+    "unit",
+    "direction",
+    "estimand",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "base_mean",
+    "base_ci_low",
+    "base_ci_high",
+    "cand_mean",
+    "cand_ci_low",
+    "cand_ci_high",
+)
+ADD_FIGURE = _upsert("row_figures", ("run_id", "position", *FIGURE), ("run_id", "benchmark", "candidate"))
+RUN_HEAD = 'id,kind,started,finished,status,command,vmtax_version,config_json,host,pid,pid_start,boot_id,"user"'
+TARGET_ROW = "name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,agent_hash,facts_json"
+
+
+def _figure_value(x):
+    """A figure as stored: NaN as NULL (SQLite stores it so; PostgreSQL would keep it)."""
+    return None if isinstance(x, float) and math.isnan(x) else x
+
+
+def _marks(ids: list[str]) -> str:
+    return ",".join("?" * len(ids)) or "NULL"
+
+
+def _head(r: tuple) -> RunData:
+    """A run as its row in runs says (RUN_HEAD's columns), without targets, benchmarks or samples."""
+    data = RunData(
+        id=r[0],
+        kind=r[1],
+        started=r[2],
+        finished=r[3],
+        status=r[4],
+        command=r[5],
+        vmtax_version=r[6],
+        config=json.loads(r[7]),
+        host=r[8],
+        user=r[12],
+    )
+    data.command = redact(data.command)  # a run stored before vmtax redacted its command line
+    data.status = effective_status(r[4], *r[8:12])
+    return data
+
+
+def _target(row: tuple) -> TargetInfo:
+    """A target as its row in run_targets says (TARGET_ROW's columns)."""
+    return TargetInfo(
+        name=row[0],
+        kind=row[1],
+        accel=row[2],
+        boot_s=row[3],
+        idle_cpu_pct=row[4],
+        mem_overhead_mb=row[5],
+        facts=json.loads(row[7]),
+    )
 
 
 class Store:
@@ -121,6 +185,9 @@ class Store:
     location: str  # for messages: the file, or the URL less its password
     readonly: bool
     db: Any = None  # the backend's DB-API connection (sqlite3 or psycopg: no type in common)
+    # the schema version found on opening, before any migration (None: not told; PostgreSQL tells it,
+    # whose read-only migration holds its lock, and keeps writers waiting, until the store is closed)
+    found_version: int | None = None
 
     # (accepts(location), load() -> the backend's class): registered by store/__init__.py,
     # so that this interface knows none of its backends (no import cycle)
@@ -389,44 +456,12 @@ class Store:
     def load(self, run_id: str, benchmark: str | None = None) -> RunData:
         """A run as stored; given a benchmark, that benchmark's alone (its spec, samples and outcomes)."""
         one, of = (" AND {} = ?", (benchmark,)) if benchmark is not None else ("", ())
-        rows = self._rows(
-            "SELECT id,kind,started,finished,status,command,vmtax_version,config_json,"
-            'host,pid,pid_start,boot_id,"user" FROM runs WHERE id=?',
-            (run_id,),
-        )
+        rows = self._rows(f"SELECT {RUN_HEAD} FROM runs WHERE id=?", (run_id,))
         if not rows:
             raise UserError(f"no run '{run_id}' in {self.location}")
-        r = rows[0]
-        data = RunData(
-            id=r[0],
-            kind=r[1],
-            started=r[2],
-            finished=r[3],
-            status=r[4],
-            command=r[5],
-            vmtax_version=r[6],
-            config=json.loads(r[7]),
-            host=r[8],
-            user=r[12],
-        )
-        data.command = redact(data.command)  # a run stored before vmtax redacted its command line
-        data.status = effective_status(r[4], *r[8:12])
-        for row in self._rows(
-            "SELECT name,kind,accel,boot_s,idle_cpu_pct,mem_overhead_mb,"
-            "agent_hash,facts_json FROM run_targets WHERE run_id=? ORDER BY position",
-            (run_id,),
-        ):
-            data.targets.append(
-                TargetInfo(
-                    name=row[0],
-                    kind=row[1],
-                    accel=row[2],
-                    boot_s=row[3],
-                    idle_cpu_pct=row[4],
-                    mem_overhead_mb=row[5],
-                    facts=json.loads(row[7]),
-                )
-            )
+        data = _head(rows[0])
+        for row in self._rows(f"SELECT {TARGET_ROW} FROM run_targets WHERE run_id=? ORDER BY position", (run_id,)):
+            data.targets.append(_target(row))
             data.agent_hashes[row[0]] = row[6]
         for row in self._rows(
             "SELECT name,suite,unit,direction,description,kind FROM run_benchmarks WHERE run_id=?"
@@ -488,6 +523,60 @@ class Store:
         ):
             data.outcomes[(row[0], row[1])] = (row[2], row[3])
         return data
+
+    # -- the summaries of finished runs (what vmtax serve's lists read) ---------------------
+    def save_summary(self, run_id: str, version: int, verdict, gate, figures: list[dict]) -> None:
+        """A finished run's summary, in place of any before it: its verdict and gate (JSON's
+        values; None: none) and its ratios (dicts with FIGURE's keys), worked out by the
+        analysis of `version`."""
+        with self._write(f"store the summary of run {run_id}"):
+            self._execute(SET_SUMMARY, (run_id, version, json.dumps(verdict), json.dumps(gate)))
+            self._execute("DELETE FROM row_figures WHERE run_id = ?", (run_id,))
+            self.db.cursor().executemany(  # an upsert: another writer may store the same at once
+                self.dialect.sql(ADD_FIGURE),
+                [(run_id, i, *(_figure_value(f[k]) for k in FIGURE)) for i, f in enumerate(figures)],
+            )
+
+    def summaries(self, run_ids: list[str], version: int) -> dict[str, tuple]:
+        """run id -> (verdict, gate) of those of run_ids summarised by the analysis of
+        `version`, in one query (a run without one, or with another version's, is left out)."""
+        rows = self._rows(
+            "SELECT run_id, verdict_json, gate_json FROM run_summaries"
+            f" WHERE version = ? AND run_id IN ({_marks(run_ids)})",
+            (version, *run_ids),
+        )
+        return {r[0]: (json.loads(r[1]), json.loads(r[2])) for r in rows}
+
+    def figures(self, run_ids: list[str], version: int, benchmark: str | None = None) -> dict[str, list[dict]]:
+        """run id -> its ratios (of benchmark, where given) in the order they were saved, as dicts
+        with FIGURE's keys (NaN for NULL), for those of run_ids summarised by the analysis of
+        `version` (one without such a ratio: an empty list); one query, through the index on
+        (benchmark, run_id) where a benchmark is given."""
+        row = " AND f.benchmark = ?" if benchmark is not None else ""
+        rows = self._rows(
+            f"SELECT s.run_id, {', '.join('f.' + k for k in FIGURE)} FROM run_summaries s"
+            f" LEFT JOIN row_figures f ON f.run_id = s.run_id{row}"
+            f" WHERE s.version = ? AND s.run_id IN ({_marks(run_ids)}) ORDER BY s.run_id, f.position",
+            (*([benchmark] if benchmark is not None else []), version, *run_ids),
+        )
+        out: dict[str, list[dict]] = {}
+        for r in rows:
+            got = out.setdefault(r[0], [])
+            if r[1] is not None:
+                got.append({k: math.nan if v is None else v for k, v in zip(FIGURE, r[1:], strict=True)})
+        return out
+
+    def heads(self, run_ids: list[str]) -> dict[str, RunData]:
+        """run id -> the run with its targets, without benchmarks, samples or outcomes (two queries)."""
+        marks = _marks(run_ids)
+        out = {r[0]: _head(r) for r in self._rows(f"SELECT {RUN_HEAD} FROM runs WHERE id IN ({marks})", run_ids)}
+        for row in self._rows(
+            f"SELECT run_id, {TARGET_ROW} FROM run_targets WHERE run_id IN ({marks}) ORDER BY run_id, position",
+            run_ids,
+        ):
+            out[row[0]].targets.append(_target(row[1:]))
+            out[row[0]].agent_hashes[row[1]] = row[7]
+        return out
 
 
 def one_line(error: BaseException) -> str:

@@ -129,6 +129,40 @@ MIGRATIONS: list[str] = [
     ALTER TABLE samples ADD COLUMN ref_before REAL;
     ALTER TABLE samples ADD COLUMN ref_after REAL;
     """,
+    # 11: what a finished run's analysis says, as the dashboard's lists read it (vmtax serve):
+    # its verdict and gate (run_summaries) and each ratio with its interval and its two sides'
+    # means (row_figures), written once the run has ended; `version` is the analysis's that
+    # worked them out (serve/summary.py): a summary of another version is read as none
+    """
+    CREATE TABLE run_summaries (
+        run_id TEXT PRIMARY KEY REFERENCES runs(id),
+        version INTEGER NOT NULL,
+        verdict_json TEXT NOT NULL,     -- JSON: the verdict (null: none)
+        gate_json TEXT NOT NULL         -- JSON: the gate's verdict (null: not gated)
+    );
+    CREATE TABLE row_figures (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        position INTEGER NOT NULL,      -- its order in the run's analysis
+        benchmark TEXT NOT NULL,
+        suite TEXT NOT NULL,
+        baseline TEXT NOT NULL,         -- the target names, as run_targets holds them
+        candidate TEXT NOT NULL,
+        unit TEXT NOT NULL,
+        direction TEXT NOT NULL,
+        estimand TEXT NOT NULL,         -- which blocks the ratio is over
+        ratio REAL,                     -- NULL: not a number
+        ci_low REAL,
+        ci_high REAL,
+        base_mean REAL,                 -- each side's own mean with its interval (NULL: none)
+        base_ci_low REAL,
+        base_ci_high REAL,
+        cand_mean REAL,
+        cand_ci_low REAL,
+        cand_ci_high REAL,
+        PRIMARY KEY (run_id, benchmark, candidate)
+    );
+    CREATE INDEX row_figures_by_row ON row_figures(benchmark, run_id);
+    """,
 ]
 
 

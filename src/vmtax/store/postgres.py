@@ -64,7 +64,7 @@ class PostgresStore(Store):
         self.location, self.readonly = redact(url), readonly
         self.db = connect(url)
         try:
-            _prepare(self.db, self.location, readonly)
+            self.found_version = _prepare(self.db, self.location, readonly)
         except psycopg.Error as e:
             self.db.close()
             raise UserError(f"cannot open the results database {self.location}: {one_line(e)}") from None
@@ -85,11 +85,13 @@ class PostgresStore(Store):
         return getattr(error, "sqlstate", None) == DISK_FULL
 
 
-def _prepare(db: psycopg.Connection, where: str, readonly: bool) -> None:
-    if _check_ours(db, where) == len(MIGRATIONS):
+def _prepare(db: psycopg.Connection, where: str, readonly: bool) -> int:
+    """Make the schema this vmtax's (read-only: in a transaction never committed); the
+    version it found."""
+    if (found := _check_ours(db, where)) == len(MIGRATIONS):
         if readonly:
             db.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-        return
+        return found
     db.execute("BEGIN")
     db.execute("SELECT pg_advisory_xact_lock(%s)", (APPLICATION_ID,))
     have = _check_ours(db, where)  # a concurrent opener may have just migrated it
@@ -103,6 +105,7 @@ def _prepare(db: psycopg.Connection, where: str, readonly: bool) -> None:
         db.execute("UPDATE vmtax_schema SET version = %s", (number,))
     if not readonly:
         db.execute("COMMIT")
+    return found
 
 
 def _tables(db: psycopg.Connection) -> list[str]:
