@@ -122,6 +122,34 @@ def test_a_block_starts_its_processes_in_an_order_drawn_at_random_and_records_th
     assert len(firsts) == 3  # the baseline is not always started first
 
 
+def test_a_block_interrupted_mid_way_records_every_side_s_samples_so_far_then_the_interrupt(monkeypatch):
+    targets = [parse_target(f"fake:seed={i},step=on") for i in (1, 2)]
+    real, steps = lockstep._step, []
+
+    def step(side, timeout):
+        steps.append(side.name)
+        if len(steps) == 7:  # a Ctrl-C in the fourth round
+            raise KeyboardInterrupt
+        real(side, timeout)
+
+    monkeypatch.setattr(lockstep, "_step", step)
+    run = lockstep.Lockstep(A, 6, random.Random(1), lambda: 5.0, 5.0)
+    recorded: dict[str, int] = {}
+
+    def turn(t):
+        def record(lines):
+            recorded[t.name] = sum('"sample"' in line and '"warmup": false' in line for line in lines.open())
+
+        return Turn(
+            0, t, record, lambda: ["run", A.name, "--samples", "5", "--warmup", "1", "--iters", "1000", "--step"]
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        run.run([turn(t) for t in targets])
+    assert sorted(recorded) == sorted(t.name for t in targets)
+    assert recorded == {t.name: 2 for t in targets}  # 3 rounds before it, the first a warmup: 2 timed samples each
+
+
 def test_a_failing_candidate_leaves_the_others_stepping_and_nothing_held():
     targets = [
         parse_target("fake:seed=1,step=on"),

@@ -139,7 +139,14 @@ class Lockstep:
         for turn in turns:
             assert turn.argv is not None, "an agent process's turn"
             sides.append(Side(turn.target.name, turn.target, turn.argv(), AgentReader(self.spec)))
-        run_block(sides, self.spec, self.rounds, self.rng, self.step_timeout, self.timeout, visits=self.visits)
+        try:
+            run_block(sides, self.spec, self.rounds, self.rng, self.step_timeout, self.timeout, visits=self.visits)
+        except KeyboardInterrupt:  # what was measured is kept: every side's lines so far, then the interrupt
+            self._record(turns, sides)
+            raise
+        self._record(turns, sides)
+
+    def _record(self, turns: list[Turn], sides: list[Side]) -> None:
         for turn, side in zip(turns, sides, strict=True):
             self.overheads.setdefault(side.name, []).extend(side.overheads)
             turn.run(side.lines())
