@@ -688,10 +688,10 @@ def test_host_state_reads_a_throughput_row_the_other_way_and_needs_its_blocks():
 
 
 def test_tax_moves_adds_the_rows_as_taxes():
-    from vmtax.model import HostState
+    from vmtax.model import HostState, Interval
 
-    up = HostState(10, 3.0, 3.3, 1.1, 1.0, 1.2, z=2.0)
-    down = HostState(10, 3.0, 2.7, 0.9, 0.8, 1.0, z=-2.0)
+    up = HostState(10, 3.0, 3.3, Interval(1.1, 1.0, 1.2), z=2.0)
+    down = HostState(10, 3.0, 2.7, Interval(0.9, 0.8, 1.0), z=-2.0)
     assert stats.tax_moves([(up, False)] * 4) == pytest.approx(2 * sst.norm.sf(4.0))
     assert stats.tax_moves([(up, False), (down, True)]) == pytest.approx(2 * sst.norm.sf(4 / math.sqrt(2)))
     assert stats.tax_moves([(up, False), (down, False)]) == pytest.approx(1.0)

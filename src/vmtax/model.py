@@ -53,13 +53,42 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class Interval:
+    """An estimate and its confidence interval: every figure vmtax reports
+    with its uncertainty (a mean, a ratio, a change) is one.  An end that is
+    infinite is unbounded; a point or end that is nan is none."""
+
+    point: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    @property
+    def bounded(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def halfwidth(self) -> float:
+        return (self.high - self.low) / 2
+
+    @property
+    def rel_halfwidth(self) -> float:
+        """The half-width as a fraction of the point (inf where unbounded or the point is 0)."""
+        if not self.bounded or self.point == 0:
+            return float("inf")
+        return self.halfwidth / abs(self.point)
+
+    def excludes(self, value: float) -> bool:
+        """The interval leaves `value` out (a ratio's 1: a difference at its level)."""
+        return self.low > value or self.high < value
+
+
+@dataclass(frozen=True)
 class Summary:
     n: int
-    mean: float
+    ci: Interval  # the mean over units and its interval
     median: float
     stdev: float
-    ci_low: float
-    ci_high: float
     min: float
     max: float
     best3of5: float | None = None
@@ -67,15 +96,25 @@ class Summary:
     units: int = 0  # independent units the interval rests on (agent processes)
 
     @property
+    def mean(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
+
+    @property
     def ci_halfwidth(self) -> float:
-        return (self.ci_high - self.ci_low) / 2
+        return self.ci.halfwidth
 
     @property
     def ci_rel(self) -> float:
         """CI half-width as a fraction of the mean (inf when undefined)."""
-        if self.mean == 0 or self.n < 2 or not math.isfinite(self.ci_high):
-            return float("inf")
-        return abs(self.ci_halfwidth / self.mean)
+        return float("inf") if self.n < 2 else self.ci.rel_halfwidth
 
     @property
     def cv(self) -> float:
@@ -137,13 +176,23 @@ class Stratum:
     weighted by its blocks over their levels' spread); or, beside such a
     headline, all of them."""
 
-    ratio: float
-    ci_low: float
-    ci_high: float
+    ci: Interval  # the ratio and its interval
     blocks: int  # the blocks in the stratum
     of_blocks: int  # the blocks paired
     p_value: float = math.nan
     slow_blocks: int = 0  # of `blocks`, those both sides ran in their slow mode (the same-mode stratum)
+
+    @property
+    def ratio(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
 
 
 @dataclass(frozen=True)
@@ -157,15 +206,25 @@ class HostState:
     blocks: int  # the blocks in the two halves
     quick: float  # the ratio in the host's quick half
     slow: float  # in its slow half
-    change: float  # slow / quick
-    change_low: float
-    change_high: float
+    ci: Interval  # the change, slow / quick, and its interval
     z: float = 0.0  # the log change over its standard error, as a normal z (stats.tax_moves adds a candidate's)
+
+    @property
+    def change(self) -> float:
+        return self.ci.point
+
+    @property
+    def change_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def change_high(self) -> float:
+        return self.ci.high
 
     @property
     def moved(self) -> bool:
         """The change's 95% CI leaves out 1: the ratio differs between the halves at the 5% level."""
-        return self.change_low > 1 or self.change_high < 1
+        return self.ci.excludes(1)
 
 
 @dataclass(frozen=True)
@@ -173,14 +232,12 @@ class Comparison:
     benchmark: BenchSpec
     baseline: str
     candidate: str
-    ratio: float
-    ratio_ci_low: float
-    ratio_ci_high: float
+    ci: Interval  # the ratio, candidate / baseline, and its interval
     p_value: float
     significant: bool
     stopped_by: str
-    # name -> (ratio, CI low, CI high) of a metric's means, where both sides counted it
-    metrics: dict = field(default_factory=dict, compare=False)
+    # name -> the ratio of a metric's means and its interval, where both sides counted it
+    metrics: dict[str, Interval] = field(default_factory=dict, compare=False)
     fast_mode: Stratum | None = field(default=None, compare=False)
     same_mode: Stratum | None = field(default=None, compare=False)
     slow_mode: Stratum | None = field(default=None, compare=False)  # the blocks both ran in their slow mode
@@ -194,6 +251,18 @@ class Comparison:
     base_modes: Modes | None = field(default=None, compare=False)
     base_shared: int = field(default=0, compare=False)
     host_state: HostState | None = field(default=None, compare=False)  # None: too few blocks to split
+
+    @property
+    def ratio(self) -> float:
+        return self.ci.point
+
+    @property
+    def ratio_ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ratio_ci_high(self) -> float:
+        return self.ci.high
 
     @property
     def estimand(self) -> str:
@@ -237,10 +306,20 @@ class RunData:
 class Estimate:
     """A figure with its unit and 95% interval (infinite: unbounded)."""
 
-    value: float
+    ci: Interval
     unit: str
-    ci_low: float
-    ci_high: float
+
+    @property
+    def value(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from .. import stats
 from ..model import BenchSpec, Comparison, Measurement, RunData, Summary
 from . import facts, view
 from .jsonparts import host_state, metric_ratios, modes_row, stratum
-from .units import fmt_duration, fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
+from .units import fmt_duration, fmt_goal, fmt_interval, fmt_pair, fmt_pct, fmt_ratio2, fmt_value
 from .view import HTML, JSON, MD, PEOPLE, TEXT, ModeNote
 
 WIDTH = 100  # the terminal's scoreboard fits a 100-column terminal
@@ -53,7 +53,7 @@ MARKS = [
 
 def precise(c: Comparison, goal: float | None) -> bool:
     """Whether the ratio's interval is within the precision asked."""
-    return goal is not None and stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) <= goal
+    return goal is not None and c.ci.rel_halfwidth <= goal
 
 
 def stop_text(m: Measurement) -> str:
@@ -155,9 +155,7 @@ def _ratio_text(x: Cell, fmt: str) -> str:
     if fmt == HTML:
         if x.state != "ratio":
             return x.why
-        lo, hi = x.comparison.ratio_ci_low, x.comparison.ratio_ci_high
-        ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
-        return f"{fmt_ratio3(x.comparison.ratio)} ({ci})"
+        return fmt_interval(x.comparison.ci, "cell")
     stopped = x.stopped  # there when the state is "stopped"
     text = (
         f"{stopped.stopped_by} [{x.note}]"
@@ -183,13 +181,7 @@ def _means_text(x: Cell, fmt: str) -> str:
 def _ci_text(x: Cell, fmt: str) -> str:
     """The ratio's 95% interval, its half-width in % of the ratio: what the
     precision asked and the `?` flag are judged by ('-': no interval)."""
-    if x.state != "ratio":
-        return ""
-    c = x.comparison
-    rel = stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) * 100
-    if not math.isfinite(rel):
-        return "-"
-    return "±" + (f"{rel:.2f}" if rel < 1 else f"{rel:.1f}" if rel < 10 else f"{rel:.0f}")
+    return fmt_interval(x.comparison.ci, "width") if x.state == "ratio" else ""
 
 
 @dataclass(frozen=True)
@@ -266,8 +258,8 @@ FIELDS: list[Field] = [
         sort=lambda x: x.comparison.ratio if x.state == "ratio" else None,
         cls=lambda x: "" if x.state == "ratio" else "wrap",
     ),
-    Field("ratio_ci_low", _c("ratio_ci_low")),
-    Field("ratio_ci_high", _c("ratio_ci_high")),
+    Field("ratio_ci_low", lambda x: x.comparison.ci.low),
+    Field("ratio_ci_high", lambda x: x.comparison.ci.high),
     Field("p_value", _c("p_value")),
     Field("significant", _c("significant")),
     Field("stopped_by", _c("stopped_by")),
@@ -396,9 +388,7 @@ class Verdict:
 
 def _median_halfwidth(cs: list[Comparison]) -> float:
     """The median 95% CI half-width of the ratios (one without an interval counts as infinite)."""
-    return (
-        statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs) if cs else math.inf
-    )
+    return statistics.median(c.ci.rel_halfwidth for c in cs) if cs else math.inf
 
 
 def verdict(data: RunData, cells: list[Cell]) -> Verdict:

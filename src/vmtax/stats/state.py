@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from scipy import stats as sst
 
-from ..model import HostState
+from ..model import HostState, Interval
 from .summary import CONFIDENCE, t_quantile, welch_df
 
 STATE_MIN_BLOCKS = 8  # a row's blocks a split needs (3 a half at the least)
@@ -88,9 +88,7 @@ def host_state(
         blocks=len(quick) + len(slow),
         quick=math.exp(statistics.fmean(quick)),
         slow=math.exp(statistics.fmean(slow)),
-        change=math.exp(d),
-        change_low=math.exp(d - h),
-        change_high=math.exp(d + h),
+        ci=Interval(math.exp(d), math.exp(d - h), math.exp(d + h), confidence),
         z=_as_normal(d / se, df) if se > 0 else 0.0,
     )
 
