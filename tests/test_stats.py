@@ -404,7 +404,7 @@ def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rat
     one, two = stats.StratifiedTest(c, b, strata), stats.StratifiedTest(swapped_c, swapped_b, strata)
     assert one._weights(1.0) == pytest.approx(two._weights(1.0))
     spread = [
-        np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb, strict=True))))
+        np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc_by, t.sb_by, strict=True))))
         for t in (one, two)
     ]
     assert spread[0] == pytest.approx(spread[1])

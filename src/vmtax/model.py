@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Sample:
     block: int = -1  # the runner's block it was measured in (-1: unknown, an old run)
     counting: bool = False  # a batch with counters on: its metrics count, its time does not
     # further figures per operation, by name (counters, host cost, ...)
-    metrics: dict = field(default_factory=dict, compare=False)
+    metrics: dict[str, float] = field(default_factory=dict, compare=False)
     # the agent's reference loop right before and after this sample, ns per step: the host's
     # state it was taken in (agent/harness.h); None where not taken (workloads, old runs)
     ref_before: float | None = None
@@ -144,7 +145,7 @@ class Modes:
 FAST_MODE, SAME_MODE, ALL_BLOCKS = "fast mode", "same mode", "all blocks"  # Comparison.estimand: a JSON contract
 
 
-def headline_of(config: dict) -> str | None:
+def headline_of(config: dict[str, Any]) -> str | None:
     """Which stratum a run's rows with two modes report (its --fast-mode or --same-mode), or None."""
     return SAME_MODE if config.get("same_mode") else FAST_MODE if config.get("fast_mode") else None
 
@@ -163,7 +164,7 @@ class Measurement:
     overhead: float | None = None  # mean harness overhead per op
     cpu: int = -1
     # per operation, from the counted batches (metrics.py): name -> summary over processes
-    metrics: dict = field(default_factory=dict, compare=False)
+    metrics: dict[str, Summary] = field(default_factory=dict, compare=False)
     modes: Modes | None = field(default=None, compare=False)  # its process means fell in two modes
 
 
@@ -274,7 +275,7 @@ class Comparison:
 class TargetInfo:
     name: str
     kind: str
-    facts: dict = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
     accel: str | None = None
     boot_s: float | None = None
     idle_cpu_pct: float | None = None
@@ -292,7 +293,7 @@ class RunData:
     status: str
     command: str
     vmtax_version: str
-    config: dict
+    config: dict[str, Any]
     targets: list[TargetInfo] = field(default_factory=list)
     agent_hashes: dict[str, str] = field(default_factory=dict)
     benchmarks: list[BenchSpec] = field(default_factory=list)

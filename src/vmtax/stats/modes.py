@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..model import Modes
+from .summary import Array
 
 MODES_MIN_UNITS = 16  # fewer process means than this: no call on modes
 MODES_BIC_GAIN = 10.0  # two normals on the logs must beat one by this much BIC ("very strong")
@@ -86,7 +87,7 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     )
 
 
-def _crossing(w, mu, sd) -> float:
+def _crossing(w: Array, mu: Array, sd: Array) -> float:
     """Where between the two means (logs, low first) the weighted densities
     of the two normals meet (compared as log densities: in a wide gap both
     round to 0): a unit below is likelier in the low mode."""

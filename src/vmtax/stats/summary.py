@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as sst
 
 from ..model import Interval, Summary
 
 CONFIDENCE = 0.95
-Values: TypeAlias = Sequence[float] | np.ndarray  # a side's values: a list, or a numpy array of floats
+Array: TypeAlias = npt.NDArray[Any]  # a numpy array (of floats, or of indices)
+Values: TypeAlias = Sequence[float] | Array  # a side's values: a list, or a numpy array of floats
 
 
 def t_quantile(df: float, confidence: float) -> float:
