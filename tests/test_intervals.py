@@ -14,7 +14,7 @@ from vmtax.model import Interval
 from vmtax.report.units import fmt_interval
 
 POINTS = ("ratio", "mean", "value", "change")  # the points a bare ci_low/ci_high stands beside
-BOUNDS = ("low", "high", "lo", "hi", "lower", "upper")
+BOUNDS = ("low", "high", "lo", "hi")  # not "lower", "higher": counts of rows (host_state[])
 
 
 def test_an_interval_says_its_width_and_what_it_leaves_out():

@@ -241,7 +241,10 @@ def test_a_log_scale_chart_labels_its_ticks_as_plain_numbers():
         "kernel",
         "lower",
         ["getppid", "segv"],
-        [("uml", [(78.0, 77.0, 79.0), (19.0, 18.9, 19.1)]), ("container", [(1.1, 1.0, 1.2), None])],
+        [
+            ("uml", [Interval(78.0, 77.0, 79.0), Interval(19.0, 18.9, 19.1)]),
+            ("container", [Interval(1.1, 1.0, 1.2), None]),
+        ],
     )
     assert "mathdefault" not in svg and "$" not in svg
 

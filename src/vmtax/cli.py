@@ -37,6 +37,7 @@ from .store import Store, default_db_path, redact
 from .suite import workloads
 from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
+from .targets.base import Target
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = (
     console.EXIT_OK,
@@ -274,6 +275,21 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     began = time.monotonic()  # the budget's start: preparing and starting the targets count against it
     cfg = _config(args)
     specs = suite.select(args.suite, args.bench)
+    targets = _targets_of(args, kind, target_texts)
+    for note in prepare_targets(targets):
+        say(f"vmtax: {note}", sys.stderr)
+    skipped: dict[str, str] = {}
+    if getattr(args, "skip_unavailable", False):
+        targets, skipped = _usable(targets)
+    for t in targets:
+        t.check()
+    with _store(args) as store:
+        return _measure_into(store, args, kind, cfg, specs, targets, skipped=skipped, began=began)
+
+
+def _targets_of(args, kind: str, target_texts: list[str]) -> list[Target]:
+    """The targets a compare or run names (a host inventory's groups
+    expanded): the baseline one target, each one once."""
     inventory = inventories.load(args.inventory) if args.inventory else None
     first, *rest = [parse_targets(t, inventory) for t in target_texts]
     if len(first) != 1:
@@ -285,26 +301,25 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UserError("each target may appear once (an A/A pair: local local:label=b)")
-    for note in prepare_targets(targets):
-        say(f"vmtax: {note}", sys.stderr)
+    return targets
+
+
+def _usable(targets: list[Target]) -> tuple[list[Target], dict[str, str]]:
+    """--skip-unavailable: the targets left, the candidates that do not work here (name -> why)."""
     skipped: dict[str, str] = {}
-    if getattr(args, "skip_unavailable", False):
-        for t in targets[1:]:
-            ok, why = t.usable()
-            if not ok:
-                skipped[t.name] = why
-                say(f"vmtax: skipping {t.name}: {why}", sys.stderr)
-        targets = [t for t in targets if t.name not in skipped]
-        if len(targets) < 2:
-            raise UserError("no candidate target works on this machine (see `vmtax targets`)")
-    for t in targets:
-        t.check()
-    with _store(args) as store:
-        return _measure_into(store, args, kind, cfg, specs, targets, skipped, began)
+    for t in targets[1:]:
+        ok, why = t.usable()
+        if not ok:
+            skipped[t.name] = why
+            say(f"vmtax: skipping {t.name}: {why}", sys.stderr)
+    targets = [t for t in targets if t.name not in skipped]
+    if len(targets) < 2:
+        raise UserError("no candidate target works on this machine (see `vmtax targets`)")
+    return targets, skipped
 
 
 def _measure_into(
-    store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped, began: float | None = None
+    store: Store, args, kind: str, cfg: RunConfig, specs, targets, *, skipped, began: float | None = None
 ) -> int:
     command = command_line()
     progress = TerminalProgress(goal=cfg.precision)
@@ -325,7 +340,7 @@ def _measure_into(
             specs,
             targets,
             store,
-            progress,
+            progress=progress,
             notes={"skipped_targets": skipped} if skipped else None,
             began=began,
         )
@@ -512,7 +527,7 @@ def cmd_scale(args) -> int:
         )
         try:
             run_id, _status, failure = scale.run_scale(
-                args.target, make, cfg, specs, store, command, lambda text: say(text, sys.stderr)
+                args.target, make, cfg, specs, store, command=command, note=lambda text: say(text, sys.stderr)
             )
         finally:
             proc.kill_all()
@@ -573,18 +588,18 @@ def cmd_doctor(args) -> int:
         times, values = noise.series(target, spec, args.noise_seconds)
     doc, lines = doctor_report.report(
         doctor_report.Checkup(
-            target.name,
-            spec,
-            cpu,
-            means,
-            starts,
-            process_s,
-            refs,
-            args.max_time,
-            args.rows,
-            args.targets,
-            times,
-            values,
+            target=target.name,
+            spec=spec,
+            cpu=cpu,
+            means=means,
+            starts=starts,
+            process_s=process_s,
+            refs=refs,
+            budget=args.max_time,
+            rows=args.rows,
+            targets=args.targets,
+            times=times,
+            values=values,
         )
     )
     say("\n".join(lines), sys.stderr if args.json == "-" else sys.stdout)

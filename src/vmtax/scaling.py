@@ -103,14 +103,14 @@ def points(data: RunData) -> dict[str, list[ScalePoint]]:
                 alone = means
             rows.append(
                 _point(
-                    spec,
-                    t.name,
-                    scale,
-                    n,
-                    rounds,
-                    means,
-                    alone,
-                    data.outcomes.get((t.name, spec.name), ("interrupted", "")),
+                    spec=spec,
+                    stage=t.name,
+                    scale=scale,
+                    n=n,
+                    rounds=rounds,
+                    means=means,
+                    alone=alone,
+                    outcome=data.outcomes.get((t.name, spec.name), ("interrupted", "")),
                 )
             )
         out[spec.name] = rows

@@ -88,13 +88,10 @@ def ratio_charts(data: RunData, cs: list[Comparison]) -> str:
             label = f"{suite} ({i + 1}/{parts})" if parts > 1 else suite
             chunks.append((suite, label, direction, names[i * CHART_MAX_BARS : (i + 1) * CHART_MAX_BARS]))
     for suite, label, direction, benches in chunks:
-        series = []
+        series: plots.Bars = []
         for k in cands:
-            vals = []
-            for name in benches:
-                c = cby.get((k, name))
-                vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
-            series.append((k, vals))
+            got = [cby.get((k, name)) for name in benches]
+            series.append((k, [c.ci if c else None for c in got]))
         svg = plots.ratio_bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
         caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite, direction), float('nan')):.3g}" for k in cands)
         out.append(

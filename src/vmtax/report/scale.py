@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from html import escape
 
 from .. import scaling
-from ..model import Estimate, RunData, ScalePoint
+from ..model import Estimate, Interval, RunData, ScalePoint
 from . import plots, table
 from .htmlkit import table as table_html
 from .htmlkit import td
@@ -237,17 +237,15 @@ def charts(v: BenchView) -> str:
     if not v.points:
         return ""
     ns = [p.n for p in v.points]
-    agg = [(p.aggregate.value, p.aggregate.ci_low, p.aggregate.ci_high) for p in v.points]
-    each = [(e.value / p.n, e.ci_low / p.n, e.ci_high / p.n) for p in v.points for e in [p.aggregate]]
-    spread = [scaling.per_instance_spread(p) for p in v.points]
-    throughput = plots.throughput_vs_n(
-        f"{v.benchmark}: throughput", v.unit, ns, agg, each, [s[1] for s in spread], [s[2] for s in spread]
-    )
+    agg = [p.aggregate.ci for p in v.points]
+    each = [Interval(e.value / p.n, e.ci_low / p.n, e.ci_high / p.n) for p in v.points for e in [p.aggregate]]
+    spread = [scaling.per_instance_spread(p)[1:] for p in v.points]
+    throughput = plots.throughput_vs_n(f"{v.benchmark}: throughput", v.unit, ns, agg, each, spread)
     fairness = plots.versus_n(
         f"{v.benchmark}: fairness",
         "Jain's index",
         ns,
-        [("Jain's index", [(p.jain.value, p.jain.ci_low, p.jain.ci_high) for p in v.points])],
+        [("Jain's index", [p.jain.ci for p in v.points])],
         ylim=(0.0, 1.05),
     )
     return (

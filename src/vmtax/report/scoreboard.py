@@ -241,13 +241,13 @@ FIELDS: list[Field] = [
     Field("baseline", lambda x: x.baseline),
     Field("candidate", lambda x: x.candidate),
     Field(
-        "ratio",
-        _c("ratio"),
-        _ratio_text,
-        "{cand}",
-        {MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
-        "ratio = candidate/baseline",
-        {
+        key="ratio",
+        value=_c("ratio"),
+        text=_ratio_text,
+        title="{cand}",
+        titles={MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
+        legend="ratio = candidate/baseline",
+        legends={
             TEXT: "",  # the terminal's table says it in its title
             MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
             HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
@@ -279,13 +279,13 @@ FIELDS: list[Field] = [
     Field("baseline_modes", lambda x: modes_row(x.comparison.base_modes) if x.comparison.base_shared else OMIT),
     Field("host_state", lambda x: host_state(x.comparison.host_state)),
     Field(
-        "means",
-        lambda x: OMIT,
-        _means_text,
-        "[{c}/{b}]",
-        {HTML: "{cand} vs {base}"},
-        "[candidate/baseline] raw means",
-        {TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
+        key="means",
+        value=lambda x: OMIT,
+        text=_means_text,
+        title="[{c}/{b}]",
+        titles={HTML: "{cand} vs {base}"},
+        legend="[candidate/baseline] raw means",
+        legends={TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
         show=frozenset({TEXT, HTML}),
         sort=lambda x: x.cand_summary.mean if x.state == "ratio" else None,
         drop=1,
@@ -402,15 +402,15 @@ def verdict(data: RunData, cells: list[Cell]) -> Verdict:
         x.c for x in cells if x.c is not None and x.cand is not None and x.cand.stopped_by == "budget" and not x.precise
     ]
     return Verdict(
-        len(cs),
-        sum(1 for x in cells if x.c is not None and x.precise),
-        sum(1 for c in cs if c.significant),
-        goal,
-        _median_halfwidth(cs),
-        dict(sorted(stopped.items())),
-        len(short),
-        _median_halfwidth(short),
-        float(data.config.get("max_time", 0) or 0),
+        ratios=len(cs),
+        precise=sum(1 for x in cells if x.c is not None and x.precise),
+        significant=sum(1 for c in cs if c.significant),
+        goal=goal,
+        median=_median_halfwidth(cs),
+        stopped=dict(sorted(stopped.items())),
+        budget=len(short),
+        budget_median=_median_halfwidth(short),
+        budget_s=float(data.config.get("max_time", 0) or 0),
     )
 
 
@@ -467,7 +467,9 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
     notes: dict[tuple[str, str], int] = {}
     for line in shown:
         for side in line.sides:
-            x = Cell(line.spec, base, side.target, side.c, side.m, line.base, goal)
+            x = Cell(
+                spec=line.spec, baseline=base, candidate=side.target, c=side.c, cand=side.m, base=line.base, goal=goal
+            )
             if x.stopped is not None:
                 text = f"{line.spec.name} on {x.stopped.target}: {stop_text(x.stopped)}"
                 if text not in reasons:
@@ -475,31 +477,31 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
                 notes[(line.spec.name, side.target)] = reasons.index(text) + 1
     cells = {
         (line.spec.name, side.target): Cell(
-            line.spec,
-            base,
-            side.target,
-            side.c,
-            side.m,
-            line.base,
-            goal,
-            notes.get((line.spec.name, side.target), 0),
-            mode_of.get((line.spec.name, side.target)),
+            spec=line.spec,
+            baseline=base,
+            candidate=side.target,
+            c=side.c,
+            cand=side.m,
+            base=line.base,
+            goal=goal,
+            note=notes.get((line.spec.name, side.target), 0),
+            mode=mode_of.get((line.spec.name, side.target)),
         )
         for line in lines
         for side in line.sides
     }
     return Board(
-        view.header(data),
-        base,
-        [x.name for x in data.targets[1:]],
-        _groups(shown, cells, data.targets[1:]),
-        list(cells.values()),
-        reasons,
-        modes,
-        view.state_notes([r.c for r in t.rows if r.c is not None]),
-        verdict(data, list(cells.values())),
-        facts.targets(data),
-        t,
+        header=view.header(data),
+        baseline=base,
+        candidates=[x.name for x in data.targets[1:]],
+        groups=_groups(shown, cells, data.targets[1:]),
+        cells=list(cells.values()),
+        reasons=reasons,
+        modes=modes,
+        states=view.state_notes([r.c for r in t.rows if r.c is not None]),
+        verdict=verdict(data, list(cells.values())),
+        targets=facts.targets(data),
+        table=t,
     )
 
 
@@ -545,13 +547,13 @@ def precision_share(data: RunData, cs: list[Comparison]) -> str:
     """The precision reached over these ratios (Verdict.share)."""
     goal = data.config.get("precision")
     return Verdict(
-        len(cs),
-        sum(1 for c in cs if precise(c, goal)),
-        sum(1 for c in cs if c.significant),
-        goal,
-        _median_halfwidth(cs),
-        {},
-        0,
-        math.inf,
-        0.0,
+        ratios=len(cs),
+        precise=sum(1 for c in cs if precise(c, goal)),
+        significant=sum(1 for c in cs if c.significant),
+        goal=goal,
+        median=_median_halfwidth(cs),
+        stopped={},
+        budget=0,
+        budget_median=math.inf,
+        budget_s=0.0,
     ).share()

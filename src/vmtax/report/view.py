@@ -287,27 +287,27 @@ def header(data: RunData) -> Header:
     env = data.targets[0].facts if data.targets else {}
     headline = headline_of(cfg)
     return Header(
-        data.id,
-        data.kind,
-        data.status,
-        data.started,
-        data.host or "",
-        data.user or "",
-        data.vmtax_version,
-        data.command,
-        [t.name for t in data.targets],
-        fmt_goal(cfg.get("precision")),
-        fmt_duration(cfg.get("max_time", 0)),
-        f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
-        per_process(data),
-        str(env.get("cpu_model", "?")),
-        str(env.get("cpus_online", "?")),
-        str(env.get("kernel", "?")),
-        f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
+        id=data.id,
+        kind=data.kind,
+        status=data.status,
+        started=data.started,
+        host=data.host or "",
+        user=data.user or "",
+        vmtax_version=data.vmtax_version,
+        command=data.command,
+        targets=[t.name for t in data.targets],
+        goal=fmt_goal(cfg.get("precision")),
+        budget=fmt_duration(cfg.get("max_time", 0)),
+        pinning=f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
+        per_process=per_process(data),
+        cpu_model=str(env.get("cpu_model", "?")),
+        cpus=str(env.get("cpus_online", "?")),
+        kernel=str(env.get("kernel", "?")),
+        estimand=f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
         "where those blocks give an interval"
         if headline
         else "",
-        HEADLINE_FLAG[headline] if headline else "",
+        flag=HEADLINE_FLAG[headline] if headline else "",
     )
 
 
@@ -601,15 +601,15 @@ def state_notes(cs: list[Comparison]) -> list[StateNote]:
         )
         out.append(
             StateNote(
-                cand,
-                len(got),
-                m.up,
-                m.down,
-                m.median,
-                m.p_value,
-                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(m.median)} where the host ran slow "
+                candidate=cand,
+                rows=len(got),
+                up=m.up,
+                down=m.down,
+                median=m.median,
+                p_value=m.p_value,
+                short=f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(m.median)} where the host ran slow "
                 f"(median of {len(got)} rows)",
-                f"{cand}'s tax moves with the host's state: in the blocks where the host ran slow (read from "
+                text=f"{cand}'s tax moves with the host's state: in the blocks where the host ran slow (read from "
                 f"{base}'s processes in the blocks just before and after), against those where it ran quick, "
                 f"{cand}'s tax was higher on {m.up} of {len(got)} rows and lower on {m.down} (each at the "
                 f"5% level), ×{fmt_ratio3(m.median)} at the median row (its rows together: p {m.p_value:.2g})"

@@ -399,7 +399,7 @@ def history_html(all_series: list[Series], command: str) -> str:
         chart = plots.history(
             _title(s),
             s.direction,
-            [(p.ratio, p.ci_low, p.ci_high) for p in s.points],
+            [p.ci for p in s.points],
             [p.run + (MODES_MARK if stratified(p.estimand) else "") for p in s.points],
             [c.index for c in s.changes],
         )

@@ -76,14 +76,14 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
         return None
     fast, slow = (high, low) if higher_is_better else (low, high)
     return Modes(
-        float(fast.mean()),
-        float(slow.mean()),
-        slow.size / n,
-        int(n),
-        math.exp(cut),
-        float(gain),
-        float(d),
-        higher_is_better,
+        fast=float(fast.mean()),
+        slow=float(slow.mean()),
+        slow_share=slow.size / n,
+        units=int(n),
+        cut=math.exp(cut),
+        bic_gain=float(gain),
+        separation=float(d),
+        higher_is_better=higher_is_better,
     )
 
 
