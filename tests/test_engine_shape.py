@@ -71,7 +71,6 @@ NOT_YET = (
 
 
 PENDING = {
-    "vmtax/analysis.py analyse",
     "vmtax/cli.py cmd_scale",
     "vmtax/cli.py _add_machines",
     "vmtax/hostprobe.py HostProbe",
@@ -80,9 +79,6 @@ PENDING = {
     "vmtax/proc.py stream_lines",
     "vmtax/report/explain.py view",
     "vmtax/report/explain.py readings",
-    "vmtax/stats/modes.py modes",
-    "vmtax/stats/state.py host_state",
-    "vmtax/stats/strata.py ModeTest",
     "vmtax/targets/container.py ContainerTarget",
     "vmtax/targets/fake.py FakeTarget",
     "vmtax/targets/fake.py _run",

@@ -382,36 +382,44 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                 continue  # never reached
             measurements.append(measurement(spec, name, by_key.get((name, spec.name), []), stopped_by, reason))
         if len(names) > 1:
-            vals = block_means([s for n in names for s in by_key.get((n, spec.name), [])])
-            base = vals.get((names[0], spec.name), {})
             two = {m.target: m.modes for m in measurements if m.benchmark.name == spec.name}
-            base_blocks = block_samples(by_key.get((names[0], spec.name), []))
-            for cand_name in names[1:]:
-                stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
-                cand = vals.get((cand_name, spec.name), {})
-                c = compare(spec, names[0], cand_name, base, cand, stopped_by)
-                if c:
-                    ratios = metric_ratios(
-                        by_key.get((cand_name, spec.name), []), by_key.get((names[0], spec.name), [])
-                    )
-                    (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
-                    c = replace(
-                        c,
-                        metrics=ratios,
-                        fast_mode=fast_mode(base, cand, bm, cm),
-                        same_mode=same_mode(base, cand, bm, cm),
-                        slow_mode=slow_mode(base, cand, bm, cm),
-                        base_modes=bm if shared else None,
-                        base_shared=shared,
-                        host_state=stats.host_state(
-                            base_blocks,
-                            block_samples(by_key.get((cand_name, spec.name), [])),
-                            higher_is_better=spec.direction == "higher",
-                        ),
-                    )
-                    which = headline_of(data.config)
-                    comparisons.append(headline_stratum(c, which) if which else c)
+            comparisons += _row_comparisons(data, spec, {n: by_key.get((n, spec.name), []) for n in names}, two)
     return measurements, comparisons
+
+
+def _row_comparisons(
+    data: RunData, spec: BenchSpec, samples: dict[str, list[Sample]], two: dict[str, Modes | None]
+) -> list[Comparison]:
+    """One row's comparisons, each candidate's with the baseline (samples:
+    each target's; two: each target's modes), with their metrics, strata
+    and host state, headlined as the run asked."""
+    names = [t.name for t in data.targets]
+    vals = block_means([s for n in names for s in samples[n]])
+    base = vals.get((names[0], spec.name), {})
+    base_blocks = block_samples(samples[names[0]])
+    which = headline_of(data.config)
+    out = []
+    for cand_name in names[1:]:
+        stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
+        cand = vals.get((cand_name, spec.name), {})
+        c = compare(spec, names[0], cand_name, base, cand, stopped_by)
+        if c is None:
+            continue
+        (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
+        c = replace(
+            c,
+            metrics=metric_ratios(samples[cand_name], samples[names[0]]),
+            fast_mode=fast_mode(base, cand, bm, cm),
+            same_mode=same_mode(base, cand, bm, cm),
+            slow_mode=slow_mode(base, cand, bm, cm),
+            base_modes=bm if shared else None,
+            base_shared=shared,
+            host_state=stats.host_state(
+                base_blocks, block_samples(samples[cand_name]), higher_is_better=spec.direction == "higher"
+            ),
+        )
+        out.append(headline_stratum(c, which) if which else c)
+    return out
 
 
 # -- the reference loop as a control variate (opt-in: gate --reference) ----------------

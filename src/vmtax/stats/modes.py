@@ -35,32 +35,10 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     sd1 = float(y.std())
     if sd1 <= 0:
         return None
-    floor = max(1e-3 * sd1, MODES_LOG_FLOOR)
-    # start from the best split of the sorted logs in two groups (least within-group squares)
-    s = np.sort(y)
-    c1, c2 = np.cumsum(s), np.cumsum(s * s)
-    i = np.arange(2, n - 1)
-    within = (c2[i - 1] - c1[i - 1] ** 2 / i) + ((c2[-1] - c2[i - 1]) - (c1[-1] - c1[i - 1]) ** 2 / (n - i))
-    k = int(i[np.argmin(within)])
-    mu = np.array([s[:k].mean(), s[k:].mean()])
-    sd = np.maximum([s[:k].std(), s[k:].std()], floor)
-    w = np.array([k / n, 1 - k / n])
-    ll = -math.inf
-    for _ in range(200):
-        dens = w * np.exp(-0.5 * ((y[:, None] - mu) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
-        tot = dens.sum(axis=1)
-        if not np.all(tot > 0):
-            return None
-        new = float(np.log(tot).sum())
-        r = dens / tot[:, None]
-        nk = r.sum(axis=0)
-        if np.any(nk < 1):
-            return None  # a component emptied: one mode
-        w, mu = nk / n, (r * y[:, None]).sum(axis=0) / nk
-        sd = np.maximum(np.sqrt((r * (y[:, None] - mu) ** 2).sum(axis=0) / nk), floor)
-        if new - ll < 1e-6 * n:  # converged (EM never lowers the likelihood)
-            break
-        ll = new
+    fit = _em(y, *_start(y, max(1e-3 * sd1, MODES_LOG_FLOOR)))
+    if fit is None:
+        return None
+    ll, w, mu, sd = fit
     one = float((-0.5 * ((y - y.mean()) / sd1) ** 2 - math.log(sd1 * math.sqrt(2 * math.pi))).sum())
     gain = 2 * (ll - one) - 3 * math.log(n)  # two normals: 3 more parameters
     d = math.sqrt(2) * abs(mu[1] - mu[0]) / math.sqrt(sd[0] ** 2 + sd[1] ** 2)
@@ -85,6 +63,43 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
         separation=float(d),
         higher_is_better=higher_is_better,
     )
+
+
+def _start(y: Array, floor: float) -> tuple[Array, Array, Array, float]:
+    """EM's start: the best split of the sorted logs in two groups (least
+    within-group squares), as weights, means and SDs; and the SDs' floor."""
+    n = y.size
+    s = np.sort(y)
+    c1, c2 = np.cumsum(s), np.cumsum(s * s)
+    i = np.arange(2, n - 1)
+    within = (c2[i - 1] - c1[i - 1] ** 2 / i) + ((c2[-1] - c2[i - 1]) - (c1[-1] - c1[i - 1]) ** 2 / (n - i))
+    k = int(i[np.argmin(within)])
+    mu = np.array([s[:k].mean(), s[k:].mean()])
+    sd = np.maximum([s[:k].std(), s[k:].std()], floor)
+    return np.array([k / n, 1 - k / n]), mu, sd, floor
+
+
+def _em(y: Array, w: Array, mu: Array, sd: Array, floor: float) -> tuple[float, Array, Array, Array] | None:
+    """A mixture of two normals fitted to y by EM from (w, mu, sd): its log
+    likelihood, weights, means and SDs; None where a component empties."""
+    n = y.size
+    ll = -math.inf
+    for _ in range(200):
+        dens = w * np.exp(-0.5 * ((y[:, None] - mu) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+        tot = dens.sum(axis=1)
+        if not np.all(tot > 0):
+            return None
+        new = float(np.log(tot).sum())
+        r = dens / tot[:, None]
+        nk = r.sum(axis=0)
+        if np.any(nk < 1):
+            return None  # a component emptied: one mode
+        w, mu = nk / n, (r * y[:, None]).sum(axis=0) / nk
+        sd = np.maximum(np.sqrt((r * (y[:, None] - mu) ** 2).sum(axis=0) / nk), floor)
+        if new - ll < 1e-6 * n:  # converged (EM never lowers the likelihood)
+            break
+        ll = new
+    return ll, w, mu, sd
 
 
 def _crossing(w: Array, mu: Array, sd: Array) -> float:

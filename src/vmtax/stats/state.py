@@ -44,6 +44,28 @@ def _level(xs: Sequence[float]) -> float | None:
     return math.log(statistics.fmean(xs))
 
 
+def _blocks(
+    base: Mapping[int, Sequence[float]], cand: Mapping[int, Sequence[float]], slower: float
+) -> tuple[list[float], list[float]]:
+    """Each block's log ratio and the host's state around it (the baseline's
+    mean log level in its neighbouring blocks, times `slower`: higher is a
+    slower host), over the blocks with both sides and a neighbour."""
+    levels = {k: lv for k in sorted(base) if (lv := _level(base[k])) is not None}
+    order = list(levels)
+    at = {k: i for i, k in enumerate(order)}
+    lr, state = [], []
+    for k in sorted(cand.keys() & levels.keys()):
+        c = _level(cand[k])
+        i = at[k]
+        near = range(max(0, i - STATE_NEIGHBOURS), min(len(order), i + STATE_NEIGHBOURS + 1))
+        around = [levels[order[j]] for j in near if j != i]
+        if c is None or not around:
+            continue
+        lr.append(c - levels[k])
+        state.append(slower * statistics.fmean(around))
+    return lr, state
+
+
 def host_state(
     base: Mapping[int, Sequence[float]],
     cand: Mapping[int, Sequence[float]],
@@ -58,20 +80,7 @@ def host_state(
     the median itself count in neither half.  None where fewer than
     STATE_MIN_BLOCKS blocks have both sides and a neighbour, or a half has
     fewer than 3."""
-    slower = -1.0 if higher_is_better else 1.0
-    levels = {k: lv for k in sorted(base) if (lv := _level(base[k])) is not None}
-    order = list(levels)
-    at = {k: i for i, k in enumerate(order)}
-    lr, state = [], []
-    for k in sorted(cand.keys() & levels.keys()):
-        c = _level(cand[k])
-        i = at[k]
-        near = range(max(0, i - STATE_NEIGHBOURS), min(len(order), i + STATE_NEIGHBOURS + 1))
-        around = [levels[order[j]] for j in near if j != i]
-        if c is None or not around:
-            continue
-        lr.append(c - levels[k])
-        state.append(slower * statistics.fmean(around))
+    lr, state = _blocks(base, cand, -1.0 if higher_is_better else 1.0)
     if len(lr) < STATE_MIN_BLOCKS:
         return None
     cut = statistics.median(state)

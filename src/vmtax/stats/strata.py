@@ -292,13 +292,7 @@ class ModeTest(PairedTest):
         m = self._fits.get(theta)
         if m is None:
             return math.nan, math.nan
-        out = []
-        for values, scaled, own in ((self.c, self.c / theta, cand_modes), (self.b, self.b, base_modes)):
-            fast, slow = mode_sides(m, scaled)
-            own_slow = np.array([own.is_slow(float(v)) for v in values], dtype=bool)
-            counted = fast | slow
-            out.append(float(((slow & own_slow) | (fast & ~own_slow))[counted].mean()) if counted.any() else math.nan)
-        return out[0], out[1]
+        return _agrees(m, self.c / theta, self.c, cand_modes), _agrees(m, self.b, self.b, base_modes)
 
     def p(self, theta: float = 1.0) -> float:
         """Two-sided p-value of "cand/base = theta" over the blocks kept at theta."""
@@ -323,3 +317,13 @@ class ModeTest(PairedTest):
         if not lo <= 1.0 <= hi and self.p(1.0) > alpha:
             lo, hi = min(lo, 1.0), max(hi, 1.0)
         return lo, hi
+
+
+def _agrees(m: Modes, scaled: Array, values: Array, own: Modes) -> float:
+    """Of one side's processes the pooled modes m count in a mode (its
+    values scaled as the pooled fit saw them), the share its own modes put
+    in that mode; nan where m counts none."""
+    fast, slow = mode_sides(m, scaled)
+    own_slow = np.array([own.is_slow(float(v)) for v in values], dtype=bool)
+    counted = fast | slow
+    return float(((slow & own_slow) | (fast & ~own_slow))[counted].mean()) if counted.any() else math.nan
