@@ -71,12 +71,8 @@ NOT_YET = (
 
 
 PENDING = {
-    "vmtax/cli.py cmd_scale",
-    "vmtax/cli.py _add_machines",
     "vmtax/hostprobe.py HostProbe",
     "vmtax/hostprobe.py __init__",
-    "vmtax/inventory.py parse_ini",
-    "vmtax/proc.py stream_lines",
     "vmtax/report/explain.py view",
     "vmtax/report/explain.py readings",
     "vmtax/targets/container.py ContainerTarget",

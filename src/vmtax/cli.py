@@ -493,23 +493,29 @@ def cmd_compare(args) -> int:
     return _measure(args, "compare", [args.baseline, *args.candidates])
 
 
+def _scalable(proto: Target, most: int) -> None:
+    """UserError unless `most` copies of this target can run at once here."""
+    from . import scale
+
+    if "barrier" not in proto.capabilities:
+        raise UserError(
+            f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
+            f"target cannot be (local, qemu, uml and container can)"
+        )
+    scale.check_memory(proto, most)
+    proto.check()
+    ok, why = proto.usable()
+    if not ok:
+        raise UserError(f"{proto.kind} does not work on this machine: {why}")
+
+
 def cmd_scale(args) -> int:
     from . import scale
 
     cfg = _scale_config(args)
     specs = suite.select(args.suite, args.bench or ([] if args.suite else ["pi"]))
     scale.check_jobs(specs)
-    proto = parse_target(args.target)  # its options checked: exit 2 before anything starts
-    if "barrier" not in proto.capabilities:
-        raise UserError(
-            f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
-            f"target cannot be (local, qemu, uml and container can)"
-        )
-    scale.check_memory(proto, max(cfg.instances))
-    proto.check()
-    ok, why = proto.usable()
-    if not ok:
-        raise UserError(f"{proto.kind} does not work on this machine: {why}")
+    _scalable(parse_target(args.target), max(cfg.instances))  # its options checked: exit 2 before anything starts
 
     def make(i: int):
         t = parse_target(args.target)
@@ -965,7 +971,14 @@ def _add_machines(sub) -> None:
     s.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     s.add_argument("--html", metavar="FILE", help="also write an HTML page with the charts to FILE")
     s.set_defaults(func=cmd_scale)
+    _add_doctor(sub)
+    s = sub.add_parser("targets", help="list target kinds and whether each works here")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--inventory", metavar="FILE", help="list this inventory's hosts instead, as ssh targets")
+    s.set_defaults(func=cmd_targets)
 
+
+def _add_doctor(sub) -> None:
     s = sub.add_parser("doctor", help="how noisy is this host now, and what precision a budget can buy")
     s.add_argument("--target", default="local", help="target string (default: local)")
     s.add_argument("--bench", default="getppid", help="an agent row to time (default getppid)")
@@ -985,11 +998,6 @@ def _add_machines(sub) -> None:
     s.add_argument("--targets", type=int, default=4, help="targets of that compare (default 4)")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.set_defaults(func=cmd_doctor)
-
-    s = sub.add_parser("targets", help="list target kinds and whether each works here")
-    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
-    s.add_argument("--inventory", metavar="FILE", help="list this inventory's hosts instead, as ssh targets")
-    s.set_defaults(func=cmd_targets)
 
 
 def _add_stored(sub) -> None:
