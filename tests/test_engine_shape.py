@@ -71,8 +71,6 @@ NOT_YET = (
 
 
 PENDING = {
-    "vmtax/hostprobe.py HostProbe",
-    "vmtax/hostprobe.py __init__",
     "vmtax/targets/container.py ContainerTarget",
     "vmtax/targets/fake.py FakeTarget",
     "vmtax/targets/fake.py _run",
@@ -80,7 +78,6 @@ PENDING = {
     "vmtax/targets/xen.py XenTarget",
     "vmtax/targets/xen.py launch",
     "vmtax/targets/xenrelay.py relay",
-    "vmtax/xentrace.py add",
 }
 
 
