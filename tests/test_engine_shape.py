@@ -73,7 +73,6 @@ NOT_YET = (
 PENDING = {
     "vmtax/targets/container.py ContainerTarget",
     "vmtax/targets/fake.py FakeTarget",
-    "vmtax/targets/fake.py _run",
     "vmtax/targets/ssh.py SshTarget",
     "vmtax/targets/xen.py XenTarget",
     "vmtax/targets/xen.py launch",
