@@ -276,6 +276,7 @@ def test_per_unit_metrics_carry_the_workloads_unit_of_work():
     from types import SimpleNamespace
 
     from vmtax.metrics import unit_of
+    from vmtax.model import Interval
     from vmtax.report.jsondoc import metric_rows
 
     assert BY_NAME["net_rr"].work == "1000tx" and BY_NAME["net_stream_tx"].work == "GB"
@@ -283,7 +284,7 @@ def test_per_unit_metrics_carry_the_workloads_unit_of_work():
     assert unit_of("host_cpu_per_unit", "1000tx") == "ms/1000tx" and unit_of("host_cpu_per_unit", "GB") == "s/GB"
     assert unit_of("host_context_switches_per_unit", "GB") == "switches/GB"
     assert unit_of("host_context_switches") == "switches"
-    s = SimpleNamespace(mean=2.0, ci_low=1.0, ci_high=3.0, units=5)
+    s = SimpleNamespace(ci=Interval(2.0, 1.0, 3.0), units=5)
     assert metric_rows({"host_cpu_per_unit": s}, "net_rr.p99_us")["host_cpu_per_unit"]["unit"] == "ms/1000tx"
     assert metric_rows({"host_cpu_per_unit": s}, "disk_fsync.iops")["host_cpu_per_unit"]["unit"] == "s/GB"
     assert BY_NAME["net_rr"].parse((DATA / "sockperf-3.7.txt").read_text())["_tx"] > 0

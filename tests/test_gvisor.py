@@ -175,11 +175,11 @@ def test_explain_reads_gvisors_round_trips_with_its_platform_and_flags_getrusage
     switches per operation and the Sentry's and Gofer's share of the host
     CPU; a count inside that gVisor's getrusage leaves at 0 where the
     baseline counts some is said to be gVisor's accounting."""
-    from vmtax.model import BenchSpec, Measurement, Summary
+    from vmtax.model import BenchSpec, Interval, Measurement, Summary
     from vmtax.report import explain
 
     def s(x: float) -> Summary:
-        return Summary(8, x, x, 0.0, x, x, x, x)
+        return Summary(8, Interval(x, x, x), x, 0.0, x, x)
 
     spec = BenchSpec("page_fault", "kernel", "ns", "lower", "one page fault")
     local = Measurement(spec, "local", "precision", s(2600.0), metrics={"page_faults": s(1.0)})

@@ -13,7 +13,7 @@ import pytest
 
 from reportdata import run
 from vmtax.analysis import analyse
-from vmtax.model import Sample
+from vmtax.model import Interval, Sample
 from vmtax.report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal, view
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -241,7 +241,10 @@ def test_a_log_scale_chart_labels_its_ticks_as_plain_numbers():
         "kernel",
         "lower",
         ["getppid", "segv"],
-        [("uml", [(78.0, 77.0, 79.0), (19.0, 18.9, 19.1)]), ("container", [(1.1, 1.0, 1.2), None])],
+        [
+            ("uml", [Interval(78.0, 77.0, 79.0), Interval(19.0, 18.9, 19.1)]),
+            ("container", [Interval(1.1, 1.0, 1.2), None]),
+        ],
     )
     assert "mathdefault" not in svg and "$" not in svg
 
@@ -339,11 +342,11 @@ def test_the_summary_line_says_the_share_the_goal_and_the_median_interval():
     data = run(names=("local", "qemu"))
     data.config["precision"] = 0.01
     c = analyse(data)[1][0]
-    cs = [dataclasses.replace(c, ratio=1.0, ratio_ci_low=1 - w, ratio_ci_high=1 + w) for w in (0.005, 0.03, 0.04, 0.05)]
+    cs = [dataclasses.replace(c, ci=Interval(1.0, 1 - w, 1 + w)) for w in (0.005, 0.03, 0.04, 0.05)]
     line = scoreboard.precision_share(data, cs)
     assert line.startswith("1 of 4 ratios (25%) reached the precision asked (±1.0%), median ±3.5%;"), line
-    cs[-1] = dataclasses.replace(cs[-1], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
-    cs[-2] = dataclasses.replace(cs[-2], ratio_ci_low=float("nan"), ratio_ci_high=float("nan"))
+    cs[-1] = dataclasses.replace(cs[-1], ci=Interval(1.0, float("nan"), float("nan")))
+    cs[-2] = dataclasses.replace(cs[-2], ci=Interval(1.0, float("nan"), float("nan")))
     assert ", median: no interval;" in scoreboard.precision_share(data, cs)
     data.config["precision"] = 0.000001  # --precision 0.0001%: not "±0.0%"
     assert "reached the precision asked (±0.0001%)" in scoreboard.precision_share(data, cs)
@@ -560,7 +563,7 @@ def test_a_stratum_too_small_for_an_interval_leaves_the_row_as_it_was_and_its_no
     data.config["same_mode"] = False
     ms, (c,) = analyse(data)
     data.config["same_mode"] = True  # as a run whose same-mode stratum gave no interval is written
-    c = replace(c, same_mode=Stratum(math.nan, -math.inf, math.inf, 4, 40, slow_blocks=4))
+    c = replace(c, same_mode=Stratum(Interval(math.nan, -math.inf, math.inf), 4, 40, slow_blocks=4))
     flat = " ".join(_notes_text(data, ms, [c]).split())
     assert (
         "4 of 40 blocks count as run with both sides in one mode (a mode counts from 3 such blocks), too few "
@@ -572,16 +575,18 @@ def test_a_same_mode_note_says_when_the_modes_ratios_differ_or_one_mode_had_too_
     from vmtax.model import Stratum
     from vmtax.report.view import _same_said
 
-    fast, every = Stratum(1.00, 0.99, 1.01, 20, 40, 0.5), Stratum(1.02, 1.0, 1.04, 40, 40, 0.03)
-    slow = Stratum(1.05, 1.03, 1.07, 10, 40, 0.001, slow_blocks=10)
+    fast, every = Stratum(Interval(1.00, 0.99, 1.01), 20, 40, 0.5), Stratum(Interval(1.02, 1.0, 1.04), 40, 40, 0.03)
+    slow = Stratum(Interval(1.05, 1.03, 1.07), 10, 40, 0.001, slow_blocks=10)
     said = _same_said(
-        "1.012 [1.003, 1.02]", Stratum(1.012, 1.003, 1.02, 30, 40, 0.01, slow_blocks=10), fast, slow, every
+        "1.012 [1.003, 1.02]", Stratum(Interval(1.012, 1.003, 1.02), 30, 40, 0.01, slow_blocks=10), fast, slow, every
     )
     assert "(20 fast, 10 slow; each mode weighted by its blocks over their levels' spread; --same-mode)" in said
     assert "in the slow mode alone 1.050 [1.030, 1.070]" in said and "The two modes' ratios differ" in said
-    near = Stratum(1.01, 1.0, 1.03, 10, 40, 0.2, slow_blocks=10)
-    assert "differ" not in _same_said("r", Stratum(1.0, 0.99, 1.01, 30, 40, 0.5, slow_blocks=10), fast, near, every)
-    alone = _same_said("r", Stratum(1.0, 0.99, 1.01, 20, 40, 0.5), fast, None, every)
+    near = Stratum(Interval(1.01, 1.0, 1.03), 10, 40, 0.2, slow_blocks=10)
+    assert "differ" not in _same_said(
+        "r", Stratum(Interval(1.0, 0.99, 1.01), 30, 40, 0.5, slow_blocks=10), fast, near, every
+    )
+    alone = _same_said("r", Stratum(Interval(1.0, 0.99, 1.01), 20, 40, 0.5), fast, None, every)
     assert "(20 fast: too few both slow to count; --same-mode)" in alone and "slow mode alone" not in alone
 
 
@@ -771,13 +776,21 @@ def test_the_scoreboards_interval_column_is_the_ratios_the_precision_is_judged_b
             x.spec,
             x.baseline,
             x.candidate,
-            replace(x.c, ratio=1.0, ratio_ci_low=lo, ratio_ci_high=hi),
+            replace(x.c, ci=Interval(1.0, lo, hi)),
             x.cand,
             x.base,
             0.01,
         )
         assert ci.text_in(y, "text") == ("±1.2" if flagged else "±0.90") and ("?" in y.flags()) == flagged
-    inf = scoreboard.Cell(x.spec, x.baseline, x.candidate, replace(x.c, ratio_ci_low=math.nan), x.cand, x.base, 0.01)
+    inf = scoreboard.Cell(
+        x.spec,
+        x.baseline,
+        x.candidate,
+        replace(x.c, ci=Interval(x.c.ratio, math.nan, x.c.ratio_ci_high)),
+        x.cand,
+        x.base,
+        0.01,
+    )
     assert ci.text_in(inf, "text") == "-"
 
 
@@ -939,13 +952,11 @@ def _state_cmp(name: str, cand: str, change: float, z: float, moved: bool, direc
         BenchSpec(name, "kernel", "ns", direction, name),
         "local",
         cand,
-        3.0,
-        2.9,
-        3.1,
+        Interval(3.0, 2.9, 3.1),
         0.01,
         True,
         "budget",
-        host_state=HostState(20, 3.0, 3.0 * change, change, lo, hi, z=z),
+        host_state=HostState(20, 3.0, 3.0 * change, Interval(change, lo, hi), z=z),
     )
 
 

@@ -156,7 +156,7 @@ def test_pass_one_says_which_candidates_are_already_precise(db):
     said = []
 
     class Said:
-        def update(self, *a):
+        def update(self, *a, **k):
             pass
 
         def finished(self, index, total, spec, outcome):

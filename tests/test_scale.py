@@ -12,7 +12,7 @@ import pytest
 from helpers import vmtax
 from vmtax import scale, stats, suite
 from vmtax.errors import UserError
-from vmtax.model import BenchSpec, Estimate, RunData, Sample, ScalePoint
+from vmtax.model import BenchSpec, Estimate, Interval, RunData, Sample, ScalePoint
 from vmtax.report import scale as scale_report
 from vmtax.report.units import fmt_rate, fmt_rate_range
 from vmtax.store import Store
@@ -180,11 +180,14 @@ def test_jain():
 
 
 def test_ratio_unpaired_interval_holds_the_ratio_and_stays_positive():
-    r, lo, hi = stats.ratio_unpaired([10, 11, 9, 10], [5, 6, 4, 5])
+    iv = stats.ratio_unpaired([10, 11, 9, 10], [5, 6, 4, 5])
+    r, lo, hi = iv.point, iv.low, iv.high
     assert r == pytest.approx(2.0) and 0 < lo < r < hi
-    r, lo, hi = stats.ratio_unpaired([10, 50], [9, 1])  # wild: wide, never below zero
+    iv = stats.ratio_unpaired([10, 50], [9, 1])
+    r, lo, hi = iv.point, iv.low, iv.high  # wild: wide, never below zero
     assert lo > 0 and hi > r
-    assert stats.ratio_unpaired([10], [5])[1:] == (-math.inf, math.inf)
+    iv = stats.ratio_unpaired([10], [5])
+    assert (iv.low, iv.high) == (-math.inf, math.inf)
 
 
 def test_points_use_complete_rounds_only():
@@ -245,9 +248,9 @@ def test_rates_are_scaled_for_people():
     p = ScalePoint(
         n=2,
         rounds=2,
-        aggregate=Estimate(4.0, "ops/s", 3.0, 5.0),
-        per_instance=(Estimate(2.0, "ops/s", 1, 3), Estimate(2.0, "ops/s", 1, 3)),
-        jain=Estimate(1.0, "", 0.5, 1.0),
+        aggregate=Estimate(Interval(4.0, 3.0, 5.0), "ops/s"),
+        per_instance=(Estimate(Interval(2.0, 1, 3), "ops/s"), Estimate(Interval(2.0, 1, 3), "ops/s")),
+        jain=Estimate(Interval(1.0, 0.5, 1.0), ""),
         slowdown=None,
         host_cpu_pct=None,
         host_mem_mb=(),

@@ -404,7 +404,7 @@ def test_the_strata_test_is_unchanged_by_swapping_a_pair_and_holds_its_error_rat
     one, two = stats.StratifiedTest(c, b, strata), stats.StratifiedTest(swapped_c, swapped_b, strata)
     assert one._weights(1.0) == pytest.approx(two._weights(1.0))
     spread = [
-        np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc, t.sb, strict=True))))
+        np.sort(np.abs(sum(w * (sc - sb) for w, sc, sb in zip(t._weights(1.0), t.sc_by, t.sb_by, strict=True))))
         for t in (one, two)
     ]
     assert spread[0] == pytest.approx(spread[1])
@@ -688,10 +688,10 @@ def test_host_state_reads_a_throughput_row_the_other_way_and_needs_its_blocks():
 
 
 def test_tax_moves_adds_the_rows_as_taxes():
-    from vmtax.model import HostState
+    from vmtax.model import HostState, Interval
 
-    up = HostState(10, 3.0, 3.3, 1.1, 1.0, 1.2, z=2.0)
-    down = HostState(10, 3.0, 2.7, 0.9, 0.8, 1.0, z=-2.0)
+    up = HostState(10, 3.0, 3.3, Interval(1.1, 1.0, 1.2), z=2.0)
+    down = HostState(10, 3.0, 2.7, Interval(0.9, 0.8, 1.0), z=-2.0)
     assert stats.tax_moves([(up, False)] * 4) == pytest.approx(2 * sst.norm.sf(4.0))
     assert stats.tax_moves([(up, False), (down, True)]) == pytest.approx(2 * sst.norm.sf(4 / math.sqrt(2)))
     assert stats.tax_moves([(up, False), (down, False)]) == pytest.approx(1.0)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from vmtax import watch
 from vmtax.analysis import analyse, reference_adjusted, runs_reference_alike
 from vmtax.cli import main
-from vmtax.model import BenchSpec, Comparison, RunData, Sample, TargetInfo
+from vmtax.model import BenchSpec, Comparison, Interval, RunData, Sample, TargetInfo
 
 LAT = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 THR = BenchSpec("sysbench_cpu.events_per_s", "apps", "events/s", "higher", "d", kind="workload")
@@ -23,7 +23,7 @@ def vmtax(*args, db=None):
 
 
 def comp(spec, ratio, lo, hi, p, cand="b"):
-    return Comparison(spec, "a", cand, ratio, lo, hi, p, p < 0.05, "budget")
+    return Comparison(spec, "a", cand, Interval(ratio, lo, hi), p, p < 0.05, "budget")
 
 
 def run(*cands):
@@ -93,10 +93,11 @@ def test_holm_is_over_every_row_compared():
 def test_ratio_of_ratios_adds_the_log_variances():
     a = comp(LAT, 2.0, 2.0 / math.exp(0.1), 2.0 * math.exp(0.1), 0.0)
     b = comp(LAT, 2.2, 2.2 / math.exp(0.1), 2.2 * math.exp(0.1), 0.0)
-    change, _lo, hi = watch.ratio_of_ratios(a, b)
+    got = watch.ratio_of_ratios(a, b)
+    change, hi = got.point, got.high
     assert change == pytest.approx(1.1)
     assert math.log(hi / change) == pytest.approx(0.1 * math.sqrt(2))
-    assert watch.ratio_of_ratios(a, comp(LAT, 2.0, 0.0, math.inf, math.nan))[2] == math.inf
+    assert watch.ratio_of_ratios(a, comp(LAT, 2.0, 0.0, math.inf, math.nan)).high == math.inf
 
 
 # -- the reference loop as a control variate (gate --reference) --------------------------
@@ -454,7 +455,7 @@ def test_a_history_says_which_points_are_fast_mode_ratios_and_a_change_of_estima
 
     ratios = [1.080, 1.081, 1.079, 1.080, 1.050, 1.051, 1.049, 1.050]
     pts = [
-        watch.Point(f"r{i}", float(i), r, r * 0.995, r * 1.005, "fast mode" if i >= 4 else "all blocks")
+        watch.Point(f"r{i}", float(i), Interval(r, r * 0.995, r * 1.005), "fast mode" if i >= 4 else "all blocks")
         for i, r in enumerate(ratios)
     ]
     s = watch.Series("getppid", "a", "b", "ns", "lower", pts)

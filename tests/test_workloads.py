@@ -358,7 +358,7 @@ def test_a_budget_too_small_for_every_row_measures_the_rows_it_can_finish_and_na
     notes = []
 
     class Notes:
-        def update(self, *a):
+        def update(self, *a, **k):
             pass
 
         def finished(self, *a):

@@ -17,6 +17,7 @@ from .model import (
     FAST_MODE,
     BenchSpec,
     Comparison,
+    Interval,
     Measurement,
     Modes,
     RunData,
@@ -96,8 +97,8 @@ def metric_block_means(samples: list[Sample]) -> dict[str, dict[int, float]]:
     return {n: {b: sum(v) / len(v) for b, v in blocks.items()} for n, blocks in acc.items()}
 
 
-def metric_ratios(cand: list[Sample], base: list[Sample]) -> dict[str, tuple[float, float, float]]:
-    """name -> (ratio of the means, 95% CI) of every metric both sides counted
+def metric_ratios(cand: list[Sample], base: list[Sample]) -> dict[str, Interval]:
+    """name -> the ratio of the means and its 95% CI of every metric both sides counted
     with a positive mean: counting processes paired block by block, the same
     sign-flip interval as the time's (stats.py); unbounded with few blocks."""
     out = {}
@@ -106,9 +107,9 @@ def metric_ratios(cand: list[Sample], base: list[Sample]) -> dict[str, tuple[flo
         c, b = stats.paired(cm[name], bm[name])
         if len(c) >= 2 and sum(b) > 0 and sum(c) > 0 and min(c + b) > 0:
             r, lo, hi, _ = stats.compare_paired(c, b)
-            out[name] = (r, lo, hi)
+            out[name] = Interval(r, lo, hi)
         elif c and sum(b) > 0:
-            out[name] = (sum(c) / sum(b), float("-inf"), float("inf"))
+            out[name] = Interval(sum(c) / sum(b), float("-inf"), float("inf"))
     return out
 
 
@@ -219,9 +220,7 @@ def _stratum(
     fast, slow = t.kept()
     lo, hi = t.interval(1 - alpha)
     return Stratum(
-        t.ratio,
-        lo,
-        hi,
+        Interval(t.ratio, lo, hi, 1 - alpha),
         len(fast) + len(slow),
         len(common),
         t.p(1.0) if math.isfinite(t.ratio) else math.nan,
@@ -284,7 +283,7 @@ def slow_mode(
 
 def _headlines(f: Stratum | None) -> TypeGuard[Stratum]:
     """Whether a row reports this stratum as its ratio (headline_stratum): it has a finite interval."""
-    return f is not None and math.isfinite(f.ci_low) and math.isfinite(f.ci_high)
+    return f is not None and f.ci.bounded
 
 
 def headline_stratum(c: Comparison, which: str, alpha: float = ALPHA) -> Comparison:
@@ -294,12 +293,10 @@ def headline_stratum(c: Comparison, which: str, alpha: float = ALPHA) -> Compari
     f = c.fast_mode if which == FAST_MODE else c.same_mode
     if not _headlines(f):
         return c
-    every = Stratum(c.ratio, c.ratio_ci_low, c.ratio_ci_high, f.of_blocks, f.of_blocks, c.p_value)
+    every = Stratum(c.ci, f.of_blocks, f.of_blocks, c.p_value)
     return replace(
         c,
-        ratio=f.ratio,
-        ratio_ci_low=f.ci_low,
-        ratio_ci_high=f.ci_high,
+        ci=f.ci,
         p_value=f.p_value,
         significant=f.p_value < alpha,
         all_modes=every,
@@ -327,9 +324,7 @@ def compare(
         benchmark=spec,
         baseline=baseline,
         candidate=candidate,
-        ratio=r,
-        ratio_ci_low=lo,
-        ratio_ci_high=hi,
+        ci=Interval(r, lo, hi, 1 - alpha),
         p_value=p,
         significant=p < alpha,
         stopped_by=stopped_by,
@@ -349,7 +344,7 @@ def reported_halfwidth(
     reports an interval just past it about as often as not (a quiet AMD
     run: 6 of its 27 rows stopped on precision at +-1.01-1.05%)."""
     if _headlines(headline):
-        return stats.ratio_ci_rel(headline.ratio, headline.ci_low, headline.ci_high)
+        return headline.ci.rel_halfwidth
     c, b = stats.paired(cand, base)
     if len(c) < 2:
         return float("inf")
@@ -387,36 +382,44 @@ def analyse(data: RunData) -> tuple[list[Measurement], list[Comparison]]:
                 continue  # never reached
             measurements.append(measurement(spec, name, by_key.get((name, spec.name), []), stopped_by, reason))
         if len(names) > 1:
-            vals = block_means([s for n in names for s in by_key.get((n, spec.name), [])])
-            base = vals.get((names[0], spec.name), {})
             two = {m.target: m.modes for m in measurements if m.benchmark.name == spec.name}
-            base_blocks = block_samples(by_key.get((names[0], spec.name), []))
-            for cand_name in names[1:]:
-                stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
-                cand = vals.get((cand_name, spec.name), {})
-                c = compare(spec, names[0], cand_name, base, cand, stopped_by)
-                if c:
-                    ratios = metric_ratios(
-                        by_key.get((cand_name, spec.name), []), by_key.get((names[0], spec.name), [])
-                    )
-                    (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
-                    c = replace(
-                        c,
-                        metrics=ratios,
-                        fast_mode=fast_mode(base, cand, bm, cm),
-                        same_mode=same_mode(base, cand, bm, cm),
-                        slow_mode=slow_mode(base, cand, bm, cm),
-                        base_modes=bm if shared else None,
-                        base_shared=shared,
-                        host_state=stats.host_state(
-                            base_blocks,
-                            block_samples(by_key.get((cand_name, spec.name), [])),
-                            higher_is_better=spec.direction == "higher",
-                        ),
-                    )
-                    which = headline_of(data.config)
-                    comparisons.append(headline_stratum(c, which) if which else c)
+            comparisons += _row_comparisons(data, spec, {n: by_key.get((n, spec.name), []) for n in names}, two)
     return measurements, comparisons
+
+
+def _row_comparisons(
+    data: RunData, spec: BenchSpec, samples: dict[str, list[Sample]], two: dict[str, Modes | None]
+) -> list[Comparison]:
+    """One row's comparisons, each candidate's with the baseline (samples:
+    each target's; two: each target's modes), with their metrics, strata
+    and host state, headlined as the run asked."""
+    names = [t.name for t in data.targets]
+    vals = block_means([s for n in names for s in samples[n]])
+    base = vals.get((names[0], spec.name), {})
+    base_blocks = block_samples(samples[names[0]])
+    which = headline_of(data.config)
+    out = []
+    for cand_name in names[1:]:
+        stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
+        cand = vals.get((cand_name, spec.name), {})
+        c = compare(spec, names[0], cand_name, base, cand, stopped_by)
+        if c is None:
+            continue
+        (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
+        c = replace(
+            c,
+            metrics=metric_ratios(samples[cand_name], samples[names[0]]),
+            fast_mode=fast_mode(base, cand, bm, cm),
+            same_mode=same_mode(base, cand, bm, cm),
+            slow_mode=slow_mode(base, cand, bm, cm),
+            base_modes=bm if shared else None,
+            base_shared=shared,
+            host_state=stats.host_state(
+                base_blocks, block_samples(samples[cand_name]), higher_is_better=spec.direction == "higher"
+            ),
+        )
+        out.append(headline_stratum(c, which) if which else c)
+    return out
 
 
 # -- the reference loop as a control variate (opt-in: gate --reference) ----------------
@@ -428,10 +431,20 @@ class ReferenceCheck:
     used: bool
     why: str  # said in the report: why it was used, or not
     beta: float | None = None  # the log ratio's slope on the log reference ratio, pooled over rows
-    ratio: float | None = None  # the reference loop's own candidate/baseline ratio, with its 95% CI
-    ci_low: float | None = None
-    ci_high: float | None = None
+    ci: Interval | None = None  # the reference loop's own candidate/baseline ratio and its 95% CI
     rows: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.ci is None else self.ci.point
+
+    @property
+    def ci_low(self) -> float | None:
+        return None if self.ci is None else self.ci.low
+
+    @property
+    def ci_high(self) -> float | None:
+        return None if self.ci is None else self.ci.high
 
 
 def runs_reference_alike(base: TargetInfo, cand: TargetInfo) -> str:
@@ -510,7 +523,7 @@ def reference_adjusted(
         except ValueError:  # not finite and positive after all: leave the row as measured
             out.append(c)
             continue
-        out.append(replace(c, ratio=r, ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, significant=p < alpha))
+        out.append(replace(c, ci=Interval(r, lo, hi, 1 - alpha), p_value=p, significant=p < alpha))
     return out, checks
 
 
@@ -579,9 +592,7 @@ def _reference_check(data: RunData, cand: str, found: _Readings, alpha: float) -
         cand,
         used,
         why_not or f"adjusted: {len(mine)} row(s), beta {beta:.2f}",
-        beta,
-        r,
-        lo,
-        hi,
-        len(mine) if used else 0,
+        beta=beta,
+        ci=Interval(r, lo, hi, 1 - alpha),
+        rows=len(mine) if used else 0,
     )

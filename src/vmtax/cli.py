@@ -38,6 +38,7 @@ from .store import Store, default_db_path, redact
 from .suite import workloads
 from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
+from .targets.base import Target
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = (
     console.EXIT_OK,
@@ -275,6 +276,21 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     began = time.monotonic()  # the budget's start: preparing and starting the targets count against it
     cfg = _config(args)
     specs = suite.select(args.suite, args.bench)
+    targets = _targets_of(args, kind, target_texts)
+    for note in prepare_targets(targets):
+        say(f"vmtax: {note}", sys.stderr)
+    skipped: dict[str, str] = {}
+    if getattr(args, "skip_unavailable", False):
+        targets, skipped = _usable(targets)
+    for t in targets:
+        t.check()
+    with _store(args) as store:
+        return _measure_into(store, args, kind, cfg, specs, targets, skipped=skipped, began=began)
+
+
+def _targets_of(args, kind: str, target_texts: list[str]) -> list[Target]:
+    """The targets a compare or run names (a host inventory's groups
+    expanded): the baseline one target, each one once."""
     inventory = inventories.load(args.inventory) if args.inventory else None
     first, *rest = [parse_targets(t, inventory) for t in target_texts]
     if len(first) != 1:
@@ -286,26 +302,25 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise UserError("each target may appear once (an A/A pair: local local:label=b)")
-    for note in prepare_targets(targets):
-        say(f"vmtax: {note}", sys.stderr)
+    return targets
+
+
+def _usable(targets: list[Target]) -> tuple[list[Target], dict[str, str]]:
+    """--skip-unavailable: the targets left, the candidates that do not work here (name -> why)."""
     skipped: dict[str, str] = {}
-    if getattr(args, "skip_unavailable", False):
-        for t in targets[1:]:
-            ok, why = t.usable()
-            if not ok:
-                skipped[t.name] = why
-                say(f"vmtax: skipping {t.name}: {why}", sys.stderr)
-        targets = [t for t in targets if t.name not in skipped]
-        if len(targets) < 2:
-            raise UserError("no candidate target works on this machine (see `vmtax targets`)")
-    for t in targets:
-        t.check()
-    with _store(args) as store:
-        return _measure_into(store, args, kind, cfg, specs, targets, skipped, began)
+    for t in targets[1:]:
+        ok, why = t.usable()
+        if not ok:
+            skipped[t.name] = why
+            say(f"vmtax: skipping {t.name}: {why}", sys.stderr)
+    targets = [t for t in targets if t.name not in skipped]
+    if len(targets) < 2:
+        raise UserError("no candidate target works on this machine (see `vmtax targets`)")
+    return targets, skipped
 
 
 def _measure_into(
-    store: Store, args, kind: str, cfg: RunConfig, specs, targets, skipped, began: float | None = None
+    store: Store, args, kind: str, cfg: RunConfig, specs, targets, *, skipped, began: float | None = None
 ) -> int:
     command = command_line()
     progress = TerminalProgress(goal=cfg.precision)
@@ -326,7 +341,7 @@ def _measure_into(
             specs,
             targets,
             store,
-            progress,
+            progress=progress,
             notes={"skipped_targets": skipped} if skipped else None,
             began=began,
         )
@@ -491,23 +506,29 @@ def cmd_compare(args) -> int:
     return _measure(args, "compare", [args.baseline, *args.candidates])
 
 
+def _scalable(proto: Target, most: int) -> None:
+    """UserError unless `most` copies of this target can run at once here."""
+    from . import scale
+
+    if "barrier" not in proto.capabilities:
+        raise UserError(
+            f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
+            f"target cannot be (local, qemu, uml and container can)"
+        )
+    scale.check_memory(proto, most)
+    proto.check()
+    ok, why = proto.usable()
+    if not ok:
+        raise UserError(f"{proto.kind} does not work on this machine: {why}")
+
+
 def cmd_scale(args) -> int:
     from . import scale
 
     cfg = _scale_config(args)
     specs = suite.select(args.suite, args.bench or ([] if args.suite else ["pi"]))
     scale.check_jobs(specs)
-    proto = parse_target(args.target)  # its options checked: exit 2 before anything starts
-    if "barrier" not in proto.capabilities:
-        raise UserError(
-            f"vmtax scale starts every copy itself and holds it at its barrier: a {proto.kind} "
-            f"target cannot be (local, qemu, uml and container can)"
-        )
-    scale.check_memory(proto, max(cfg.instances))
-    proto.check()
-    ok, why = proto.usable()
-    if not ok:
-        raise UserError(f"{proto.kind} does not work on this machine: {why}")
+    _scalable(parse_target(args.target), max(cfg.instances))  # its options checked: exit 2 before anything starts
 
     def make(i: int):
         t = parse_target(args.target)
@@ -525,7 +546,7 @@ def cmd_scale(args) -> int:
         )
         try:
             run_id, _status, failure = scale.run_scale(
-                args.target, make, cfg, specs, store, command, lambda text: say(text, sys.stderr)
+                args.target, make, cfg, specs, store, command=command, note=lambda text: say(text, sys.stderr)
             )
         finally:
             proc.kill_all()
@@ -586,18 +607,18 @@ def cmd_doctor(args) -> int:
         times, values = noise.series(target, spec, args.noise_seconds)
     doc, lines = doctor_report.report(
         doctor_report.Checkup(
-            target.name,
-            spec,
-            cpu,
-            means,
-            starts,
-            process_s,
-            refs,
-            args.max_time,
-            args.rows,
-            args.targets,
-            times,
-            values,
+            target=target.name,
+            spec=spec,
+            cpu=cpu,
+            means=means,
+            starts=starts,
+            process_s=process_s,
+            refs=refs,
+            budget=args.max_time,
+            rows=args.rows,
+            targets=args.targets,
+            times=times,
+            values=values,
         )
     )
     say("\n".join(lines), sys.stderr if args.json == "-" else sys.stdout)
@@ -963,7 +984,14 @@ def _add_machines(sub) -> None:
     s.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     s.add_argument("--html", metavar="FILE", help="also write an HTML page with the charts to FILE")
     s.set_defaults(func=cmd_scale)
+    _add_doctor(sub)
+    s = sub.add_parser("targets", help="list target kinds and whether each works here")
+    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
+    s.add_argument("--inventory", metavar="FILE", help="list this inventory's hosts instead, as ssh targets")
+    s.set_defaults(func=cmd_targets)
 
+
+def _add_doctor(sub) -> None:
     s = sub.add_parser("doctor", help="how noisy is this host now, and what precision a budget can buy")
     s.add_argument("--target", default="local", help="target string (default: local)")
     s.add_argument("--bench", default="getppid", help="an agent row to time (default getppid)")
@@ -983,11 +1011,6 @@ def _add_machines(sub) -> None:
     s.add_argument("--targets", type=int, default=4, help="targets of that compare (default 4)")
     s.add_argument("--json", nargs="?", const="-", metavar="FILE")
     s.set_defaults(func=cmd_doctor)
-
-    s = sub.add_parser("targets", help="list target kinds and whether each works here")
-    s.add_argument("--json", nargs="?", const="-", metavar="FILE")
-    s.add_argument("--inventory", metavar="FILE", help="list this inventory's hosts instead, as ssh targets")
-    s.set_defaults(func=cmd_targets)
 
 
 def _add_stored(sub) -> None:

@@ -60,17 +60,17 @@ def noise(means: list[float], starts: list[float]) -> Noise:
         runs = 1 + sum(a != b for a, b in itertools.pairwise(modes))
         run_s = (starts[-1] - starts[0]) / runs if n > 1 else None
     return Noise(
-        n,
-        mu,
-        sd / mu if mu else math.inf,
-        _bimodality(means),
-        two is not None,
-        fast,
-        slow,
-        share,
-        run_s,
-        slow_above,
-        two,
+        processes=n,
+        mean=mu,
+        cv=sd / mu if mu else math.inf,
+        bimodality=_bimodality(means),
+        bimodal=two is not None,
+        fast=fast,
+        slow=slow,
+        slow_share=share,
+        run_s=run_s,
+        cut=slow_above,
+        modes=two,
     )
 
 

@@ -134,6 +134,32 @@ class Qmp:
         self.sock.close()
 
 
+def _host_events(trace: int | None) -> list[tuple[str, int, int]]:
+    """(metric, perf type, config) of each count read of a target's host
+    threads: their CPU time and context switches, and their system calls
+    where the syscall tracepoint is there."""
+    events = [
+        ("host_cpu_ns", TYPE_SOFTWARE, SW_TASK_CLOCK),
+        ("host_context_switches", TYPE_SOFTWARE, SW_CONTEXT_SWITCHES),
+    ]
+    return events + ([("host_syscalls", TYPE_TRACEPOINT, trace)] if trace is not None else [])
+
+
+def _open_each(tids: list[int], type_: int, config: int) -> tuple[list[int], list[int], str]:
+    """One counting event per thread: (their fds, the threads, ''); or,
+    where one fails to open, ([], [], why) with the ones opened closed
+    (a count that misses threads is no count)."""
+    fds: list[int] = []
+    for t in tids:
+        try:
+            fds.append(perf_open(t, type_, config))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            return [], [], f"perf_event_open: {e.strerror or e}"
+    return fds, list(tids), ""
+
+
 class HostProbe:
     """Cumulative host-side counts of one target, at any moment (read()),
     and its idle rate per second (set after boot by measure_idle())."""
@@ -168,33 +194,17 @@ class HostProbe:
         self.refresh()
         tid = tasks(self.pids)
         trace, why = syscall_tracepoint()
-        events = [
-            ("host_cpu_ns", TYPE_SOFTWARE, SW_TASK_CLOCK),
-            ("host_context_switches", TYPE_SOFTWARE, SW_CONTEXT_SWITCHES),
-        ]
-        if trace is not None:
-            events.append(("host_syscalls", TYPE_TRACEPOINT, trace))
-        else:
+        if trace is None:
             self.missing["host_syscalls"] = why
-        for name, type_, config in events:
-            self.fd_tids[name] = []
-            for t in tid:
-                try:
-                    self.fds[name].append(perf_open(t, type_, config))
-                    self.fd_tids[name].append(t)
-                except OSError as e:
-                    self.missing[name] = f"perf_event_open: {e.strerror or e}"
-                    break
-            if name in self.missing:
-                self._close(name)
+        for name, type_, config in _host_events(trace):
+            self.fds[name], self.fd_tids[name], failed = _open_each(tid, type_, config)
+            if failed:
+                self.missing[name] = failed
         if vcpu_tids and trace is not None:
-            for t in vcpu_tids:
-                try:
-                    self.fds["exits_userspace"].append(perf_open(t, TYPE_TRACEPOINT, trace))
-                except OSError as e:  # the ones already open are closed: none is read
-                    self.missing["exits_userspace"] = f"perf_event_open: {e.strerror or e}"
-                    self._close("exits_userspace")
-                    break
+            # a vCPU thread's system calls: almost all ioctl(KVM_RUN), one per exit that reaches user space
+            self.fds["exits_userspace"], _, failed = _open_each(vcpu_tids, TYPE_TRACEPOINT, trace)
+            if failed:
+                self.missing["exits_userspace"] = failed
         if vcpu_tids:
             try:
                 self.kvm = ExitCounter(vcpu_tids)

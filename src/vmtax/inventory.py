@@ -233,32 +233,41 @@ def parse_ini(text: str, path: str) -> Inventory:
             words = shlex.split(line, comments=True)
         except ValueError as e:
             raise UserError(f"{where}: {e}") from None
-        if not words:
-            continue
-        if what == "vars":
-            key, eq, value = line.partition("=")
-            if not eq or not key.strip():
-                raise UserError(f"{where}: '{line}' is not key=value")
-            inv.group(group, where).vars[key.strip()] = _unquote(value.strip(), where)
-        elif what == "children":
-            if len(words) != 1:
-                raise UserError(f"{where}: one group name per line under [{group}:children]")
-            inv.group(words[0], where)
-            g = inv.group(group, where)
-            if words[0] not in g.children:
-                g.children.append(words[0])
-        else:
-            host, variables = words[0], {}
-            m = re.match(r"^([^:\[\]]+):([0-9]+)$", host)  # host:port
-            if m:
-                host, variables["ansible_port"] = m.group(1), m.group(2)
-            for word in words[1:]:
-                key, eq, value = word.partition("=")
-                if not eq or not key:
-                    raise UserError(f"{where}: '{word}' after host {host} is not key=value")
-                variables[key] = value
-            inv.add_host(host, group, variables, where)
+        if words:
+            {"vars": _ini_var, "children": _ini_child}.get(what, _ini_host)(inv, group, line, words, where)
     return inv
+
+
+def _ini_var(inv: Inventory, group: str, line: str, _words: list[str], where: str) -> None:
+    """A line under [group:vars]: key=value."""
+    key, eq, value = line.partition("=")
+    if not eq or not key.strip():
+        raise UserError(f"{where}: '{line}' is not key=value")
+    inv.group(group, where).vars[key.strip()] = _unquote(value.strip(), where)
+
+
+def _ini_child(inv: Inventory, group: str, _line: str, words: list[str], where: str) -> None:
+    """A line under [group:children]: one group's name."""
+    if len(words) != 1:
+        raise UserError(f"{where}: one group name per line under [{group}:children]")
+    inv.group(words[0], where)
+    g = inv.group(group, where)
+    if words[0] not in g.children:
+        g.children.append(words[0])
+
+
+def _ini_host(inv: Inventory, group: str, _line: str, words: list[str], where: str) -> None:
+    """A host's line: host[:port] key=value ..."""
+    host, variables = words[0], {}
+    m = re.match(r"^([^:\[\]]+):([0-9]+)$", host)  # host:port
+    if m:
+        host, variables["ansible_port"] = m.group(1), m.group(2)
+    for word in words[1:]:
+        key, eq, value = word.partition("=")
+        if not eq or not key:
+            raise UserError(f"{where}: '{word}' after host {host} is not key=value")
+        variables[key] = value
+    inv.add_host(host, group, variables, where)
 
 
 def _unquote(value: str, where: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Sample:
     block: int = -1  # the runner's block it was measured in (-1: unknown, an old run)
     counting: bool = False  # a batch with counters on: its metrics count, its time does not
     # further figures per operation, by name (counters, host cost, ...)
-    metrics: dict = field(default_factory=dict, compare=False)
+    metrics: dict[str, float] = field(default_factory=dict, compare=False)
     # the agent's reference loop right before and after this sample, ns per step: the host's
     # state it was taken in (agent/harness.h); None where not taken (workloads, old runs)
     ref_before: float | None = None
@@ -71,13 +72,42 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class Interval:
+    """An estimate and its confidence interval: every figure vmtax reports
+    with its uncertainty (a mean, a ratio, a change) is one.  An end that is
+    infinite is unbounded; a point or end that is nan is none."""
+
+    point: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    @property
+    def bounded(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def halfwidth(self) -> float:
+        return (self.high - self.low) / 2
+
+    @property
+    def rel_halfwidth(self) -> float:
+        """The half-width as a fraction of the point (inf where unbounded or the point is 0)."""
+        if not self.bounded or self.point == 0:
+            return float("inf")
+        return self.halfwidth / abs(self.point)
+
+    def excludes(self, value: float) -> bool:
+        """The interval leaves `value` out (a ratio's 1: a difference at its level)."""
+        return self.low > value or self.high < value
+
+
+@dataclass(frozen=True)
 class Summary:
     n: int
-    mean: float
+    ci: Interval  # the mean over units and its interval
     median: float
     stdev: float
-    ci_low: float
-    ci_high: float
     min: float
     max: float
     best3of5: float | None = None
@@ -85,15 +115,25 @@ class Summary:
     units: int = 0  # independent units the interval rests on (agent processes)
 
     @property
+    def mean(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
+
+    @property
     def ci_halfwidth(self) -> float:
-        return (self.ci_high - self.ci_low) / 2
+        return self.ci.halfwidth
 
     @property
     def ci_rel(self) -> float:
         """CI half-width as a fraction of the mean (inf when undefined)."""
-        if self.mean == 0 or self.n < 2 or not math.isfinite(self.ci_high):
-            return float("inf")
-        return abs(self.ci_halfwidth / self.mean)
+        return float("inf") if self.n < 2 else self.ci.rel_halfwidth
 
     @property
     def cv(self) -> float:
@@ -123,7 +163,7 @@ class Modes:
 FAST_MODE, SAME_MODE, ALL_BLOCKS = "fast mode", "same mode", "all blocks"  # Comparison.estimand: a JSON contract
 
 
-def headline_of(config: dict) -> str | None:
+def headline_of(config: dict[str, Any]) -> str | None:
     """Which stratum a run's rows with two modes report (its --fast-mode or --same-mode), or None."""
     return SAME_MODE if config.get("same_mode") else FAST_MODE if config.get("fast_mode") else None
 
@@ -142,7 +182,7 @@ class Measurement:
     overhead: float | None = None  # mean harness overhead per op
     cpu: int = -1
     # per operation, from the counted batches (metrics.py): name -> summary over processes
-    metrics: dict = field(default_factory=dict, compare=False)
+    metrics: dict[str, Summary] = field(default_factory=dict, compare=False)
     modes: Modes | None = field(default=None, compare=False)  # its process means fell in two modes
 
 
@@ -155,13 +195,23 @@ class Stratum:
     weighted by its blocks over their levels' spread); or, beside such a
     headline, all of them."""
 
-    ratio: float
-    ci_low: float
-    ci_high: float
+    ci: Interval  # the ratio and its interval
     blocks: int  # the blocks in the stratum
     of_blocks: int  # the blocks paired
     p_value: float = math.nan
     slow_blocks: int = 0  # of `blocks`, those both sides ran in their slow mode (the same-mode stratum)
+
+    @property
+    def ratio(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
 
 
 @dataclass(frozen=True)
@@ -175,15 +225,25 @@ class HostState:
     blocks: int  # the blocks in the two halves
     quick: float  # the ratio in the host's quick half
     slow: float  # in its slow half
-    change: float  # slow / quick
-    change_low: float
-    change_high: float
+    ci: Interval  # the change, slow / quick, and its interval
     z: float = 0.0  # the log change over its standard error, as a normal z (stats.tax_moves adds a candidate's)
+
+    @property
+    def change(self) -> float:
+        return self.ci.point
+
+    @property
+    def change_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def change_high(self) -> float:
+        return self.ci.high
 
     @property
     def moved(self) -> bool:
         """The change's 95% CI leaves out 1: the ratio differs between the halves at the 5% level."""
-        return self.change_low > 1 or self.change_high < 1
+        return self.ci.excludes(1)
 
 
 @dataclass(frozen=True)
@@ -191,14 +251,12 @@ class Comparison:
     benchmark: BenchSpec
     baseline: str
     candidate: str
-    ratio: float
-    ratio_ci_low: float
-    ratio_ci_high: float
+    ci: Interval  # the ratio, candidate / baseline, and its interval
     p_value: float
     significant: bool
     stopped_by: str
-    # name -> (ratio, CI low, CI high) of a metric's means, where both sides counted it
-    metrics: dict = field(default_factory=dict, compare=False)
+    # name -> the ratio of a metric's means and its interval, where both sides counted it
+    metrics: dict[str, Interval] = field(default_factory=dict, compare=False)
     fast_mode: Stratum | None = field(default=None, compare=False)
     same_mode: Stratum | None = field(default=None, compare=False)
     slow_mode: Stratum | None = field(default=None, compare=False)  # the blocks both ran in their slow mode
@@ -214,6 +272,18 @@ class Comparison:
     host_state: HostState | None = field(default=None, compare=False)  # None: too few blocks to split
 
     @property
+    def ratio(self) -> float:
+        return self.ci.point
+
+    @property
+    def ratio_ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ratio_ci_high(self) -> float:
+        return self.ci.high
+
+    @property
     def estimand(self) -> str:
         """Which blocks the ratio above is over, as the reports name it."""
         return self.headline if self.all_modes is not None else ALL_BLOCKS
@@ -223,7 +293,7 @@ class Comparison:
 class TargetInfo:
     name: str
     kind: str
-    facts: dict = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
     accel: str | None = None
     boot_s: float | None = None
     idle_cpu_pct: float | None = None
@@ -241,7 +311,7 @@ class RunData:
     status: str
     command: str
     vmtax_version: str
-    config: dict
+    config: dict[str, Any]
     targets: list[TargetInfo] = field(default_factory=list)
     agent_hashes: dict[str, str] = field(default_factory=dict)
     benchmarks: list[BenchSpec] = field(default_factory=list)
@@ -255,10 +325,20 @@ class RunData:
 class Estimate:
     """A figure with its unit and 95% interval (infinite: unbounded)."""
 
-    value: float
+    ci: Interval
     unit: str
-    ci_low: float
-    ci_high: float
+
+    @property
+    def value(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
 
 
 @dataclass(frozen=True)

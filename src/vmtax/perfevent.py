@@ -33,7 +33,10 @@ def perf_open(pid: int, type_: int, config: int) -> int:
     around the counted batches.  Raises OSError with the kernel's reason."""
     if _libc is None:
         raise OSError(0, "no libc")
-    attr = struct.pack("<IIQQQQQIIQ", type_, 64, config, 0, 0, _READ_FORMAT, _DISABLED | _INHERIT, 0, 0, 0)
+    # struct perf_event_attr's first 64 bytes: type, size, config, sample period and type, read format,
+    # flags, wakeup, breakpoint type and address
+    fields = (type_, 64, config, 0, 0, _READ_FORMAT, _DISABLED | _INHERIT, 0, 0, 0)
+    attr = struct.pack("<IIQQQQQIIQ", *fields)
     buf = ctypes.create_string_buffer(attr, 64)
     fd = _libc.syscall(
         _SYS_PERF_EVENT_OPEN,

@@ -338,18 +338,30 @@ def stream_lines(
             yield raw.decode("utf-8", "replace").rstrip("\n")
         p.wait()
         reader.join(timeout=5)
-        timed_out = not timer.is_alive() and p.returncode == -signal.SIGKILL
-        if p.returncode != 0:
-            err = bytes(err_tail).decode("utf-8", "replace").strip()
-            raise ChildFailed(p.returncode, err[-2000:], timed_out)
+        _raise_on_failure(p, timer, err_tail)
     finally:
         timer.cancel()
         kill_group(p)
-        if hold is not None and p.stdin is not None:  # piped when held
-            try:
-                p.stdin.close()
-            except OSError:
-                pass
+        if hold is not None:
+            _close_stdin(p)
+
+
+def _raise_on_failure(p: subprocess.Popen, timer: threading.Timer, err_tail: bytearray) -> None:
+    """ChildFailed with the tail of its stderr where an ended child exited non-zero
+    (timed out: the timer's kill ended it)."""
+    timed_out = not timer.is_alive() and p.returncode == -signal.SIGKILL
+    if p.returncode != 0:
+        err = bytes(err_tail).decode("utf-8", "replace").strip()
+        raise ChildFailed(p.returncode, err[-2000:], timed_out)
+
+
+def _close_stdin(p: subprocess.Popen) -> None:
+    """A held child's stdin closed (piped when held), whatever state the pipe is in."""
+    if p.stdin is not None:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
 
 
 MAX_LINE = 1 << 20  # bytes of one line of a child's output

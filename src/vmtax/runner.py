@@ -146,7 +146,9 @@ class Blocks:
             if self.progress:
                 elapsed = self._elapsed()
                 eta = self.sched.eta(index, deadline - self.clock(), elapsed)
-                self.progress.update(index, len(self.jobs), job, states, worst, elapsed, eta)
+                self.progress.update(
+                    index, len(self.jobs), job=job, states=states, precision_now=worst, elapsed=elapsed, eta=eta
+                )
             if not any(st.done is None for st in states.values()):
                 return "budget"  # every target skipped or failed: the outcome says which
             if self._enough(states) and worst <= self.cfg.precision:

@@ -288,7 +288,16 @@ class ScaleRun(Rounds):
         try:
             items = len(self.cfg.instances) * len(self.jobs)
             for position, n in enumerate(self.cfg.instances):
-                grow(self.pool, self.make, n, self.cfg.pin, self.cpus, files, self.text, self.note)
+                grow(
+                    self.pool,
+                    self.make,
+                    n,
+                    pin=self.cfg.pin,
+                    cpus=self.cpus,
+                    files=files,
+                    label=self.text,
+                    note=self.note,
+                )
                 stage = stage_name(self.text, n)
                 copies = self.pool.targets[:n]
                 facts = {

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from . import stats
-from .model import BenchSpec, Estimate, RunData, Sample, ScalePoint
+from .model import BenchSpec, Estimate, Interval, RunData, Sample, ScalePoint
 
 
 def rate_unit(spec: BenchSpec) -> str:
@@ -74,7 +74,7 @@ def estimate(values: list[float], unit: str, lo: float | None = None, hi: float 
         low = max(low, lo)
     if hi is not None:
         high = min(high, hi)
-    return Estimate(s.mean, unit, low, high)
+    return Estimate(Interval(s.mean, low, high), unit)
 
 
 def stage_n(facts: dict) -> int | None:
@@ -103,14 +103,14 @@ def points(data: RunData) -> dict[str, list[ScalePoint]]:
                 alone = means
             rows.append(
                 _point(
-                    spec,
-                    t.name,
-                    scale,
-                    n,
-                    rounds,
-                    means,
-                    alone,
-                    data.outcomes.get((t.name, spec.name), ("interrupted", "")),
+                    spec=spec,
+                    stage=t.name,
+                    scale=scale,
+                    n=n,
+                    rounds=rounds,
+                    means=means,
+                    alone=alone,
+                    outcome=data.outcomes.get((t.name, spec.name), ("interrupted", "")),
                 )
             )
         out[spec.name] = rows
@@ -135,10 +135,9 @@ def _point(
         for i, mb in enumerate(r.get("host_mem_mib") or []):
             mem[i] = max(mem.get(i, 0.0), mb)
     if n == 1:
-        slowdown = Estimate(1.0, "x", 1.0, 1.0)  # the reference itself
+        slowdown = Estimate(Interval(1.0, 1.0, 1.0), "x")  # the reference itself
     elif alone:
-        r, lo, hi = stats.ratio_unpaired(alone, means)
-        slowdown = Estimate(r, "x", lo, hi)
+        slowdown = Estimate(stats.ratio_unpaired(alone, means), "x")
     else:
         slowdown = None
     instances = list(zip(*rounds.values(), strict=True))  # per instance, its rate in each round
@@ -148,7 +147,7 @@ def _point(
         aggregate=estimate([sum(v) for v in rounds.values()], unit, lo=0.0),
         per_instance=tuple(estimate(list(v), unit, lo=0.0) for v in instances),
         jain=(
-            Estimate(1.0, "", 1.0, 1.0)
+            Estimate(Interval(1.0, 1.0, 1.0), "")
             if n == 1
             else estimate([stats.jain(v) for v in rounds.values()], "", lo=1.0 / n, hi=1.0)
         ),

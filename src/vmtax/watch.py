@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Comparison, RunData
+from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Comparison, Interval, RunData
 
 ALPHA = 0.05  # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
@@ -65,14 +65,24 @@ class GateRow:
     candidate: str
     unit: str
     direction: str
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
+    ci: Interval | None  # the row's ratio and its interval (None: no ratio)
     p_value: float | None
     p_adjusted: float | None
     verdict: str
     why: str
     estimand: str = ALL_BLOCKS  # FAST_MODE/SAME_MODE: a compare --fast-mode/--same-mode row with two modes, gated so
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.ci is None else self.ci.point
+
+    @property
+    def ci_low(self) -> float | None:
+        return None if self.ci is None else self.ci.low
+
+    @property
+    def ci_high(self) -> float | None:
+        return None if self.ci is None else self.ci.high
 
 
 @dataclass(frozen=True)
@@ -101,43 +111,52 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02, 
     adjusted = dict(
         zip([(c.benchmark.name, c.candidate) for c in tested], holm([c.p_value for c in tested]), strict=True)
     )
-    limit = 1 + threshold
     rows = []
     for c in comparisons:
-        r, _lo, hi = _worse(c)
         p_adj = adjusted.get((c.benchmark.name, c.candidate))
-        significant = p_adj is not None and p_adj < alpha
-        if significant and r > limit:
-            verdict, why = "regressed", f"worse by {r - 1:+.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
-        elif significant and r < 1 / limit:
-            verdict, why = "improved", f"better by {1 - r:.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
-        elif not math.isfinite(hi) or hi > limit:
-            verdict = "inconclusive"
-            why = (
-                "no interval (too few blocks)"
-                if not math.isfinite(hi)
-                else f"the interval reaches {hi - 1:+.2%}, past {threshold:.2%}"
-                + (f"; adjusted p {p_adj:.3g}" if p_adj is not None else "")
-            )
-        else:
-            verdict, why = "pass", f"within {threshold:.2%}"
+        verdict, why = _verdict(c, p_adj, threshold, alpha)
         rows.append(
             GateRow(
-                c.benchmark.name,
-                c.candidate,
-                c.benchmark.unit,
-                c.benchmark.direction,
-                c.ratio,
-                c.ratio_ci_low,
-                c.ratio_ci_high,
-                c.p_value,
-                p_adj,
-                verdict,
-                why + STRATUM_SAID.get(c.estimand, ""),
-                c.estimand,
+                benchmark=c.benchmark.name,
+                candidate=c.candidate,
+                unit=c.benchmark.unit,
+                direction=c.benchmark.direction,
+                ci=c.ci,
+                p_value=c.p_value,
+                p_adjusted=p_adj,
+                verdict=verdict,
+                why=why + STRATUM_SAID.get(c.estimand, ""),
+                estimand=c.estimand,
             )
         )
-    compared = {(c.benchmark.name, c.candidate) for c in comparisons}
+    rows += _uncompared(data, {(c.benchmark.name, c.candidate) for c in comparisons})
+    found = {r.verdict for r in rows}
+    verdict = next((v for v in ("regressed", "error", "inconclusive") if v in found), "pass")
+    return Gate(threshold, alpha, verdict, tuple(rows))
+
+
+def _verdict(c: Comparison, p_adj: float | None, threshold: float, alpha: float) -> tuple[str, str]:
+    """A compared row's verdict and why, its Holm-adjusted p given."""
+    limit = 1 + threshold
+    r, _lo, hi = _worse(c)
+    significant = p_adj is not None and p_adj < alpha
+    if significant and r > limit:
+        return "regressed", f"worse by {r - 1:+.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
+    if significant and r < 1 / limit:
+        return "improved", f"better by {1 - r:.2%} beyond {threshold:.2%}, adjusted p {p_adj:.3g}"
+    if not math.isfinite(hi):
+        return "inconclusive", "no interval (too few blocks)"
+    if hi > limit:
+        return "inconclusive", f"the interval reaches {hi - 1:+.2%}, past {threshold:.2%}" + (
+            f"; adjusted p {p_adj:.3g}" if p_adj is not None else ""
+        )
+    return "pass", f"within {threshold:.2%}"
+
+
+def _uncompared(data: RunData, compared: set[tuple[str, str]]) -> list[GateRow]:
+    """A row per candidate and benchmark the run could not compare: an error
+    where the candidate or the baseline failed it, else inconclusive."""
+    rows = []
     names = [t.name for t in data.targets]
     for spec in data.benchmarks:
         for cand in names[1:]:
@@ -146,25 +165,20 @@ def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02, 
                 base_how, base_reason = data.outcomes.get((names[0], spec.name), ("", ""))
                 if how != "error" and base_how == "error":
                     how, reason = "the baseline's error", base_reason
-                verdict = "error" if how in ("error", "the baseline's error") else "inconclusive"
                 rows.append(
                     GateRow(
-                        spec.name,
-                        cand,
-                        spec.unit,
-                        spec.direction,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        verdict,
-                        f"no ratio: {how}{': ' + reason if reason else ''}"[:300],
+                        benchmark=spec.name,
+                        candidate=cand,
+                        unit=spec.unit,
+                        direction=spec.direction,
+                        ci=None,
+                        p_value=None,
+                        p_adjusted=None,
+                        verdict="error" if how in ("error", "the baseline's error") else "inconclusive",
+                        why=f"no ratio: {how}{': ' + reason if reason else ''}"[:300],
                     )
                 )
-    found = {r.verdict for r in rows}
-    verdict = next((v for v in ("regressed", "error", "inconclusive") if v in found), "pass")
-    return Gate(threshold, alpha, verdict, tuple(rows))
+    return rows
 
 
 # -- facts ----------------------------------------------------------------------------
@@ -223,9 +237,7 @@ class Change:
     direction: str
     ratio_a: float
     ratio_b: float
-    change: float
-    ci_low: float
-    ci_high: float
+    ci: Interval  # the change, B's ratio over A's, and its interval
     estimand_a: str = ALL_BLOCKS  # which blocks each run's ratio is over (Comparison.estimand)
     estimand_b: str = ALL_BLOCKS
     candidate_b: str = ""  # run B's candidate, where the diff paired two single candidates (Diff.paired)
@@ -233,6 +245,18 @@ class Change:
     def __post_init__(self):
         if not self.candidate_b:
             object.__setattr__(self, "candidate_b", self.candidate)
+
+    @property
+    def change(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
 
 
 def _log_se(c: Comparison) -> float:
@@ -242,15 +266,15 @@ def _log_se(c: Comparison) -> float:
     return (math.log(c.ratio_ci_high) - math.log(c.ratio_ci_low)) / (2 * Z95)
 
 
-def ratio_of_ratios(a: Comparison, b: Comparison) -> tuple[float, float, float]:
+def ratio_of_ratios(a: Comparison, b: Comparison) -> Interval:
     """B's ratio over A's, and its 95% interval: the two runs are
     independent, so the variances of the log ratios add (each read off its
     run's interval, taken as symmetric in log)."""
     change = b.ratio / a.ratio
     se = math.hypot(_log_se(a), _log_se(b))
     if not math.isfinite(se):
-        return change, 0.0, math.inf
-    return change, change * math.exp(-Z95 * se), change * math.exp(Z95 * se)
+        return Interval(change, 0.0, math.inf)
+    return Interval(change, change * math.exp(-Z95 * se), change * math.exp(Z95 * se))
 
 
 @dataclass
@@ -291,22 +315,19 @@ def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison])
         cb = by_b.get((as_a[ca.baseline], as_a[ca.candidate], ca.benchmark.name))
         if cb is None:
             continue
-        change, lo, hi = ratio_of_ratios(ca, cb)
         changes.append(
             Change(
-                ca.benchmark.name,
-                as_a[ca.baseline],
-                as_a[ca.candidate],
-                ca.benchmark.unit,
-                ca.benchmark.direction,
-                ca.ratio,
-                cb.ratio,
-                change,
-                lo,
-                hi,
-                ca.estimand,
-                cb.estimand,
-                paired[2] if paired else "",
+                benchmark=ca.benchmark.name,
+                baseline=as_a[ca.baseline],
+                candidate=as_a[ca.candidate],
+                unit=ca.benchmark.unit,
+                direction=ca.benchmark.direction,
+                ratio_a=ca.ratio,
+                ratio_b=cb.ratio,
+                ci=ratio_of_ratios(ca, cb),
+                estimand_a=ca.estimand,
+                estimand_b=cb.estimand,
+                candidate_b=paired[2] if paired else "",
             )
         )
     if not changes:
@@ -337,10 +358,20 @@ def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison])
 class Point:
     run: str
     started: float
-    ratio: float
-    ci_low: float
-    ci_high: float
+    ci: Interval  # the ratio and its interval
     estimand: str = ALL_BLOCKS  # which blocks the ratio is over (Comparison.estimand)
+
+    @property
+    def ratio(self) -> float:
+        return self.ci.point
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
 
 
 @dataclass(frozen=True)
@@ -373,7 +404,7 @@ def series(runs: list[tuple[RunData, list[Comparison]]]) -> list[Series]:
         for c in cs:
             key = (names[c.baseline], names[c.candidate], c.benchmark.name)
             s = out.setdefault(key, Series(c.benchmark.name, *key[:2], c.benchmark.unit, c.benchmark.direction, []))
-            s.points.append(Point(data.id, data.started, c.ratio, c.ratio_ci_low, c.ratio_ci_high, c.estimand))
+            s.points.append(Point(data.id, data.started, c.ci, c.estimand))
     return list(out.values())
 
 

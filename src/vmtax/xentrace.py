@@ -216,16 +216,10 @@ class Counting:
         if self.on_cpu is not None and self.on_cpu != self.cpu:
             return
         if ev == GEN_LOST:
-            self.lost += 1
-            if self.open:
-                self.windows[-1].lost = True
+            self._lost()
             return
-        if ev & RUNSTATE_MASK == SCHED_RUNSTATE and r.extra:  # the states are in the event: old << 8, new << 4
-            dom, new = (r.extra[0] >> 16) & 0xFFFF, (ev >> 4) & 3
-            if new == 0:  # RUNSTATE_running
-                self.running = dom
-            elif self.running == dom:
-                self.running = DOMID_IDLE
+        if ev & RUNSTATE_MASK == SCHED_RUNSTATE and r.extra:
+            self._runstate(r)
             return
         if self.domid is not None and self.running is not None and self.running != self.domid:
             return
@@ -237,6 +231,20 @@ class Counting:
         if self.open:
             for name in self.names(r):
                 self.windows[-1].counts[name] += 1
+
+    def _lost(self) -> None:
+        """Records lost: the window open now counts as partial."""
+        self.lost += 1
+        if self.open:
+            self.windows[-1].lost = True
+
+    def _runstate(self, r: Record) -> None:
+        """A domain's runstate change on this CPU (the states are in the event: old << 8, new << 4)."""
+        dom, new = (r.extra[0] >> 16) & 0xFFFF, (r.event >> 4) & 3
+        if new == 0:  # RUNSTATE_running
+            self.running = dom
+        elif self.running == dom:
+            self.running = DOMID_IDLE
 
     def _is_marker(self, r: Record) -> bool:
         base = r.event & ~FLAG_64

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from ..metrics import PER_UNIT, describe, order, unit_of
-from ..model import Comparison, Measurement, RunData, Summary
+from ..model import BenchSpec, Comparison, Measurement, RunData, Summary
 from ..suite.workloads import of_spec
 from . import table
 from .mdkit import md_cell
@@ -62,6 +62,9 @@ class Cell:
     high: float | None = None
 
 
+Row = tuple[str, str, str, list[Cell]]  # a Block's row: key, label, unit, a cell per target
+
+
 @dataclass
 class Block:
     """One benchmark: its rows of cells (one per target), and readings."""
@@ -70,7 +73,7 @@ class Block:
     description: str
     unit: str
     targets: list[str]
-    rows: list[tuple[str, str, str, list[Cell]]] = field(default_factory=list)  # key, label, unit, cells
+    rows: list[Row] = field(default_factory=list)
     readings: list[str] = field(default_factory=list)
     per: str = "per operation"  # a workload's: per unit of its work
 
@@ -102,29 +105,41 @@ def view(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> list[Blo
             if w is not None and w.work and spec.name == w.specs()[0].name:
                 blocks.append(_workload_block(spec, w.work, present, {n: mby[(n, spec.name)] for n in present}))
             continue
-        b = Block(spec.name, spec.description, spec.unit, present)
         measured = {n: mby[(n, spec.name)] for n in present}
-        extra = order({k for m in measured.values() for k in m.metrics if k.startswith(BY_TYPE)})
-        keys = [(k, lbl, u) for k, lbl, u in ROWS]
-        for k in extra:  # each under its family's total
-            at = next(i for i, row in enumerate(keys) if row[0] == k.split("_")[0]) + 1
-            while at < len(keys) and keys[at][0].startswith(k.split("_")[0] + "_"):
-                at += 1
-            keys.insert(at, (k, "  " + describe(k).label, ""))
-        for key, label, unit in keys:
-            if key == "time":
-                cells = [_cell(measured[n].summary) for n in present]
-                unit = spec.unit
-            elif key == "cpi":
-                cells = [_cpi(measured[n]) for n in present]
-            else:
-                cells = [_cell(measured[n].metrics.get(key)) for n in present]
-            # an exit reason no target met is left out: a KVM host counts a score of them
-            if any(c.mean for c in cells) if key.startswith(BY_TYPE) else any(c.mean is not None for c in cells):
-                b.rows.append((key, label, unit, cells))
+        b = Block(spec.name, spec.description, spec.unit, present, rows=_rows(spec, present, measured))
         b.readings = readings(spec.name, present, measured, facts)
         blocks.append(b)
     return blocks
+
+
+def _keys(measured: dict[str, Measurement]) -> list[tuple[str, str, str]]:
+    """The rows' (key, label, unit): ROWS, and each count by type that a
+    target has under its family's total."""
+    extra = order({k for m in measured.values() for k in m.metrics if k.startswith(BY_TYPE)})
+    keys = [(k, lbl, u) for k, lbl, u in ROWS]
+    for k in extra:  # each under its family's total
+        at = next(i for i, row in enumerate(keys) if row[0] == k.split("_")[0]) + 1
+        while at < len(keys) and keys[at][0].startswith(k.split("_")[0] + "_"):
+            at += 1
+        keys.insert(at, (k, "  " + describe(k).label, ""))
+    return keys
+
+
+def _rows(spec: BenchSpec, present: list[str], measured: dict[str, Measurement]) -> list[Row]:
+    """An agent row's rows of cells, one cell per target: its time, CPI and counts."""
+    rows = []
+    for key, label, unit in _keys(measured):
+        if key == "time":
+            cells = [_cell(measured[n].summary) for n in present]
+            unit = spec.unit
+        elif key == "cpi":
+            cells = [_cpi(measured[n]) for n in present]
+        else:
+            cells = [_cell(measured[n].metrics.get(key)) for n in present]
+        # an exit reason no target met is left out: a KVM host counts a score of them
+        if any(c.mean for c in cells) if key.startswith(BY_TYPE) else any(c.mean is not None for c in cells):
+            rows.append((key, label, unit, cells))
+    return rows
 
 
 def _workload_block(spec, work: str, present: list[str], measured: dict[str, Measurement]) -> Block:
@@ -188,20 +203,10 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
         assert m.summary is not None, "present: measured"
         kind, accel = facts[name].get("target_kind"), facts[name].get("accel")
         t, t0 = m.summary.mean, b.summary.mean
-        hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
-        bcs, bsc = _m(b, "host_context_switches"), _m(b, "host_syscalls")
         if facts[name].get("gvisor_platform"):
             out.append(_gvisor_reading(name, bench, m, b, facts[name]))
-        # (a baseline with no host count of its own, a Xen guest's, says nothing to compare with)
-        elif hcs is not None and hcs >= 1 and bcs is not None and bcs < 0.5 and kind != "local":
-            extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
-            native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
-            why = (
-                ": a ptrace round trip through the UML kernel's host process for each trap into the guest kernel"
-                if kind == "uml"
-                else ": the guest's kernel runs in other host tasks"
-            )
-            out.append(f"{name}: ~{_g(hcs)} host context switches{extra} per {bench}{native}{why}")
+        else:
+            out += _host_tasks_reading(name, bench, m, b, base, kind)
         # against the guest's CPU time in the same counted batches: counting
         # slows the guest (its syscall tracepoint), so not the timed figure
         user, exits, guest = _m(m, "host_cpu_user_ns"), _m(m, "exits"), _m(m, "task_clock_ns")
@@ -213,18 +218,7 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
                 "the kernel entries"
             )
         if exits is not None and exits >= 0.5:
-            # exits_userspace counts the vCPU threads' system calls, not exits: no reason
-            reasons = {
-                k[len("exits_") :]: v.mean
-                for k, v in m.metrics.items()
-                if k.startswith("exits_") and k != "exits_userspace"
-            }
-            top = max(reasons, key=reasons.__getitem__) if reasons else None
-            out.append(
-                f"{name}: {_g(exits)} VM exits per op"
-                + (f", mostly {top}" if top else "")
-                + ": each is a world switch to the hypervisor and back"
-            )
+            out.append(_exits_reading(name, exits, m))
         out += _xen_reading(name, m)
         pf, pf0 = _m(m, "page_faults"), _m(b, "page_faults")
         if pf is not None and pf0 is not None and pf > 1.5 * pf0 + 0.05:
@@ -235,6 +229,38 @@ def readings(bench: str, targets: list[str], ms: dict[str, Measurement], facts: 
                 "the operation is the same, each step of it costs more"
             )
     return out
+
+
+def _host_tasks_reading(name: str, bench: str, m: Measurement, b: Measurement, base: str, kind) -> list[str]:
+    """A target whose kernel runs in other host tasks: its host context
+    switches (and syscalls) per op against the baseline's (a baseline with
+    no host count of its own, a Xen guest's, says nothing to compare with)."""
+    hcs, hsc = _m(m, "host_context_switches"), _m(m, "host_syscalls")
+    bcs, bsc = _m(b, "host_context_switches"), _m(b, "host_syscalls")
+    if not (hcs is not None and hcs >= 1 and bcs is not None and bcs < 0.5 and kind != "local"):
+        return []
+    extra = f" and ~{_g(hsc)} host syscalls" if hsc is not None else ""
+    native = f" ({base}: {_g(bcs or 0)}{', ' + _g(bsc) if bsc is not None else ''})"
+    why = (
+        ": a ptrace round trip through the UML kernel's host process for each trap into the guest kernel"
+        if kind == "uml"
+        else ": the guest's kernel runs in other host tasks"
+    )
+    return [f"{name}: ~{_g(hcs)} host context switches{extra} per {bench}{native}{why}"]
+
+
+def _exits_reading(name: str, exits: float, m: Measurement) -> str:
+    """A guest's VM exits per op and their commonest reason
+    (exits_userspace counts the vCPU threads' system calls, not exits: no reason)."""
+    reasons = {
+        k[len("exits_") :]: v.mean for k, v in m.metrics.items() if k.startswith("exits_") and k != "exits_userspace"
+    }
+    top = max(reasons, key=reasons.__getitem__) if reasons else None
+    return (
+        f"{name}: {_g(exits)} VM exits per op"
+        + (f", mostly {top}" if top else "")
+        + ": each is a world switch to the hypervisor and back"
+    )
 
 
 def _xen_reading(name: str, m: Measurement) -> list[str]:

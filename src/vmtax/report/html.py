@@ -21,7 +21,7 @@ from .view import HTML, Table
 CHART_MAX_BARS = 10  # benchmarks per ratio chart
 Figure = Callable[[RunData, BenchSpec, list[tuple[str, list[float], list[float]]]], str]
 # a chart of ratios: (title, direction, benchmarks, [(candidate, [(ratio, low, high) or None])]) -> SVG
-Bars = Callable[[str, str, list[str], list[tuple[str, list[tuple[float, float, float] | None]]]], str]
+Bars = Callable[[str, str, list[str], plots.Bars], str]
 
 
 def mode_paragraphs(texts: list[str]) -> str:
@@ -90,13 +90,10 @@ def ratio_charts(data: RunData, cs: list[Comparison], bars: Bars = plots.ratio_b
             label = f"{suite} ({i + 1}/{parts})" if parts > 1 else suite
             chunks.append((suite, label, direction, names[i * CHART_MAX_BARS : (i + 1) * CHART_MAX_BARS]))
     for suite, label, direction, benches in chunks:
-        series = []
+        series: plots.Bars = []
         for k in cands:
-            vals = []
-            for name in benches:
-                c = cby.get((k, name))
-                vals.append((c.ratio, c.ratio_ci_low, c.ratio_ci_high) if c else None)
-            series.append((k, vals))
+            got = [cby.get((k, name)) for name in benches]
+            series.append((k, [c.ci if c else None for c in got]))
         svg = bars(f"{label}: candidate / {data.targets[0].name}", direction, benches, series)
         caption = "; ".join(f"{k}: geometric mean {gm.get((k, suite, direction), float('nan')):.3g}" for k in cands)
         out.append(

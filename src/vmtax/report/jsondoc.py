@@ -9,7 +9,7 @@ from ..metrics import unit_of
 from ..model import Comparison, Measurement, RunData
 from ..suite.workloads import of_spec
 from . import facts, scoreboard
-from .jsonparts import modes_row
+from .jsonparts import interval, modes_row
 from .units import json_number
 from .view import JSON, Table
 
@@ -35,9 +35,7 @@ def metric_rows(metrics: dict, benchmark: str = "") -> dict:
     return {
         name: {
             "unit": unit_of(name, work),
-            "mean": json_number(s.mean),
-            "ci_low": json_number(s.ci_low),
-            "ci_high": json_number(s.ci_high),
+            **interval(s.ci, "mean"),
             "n": s.units,
         }
         for name, s in metrics.items()

@@ -1,11 +1,23 @@
 """The pieces of vmtax's JSON documents that more than one part of a
-document carries: two modes, a stratum's ratio, the host's state, metrics'
-ratios."""
+document carries: an interval, two modes, a stratum's ratio, the host's
+state, metrics' ratios."""
 
 from __future__ import annotations
 
-from ..model import HostState, Modes, Stratum
+from ..model import HostState, Interval, Modes, Stratum
 from .units import json_number
+
+
+def interval(iv: Interval | None, point: str, prefixed: bool = False) -> dict:
+    """An interval as every JSON document spells one: its point under
+    `point`, its ends `ci_low` and `ci_high` -- prefixed with the point's
+    name and `_` (`ratio_ci_low`) where `prefixed`: in an object that holds
+    other figures with intervals of their own (a comparison's strata, its
+    host state).  An unbounded end, or a missing interval's, is null."""
+    ends = f"{point}_ci" if prefixed else "ci"
+    if iv is None:
+        return {point: None, f"{ends}_low": None, f"{ends}_high": None}
+    return {point: json_number(iv.point), f"{ends}_low": json_number(iv.low), f"{ends}_high": json_number(iv.high)}
 
 
 def modes_row(m: Modes | None) -> dict | None:
@@ -30,9 +42,7 @@ def stratum(s: Stratum | None, slow: bool = False) -> dict | None:
     if s is None:
         return None
     return {
-        "ratio": json_number(s.ratio),
-        "ci_low": json_number(s.ci_low),
-        "ci_high": json_number(s.ci_high),
+        **interval(s.ci, "ratio"),
         "p_value": json_number(s.p_value),
         "blocks": s.blocks,
         "of_blocks": s.of_blocks,
@@ -49,16 +59,11 @@ def host_state(h: HostState | None) -> dict | None:
         "blocks": h.blocks,
         "quick_ratio": json_number(h.quick),
         "slow_ratio": json_number(h.slow),
-        "change": json_number(h.change),
-        "change_ci_low": json_number(h.change_low),
-        "change_ci_high": json_number(h.change_high),
+        **interval(h.ci, "change", prefixed=True),
         "moved": h.moved,
     }
 
 
-def metric_ratios(metrics: dict) -> dict:
+def metric_ratios(metrics: dict[str, Interval]) -> dict:
     """name -> {ratio, ci_low, ci_high} of a comparison's metrics."""
-    return {
-        name: {"ratio": json_number(r), "ci_low": json_number(lo), "ci_high": json_number(hi)}
-        for name, (r, lo, hi) in metrics.items()
-    }
+    return {name: interval(iv, "ratio") for name, iv in metrics.items()}

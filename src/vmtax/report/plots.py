@@ -7,12 +7,13 @@ import io
 import math
 import re
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 
+from ..model import Interval
 from .safe import inert
 from .units import fmt_rate, fmt_value
 
@@ -56,56 +57,61 @@ def _figure(width: float, height: float) -> Figure:
         return Figure(figsize=(width, height), layout="constrained")
 
 
-def ratio_bars(
-    title: str, direction: str, benches: list[str], series: list[tuple[str, list[tuple[float, float, float] | None]]]
-) -> str:
+Bars = list[tuple[str, list[Interval | None]]]  # ratio_bars' series: (candidate, a ratio or None per benchmark)
+
+
+def _drawn(iv: Interval | None) -> TypeGuard[Interval]:
+    return iv is not None and iv.point > 0 and math.isfinite(iv.point)
+
+
+def ratio_bars(title: str, direction: str, benches: list[str], series: Bars) -> str:
     """Grouped bars of candidate/baseline ratios with their 95% intervals
     as error bars, a line at 1.0, one colour per candidate.  series:
-    (candidate, [(ratio, low, high) or None per benchmark])."""
+    (candidate, [a ratio and its interval, or None, per benchmark])."""
     title, benches, series = inert(title), [inert(b) for b in benches], [(inert(n), v) for n, v in series]
     with matplotlib.rc_context(STYLE):
         fig = _figure(max(5.0, 0.5 * len(benches) * max(1, len(series)) + 1.5), 3.2)
         ax = fig.add_subplot()
-        k = max(1, len(series))
-        width = 0.8 / k
-        finite = [v[0] for _, vals in series for v in vals if v and v[0] > 0 and math.isfinite(v[0])]
+        finite = [v.point for _, vals in series for v in vals if _drawn(v)]
         log = bool(finite) and max(finite) / min(finite) > 5
-        for i, (name, vals) in enumerate(series):
-            xs, ys, lo, hi = [], [], [], []
-            for j, v in enumerate(vals):
-                if v is None or not (v[0] > 0 and math.isfinite(v[0])):
-                    continue
-                r, a, b = v
-                xs.append(j - 0.4 + width * (i + 0.5))
-                ys.append(r)
-                lo.append(max(0.0, r - a) if math.isfinite(a) else 0.0)
-                hi.append(max(0.0, b - r) if math.isfinite(b) else 0.0)
-            ax.bar(
-                xs,
-                ys,
-                width * 0.9,
-                color=colour(i),
-                label=name,
-                yerr=[lo, hi],
-                error_kw={"elinewidth": 0.8, "capsize": 2},
-                bottom=0 if not log else None,
-            )
+        _bars(ax, series, log)
         ax.axhline(1.0, color="black", linewidth=0.8)
         if log:
-            ax.set_yscale("log")
-            # plain numbers: the default labels are mathtext, which an SVG
-            # with svg.fonttype=none shows raw ("$\\mathdefault{10^{1}}$")
-            from matplotlib.ticker import FuncFormatter
-
-            plain = FuncFormatter(lambda v, _: f"{v:g}")
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+            _plain_log(ax)
         ax.set_xticks(range(len(benches)), benches, rotation=30, ha="right")
         better = "lower" if direction == "lower" else "higher"
         ax.set_ylabel(f"ratio to baseline ({better} is better)")
         ax.set_title(title, loc="left")
         ax.legend(frameon=False, fontsize=8)
         return to_svg(fig)
+
+
+def _bars(ax, series: Bars, log: bool) -> None:
+    """Each candidate's bars, side by side within a benchmark's slot, its intervals as error bars."""
+    width = 0.8 / max(1, len(series))
+    for i, (name, vals) in enumerate(series):
+        drawn = [(j, v) for j, v in enumerate(vals) if _drawn(v)]
+        ax.bar(
+            [j - 0.4 + width * (i + 0.5) for j, _ in drawn],
+            [v.point for _, v in drawn],
+            width * 0.9,
+            color=colour(i),
+            label=name,
+            yerr=_errors([v for _, v in drawn]),
+            error_kw={"elinewidth": 0.8, "capsize": 2},
+            bottom=0 if not log else None,
+        )
+
+
+def _plain_log(ax) -> None:
+    """A log y axis labelled in plain numbers: the default labels are
+    mathtext, which an SVG with svg.fonttype=none shows raw
+    ("$\\mathdefault{10^{1}}$")."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
 def distribution(title: str, unit: str, per_target: list[tuple[str, list[float], list[float]]]) -> str:
@@ -141,12 +147,11 @@ def distribution(title: str, unit: str, per_target: list[tuple[str, list[float],
         return to_svg(fig)
 
 
-def _errors(points: list[tuple[float, float, float]]) -> list[list[float]]:
-    """Error bar lengths below and above each (value, low, high); an
-    unbounded end is left off."""
+def _errors(points: list[Interval]) -> list[list[float]]:
+    """Error bar lengths below and above each point; an unbounded end is left off."""
     return [
-        [max(0.0, v - lo) if math.isfinite(lo) else 0.0 for v, lo, _ in points],
-        [max(0.0, hi - v) if math.isfinite(hi) else 0.0 for v, _, hi in points],
+        [max(0.0, p.point - p.low) if math.isfinite(p.low) else 0.0 for p in points],
+        [max(0.0, p.high - p.point) if math.isfinite(p.high) else 0.0 for p in points],
     ]
 
 
@@ -165,7 +170,7 @@ def versus_n(
     title: str,
     ylabel: str,
     ns: list[int],
-    series: list[tuple[str, list[tuple[float, float, float]]]],
+    series: list[tuple[str, list[Interval]]],
     ylim: tuple[float, float] | None = None,
 ) -> str:
     """A figure against the instance count N (vmtax scale): one line per
@@ -177,7 +182,7 @@ def versus_n(
         for i, (name, points) in enumerate(series):
             ax.errorbar(
                 ns,
-                [p[0] for p in points],
+                [p.point for p in points],
                 yerr=_errors(points),
                 color=colour(i),
                 marker="o",
@@ -200,14 +205,14 @@ def throughput_vs_n(
     title: str,
     unit: str,
     ns: list[int],
-    aggregate: list[tuple[float, float, float]],
-    each: list[tuple[float, float, float]],
-    slowest: list[float],
-    fastest: list[float],
+    aggregate: list[Interval],
+    each: list[Interval],
+    spread: list[tuple[float, float]],
 ) -> str:
     """vmtax scale's throughput against N: the N instances together (left
     axis) and one instance (right axis: the mean with its interval, and
-    the slowest to the fastest shaded), both from zero."""
+    the slowest to the fastest shaded: spread), both from zero."""
+    slowest, fastest = [s for s, _ in spread], [f for _, f in spread]
     title = inert(title)
     from matplotlib.ticker import FuncFormatter
 
@@ -222,7 +227,7 @@ def throughput_vs_n(
         )
         right.errorbar(
             ns,
-            [p[0] for p in each],
+            [p.point for p in each],
             yerr=_errors(each),
             color=colour(1),
             marker="s",
@@ -234,7 +239,7 @@ def throughput_vs_n(
         )
         left.errorbar(
             ns,
-            [p[0] for p in aggregate],
+            [p.point for p in aggregate],
             yerr=_errors(aggregate),
             color=colour(0),
             marker="o",
@@ -255,9 +260,7 @@ def throughput_vs_n(
         return to_svg(fig)
 
 
-def history(
-    title: str, direction: str, points: list[tuple[float, float, float]], labels: list[str], changes: list[int]
-) -> str:
+def history(title: str, direction: str, points: list[Interval], labels: list[str], changes: list[int]) -> str:
     """A ratio over stored runs, oldest first: its 95% interval as a band,
     the ratio as a line of points, a dashed line at each change point
     (before the first run of the new level)."""
@@ -266,8 +269,8 @@ def history(
         fig = _figure(max(4.8, 0.35 * len(points) + 2.0), 2.8)
         ax = fig.add_subplot()
         xs = list(range(len(points)))
-        ys = [p[0] for p in points]
-        finite = [(x, lo, hi) for x, (_, lo, hi) in enumerate(points) if math.isfinite(lo) and math.isfinite(hi)]
+        ys = [p.point for p in points]
+        finite = [(x, p.low, p.high) for x, p in enumerate(points) if p.bounded]
         if finite:
             ax.fill_between(
                 [f[0] for f in finite],

@@ -16,12 +16,12 @@ class TerminalProgress:
         self.tty = self.stream.isatty()
         self._drawn = False
 
-    def update(self, index, total, spec, states, precision_now, elapsed, eta) -> None:
+    def update(self, index, total, job, states, precision_now, elapsed, eta) -> None:
         if not self.tty:
             return
         n = sum(len(st.values) for st in states.values())
         msg = (
-            f"[{index + 1}/{total}] {spec.name:<14} n={n:<5} ±{fmt_pct(precision_now, 2):>7}"
+            f"[{index + 1}/{total}] {job.name:<14} n={n:<5} ±{fmt_pct(precision_now, 2):>7}"
             f" (goal {fmt_pct(self.goal)})  elapsed {fmt_duration(elapsed)}  ETA {fmt_duration(eta)}"
         )
         self.stream.write("\r\x1b[2K" + inert(msg[:120]))

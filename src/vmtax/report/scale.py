@@ -6,16 +6,16 @@ HTML section with throughput-vs-N and fairness-vs-N charts."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from html import escape
 
 from .. import scaling
-from ..model import Estimate, RunData, ScalePoint
+from ..model import Estimate, Interval, RunData, ScalePoint
 from . import plots, table
 from .htmlkit import table as table_html
 from .htmlkit import td
+from .jsonparts import interval
 from .mdkit import md_cell
 from .units import fmt_duration, fmt_pct, fmt_rate, fmt_rate_range, json_number, sig
 
@@ -49,14 +49,14 @@ def view(data: RunData) -> list[BenchView]:
 
 # -- figures as text ---------------------------------------------------------------
 def _finite(e: Estimate) -> bool:
-    return math.isfinite(e.ci_low) and math.isfinite(e.ci_high)
+    return e.ci.bounded
 
 
 def rate_ci(e: Estimate) -> str:
     """1.23 Mops/s ±0.8% (the 95% CI's half-width relative to the mean)."""
     if not _finite(e) or not e.value:
         return f"{fmt_rate(e.value, e.unit)} (no CI)"
-    return f"{fmt_rate(e.value, e.unit)} ±{fmt_pct((e.ci_high - e.ci_low) / 2 / e.value)}"
+    return f"{fmt_rate(e.value, e.unit)} ±{fmt_pct(e.ci.halfwidth / e.value)}"
 
 
 def plain_ci(e: Estimate | None, digits: int = 3, suffix: str = "") -> str:
@@ -74,7 +74,7 @@ def cpu_text(e: Estimate | None) -> str:
         return "-"
     if not _finite(e):
         return f"{e.value:.0f}%"
-    return f"{e.value:.0f}% ±{(e.ci_high - e.ci_low) / 2:.0f}"
+    return f"{e.value:.0f}% ±{e.ci.halfwidth:.0f}"
 
 
 def mem_text(p: ScalePoint) -> str:
@@ -186,12 +186,8 @@ def figure(e: Estimate | None) -> dict | None:
 
 
 def _figure(e: Estimate) -> dict:
-    return {
-        "value": json_number(e.value),
-        "unit": e.unit,
-        "ci_low": json_number(e.ci_low),
-        "ci_high": json_number(e.ci_high),
-    }
+    ends = interval(e.ci, "value")
+    return {"value": ends.pop("value"), "unit": e.unit, **ends}
 
 
 def point_json(p: ScalePoint) -> dict:
@@ -241,17 +237,15 @@ def charts(v: BenchView) -> str:
     if not v.points:
         return ""
     ns = [p.n for p in v.points]
-    agg = [(p.aggregate.value, p.aggregate.ci_low, p.aggregate.ci_high) for p in v.points]
-    each = [(e.value / p.n, e.ci_low / p.n, e.ci_high / p.n) for p in v.points for e in [p.aggregate]]
-    spread = [scaling.per_instance_spread(p) for p in v.points]
-    throughput = plots.throughput_vs_n(
-        f"{v.benchmark}: throughput", v.unit, ns, agg, each, [s[1] for s in spread], [s[2] for s in spread]
-    )
+    agg = [p.aggregate.ci for p in v.points]
+    each = [Interval(e.value / p.n, e.ci_low / p.n, e.ci_high / p.n) for p in v.points for e in [p.aggregate]]
+    spread = [scaling.per_instance_spread(p)[1:] for p in v.points]
+    throughput = plots.throughput_vs_n(f"{v.benchmark}: throughput", v.unit, ns, agg, each, spread)
     fairness = plots.versus_n(
         f"{v.benchmark}: fairness",
         "Jain's index",
         ns,
-        [("Jain's index", [(p.jain.value, p.jain.ci_low, p.jain.ci_high) for p in v.points])],
+        [("Jain's index", [p.jain.ci for p in v.points])],
         ylim=(0.0, 1.05),
     )
     return (

@@ -25,7 +25,7 @@ from .. import stats
 from ..model import BenchSpec, Comparison, Measurement, RunData, Summary
 from . import facts, view
 from .jsonparts import host_state, metric_ratios, modes_row, stratum
-from .units import fmt_duration, fmt_goal, fmt_pair, fmt_pct, fmt_ratio2, fmt_ratio3, fmt_value
+from .units import fmt_duration, fmt_goal, fmt_interval, fmt_pair, fmt_pct, fmt_ratio2, fmt_value
 from .view import HTML, JSON, MD, PEOPLE, TEXT, ModeNote
 
 WIDTH = 100  # the terminal's scoreboard fits a 100-column terminal
@@ -53,7 +53,7 @@ MARKS = [
 
 def precise(c: Comparison, goal: float | None) -> bool:
     """Whether the ratio's interval is within the precision asked."""
-    return goal is not None and stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) <= goal
+    return goal is not None and c.ci.rel_halfwidth <= goal
 
 
 def stop_text(m: Measurement) -> str:
@@ -155,9 +155,7 @@ def _ratio_text(x: Cell, fmt: str) -> str:
     if fmt == HTML:
         if x.state != "ratio":
             return x.why
-        lo, hi = x.comparison.ratio_ci_low, x.comparison.ratio_ci_high
-        ci = f"{fmt_ratio3(lo)}–{fmt_ratio3(hi)}" if math.isfinite(lo) and math.isfinite(hi) else "unbounded"
-        return f"{fmt_ratio3(x.comparison.ratio)} ({ci})"
+        return fmt_interval(x.comparison.ci, "cell")
     stopped = x.stopped  # there when the state is "stopped"
     text = (
         f"{stopped.stopped_by} [{x.note}]"
@@ -183,13 +181,7 @@ def _means_text(x: Cell, fmt: str) -> str:
 def _ci_text(x: Cell, fmt: str) -> str:
     """The ratio's 95% interval, its half-width in % of the ratio: what the
     precision asked and the `?` flag are judged by ('-': no interval)."""
-    if x.state != "ratio":
-        return ""
-    c = x.comparison
-    rel = stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) * 100
-    if not math.isfinite(rel):
-        return "-"
-    return "±" + (f"{rel:.2f}" if rel < 1 else f"{rel:.1f}" if rel < 10 else f"{rel:.0f}")
+    return fmt_interval(x.comparison.ci, "width") if x.state == "ratio" else ""
 
 
 @dataclass(frozen=True)
@@ -249,13 +241,13 @@ FIELDS: list[Field] = [
     Field("baseline", lambda x: x.baseline),
     Field("candidate", lambda x: x.candidate),
     Field(
-        "ratio",
-        _c("ratio"),
-        _ratio_text,
-        "{cand}",
-        {MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
-        "ratio = candidate/baseline",
-        {
+        key="ratio",
+        value=_c("ratio"),
+        text=_ratio_text,
+        title="{cand}",
+        titles={MD: "{cand}/{base}", HTML: "{cand} / {base} (95% CI)"},
+        legend="ratio = candidate/baseline",
+        legends={
             TEXT: "",  # the terminal's table says it in its title
             MD: "ratio = candidate/baseline · [candidate/baseline] raw means",  # Markdown: both in one cell
             HTML: "ratio = candidate/baseline, its 95% CI in parentheses: the ratios a sign-flip test does not "
@@ -266,8 +258,8 @@ FIELDS: list[Field] = [
         sort=lambda x: x.comparison.ratio if x.state == "ratio" else None,
         cls=lambda x: "" if x.state == "ratio" else "wrap",
     ),
-    Field("ratio_ci_low", _c("ratio_ci_low")),
-    Field("ratio_ci_high", _c("ratio_ci_high")),
+    Field("ratio_ci_low", lambda x: x.comparison.ci.low),
+    Field("ratio_ci_high", lambda x: x.comparison.ci.high),
     Field("p_value", _c("p_value")),
     Field("significant", _c("significant")),
     Field("stopped_by", _c("stopped_by")),
@@ -287,13 +279,13 @@ FIELDS: list[Field] = [
     Field("baseline_modes", lambda x: modes_row(x.comparison.base_modes) if x.comparison.base_shared else OMIT),
     Field("host_state", lambda x: host_state(x.comparison.host_state)),
     Field(
-        "means",
-        lambda x: OMIT,
-        _means_text,
-        "[{c}/{b}]",
-        {HTML: "{cand} vs {base}"},
-        "[candidate/baseline] raw means",
-        {TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
+        key="means",
+        value=lambda x: OMIT,
+        text=_means_text,
+        title="[{c}/{b}]",
+        titles={HTML: "{cand} vs {base}"},
+        legend="[candidate/baseline] raw means",
+        legends={TEXT: "[c/b] raw means", HTML: "candidate vs baseline: the raw means"},
         show=frozenset({TEXT, HTML}),
         sort=lambda x: x.cand_summary.mean if x.state == "ratio" else None,
         drop=1,
@@ -396,9 +388,7 @@ class Verdict:
 
 def _median_halfwidth(cs: list[Comparison]) -> float:
     """The median 95% CI half-width of the ratios (one without an interval counts as infinite)."""
-    return (
-        statistics.median(stats.ratio_ci_rel(c.ratio, c.ratio_ci_low, c.ratio_ci_high) for c in cs) if cs else math.inf
-    )
+    return statistics.median(c.ci.rel_halfwidth for c in cs) if cs else math.inf
 
 
 def verdict(data: RunData, cells: list[Cell]) -> Verdict:
@@ -412,15 +402,15 @@ def verdict(data: RunData, cells: list[Cell]) -> Verdict:
         x.c for x in cells if x.c is not None and x.cand is not None and x.cand.stopped_by == "budget" and not x.precise
     ]
     return Verdict(
-        len(cs),
-        sum(1 for x in cells if x.c is not None and x.precise),
-        sum(1 for c in cs if c.significant),
-        goal,
-        _median_halfwidth(cs),
-        dict(sorted(stopped.items())),
-        len(short),
-        _median_halfwidth(short),
-        float(data.config.get("max_time", 0) or 0),
+        ratios=len(cs),
+        precise=sum(1 for x in cells if x.c is not None and x.precise),
+        significant=sum(1 for c in cs if c.significant),
+        goal=goal,
+        median=_median_halfwidth(cs),
+        stopped=dict(sorted(stopped.items())),
+        budget=len(short),
+        budget_median=_median_halfwidth(short),
+        budget_s=float(data.config.get("max_time", 0) or 0),
     )
 
 
@@ -477,7 +467,9 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
     notes: dict[tuple[str, str], int] = {}
     for line in shown:
         for side in line.sides:
-            x = Cell(line.spec, base, side.target, side.c, side.m, line.base, goal)
+            x = Cell(
+                spec=line.spec, baseline=base, candidate=side.target, c=side.c, cand=side.m, base=line.base, goal=goal
+            )
             if x.stopped is not None:
                 text = f"{line.spec.name} on {x.stopped.target}: {stop_text(x.stopped)}"
                 if text not in reasons:
@@ -485,31 +477,31 @@ def build(data: RunData, ms: list[Measurement], cs: list[Comparison]) -> Board:
                 notes[(line.spec.name, side.target)] = reasons.index(text) + 1
     cells = {
         (line.spec.name, side.target): Cell(
-            line.spec,
-            base,
-            side.target,
-            side.c,
-            side.m,
-            line.base,
-            goal,
-            notes.get((line.spec.name, side.target), 0),
-            mode_of.get((line.spec.name, side.target)),
+            spec=line.spec,
+            baseline=base,
+            candidate=side.target,
+            c=side.c,
+            cand=side.m,
+            base=line.base,
+            goal=goal,
+            note=notes.get((line.spec.name, side.target), 0),
+            mode=mode_of.get((line.spec.name, side.target)),
         )
         for line in lines
         for side in line.sides
     }
     return Board(
-        view.header(data),
-        base,
-        [x.name for x in data.targets[1:]],
-        _groups(shown, cells, data.targets[1:]),
-        list(cells.values()),
-        reasons,
-        modes,
-        view.state_notes([r.c for r in t.rows if r.c is not None]),
-        verdict(data, list(cells.values())),
-        facts.targets(data),
-        t,
+        header=view.header(data),
+        baseline=base,
+        candidates=[x.name for x in data.targets[1:]],
+        groups=_groups(shown, cells, data.targets[1:]),
+        cells=list(cells.values()),
+        reasons=reasons,
+        modes=modes,
+        states=view.state_notes([r.c for r in t.rows if r.c is not None]),
+        verdict=verdict(data, list(cells.values())),
+        targets=facts.targets(data),
+        table=t,
     )
 
 
@@ -555,13 +547,13 @@ def precision_share(data: RunData, cs: list[Comparison]) -> str:
     """The precision reached over these ratios (Verdict.share)."""
     goal = data.config.get("precision")
     return Verdict(
-        len(cs),
-        sum(1 for c in cs if precise(c, goal)),
-        sum(1 for c in cs if c.significant),
-        goal,
-        _median_halfwidth(cs),
-        {},
-        0,
-        math.inf,
-        0.0,
+        ratios=len(cs),
+        precise=sum(1 for c in cs if precise(c, goal)),
+        significant=sum(1 for c in cs if c.significant),
+        goal=goal,
+        median=_median_halfwidth(cs),
+        stopped={},
+        budget=0,
+        budget_median=math.inf,
+        budget_s=0.0,
     ).share()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Literal
 
 from ..duration import fmt_duration as fmt_duration  # re-exported: the report's importers keep theirs
 from ..duration import parse_duration as parse_duration
+from ..model import Interval
 
 _TIME = [("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0)]
 
@@ -108,3 +111,29 @@ def json_number(x: object) -> object:
     """A figure as JSON can carry it: NaN and the infinities as null (JSON
     has no such numbers), None as null; anything else as it is."""
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def fmt_interval(
+    iv: Interval,
+    style: Literal["sentence", "cell", "ends", "width"] = "sentence",
+    num: Callable[[float], str] = fmt_ratio3,
+) -> str:
+    """An estimate and its interval as text, the one way every report writes
+    one, in the style its place asks (`num` writes each figure):
+    sentence  1.234 [1.200, 1.270]; unbounded: 1.234, no interval
+    cell      1.234 (1.200–1.270); unbounded: 1.234 (unbounded)
+    ends      [1.2, 1.27], the ends alone; unbounded (or reaching 0): unbounded
+    width     ±1.4, the half-width in % of the point; unbounded: -"""
+    if style == "width":
+        rel = iv.rel_halfwidth * 100
+        if not math.isfinite(rel):
+            return "-"
+        return "±" + (f"{rel:.2f}" if rel < 1 else f"{rel:.1f}" if rel < 10 else f"{rel:.0f}")
+    if style == "ends":
+        return f"[{num(iv.low)}, {num(iv.high)}]" if math.isfinite(iv.high) and iv.low > 0 else "unbounded"
+    point = num(iv.point)
+    if style == "cell":
+        return f"{point} ({num(iv.low)}–{num(iv.high)})" if iv.bounded else f"{point} (unbounded)"
+    if not iv.bounded:
+        return f"{point}, no interval" if math.isfinite(iv.point) else "no interval"
+    return f"{point} [{num(iv.low)}, {num(iv.high)}]"

@@ -33,7 +33,7 @@ from typing import TypeGuard
 from .. import stats
 from ..model import FAST_MODE, SAME_MODE, BenchSpec, Comparison, HostState, Measurement, Modes, RunData, headline_of
 from ..stats import MODE_AGREE, STRATUM_MIN
-from .units import fmt_duration, fmt_goal, fmt_pct, fmt_ratio3, fmt_value
+from .units import fmt_duration, fmt_goal, fmt_interval, fmt_pct, fmt_ratio3, fmt_value
 
 TEXT, MD, HTML, CSV, JSON = "text", "md", "html", "csv", "json"
 PEOPLE = frozenset({TEXT, MD, HTML})
@@ -287,27 +287,27 @@ def header(data: RunData) -> Header:
     env = data.targets[0].facts if data.targets else {}
     headline = headline_of(cfg)
     return Header(
-        data.id,
-        data.kind,
-        data.status,
-        data.started,
-        data.host or "",
-        data.user or "",
-        data.vmtax_version,
-        data.command,
-        [t.name for t in data.targets],
-        fmt_goal(cfg.get("precision")),
-        fmt_duration(cfg.get("max_time", 0)),
-        f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
-        per_process(data),
-        str(env.get("cpu_model", "?")),
-        str(env.get("cpus_online", "?")),
-        str(env.get("kernel", "?")),
-        f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
+        id=data.id,
+        kind=data.kind,
+        status=data.status,
+        started=data.started,
+        host=data.host or "",
+        user=data.user or "",
+        vmtax_version=data.vmtax_version,
+        command=data.command,
+        targets=[t.name for t in data.targets],
+        goal=fmt_goal(cfg.get("precision")),
+        budget=fmt_duration(cfg.get("max_time", 0)),
+        pinning=f"pinned to host CPU {cfg['cpu']}" if cfg.get("cpu") is not None else "unpinned",
+        per_process=per_process(data),
+        cpu_model=str(env.get("cpu_model", "?")),
+        cpus=str(env.get("cpus_online", "?")),
+        kernel=str(env.get("kernel", "?")),
+        estimand=f"a row with two modes on both sides ({MODES_MARK}): its ratio {HEADLINE_SAID[headline]}, "
         "where those blocks give an interval"
         if headline
         else "",
-        HEADLINE_FLAG[headline] if headline else "",
+        flag=HEADLINE_FLAG[headline] if headline else "",
     )
 
 
@@ -389,18 +389,13 @@ def _modes_of(target: str, m: Measurement | None, c: Comparison | None = None) -
     )
 
 
-def _interval(r: float, lo: float, hi: float) -> str:
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"{fmt_ratio3(r)}, no interval" if math.isfinite(r) else "no interval"
-    return f"{fmt_ratio3(r)} [{fmt_ratio3(lo)}, {fmt_ratio3(hi)}]"
-
-
 def _apart(fast, slow) -> bool:
     """Whether the two modes' own ratios' intervals do not meet."""
     return (
         slow is not None
         and fast is not None
-        and all(math.isfinite(x) for x in (fast.ci_low, fast.ci_high, slow.ci_low, slow.ci_high))
+        and fast.ci.bounded
+        and slow.ci.bounded
         and (fast.ci_high < slow.ci_low or slow.ci_high < fast.ci_low)
     )
 
@@ -421,12 +416,12 @@ def _same_said(ratio: str, same, fast, slow, every) -> str:
         f"The ratio {ratio} is over the {same.blocks} of {same.of_blocks} blocks in which both ran in the same "
         f"mode ({which}; --same-mode); in the fast mode alone it is "
         + (
-            f"{_interval(fast.ratio, fast.ci_low, fast.ci_high)}, "
+            f"{fmt_interval(fast.ci)}, "
             if fast is not None
             else "none (at its ratio the modes fitted together were not each side's own), "
         )
-        + (f"in the slow mode alone {_interval(slow.ratio, slow.ci_low, slow.ci_high)}, " if slow is not None else "")
-        + f"over the modes as they fell {_interval(every.ratio, every.ci_low, every.ci_high)}."
+        + (f"in the slow mode alone {fmt_interval(slow.ci)}, " if slow is not None else "")
+        + f"over the modes as they fell {fmt_interval(every.ci)}."
         + (
             " The two modes' ratios differ (their intervals do not meet): the same-mode ratio lies between them; "
             "--fast-mode gives the fast mode's alone."
@@ -512,7 +507,7 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
     assert c is not None  # a candidate's row: bimodal() holds for none other
     which = headline_of(r.run.config)  # its run's --fast-mode or --same-mode
     f, every = c.fast_mode, c.all_modes
-    ratio = _interval(c.ratio, c.ratio_ci_low, c.ratio_ci_high)
+    ratio = fmt_interval(c.ci)
     fast = f and f"the {f.blocks} of {f.of_blocks} blocks in which both ran in their fast mode"
     asked = (f if which == FAST_MODE else c.same_mode) if which else f  # the stratum its run asked for
     flag = "--fast-mode" if which == FAST_MODE else "--same-mode"
@@ -545,7 +540,7 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
             "fast-mode ratio",
             "",
             f"The ratio {ratio} is over {fast} (--fast-mode); over the modes as they fell it is "
-            f"{_interval(every.ratio, every.ci_low, every.ci_high)}.",
+            f"{fmt_interval(every.ci)}.",
         )
     if which:  # --fast-mode or --same-mode asked, but its stratum gave no interval: kept as it was
         ran = (
@@ -564,8 +559,7 @@ def _ratio_said(r: Row, base: Measurement | None) -> tuple[str, str, str]:
     return (
         ALL_BLOCKS_SAID,
         "two modes on both sides",
-        f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is "
-        f"{_interval(f.ratio, f.ci_low, f.ci_high)}.",
+        f"The ratio {ratio} is of the means over the modes as they fell; over {fast} it is {fmt_interval(f.ci)}.",
     )
 
 
@@ -607,15 +601,15 @@ def state_notes(cs: list[Comparison]) -> list[StateNote]:
         )
         out.append(
             StateNote(
-                cand,
-                len(got),
-                m.up,
-                m.down,
-                m.median,
-                m.p_value,
-                f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(m.median)} where the host ran slow "
+                candidate=cand,
+                rows=len(got),
+                up=m.up,
+                down=m.down,
+                median=m.median,
+                p_value=m.p_value,
+                short=f"{cand}'s tax moves with the host's state: ×{fmt_ratio3(m.median)} where the host ran slow "
                 f"(median of {len(got)} rows)",
-                f"{cand}'s tax moves with the host's state: in the blocks where the host ran slow (read from "
+                text=f"{cand}'s tax moves with the host's state: in the blocks where the host ran slow (read from "
                 f"{base}'s processes in the blocks just before and after), against those where it ran quick, "
                 f"{cand}'s tax was higher on {m.up} of {len(got)} rows and lower on {m.down} (each at the "
                 f"5% level), ×{fmt_ratio3(m.median)} at the median row (its rows together: p {m.p_value:.2g})"

@@ -9,14 +9,14 @@ from html import escape
 from xml.sax.saxutils import escape as xml_escape
 from xml.sax.saxutils import quoteattr
 
-from ..model import ALL_BLOCKS
+from ..model import ALL_BLOCKS, Interval
 from ..watch import Diff, Gate, Series
-from . import plots, table
+from . import jsonparts, plots, table
 from .htmlkit import page, td
 from .htmlkit import table as html_table
 from .mdkit import md_cell, md_mark
 from .safe import inert, one_line
-from .units import json_number
+from .units import fmt_interval, json_number
 from .view import MODES_MARK
 
 
@@ -24,10 +24,13 @@ def ratio(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
 
-def interval(lo: float | None, hi: float | None) -> str:
-    if lo is None or hi is None or not (math.isfinite(hi) and lo > 0):
-        return "unbounded"
-    return f"[{lo:.4g}, {hi:.4g}]"
+def _4g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def interval(iv: Interval | None) -> str:
+    """A ratio's interval's ends: [0.9812, 1.003], or unbounded."""
+    return "unbounded" if iv is None else fmt_interval(iv, "ends", _4g)
 
 
 def pvalue(p: float | None) -> str:
@@ -74,7 +77,7 @@ def _gate_cells(g: Gate) -> tuple[list[str], list[list[str]]]:
             r.benchmark,
             r.candidate,
             ratio(r.ratio),
-            interval(r.ci_low, r.ci_high),
+            interval(r.ci),
             pvalue(r.p_value),
             pvalue(r.p_adjusted),
             r.verdict.upper() if r.verdict in ("regressed", "error") else r.verdict,
@@ -102,7 +105,7 @@ def _reference_lines(g: Gate) -> list[str]:
     """One line per candidate of a gate run --reference: adjusted or not, and why."""
     return [
         f"reference loop on {c.candidate}: "
-        + (f"ratio {ratio(c.ratio)} {interval(c.ci_low, c.ci_high)}; " if c.ratio is not None else "")
+        + (f"ratio {ratio(c.ratio)} {interval(c.ci)}; " if c.ratio is not None else "")
         + (c.why if c.used else f"not adjusted: {c.why}")
         for c in g.reference
     ]
@@ -138,9 +141,7 @@ def gate_json(g: Gate) -> dict:
                 "candidate": r.candidate,
                 "unit": r.unit,
                 "direction": r.direction,
-                "ratio": json_number(r.ratio),
-                "ci_low": json_number(r.ci_low),
-                "ci_high": json_number(r.ci_high),
+                **jsonparts.interval(r.ci, "ratio"),
                 "p_value": json_number(r.p_value),
                 "p_adjusted": json_number(r.p_adjusted),
                 "verdict": r.verdict,
@@ -157,9 +158,7 @@ def gate_json(g: Gate) -> dict:
                         "used": c.used,
                         "why": c.why,
                         "beta": json_number(c.beta),
-                        "ratio": json_number(c.ratio),
-                        "ci_low": json_number(c.ci_low),
-                        "ci_high": json_number(c.ci_high),
+                        **jsonparts.interval(c.ci, "ratio"),
                         "rows": c.rows,
                     }
                     for c in g.reference
@@ -178,7 +177,7 @@ def gate_junit(g: Gate, run_id: str) -> str:
     cases = []
     for r in g.rows:
         text = (
-            f"{r.benchmark} on {r.candidate}: ratio {ratio(r.ratio)} {interval(r.ci_low, r.ci_high)}, "
+            f"{r.benchmark} on {r.candidate}: ratio {ratio(r.ratio)} {interval(r.ci)}, "
             f"adjusted p {pvalue(r.p_adjusted)}: {r.why}"
         )
         inner = {
@@ -214,7 +213,7 @@ def _diff_cells(d: Diff) -> tuple[list[str], list[list[str]]]:
             ratio_of(c.ratio_a, c.estimand_a),
             ratio_of(c.ratio_b, c.estimand_b),
             ratio(c.change),
-            interval(c.ci_low, c.ci_high),
+            interval(c.ci),
         ]
         for c in d.changes
     ]
@@ -296,9 +295,7 @@ def diff_json(d: Diff) -> dict:
                 "direction": c.direction,
                 "ratio_a": json_number(c.ratio_a),
                 "ratio_b": json_number(c.ratio_b),
-                "change": json_number(c.change),
-                "ci_low": json_number(c.ci_low),
-                "ci_high": json_number(c.ci_high),
+                **jsonparts.interval(c.ci, "change"),
                 "estimand_a": c.estimand_a,
                 "estimand_b": c.estimand_b,
             }
@@ -322,7 +319,7 @@ def history_text(all_series: list[Series]) -> str:
                 p.run,
                 time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.started)),
                 ratio_of(p.ratio, p.estimand),
-                interval(p.ci_low, p.ci_high),
+                interval(p.ci),
                 "<- change" if any(c.index == i for c in s.changes) else "",
             ]
             for i, p in enumerate(s.points)
@@ -345,7 +342,7 @@ def history_markdown(all_series: list[Series]) -> str:
     for s in all_series:
         out += [f"### {md(_title(s))}", "", "| run | ratio | 95% CI | change |", "|---|---|---|---|"]
         out += [
-            f"| {md(p.run)} | {md(ratio_of(p.ratio, p.estimand))} | {interval(p.ci_low, p.ci_high)} | "
+            f"| {md(p.run)} | {md(ratio_of(p.ratio, p.estimand))} | {interval(p.ci)} | "
             f"{'change point' if any(c.index == i for c in s.changes) else ''} |"
             for i, p in enumerate(s.points)
         ]
@@ -375,9 +372,7 @@ def history_json(all_series: list[Series]) -> list[dict]:
                 {
                     "run": p.run,
                     "started": p.started,
-                    "ratio": json_number(p.ratio),
-                    "ci_low": json_number(p.ci_low),
-                    "ci_high": json_number(p.ci_high),
+                    **jsonparts.interval(p.ci, "ratio"),
                     "estimand": p.estimand,
                 }
                 for p in s.points
@@ -404,7 +399,7 @@ def history_html(all_series: list[Series], command: str) -> str:
         chart = plots.history(
             _title(s),
             s.direction,
-            [(p.ratio, p.ci_low, p.ci_high) for p in s.points],
+            [p.ci for p in s.points],
             [p.run + (MODES_MARK if stratified(p.estimand) else "") for p in s.points],
             [c.index for c in s.changes],
         )

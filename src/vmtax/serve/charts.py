@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import urlencode
 
+from ..model import Interval
 from ..report.plots import colour
 
 W, H = 880, 260
@@ -235,12 +236,13 @@ def _legend(names: Sequence[str]) -> str:
 
 
 def ratio_bars(
-    title: str, direction: str, benches: Sequence[str], series: Sequence[tuple[str, Sequence[Ratio]]]
+    title: str, direction: str, benches: Sequence[str], intervals: Sequence[tuple[str, Sequence[Interval | None]]]
 ) -> str:
     """Grouped bars of candidate/baseline ratios with their 95% intervals as
     whiskers, a line at 1.0, one colour per candidate: report/plots.py's
     ratio_bars (its arguments and its reading), as inline SVG drawn here.
-    series: (candidate, [(ratio, low, high) or None per benchmark])."""
+    intervals: (candidate, [a ratio's Interval or None per benchmark])."""
+    series = [(n, [None if v is None else (v.point, v.low, v.high) for v in vals]) for n, vals in intervals]
     s = _scale(series)
     group = (W - LEFT - RIGHT) / max(1, len(benches))
     width = 0.8 * group / max(1, len(series))

@@ -10,7 +10,7 @@ import math
 
 from .. import watch
 from ..errors import UserError
-from ..model import RunData
+from ..model import Interval, RunData
 from ..report import watch as watch_report
 from ..report.units import json_number
 from . import charts, queries, summary
@@ -45,7 +45,9 @@ def series(ids: list[str], runs: dict[str, RunData], figs: dict[str, list[dict]]
         for f in figs[run_id]:
             key = (names[f["baseline"]], names[f["candidate"]], f["benchmark"])
             s = out.setdefault(key, watch.Series(f["benchmark"], *key[:2], f["unit"], f["direction"], []))
-            s.points.append(watch.Point(run_id, data.started, f["ratio"], f["ci_low"], f["ci_high"], f["estimand"]))
+            s.points.append(
+                watch.Point(run_id, data.started, Interval(f["ratio"], f["ci_low"], f["ci_high"]), f["estimand"])
+            )
     return list(out.values())
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..analysis import analyse
 from ..errors import StoreError, UserError
-from ..model import ALL_BLOCKS, BenchSpec, Comparison, Measurement, RunData, Stratum
+from ..model import ALL_BLOCKS, BenchSpec, Comparison, Interval, Measurement, RunData, Stratum
 from ..report import scoreboard
 from ..report.console import gate_of
 from ..report.units import parse_precision
@@ -116,15 +116,13 @@ def comparisons(figs: list[dict]) -> list[Comparison]:
     for f in figs:
         spec = BenchSpec(f["benchmark"], f["suite"], f["unit"], f["direction"], "")
         # Comparison.estimand: the headline where the all-blocks ratio is set aside
-        aside = {"all_modes": Stratum(nan, nan, nan, 0, 0), "headline": f["estimand"]}
+        aside = {"all_modes": Stratum(Interval(nan, nan, nan), 0, 0), "headline": f["estimand"]}
         out.append(
             Comparison(
                 spec,
                 f["baseline"],
                 f["candidate"],
-                f["ratio"],
-                f["ci_low"],
-                f["ci_high"],
+                Interval(f["ratio"], f["ci_low"], f["ci_high"]),
                 nan,
                 False,
                 "",

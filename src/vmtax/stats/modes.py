@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..model import Modes
+from .summary import Array
 
 MODES_MIN_UNITS = 16  # fewer process means than this: no call on modes
 MODES_BIC_GAIN = 10.0  # two normals on the logs must beat one by this much BIC ("very strong")
@@ -34,8 +35,40 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     sd1 = float(y.std())
     if sd1 <= 0:
         return None
-    floor = max(1e-3 * sd1, MODES_LOG_FLOOR)
-    # start from the best split of the sorted logs in two groups (least within-group squares)
+    fit = _em(y, *_start(y, max(1e-3 * sd1, MODES_LOG_FLOOR)))
+    if fit is None:
+        return None
+    ll, w, mu, sd = fit
+    one = float((-0.5 * ((y - y.mean()) / sd1) ** 2 - math.log(sd1 * math.sqrt(2 * math.pi))).sum())
+    gain = 2 * (ll - one) - 3 * math.log(n)  # two normals: 3 more parameters
+    d = math.sqrt(2) * abs(mu[1] - mu[0]) / math.sqrt(sd[0] ** 2 + sd[1] ** 2)
+    a, b = int(np.argmin(mu)), int(np.argmax(mu))
+    cut = _crossing(w[[a, b]], mu[[a, b]], sd[[a, b]])
+    low, high = x[y <= cut], x[y > cut]
+    if (
+        gain <= MODES_BIC_GAIN
+        or d <= MODES_SEPARATION
+        or abs(mu[1] - mu[0]) < math.log(MODES_MIN_GAP)
+        or min(low.size, high.size) < max(3, MODES_MIN_SHARE * n)
+    ):
+        return None
+    fast, slow = (high, low) if higher_is_better else (low, high)
+    return Modes(
+        fast=float(fast.mean()),
+        slow=float(slow.mean()),
+        slow_share=slow.size / n,
+        units=int(n),
+        cut=math.exp(cut),
+        bic_gain=float(gain),
+        separation=float(d),
+        higher_is_better=higher_is_better,
+    )
+
+
+def _start(y: Array, floor: float) -> tuple[Array, Array, Array, float]:
+    """EM's start: the best split of the sorted logs in two groups (least
+    within-group squares), as weights, means and SDs; and the SDs' floor."""
+    n = y.size
     s = np.sort(y)
     c1, c2 = np.cumsum(s), np.cumsum(s * s)
     i = np.arange(2, n - 1)
@@ -43,7 +76,13 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
     k = int(i[np.argmin(within)])
     mu = np.array([s[:k].mean(), s[k:].mean()])
     sd = np.maximum([s[:k].std(), s[k:].std()], floor)
-    w = np.array([k / n, 1 - k / n])
+    return np.array([k / n, 1 - k / n]), mu, sd, floor
+
+
+def _em(y: Array, w: Array, mu: Array, sd: Array, floor: float) -> tuple[float, Array, Array, Array] | None:
+    """A mixture of two normals fitted to y by EM from (w, mu, sd): its log
+    likelihood, weights, means and SDs; None where a component empties."""
+    n = y.size
     ll = -math.inf
     for _ in range(200):
         dens = w * np.exp(-0.5 * ((y[:, None] - mu) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
@@ -60,33 +99,10 @@ def modes(values: Sequence[float], higher_is_better: bool = False) -> Modes | No
         if new - ll < 1e-6 * n:  # converged (EM never lowers the likelihood)
             break
         ll = new
-    one = float((-0.5 * ((y - y.mean()) / sd1) ** 2 - math.log(sd1 * math.sqrt(2 * math.pi))).sum())
-    gain = 2 * (ll - one) - 3 * math.log(n)  # two normals: 3 more parameters
-    d = math.sqrt(2) * abs(mu[1] - mu[0]) / math.sqrt(sd[0] ** 2 + sd[1] ** 2)
-    a, b = int(np.argmin(mu)), int(np.argmax(mu))
-    cut = _crossing(w[[a, b]], mu[[a, b]], sd[[a, b]])
-    low, high = x[y <= cut], x[y > cut]
-    if (
-        gain <= MODES_BIC_GAIN
-        or d <= MODES_SEPARATION
-        or abs(mu[1] - mu[0]) < math.log(MODES_MIN_GAP)
-        or min(low.size, high.size) < max(3, MODES_MIN_SHARE * n)
-    ):
-        return None
-    fast, slow = (high, low) if higher_is_better else (low, high)
-    return Modes(
-        float(fast.mean()),
-        float(slow.mean()),
-        slow.size / n,
-        int(n),
-        math.exp(cut),
-        float(gain),
-        float(d),
-        higher_is_better,
-    )
+    return ll, w, mu, sd
 
 
-def _crossing(w, mu, sd) -> float:
+def _crossing(w: Array, mu: Array, sd: Array) -> float:
     """Where between the two means (logs, low first) the weighted densities
     of the two normals meet (compared as log densities: in a wide gap both
     round to 0): a unit below is likelier in the low mode."""

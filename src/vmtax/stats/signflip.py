@@ -10,7 +10,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats as sst
 
-from .summary import CONFIDENCE, Values, t_quantile
+from .summary import CONFIDENCE, Array, Values, t_quantile
 
 # -- comparing two targets measured side by side ----------------------------------
 #
@@ -39,12 +39,13 @@ _ROWS = 1000  # patterns generated at a time (memory stays small for any k)
 
 
 @lru_cache(maxsize=EXACT_PAIRS + 1)
-def _exact_patterns(k: int) -> np.ndarray:
+def _exact_patterns(k: int) -> Array:
     bits = (np.arange(2**k)[:, None] >> np.arange(k)) & 1
-    return (1 - 2 * bits).astype(np.float64)
+    patterns: Array = (1 - 2 * bits).astype(np.float64)
+    return patterns
 
 
-def sign_chunks(k: int) -> Iterator[np.ndarray]:
+def sign_chunks(k: int) -> Iterator[Array]:
     """Every sign pattern of k pairs (the first is all +1) when k is small,
     else DRAWS patterns from a generator seeded by k alone, so any later
     analysis of the same data (`vmtax show` a year on) gives the same figures."""
@@ -64,7 +65,7 @@ def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[float], list[
     return [a[k] for k in common], [b[k] for k in common]
 
 
-def as_pairs(cand: Values, base: Values) -> tuple[np.ndarray, np.ndarray]:
+def as_pairs(cand: Values, base: Values) -> tuple[Array, Array]:
     k = min(len(cand), len(base))
     c, b = np.asarray(cand[:k], dtype=float), np.asarray(base[:k], dtype=float)
     if not (np.isfinite(c).all() and np.isfinite(b).all()) or (c <= 0).any() or (b <= 0).any():
@@ -79,7 +80,7 @@ def _folded_lambda(r: float) -> float:
     inf beyond 40, where nothing folds (the caller takes the plain variance)."""
 
     def g(lam: float) -> float:
-        m1 = math.sqrt(2 / math.pi) * math.exp(-lam * lam / 2) + lam * (1 - 2 * sst.norm.cdf(-lam))
+        m1 = math.sqrt(2 / math.pi) * math.exp(-lam * lam / 2) + lam * (1 - 2 * float(sst.norm.cdf(-lam)))
         return m1 * m1 / (1 + lam * lam)
 
     if r <= 2 / math.pi:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from scipy import stats as sst
 
-from ..model import HostState
+from ..model import HostState, Interval
 from .summary import CONFIDENCE, t_quantile, welch_df
 
 STATE_MIN_BLOCKS = 8  # a row's blocks a split needs (3 a half at the least)
@@ -42,6 +42,28 @@ def _level(xs: Sequence[float]) -> float | None:
     if not xs or not all(math.isfinite(x) and x > 0 for x in xs):
         return None
     return math.log(statistics.fmean(xs))
+
+
+def _blocks(
+    base: Mapping[int, Sequence[float]], cand: Mapping[int, Sequence[float]], slower: float
+) -> tuple[list[float], list[float]]:
+    """Each block's log ratio and the host's state around it (the baseline's
+    mean log level in its neighbouring blocks, times `slower`: higher is a
+    slower host), over the blocks with both sides and a neighbour."""
+    levels = {k: lv for k in sorted(base) if (lv := _level(base[k])) is not None}
+    order = list(levels)
+    at = {k: i for i, k in enumerate(order)}
+    lr, state = [], []
+    for k in sorted(cand.keys() & levels.keys()):
+        c = _level(cand[k])
+        i = at[k]
+        near = range(max(0, i - STATE_NEIGHBOURS), min(len(order), i + STATE_NEIGHBOURS + 1))
+        around = [levels[order[j]] for j in near if j != i]
+        if c is None or not around:
+            continue
+        lr.append(c - levels[k])
+        state.append(slower * statistics.fmean(around))
+    return lr, state
 
 
 def host_state(
@@ -58,20 +80,7 @@ def host_state(
     the median itself count in neither half.  None where fewer than
     STATE_MIN_BLOCKS blocks have both sides and a neighbour, or a half has
     fewer than 3."""
-    slower = -1.0 if higher_is_better else 1.0
-    levels = {k: lv for k in sorted(base) if (lv := _level(base[k])) is not None}
-    order = list(levels)
-    at = {k: i for i, k in enumerate(order)}
-    lr, state = [], []
-    for k in sorted(cand.keys() & levels.keys()):
-        c = _level(cand[k])
-        i = at[k]
-        near = range(max(0, i - STATE_NEIGHBOURS), min(len(order), i + STATE_NEIGHBOURS + 1))
-        around = [levels[order[j]] for j in near if j != i]
-        if c is None or not around:
-            continue
-        lr.append(c - levels[k])
-        state.append(slower * statistics.fmean(around))
+    lr, state = _blocks(base, cand, -1.0 if higher_is_better else 1.0)
     if len(lr) < STATE_MIN_BLOCKS:
         return None
     cut = statistics.median(state)
@@ -88,9 +97,7 @@ def host_state(
         blocks=len(quick) + len(slow),
         quick=math.exp(statistics.fmean(quick)),
         slow=math.exp(statistics.fmean(slow)),
-        change=math.exp(d),
-        change_low=math.exp(d - h),
-        change_high=math.exp(d + h),
+        ci=Interval(math.exp(d), math.exp(d - h), math.exp(d + h), confidence),
         z=_as_normal(d / se, df) if se > 0 else 0.0,
     )
 

@@ -12,13 +12,13 @@ import numpy as np
 
 from ..model import Modes
 from .modes import MODES_LOG_FLOOR, modes
-from .signflip import EXACT_PAIRS, PairedTest, Values, as_pairs, sign_chunks, stop_halfwidth
-from .summary import CONFIDENCE
+from .signflip import EXACT_PAIRS, PairedTest, as_pairs, sign_chunks, stop_halfwidth
+from .summary import CONFIDENCE, Array, Values
 
 STRATUM_MIN = 3  # pairs a stratum needs (a spread to weigh it by)
 
 
-def _strata(strata: Sequence[int], k: int) -> list[np.ndarray]:
+def _strata(strata: Sequence[int], k: int) -> list[Array]:
     """The indices of the first k pairs in each stratum, strata in label order."""
     labels = np.asarray([int(x) for x in strata[:k]])
     return [np.flatnonzero(labels == g) for g in sorted(set(labels.tolist()))]
@@ -39,7 +39,7 @@ def _strata_ratio(C: Sequence[float], B: Sequence[float], w: Sequence[float]) ->
     return math.sqrt(lo * hi)
 
 
-def _stratum_weights(c: np.ndarray, b: np.ndarray, groups: list[np.ndarray]) -> list[float]:
+def _stratum_weights(c: Array, b: Array, groups: list[Array]) -> list[float]:
     """Each stratum's pairs over the variance of log(cand) + log(base) over
     them (the blocks' level, floored at MODES_LOG_FLOOR^2): swapping a pair's
     cand/theta and base leaves a level as it was at every theta, and theta
@@ -74,14 +74,14 @@ class StratifiedTest(PairedTest):
         if min(idx.size for idx in self.groups) < STRATUM_MIN:
             raise ValueError(f"every stratum needs {STRATUM_MIN} pairs")
         self.w = _stratum_weights(self.c, self.b, self.groups)
-        sc: list[list[np.ndarray]] = [[] for _ in self.groups]
-        sb: list[list[np.ndarray]] = [[] for _ in self.groups]
+        sc: list[list[Array]] = [[] for _ in self.groups]
+        sb: list[list[Array]] = [[] for _ in self.groups]
         for signs in sign_chunks(k):
             for g, idx in enumerate(self.groups):
                 sc[g].append(signs[:, idx] @ self.c[idx])
                 sb[g].append(signs[:, idx] @ self.b[idx])
-        self.sc = [np.concatenate(x) for x in sc]
-        self.sb = [np.concatenate(x) for x in sb]
+        self.sc_by = [np.concatenate(x) for x in sc]  # PairedTest's sc and sb, per stratum
+        self.sb_by = [np.concatenate(x) for x in sb]
         self.Cs = [float(self.c[idx].sum()) for idx in self.groups]  # PairedTest's C and B, per stratum
         self.Bs = [float(self.b[idx].sum()) for idx in self.groups]
         self._ratio = self._root()
@@ -101,10 +101,11 @@ class StratifiedTest(PairedTest):
         """Two-sided p-value of "cand/base = theta" in every stratum."""
         u = self._weights(theta)
         t = abs(sum(w * (cs - theta * bs) for w, cs, bs in zip(u, self.Cs, self.Bs, strict=True)))
-        perm = sum(w * (sc - theta * sb) for w, sc, sb in zip(u, self.sc, self.sb, strict=True))
+        perm = sum(w * (sc - theta * sb) for w, sc, sb in zip(u, self.sc_by, self.sb_by, strict=True))
         scale = sum(w * (cs + theta * bs) for w, cs, bs in zip(u, self.Cs, self.Bs, strict=True))
         hits = int(np.count_nonzero(np.abs(perm) >= t - 1e-9 * scale))
-        return hits / perm.size if self.exact else (hits + 1) / (perm.size + 1)
+        size = int(np.size(perm))
+        return hits / size if self.exact else (hits + 1) / (size + 1)
 
 
 def compare_strata(
@@ -139,7 +140,7 @@ MODE_MARGIN = 0.2  # the middle 2 x this of the distance between the modes' mean
 MODE_AGREE = 0.8  # at the ratio, the pooled modes must put this share of each side's processes where its own fit does
 
 
-def mode_sides(m: Modes, values: Values) -> tuple[np.ndarray, np.ndarray]:
+def mode_sides(m: Modes, values: Values) -> tuple[Array, Array]:
     """(in the fast mode, in the slow mode) for each value, as ModeTest counts
     a process: on the fast or slow side of the middle 2 x MODE_MARGIN of the
     distance between the two modes' means (on logs); one in that middle,
@@ -185,12 +186,12 @@ class ModeTest(PairedTest):
             raise ValueError("need at least two pairs")
         self.which, self.higher_is_better = which, higher_is_better
         self._every: PairedTest | None = None
-        self._kept: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        self._kept: dict[float, tuple[Array, Array]] = {}
         self._fits: dict[float, Modes | None] = {}
-        self._tests: dict[tuple, PairedTest | None] = {}
+        self._tests: dict[tuple[tuple[int, ...], tuple[int, ...]], PairedTest | None] = {}
         self._ratio = self._estimate(starts)
 
-    def split(self, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, theta: float) -> tuple[Array, Array]:
         """(the blocks both sides ran in the fast mode, those both ran in the
         slow mode) at theta, as indices (a process in a mode as mode_sides
         counts it); both empty where the pooled values show no two modes."""
@@ -291,13 +292,7 @@ class ModeTest(PairedTest):
         m = self._fits.get(theta)
         if m is None:
             return math.nan, math.nan
-        out = []
-        for values, scaled, own in ((self.c, self.c / theta, cand_modes), (self.b, self.b, base_modes)):
-            fast, slow = mode_sides(m, scaled)
-            own_slow = np.array([own.is_slow(float(v)) for v in values], dtype=bool)
-            counted = fast | slow
-            out.append(float(((slow & own_slow) | (fast & ~own_slow))[counted].mean()) if counted.any() else math.nan)
-        return out[0], out[1]
+        return _agrees(m, self.c / theta, self.c, cand_modes), _agrees(m, self.b, self.b, base_modes)
 
     def p(self, theta: float = 1.0) -> float:
         """Two-sided p-value of "cand/base = theta" over the blocks kept at theta."""
@@ -322,3 +317,13 @@ class ModeTest(PairedTest):
         if not lo <= 1.0 <= hi and self.p(1.0) > alpha:
             lo, hi = min(lo, 1.0), max(hi, 1.0)
         return lo, hi
+
+
+def _agrees(m: Modes, scaled: Array, values: Array, own: Modes) -> float:
+    """Of one side's processes the pooled modes m count in a mode (its
+    values scaled as the pooled fit saw them), the share its own modes put
+    in that mode; nan where m counts none."""
+    fast, slow = mode_sides(m, scaled)
+    own_slow = np.array([own.is_slow(float(v)) for v in values], dtype=bool)
+    counted = fast | slow
+    return float(((slow & own_slow) | (fast & ~own_slow))[counted].mean()) if counted.any() else math.nan

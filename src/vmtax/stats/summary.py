@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as sst
 
-from ..model import Summary
+from ..model import Interval, Summary
 
 CONFIDENCE = 0.95
-Values: TypeAlias = Sequence[float] | np.ndarray  # a side's values: a list, or a numpy array of floats
+Array: TypeAlias = npt.NDArray[Any]  # a numpy array (of floats, or of indices)
+Values: TypeAlias = Sequence[float] | Array  # a side's values: a list, or a numpy array of floats
 
 
 def t_quantile(df: float, confidence: float) -> float:
@@ -72,11 +74,9 @@ def summarize(
         half = float("inf")
     return Summary(
         n=int(a.size),
-        mean=mean,
+        ci=Interval(mean, mean - half, mean + half, confidence),
         median=float(np.median(a)),
         stdev=float(a.std(ddof=1)) if a.size > 1 else 0.0,
-        ci_low=mean - half,
-        ci_high=mean + half,
         min=float(a.min()),
         max=float(a.max()),
         best3of5=best_k_of_n(list(a), 3, 5, lower_is_better),
@@ -87,9 +87,7 @@ def summarize(
 
 def ratio_ci_rel(ratio: float, low: float, high: float) -> float:
     """Half-width of a ratio's interval as a fraction of the ratio."""
-    if not (math.isfinite(low) and math.isfinite(high)) or ratio == 0:
-        return float("inf")
-    return (high - low) / 2 / abs(ratio)
+    return Interval(ratio, low, high).rel_halfwidth
 
 
 def geomean(values: Sequence[float]) -> float:
@@ -118,8 +116,8 @@ def welch_df(sa: float, na: int, sb: float, nb: int) -> float:
     return (sa + sb) ** 2 / den if den else 1.0
 
 
-def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(mean(a) / mean(b), CI low, CI high) for independent samples (rounds
+def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> Interval:
+    """mean(a) / mean(b) and its interval for independent samples (rounds
     at one instance count against rounds at another): the delta method on
     the log of the ratio (so the interval stays positive), its standard
     error from the two means' relative standard errors, with Welch's
@@ -128,10 +126,10 @@ def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> tupl
     ma, mb = float(a.mean()), float(b.mean())
     r = ma / mb
     if a.size < 2 or b.size < 2:
-        return r, float("-inf"), float("inf")
+        return Interval(r, float("-inf"), float("inf"), confidence)
     ra = float(a.var(ddof=1)) / a.size / ma**2  # squared relative standard errors
     rb = float(b.var(ddof=1)) / b.size / mb**2
     if ra + rb == 0:
-        return r, r, r
+        return Interval(r, r, r, confidence)
     half = t_quantile(welch_df(ra, a.size, rb, b.size), confidence) * math.sqrt(ra + rb)
-    return r, r * math.exp(-half), r * math.exp(half)
+    return Interval(r, r * math.exp(-half), r * math.exp(half), confidence)

@@ -356,8 +356,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "sysbench",
         ("sysbench",),
         _sb("cpu", opts="--cpu-max-prime=10000"),
-        (EPS,),
-        sysbench({"events_per_s": ("events per second", r"events per second:\s+" + NUM)}),
+        figures=(EPS,),
+        parse=sysbench({"events_per_s": ("events per second", r"events per second:\s+" + NUM)}),
     ),
     Workload(
         "sysbench_memory",
@@ -366,8 +366,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "sysbench",
         ("sysbench",),
         _sb("memory", opts="--memory-block-size=1K --memory-total-size=100T"),
-        (Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
-        sysbench({"mib_per_s": ("MiB/sec", r"MiB transferred \(" + NUM + " MiB/sec\\)")}),
+        figures=(Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
+        parse=sysbench({"mib_per_s": ("MiB/sec", r"MiB transferred \(" + NUM + " MiB/sec\\)")}),
     ),
     Workload(
         "sysbench_threads",
@@ -376,8 +376,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "sysbench",
         ("sysbench",),
         _sb("threads", threads=2),
-        (EPS,),
-        sysbench_events_per_s,
+        figures=(EPS,),
+        parse=sysbench_events_per_s,
     ),
     Workload(
         "sysbench_mutex",
@@ -386,8 +386,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "sysbench",
         ("sysbench",),
         "sysbench mutex --threads=2 run",
-        (Figure("time_s", "s", "lower", "time to finish the work"),),
-        sysbench({"time_s": ("total time", r"total time:\s+" + NUM + "s")}),
+        figures=(Figure("time_s", "s", "lower", "time to finish the work"),),
+        parse=sysbench({"time_s": ("total time", r"total time:\s+" + NUM + "s")}),
     ),
     Workload(
         "sysbench_fileio",
@@ -397,11 +397,11 @@ WORKLOADS: tuple[Workload, ...] = (
         ("sysbench",),
         f"{FILEIO} prepare >/dev/null && {FILEIO} --file-test-mode=rndrw --time=$2 run; rc=$?; "
         f"{FILEIO} cleanup >/dev/null; exit $rc",
-        (
+        figures=(
             Figure("read_mib_s", "MiB/s", "higher", "MiB read per second"),
             Figure("written_mib_s", "MiB/s", "higher", "MiB written per second"),
         ),
-        sysbench(
+        parse=sysbench(
             {
                 "read_mib_s": ("read, MiB/s", r"read, MiB/s:\s+" + NUM),
                 "written_mib_s": ("written, MiB/s", r"written, MiB/s:\s+" + NUM),
@@ -415,11 +415,11 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO.format(opts="--rw=randread --bs=4k"),
-        (
+        figures=(
             Figure("iops", "IOPS", "higher", "reads per second"),
             Figure("p99_us", "us", "lower", "99th percentile completion latency"),
         ),
-        fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}),
+        parse=fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}),
         work="GB",
     ),
     Workload(
@@ -429,11 +429,11 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO.format(opts="--rw=randwrite --bs=4k"),
-        (
+        figures=(
             Figure("iops", "IOPS", "higher", "writes per second"),
             Figure("p99_us", "us", "lower", "99th percentile completion latency"),
         ),
-        fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}),
+        parse=fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}),
         work="GB",
     ),
     Workload(
@@ -443,8 +443,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO.format(opts="--rw=read --bs=1M"),
-        (Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
-        fio({"mib_per_s": ("read", "bw_bytes", 1 / 2**20)}),
+        figures=(Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
+        parse=fio({"mib_per_s": ("read", "bw_bytes", 1 / 2**20)}),
         work="GB",
     ),
     Workload(
@@ -454,8 +454,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "dbench",
         ("dbench",),
         'dbench -t $(( $2 > 3 ? $2 : 3 )) -c /usr/share/dbench/client.txt -D "$1" 1',
-        (Figure("mb_per_s", "MB/s", "higher", "dbench's throughput"),),
-        dbench,
+        figures=(Figure("mb_per_s", "MB/s", "higher", "dbench's throughput"),),
+        parse=dbench,
         data=("/usr/share/dbench/client.txt",),
     ),
     Workload(
@@ -465,8 +465,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "dbench",
         ("tbench", "tbench_srv"),
         SERVE.format(server="tbench_srv >/dev/null", port=7003) + "tbench -t $(( $2 > 3 ? $2 : 3 )) 1 127.0.0.1",
-        (Figure("mb_per_s", "MB/s", "higher", "tbench's throughput"),),
-        dbench,
+        figures=(Figure("mb_per_s", "MB/s", "higher", "tbench's throughput"),),
+        parse=dbench,
         data=("/usr/share/dbench/client.txt",),
     ),
     Workload(
@@ -478,11 +478,11 @@ WORKLOADS: tuple[Workload, ...] = (
         ("redis-server", "redis-benchmark"),
         SERVE.format(server=REDIS + " >/dev/null", port="$3")
         + "redis-benchmark -h 127.0.0.1 -p $3 -n 20000 -c 10 -t set,get --csv",
-        (
+        figures=(
             Figure("set_rps", "ops/s", "higher", "SET requests per second"),
             Figure("get_rps", "ops/s", "higher", "GET requests per second"),
         ),
-        redis_benchmark(("SET", "GET")),
+        parse=redis_benchmark(("SET", "GET")),
     ),
     Workload(
         "compile_lua",
@@ -491,8 +491,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "gcc make strace",
         ("make", "gcc", "strace"),
         COMPILE,
-        (Figure("seconds", "s", "lower", "wall time of the build"),),
-        compile_seconds,
+        figures=(Figure("seconds", "s", "lower", "wall time of the build"),),
+        parse=compile_seconds,
         data=(LUA_SRC,),
         timeout=3600.0,
         fetch="scripts/fetch-sources.sh gets Debian's lua5.4 source; make setup runs it",
@@ -505,11 +505,11 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO_DIRECT.format(opts="--rw=randread --bs=4k"),
-        (
+        figures=(
             Figure("iops", "IOPS", "higher", "reads per second"),
             Figure("p99_us", "us", "lower", "99th percentile completion latency"),
         ),
-        fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}),
+        parse=fio({"iops": ("read", "iops", 1.0), "p99_us": ("read", "clat_ns/percentile/99.000000", 1e-3)}),
         needs_disk=True,
         work="GB",
     ),
@@ -520,11 +520,11 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO_DIRECT.format(opts="--rw=randwrite --bs=4k"),
-        (
+        figures=(
             Figure("iops", "IOPS", "higher", "writes per second"),
             Figure("p99_us", "us", "lower", "99th percentile completion latency"),
         ),
-        fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}),
+        parse=fio({"iops": ("write", "iops", 1.0), "p99_us": ("write", "clat_ns/percentile/99.000000", 1e-3)}),
         needs_disk=True,
         work="GB",
     ),
@@ -535,8 +535,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO_DIRECT.format(opts="--rw=read --bs=1M"),
-        (Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
-        fio({"mib_per_s": ("read", "bw_bytes", 1 / 2**20)}),
+        figures=(Figure("mib_per_s", "MiB/s", "higher", "MiB read per second"),),
+        parse=fio({"mib_per_s": ("read", "bw_bytes", 1 / 2**20)}),
         needs_disk=True,
         work="GB",
     ),
@@ -547,8 +547,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO_DIRECT.format(opts="--rw=write --bs=1M"),
-        (Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
-        fio({"mib_per_s": ("write", "bw_bytes", 1 / 2**20)}),
+        figures=(Figure("mib_per_s", "MiB/s", "higher", "MiB written per second"),),
+        parse=fio({"mib_per_s": ("write", "bw_bytes", 1 / 2**20)}),
         needs_disk=True,
         work="GB",
     ),
@@ -559,11 +559,11 @@ WORKLOADS: tuple[Workload, ...] = (
         "fio",
         ("fio",),
         FIO_FSYNC.format(opts="--rw=write --bs=4k --fsync=1"),
-        (
+        figures=(
             Figure("iops", "IOPS", "higher", "fsync'd writes per second"),
             Figure("fsync_p99_us", "us", "lower", "99th percentile fsync latency"),
         ),
-        fio({"iops": ("write", "iops", 1.0), "fsync_p99_us": ("sync", "lat_ns/percentile/99.000000", 1e-3)}),
+        parse=fio({"iops": ("write", "iops", 1.0), "fsync_p99_us": ("sync", "lat_ns/percentile/99.000000", 1e-3)}),
         needs_disk=True,
         work="GB",
     ),
@@ -575,8 +575,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "iperf3",
         ("iperf3",),
         "iperf3 -c $4 -p $3 -t $2 -J",
-        (Figure("gbit_per_s", "Gbit/s", "higher", "throughput sent"),),
-        iperf3("sum_sent"),
+        figures=(Figure("gbit_per_s", "Gbit/s", "higher", "throughput sent"),),
+        parse=iperf3("sum_sent"),
         peer="iperf3 -s -p {port} -B {bind}",
         work="GB",
     ),
@@ -587,8 +587,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "iperf3",
         ("iperf3",),
         "iperf3 -c $4 -p $3 -t $2 -R -J",
-        (Figure("gbit_per_s", "Gbit/s", "higher", "throughput received"),),
-        iperf3("sum_received"),
+        figures=(Figure("gbit_per_s", "Gbit/s", "higher", "throughput received"),),
+        parse=iperf3("sum_received"),
         peer="iperf3 -s -p {port} -B {bind}",
         work="GB",
     ),
@@ -600,12 +600,12 @@ WORKLOADS: tuple[Workload, ...] = (
         "sockperf",
         ("sockperf",),
         "sockperf ping-pong --tcp -i $4 -p $3 -t $2 -m 14 --full-rtt",
-        (
+        figures=(
             Figure("tx_per_s", "tx/s", "higher", "round trips per second"),
             Figure("p50_us", "us", "lower", "median round-trip time"),
             Figure("p99_us", "us", "lower", "99th percentile round-trip time"),
         ),
-        sockperf,
+        parse=sockperf,
         peer="sockperf server --tcp -p {port} -i {bind}",
         work="1000tx",
     ),
@@ -617,8 +617,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "stress-ng",
         ("stress-ng",),
         STRESS.format(stressor="fork"),
-        (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),),
-        stress_ng,
+        figures=(Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),),
+        parse=stress_ng,
     ),
     Workload(
         "stress_switch",
@@ -627,8 +627,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "stress-ng",
         ("stress-ng",),
         STRESS.format(stressor="switch"),
-        (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),),
-        stress_ng,
+        figures=(Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),),
+        parse=stress_ng,
     ),
     Workload(
         "stress_sigsegv",
@@ -637,8 +637,8 @@ WORKLOADS: tuple[Workload, ...] = (
         "stress-ng",
         ("stress-ng",),
         STRESS.format(stressor="sigsegv"),
-        (Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),),
-        stress_ng,
+        figures=(Figure("ops_per_s", "ops/s", "higher", "bogo ops per second"),),
+        parse=stress_ng,
     ),
 )
 BY_NAME: dict[str, Workload] = {w.name: w for w in WORKLOADS}

@@ -282,7 +282,10 @@ class LoopDevice:
             raise TargetError(
                 f"backing=block needs a loop device: {e.strerror} (root, and /dev/loop* in this environment)"
             ) from None
-        info = _INFO64.pack(0, 0, 0, 0, 0, 0, 0, 0, _LO_FLAGS_AUTOCLEAR, str(image)[-63:].encode(), b"", b"", 0, 0)
+        # struct loop_info64: eight numbers (device, inode, offsets, ...) left 0, the flags, the file's name,
+        # the crypt name and key, and the two init words
+        fields = (*[0] * 8, _LO_FLAGS_AUTOCLEAR, str(image)[-63:].encode(), b"", b"", 0, 0)
+        info = _INFO64.pack(*fields)
         try:
             fcntl.ioctl(self.fd, _LOOP_CONFIGURE, _CONFIG.pack(backing, 0, info, *[0] * 8))
             return True

@@ -192,15 +192,8 @@ class FakeTarget(Target):
         stepping = "--step" in rest
         rest = [a for a in rest if a != "--step"]
         opts = dict(zip(rest[::2], rest[1::2], strict=False))  # a last option without its value: dropped
-        samples, warmup = int(opts.get("--samples", 5)), int(opts.get("--warmup", 1))
-        count = int(opts.get("--count", 0))
-        mean = self._process_mean(bench)
-        ref = {}
-        if self.host_noise and not stepping:
-            state = HOST.step(self.host_noise, self.host_rho)
-            mean *= state
-            # the agent's reference loop sees the host's state too (and nothing of scale or the process)
-            ref = {"ref_ns": [REF_NS * state * math.exp(self.rng.gauss(0, self.noise / 4)) for _ in range(2)]}
+        samples, warmup, count = (int(opts.get(k, d)) for k, d in (("--samples", 5), ("--warmup", 1), ("--count", 0)))
+        mean, ref = self._state(bench, stepping)
         if self.options.get("skip") == bench:
             yield _line(type="skip", bench=bench, reason="fake target skips it")
             yield _line(type="done", bench=bench)
@@ -211,34 +204,7 @@ class FakeTarget(Target):
         for s in range(warmup + samples + count):
             if stepping and s < warmup + samples:
                 self._await_step(end)
-            if self.delay:
-                if time.monotonic() + self.delay > end:
-                    time.sleep(max(0.0, end - time.monotonic()))
-                    raise ChildFailed(-9, "", timed_out=True)
-                time.sleep(self.delay)
-            if self.options.get("garbage") == bench and s == 2:
-                yield "this is not json"
-            if self.options.get("crash") == bench and s == 2 and "--iters" in opts:  # a timed process
-                raise ChildFailed(-11, "fake agent: Segmentation fault")
-            if self.hostile and s == warmup + 1 and "--iters" in opts:
-                yield json.dumps(
-                    {
-                        "schema": 1,
-                        "type": "sample",
-                        "bench": bench,
-                        "unit": "ns",
-                        "instance": 0,
-                        "seq": s,
-                        "warmup": False,
-                        "iters": 1000,
-                        "ops": 1000,
-                        "value": mean,
-                        "overhead": 0.01,
-                        "tsc_per_op": mean,
-                        "cpu": -1,
-                        **HOSTILE[self.hostile],
-                    }
-                )
+            yield from self._mishaps(bench, s, end, timed="--iters" in opts, mean=mean, first=warmup + 1)
             counting = s >= warmup + samples
             if counting and s == warmup + samples:
                 yield _line(type="counting", bench=bench, instance=0)
@@ -263,6 +229,51 @@ class FakeTarget(Target):
                 **ref,
             )
         yield _line(type="done", bench=bench)
+
+    def _state(self, bench: str, stepping: bool) -> tuple[float, dict[str, list[float]]]:
+        """A fresh process's mean and, with host_noise (not stepped: a
+        stepped sample takes the host's state of its own moment), the host's
+        state it starts in, which its reference readings see too (and
+        nothing of scale or the process)."""
+        mean = self._process_mean(bench)
+        if not (self.host_noise and not stepping):
+            return mean, {}
+        state = HOST.step(self.host_noise, self.host_rho)
+        ref = [REF_NS * state * math.exp(self.rng.gauss(0, self.noise / 4)) for _ in range(2)]
+        return mean * state, {"ref_ns": ref}
+
+    def _mishaps(self, bench: str, s: int, end: float, *, timed: bool, mean: float, first: int) -> Iterator[str]:
+        """What the options make of sample s before it: a delay (killed at
+        the timeout, as a real agent is), a malformed line, a crash in a
+        timed process, a hostile line after the first timed sample."""
+        if self.delay:
+            if time.monotonic() + self.delay > end:
+                time.sleep(max(0.0, end - time.monotonic()))
+                raise ChildFailed(-9, "", timed_out=True)
+            time.sleep(self.delay)
+        if self.options.get("garbage") == bench and s == 2:
+            yield "this is not json"
+        if self.options.get("crash") == bench and s == 2 and timed:  # a timed process
+            raise ChildFailed(-11, "fake agent: Segmentation fault")
+        if self.hostile and s == first and timed:
+            yield json.dumps(
+                {
+                    "schema": 1,
+                    "type": "sample",
+                    "bench": bench,
+                    "unit": "ns",
+                    "instance": 0,
+                    "seq": s,
+                    "warmup": False,
+                    "iters": 1000,
+                    "ops": 1000,
+                    "value": mean,
+                    "overhead": 0.01,
+                    "tsc_per_op": mean,
+                    "cpu": -1,
+                    **HOSTILE[self.hostile],
+                }
+            )
 
 
 REF_NS = 50.0  # the fake reference loop's step, ns (with host_noise: it follows the host's state)
