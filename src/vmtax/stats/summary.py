@@ -4,6 +4,7 @@ a geometric mean, Jain's index, an unpaired ratio).  Pure: no I/O."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -19,8 +20,10 @@ Array: TypeAlias = npt.NDArray[Any]  # a numpy array (of floats, or of indices)
 Values: TypeAlias = Sequence[float] | Array  # a side's values: a list, or a numpy array of floats
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(df: float, confidence: float) -> float:
-    """Student's t at two-sided confidence."""
+    """Student's t at two-sided confidence (cached: scipy's ppf is slow, and
+    an analysis asks for the same few quantiles over and over)."""
     return float(sst.t.ppf(0.5 + confidence / 2, df))
 
 
