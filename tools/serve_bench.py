@@ -39,6 +39,7 @@ from starlette.testclient import TestClient  # noqa: E402
 import serveseed  # noqa: E402
 from vmtax.serve.app import build  # noqa: E402
 from vmtax.serve.data import Reader  # noqa: E402
+from vmtax.stats.summary import t_quantile  # noqa: E402
 
 PAGES = ("runs list", "a run", "a 42-row diff", "a row's history")
 
@@ -71,7 +72,8 @@ def measure(location, ids: list[str], repeat: int) -> dict[str, dict[str, list[f
     out: dict[str, dict[str, list[float]]] = {p: {"cold": [], "cpu": [], "warm": []} for p in PAGES}
     for k in range(repeat):
         for page, url in urls(ids, k).items():
-            reader = Reader(location)  # cold: nothing kept
+            reader = Reader(location)  # cold: nothing kept (nor the t quantiles a process caches)
+            t_quantile.cache_clear()
             client = TestClient(build(reader, {"testserver"}))
             out[page]["cold"].append(timed(client, url, out[page]["cpu"]))
             out[page]["warm"].append(statistics.median(timed(client, url) for _ in range(5)))
