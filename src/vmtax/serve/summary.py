@@ -119,13 +119,13 @@ def comparisons(figs: list[dict]) -> list[Comparison]:
         aside = {"all_modes": Stratum(Interval(nan, nan, nan), 0, 0), "headline": f["estimand"]}
         out.append(
             Comparison(
-                spec,
-                f["baseline"],
-                f["candidate"],
-                Interval(f["ratio"], f["ci_low"], f["ci_high"]),
-                nan,
-                False,
-                "",
+                benchmark=spec,
+                baseline=f["baseline"],
+                candidate=f["candidate"],
+                ci=Interval(f["ratio"], f["ci_low"], f["ci_high"]),
+                p_value=nan,
+                significant=False,
+                stopped_by="",
                 **(aside if f["estimand"] != ALL_BLOCKS else {}),
             )
         )
