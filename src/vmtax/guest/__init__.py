@@ -124,30 +124,42 @@ def closure(tools: list[str], data: Sequence[str] = ()) -> Extra:
         if not exe:
             raise TargetError(f"{tool} is not installed on this host")
         out[exe.lstrip("/")] = Path(exe).resolve()
-        try:
-            p = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise TargetError(f"cannot list the libraries of {exe}: {e}") from None
-        if "not a dynamic executable" in p.stdout + p.stderr:
-            continue
-        for line in p.stdout.splitlines():
-            if "not found" in line:
-                raise TargetError(f"{exe} needs a library this host lacks: {line.strip()}")
-            m = LDD_LINE.match(line)
-            if m:
-                out[m.group(2).lstrip("/")] = Path(m.group(2)).resolve()
+        out.update(_libraries(exe))
     for d in data:
-        if os.path.isdir(d):  # a tree: every regular file in it
-            for top, _, names in os.walk(d):
-                for n in names:
-                    f = os.path.join(top, n)
-                    if os.path.isfile(f):
-                        out[f.lstrip("/")] = Path(f).resolve()
-            continue
-        if not os.path.isfile(d):
-            raise TargetError(f"{d} is missing on this host")
-        out[d.lstrip("/")] = Path(d).resolve()
+        out.update(_data_files(d))
     return tuple(sorted(out.items()))
+
+
+def _libraries(exe: str) -> dict[str, Path]:
+    """The shared libraries an executable loads, as ldd resolves them here."""
+    try:
+        p = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise TargetError(f"cannot list the libraries of {exe}: {e}") from None
+    out: dict[str, Path] = {}
+    if "not a dynamic executable" in p.stdout + p.stderr:
+        return out
+    for line in p.stdout.splitlines():
+        if "not found" in line:
+            raise TargetError(f"{exe} needs a library this host lacks: {line.strip()}")
+        m = LDD_LINE.match(line)
+        if m:
+            out[m.group(2).lstrip("/")] = Path(m.group(2)).resolve()
+    return out
+
+
+def _data_files(d: str) -> dict[str, Path]:
+    """A data file named, or every regular file of a tree."""
+    if os.path.isdir(d):
+        return {
+            f.lstrip("/"): Path(f).resolve()
+            for top, _, names in os.walk(d)
+            for f in (os.path.join(top, n) for n in names)
+            if os.path.isfile(f)
+        }
+    if not os.path.isfile(d):
+        raise TargetError(f"{d} is missing on this host")
+    return {d.lstrip("/"): Path(d).resolve()}
 
 
 # what a traced run touches that is no file for a root: the kernel's and the
@@ -163,13 +175,28 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
     program it executed (the dynamic loader too, which the kernel opens
     unseen).  For a toolchain, whose files no ldd finds (cc1, as, ld, the
     headers, crt1.o, libc.so's linker script).  TargetError if it fails."""
+    files, programs = _strace(argv, cwd, env, timeout)
+    here = os.path.realpath(cwd) + "/"
+
+    def ours(f: str) -> bool:
+        return os.path.realpath(f).startswith(here) or f.startswith(here)
+
+    keep = [f for f in files | programs if not f.startswith(TRACE_SKIP) and not ours(f) and os.path.isfile(f)]
+    found = _without_unused_plugins(keep, programs)
+    return tuple(sorted((os.path.normpath(k), v) for k, v in found.items() if not ours("/" + k)))
+
+
+def _strace(argv: list[str], cwd: str, env: dict | None, timeout: float) -> tuple[set[str], set[str]]:
+    """The absolute paths a command opened and the programs it executed,
+    run once under strace -f (its whole tree killed on a timeout, on
+    Ctrl-C and with vmtax)."""
     strace = shutil.which("strace")
     if not strace:
         raise TargetError("strace is not installed on this host (make setup installs it)")
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="vmtax-trace-") as tmp:
-        try:  # the whole traced tree dies on a timeout, on Ctrl-C, and with vmtax
+        try:
             p = proc.spawn(
                 [strace, "-f", "-ff", "-qq", "-e", "trace=execve,open,openat", "-o", os.path.join(tmp, "t"), *argv],
                 cwd=cwd,
@@ -192,25 +219,30 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
         if p.returncode != 0:
             tail = (err or out).strip().splitlines()[-1:] or ["no output"]
             raise TargetError(f"{' '.join(argv[:3])} failed on this host (status {p.returncode}): {tail[0][:200]}")
-        files: set[str] = set()
-        programs: set[str] = set()
-        for name in os.listdir(tmp):
-            with open(os.path.join(tmp, name), errors="replace") as f:
-                for line in f:
-                    m = TRACE_OK.match(line)
-                    if m and m.group(2).startswith("/"):
-                        (programs if m.group(1) == "execve" else files).add(m.group(2))
-    here = os.path.realpath(cwd) + "/"
+        return _read_traces(tmp)
 
-    def ours(f: str) -> bool:
-        return os.path.realpath(f).startswith(here) or f.startswith(here)
 
-    keep = [f for f in files | programs if not f.startswith(TRACE_SKIP) and not ours(f) and os.path.isfile(f)]
-    # binutils load every plugin in their bfd-plugins directory, whether the
-    # build uses it or not (LLVM's gold plugin brings ~150 MB of libraries):
-    # a plugin is kept only where the build names it itself (gcc passes its
-    # LTO plugin by path), and the libraries only a dropped plugin loads go
-    # with it (ldd's spelling; ld opens its link inputs by other paths)
+def _read_traces(tmp: str) -> tuple[set[str], set[str]]:
+    """The paths opened and the programs executed, from strace -ff's files."""
+    files: set[str] = set()
+    programs: set[str] = set()
+    for name in os.listdir(tmp):
+        with open(os.path.join(tmp, name), errors="replace") as f:
+            for line in f:
+                m = TRACE_OK.match(line)
+                if m and m.group(2).startswith("/"):
+                    (programs if m.group(1) == "execve" else files).add(m.group(2))
+    return files, programs
+
+
+def _without_unused_plugins(keep: list[str], programs: set[str]) -> dict[str, Path]:
+    """The files kept and the programs' libraries, less binutils' plugins
+    the build did not name.  binutils load every plugin in their
+    bfd-plugins directory, whether the build uses it or not (LLVM's gold
+    plugin brings its libraries): a plugin is kept only where the build
+    names it itself (gcc passes its LTO plugin by path), and the libraries
+    only a dropped plugin loads go with it (ldd's spelling; ld opens its
+    link inputs by other paths)."""
     real: dict[str, list[str]] = {}
     for path in keep:
         real.setdefault(os.path.realpath(path), []).append(path)
@@ -222,7 +254,7 @@ def traced(argv: list[str], cwd: str, env: dict | None = None, timeout: float = 
     only_plugins = theirs - set(ran) - {k for k, _ in closure(sorted(opened))}
     found = dict(ran)
     found.update((f.lstrip("/"), Path(f).resolve()) for f in keep if f.lstrip("/") not in only_plugins)
-    return tuple(sorted((os.path.normpath(k), v) for k, v in found.items() if not ours("/" + k)))
+    return found
 
 
 def rootfs_dir(extra: Extra = ()) -> Path:

@@ -24,27 +24,35 @@ def write_newc(out: Path, root: Path, extra_nodes: Sequence[tuple[str, int, int,
     nodes given as (path, mode, major, minor), gzip-compressed."""
     ino = 1
     with gzip.open(out, "wb", compresslevel=6) as f:
-        names = []
-        for dirpath, dirs, files in os.walk(root):
-            dirs.sort()
-            for n in sorted(dirs) + sorted(files):
-                names.append(Path(dirpath, n))
-        dev_dirs = {"dev"}
-        for path in names:
-            rel = path.relative_to(root).as_posix()
-            st = path.lstat()
-            name = rel.encode()
-            if stat.S_ISLNK(st.st_mode):
-                target = os.readlink(path).encode()
-                f.write(_header(ino, stat.S_IFLNK | 0o777, len(target), name) + target + _pad(len(target)))
-            elif stat.S_ISDIR(st.st_mode):
-                f.write(_header(ino, stat.S_IFDIR | stat.S_IMODE(st.st_mode), 0, name, nlink=2))
-            elif stat.S_ISREG(st.st_mode):
-                data = path.read_bytes()
-                f.write(_header(ino, stat.S_IFREG | stat.S_IMODE(st.st_mode), len(data), name) + data + _pad(len(data)))
+        for path in _entries(root):
+            f.write(_entry(ino, path, path.relative_to(root).as_posix().encode()))
             ino += 1
         for rel, mode, major, minor in extra_nodes:
-            assert rel.split("/")[0] in dev_dirs
+            assert rel.split("/")[0] == "dev"
             f.write(_header(ino, mode, 0, rel.encode(), rmaj=major, rmin=minor))
             ino += 1
         f.write(_header(ino, 0, 0, b"TRAILER!!!"))
+
+
+def _entries(root: Path) -> list[Path]:
+    """Every entry under root, each directory's in name order."""
+    names = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs.sort()
+        for n in sorted(dirs) + sorted(files):
+            names.append(Path(dirpath, n))
+    return names
+
+
+def _entry(ino: int, path: Path, name: bytes) -> bytes:
+    """One entry's header and data (a symlink's target, a file's bytes); b"" for another kind."""
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path).encode()
+        return _header(ino, stat.S_IFLNK | 0o777, len(target), name) + target + _pad(len(target))
+    if stat.S_ISDIR(st.st_mode):
+        return _header(ino, stat.S_IFDIR | stat.S_IMODE(st.st_mode), 0, name, nlink=2)
+    if stat.S_ISREG(st.st_mode):
+        data = path.read_bytes()
+        return _header(ino, stat.S_IFREG | stat.S_IMODE(st.st_mode), len(data), name) + data + _pad(len(data))
+    return b""

@@ -105,12 +105,7 @@ class Channel:
             raise TargetError(self.broken)
         with self._lock:
             deadline = time.monotonic() + timeout
-            try:
-                self.stdin.write(line.encode() + b"\n")
-                self.stdin.flush()
-            except OSError as e:
-                self.broken = f"{self.name}: cannot write to the channel ({e})"
-                raise TargetError(self.broken) from None
+            self._write(line)
             done = False
             try:
                 while True:
@@ -121,17 +116,29 @@ class Channel:
                         raise TargetError(self.broken) from None
                     if out.startswith(END):
                         done = True
-                        status = _status(out)
-                        if status is None:
-                            self.broken = f"{self.name}: malformed end-of-answer line {out[:60]!r}"
-                            raise TargetError(self.broken)
-                        if status != 0:
-                            raise ChildFailed(status, self.console_tail().removeprefix("; console: "))
+                        self._ended(out)
                         return
                     yield out
             finally:
                 if not done and not self.broken:
                     self._drain(deadline)
+
+    def _write(self, line: str) -> None:
+        try:
+            self.stdin.write(line.encode() + b"\n")
+            self.stdin.flush()
+        except (OSError, ValueError) as e:  # ValueError: written to after it was closed
+            self.broken = f"{self.name}: cannot write to the channel ({e})"
+            raise TargetError(self.broken) from None
+
+    def _ended(self, out: str) -> None:
+        """An answer's end line: ChildFailed on a non-zero status, TargetError on a malformed one."""
+        status = _status(out)
+        if status is None:
+            self.broken = f"{self.name}: malformed end-of-answer line {out[:60]!r}"
+            raise TargetError(self.broken)
+        if status != 0:
+            raise ChildFailed(status, self.console_tail().removeprefix("; console: "))
 
     def send(self, line: str) -> None:
         """One line to what reads the channel now, outside any command: the
@@ -139,12 +146,7 @@ class Channel:
         another thread)."""
         if self.broken:
             raise TargetError(self.broken)
-        try:
-            self.stdin.write(line.encode() + b"\n")
-            self.stdin.flush()
-        except (OSError, ValueError) as e:
-            self.broken = f"{self.name}: cannot write to the channel ({e})"
-            raise TargetError(self.broken) from None
+        self._write(line)
 
     def _drain(self, deadline: float) -> None:
         try:
