@@ -178,8 +178,8 @@ class InTurnProcesses:
         timed processes then use one shared count (from the baseline's; else
         the first target's still going): the same work per sample
         everywhere, since what one operation costs can depend on how many
-        run back to back (with counts of their own, A/A pairs differed by up
-        to 46%: research/2026-11-23-own-calibration/validity-own-calibration.md).  Each target's own
+        run back to back (with counts of their own, A/A pairs differed:
+        research/2026-11-23-own-calibration/validity-own-calibration.md).  Each target's own
         count is kept for its counted batches.  The shared count and each
         target's samples per process: plan.sizes."""
         found = {}
@@ -369,8 +369,8 @@ class Processes(InTurnProcesses):
         the median of its last STEP_SAMPLES_SEEN timed samples once it has
         taken STEP_SAMPLES_KNOWN, else its calibration's.  One calibration
         can be far off (tlb_4k's fresh processes fall in two modes: an A/A
-        twin calibrated twice as slow, took one sample a turn beside its
-        baseline's five, and read 9% slower however warm its turns)."""
+        twin calibrated twice as slow took one sample a turn beside its
+        baseline's several, and read slower however warm its turns)."""
         seen = [s.value * s.ops / s.iters for s in st.samples_taken[-STEP_SAMPLES_SEEN:] if s.iters]
         if len(seen) >= STEP_SAMPLES_KNOWN:
             return statistics.median(seen) * iters / 1e6
