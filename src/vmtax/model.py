@@ -102,8 +102,23 @@ class Interval:
         return self.low > value or self.high < value
 
 
+class Bounded:
+    """A record whose figure is its `ci`: that interval's ends by the names
+    they had before it held one."""
+
+    ci: Interval
+
+    @property
+    def ci_low(self) -> float:
+        return self.ci.low
+
+    @property
+    def ci_high(self) -> float:
+        return self.ci.high
+
+
 @dataclass(frozen=True)
-class Summary:
+class Summary(Bounded):
     n: int
     ci: Interval  # the mean over units and its interval
     median: float
@@ -117,14 +132,6 @@ class Summary:
     @property
     def mean(self) -> float:
         return self.ci.point
-
-    @property
-    def ci_low(self) -> float:
-        return self.ci.low
-
-    @property
-    def ci_high(self) -> float:
-        return self.ci.high
 
     @property
     def ci_halfwidth(self) -> float:
@@ -187,7 +194,7 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class Stratum:
+class Stratum(Bounded):
     """A ratio over some of a row's paired blocks: those in which both
     sides' processes ran in their fast mode, where both sides' process
     means fell in two modes -- the uncontended stratum; those in which
@@ -204,14 +211,6 @@ class Stratum:
     @property
     def ratio(self) -> float:
         return self.ci.point
-
-    @property
-    def ci_low(self) -> float:
-        return self.ci.low
-
-    @property
-    def ci_high(self) -> float:
-        return self.ci.high
 
 
 @dataclass(frozen=True)
@@ -322,7 +321,7 @@ class RunData:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(Bounded):
     """A figure with its unit and 95% interval (infinite: unbounded)."""
 
     ci: Interval
@@ -331,14 +330,6 @@ class Estimate:
     @property
     def value(self) -> float:
         return self.ci.point
-
-    @property
-    def ci_low(self) -> float:
-        return self.ci.low
-
-    @property
-    def ci_high(self) -> float:
-        return self.ci.high
 
 
 @dataclass(frozen=True)

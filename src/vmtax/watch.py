@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Comparison, Interval, RunData
+from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Bounded, Comparison, Interval, RunData
 
 ALPHA = 0.05  # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
@@ -227,7 +227,7 @@ def facts_that_differ(a: dict[str, str], b: dict[str, str]) -> list[tuple[str, s
 
 # -- diff -----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Change:
+class Change(Bounded):
     """A ratio in run A and in run B, and B's over A's with its interval."""
 
     benchmark: str
@@ -249,14 +249,6 @@ class Change:
     @property
     def change(self) -> float:
         return self.ci.point
-
-    @property
-    def ci_low(self) -> float:
-        return self.ci.low
-
-    @property
-    def ci_high(self) -> float:
-        return self.ci.high
 
 
 def _log_se(c: Comparison) -> float:
@@ -355,7 +347,7 @@ def diff(a: RunData, cs_a: list[Comparison], b: RunData, cs_b: list[Comparison])
 
 # -- history --------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Point:
+class Point(Bounded):
     run: str
     started: float
     ci: Interval  # the ratio and its interval
@@ -364,14 +356,6 @@ class Point:
     @property
     def ratio(self) -> float:
         return self.ci.point
-
-    @property
-    def ci_low(self) -> float:
-        return self.ci.low
-
-    @property
-    def ci_high(self) -> float:
-        return self.ci.high
 
 
 @dataclass(frozen=True)
