@@ -10,8 +10,8 @@
  *
  * The wait is timed with the TSC, never the clock: where a clock read is a
  * system call that costs as much as the batch's operations (User-mode
- * Linux: ~45 us), a wait that read the clock took a read's worth more than
- * it was asked each time, and an inject of 2% read as 22-35%.  A batch's
+ * Linux), a wait that read the clock took a read's worth more than it was
+ * asked each time (results/gate-guests.md).  A batch's
  * time holds a clock read's cost besides its run (half of the read that
  * starts it, half of the one that ends it): the wait adds PCT percent of
  * that too (inject_setup measures it, in TSC cycles). */
