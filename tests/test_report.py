@@ -977,3 +977,27 @@ def test_state_notes_add_a_candidates_rows_as_taxes_and_say_it_beyond_chance_onl
     down = [_state_cmp(f"d{i}", "uml", 0.9, -3.0, True) for i in range(5)]
     (d,) = view.state_notes(down)
     assert (d.candidate, d.up, d.down) == ("uml", 0, 5) and "×0.900" in d.short
+
+
+def test_median_takes_each_blocks_process_at_its_median_sample():
+    """compare --median (config `median`): a block's process is its median
+    sample, so a sample cut into by another job leaves the ratio where the
+    typical sample puts it; the header says so.  Without it, the mean."""
+    from vmtax import analysis
+    from vmtax.report import view
+
+    data = run(names=("local", "qemu:accel=tcg"))
+    cut = []
+    for s in data.samples:
+        if s.benchmark == "getppid" and s.target == "qemu:accel=tcg" and not s.warmup and not s.counting and s.seq == 1:
+            s = replace(s, value=s.value * 50)  # one sample in every process cut into, the candidate's only
+        cut.append(s)
+    data.samples = cut
+    key = ("qemu:accel=tcg", "getppid")
+    means, medians = analysis.block_means(data.samples)[key], analysis.block_means(data.samples, median=True)[key]
+    assert all(medians[b] < means[b] / 2 for b in means)
+    plain = next(c for c in analyse(data)[1] if c.benchmark.name == "getppid")
+    data.config["median"] = True
+    typical = next(c for c in analyse(data)[1] if c.benchmark.name == "getppid")
+    assert typical.ratio < plain.ratio / 2 and typical.ci.excludes(1)
+    assert "a process taken at its median sample (--median)" in view.per_process(data)

@@ -144,3 +144,27 @@ def test_the_stop_read_from_the_store_ends_a_row_at_the_block_the_run_ended_it(d
         return enough and worst(rule, names, sides) <= rule.precision
 
     assert stops_after(blocks[-1]) and not stops_after(blocks[-2])
+
+
+def _cut_side(name: str, level: float, rng: random.Random) -> Side:
+    """A side of 40 blocks of 9 samples about `level` (1% scatter), one of
+    each block's samples cut into by another job (three to eight times as long)."""
+    samples = []
+    for blk in range(40):
+        cut = rng.randrange(9)
+        for seq in range(9):
+            v = level * (1 + rng.gauss(0, 0.01)) * (rng.uniform(3, 8) if seq == cut else 1)
+            samples.append(Sample("getppid", name, v, "ns", process=blk, seq=seq, t=1.0 + blk, block=blk))
+    return Side(tuple(samples), 40, True)
+
+
+def test_median_judges_the_blocks_as_the_report_takes_them():
+    """compare --median: the stop reads each block's process at its median
+    sample, as analyse reports it, so a sample cut into by another job
+    widens neither; with the mean both widen several times."""
+    rng = random.Random(5)
+    sides = {"b": _cut_side("b", 100.0, rng), "c": _cut_side("c", 102.0, rng)}
+    (by_mean,) = widths(StopRule(0.01), ["b", "c"], sides).values()
+    (by_median,) = widths(StopRule(0.01, median=True), ["b", "c"], sides).values()
+    assert by_median < 0.005 < by_mean and by_mean > 4 * by_median
+    assert sides["c"].means(median=True)[0] == pytest.approx(102.0, rel=0.03)

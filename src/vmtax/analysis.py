@@ -5,6 +5,7 @@ the same as the one printed at the end of the run."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TypeGuard
@@ -31,12 +32,14 @@ from .model import (
 ALPHA = 0.05
 
 
-def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]]:
+def block_means(samples: list[Sample], median: bool = False) -> dict[tuple[str, str], dict[int, float]]:
     """(target, benchmark) -> {block: the mean of the agent process measured
     in that block} (warmups left out): the units of comparison, paired
-    across targets by block.  Runs stored before samples carried their
+    across targets by block.  With `median` (compare --median) a process
+    is taken at its median sample instead, which a sample cut into by
+    another job moves little.  Runs stored before samples carried their
     block pair the k-th process of each target, as their runner did."""
-    acc: dict[tuple[str, str], dict[int, tuple[int, list[float]]]] = defaultdict(dict)  # (block, [sum, n])
+    acc: dict[tuple[str, str], dict[int, tuple[int, list[float]]]] = defaultdict(dict)  # (block, its values)
     order: dict[tuple[str, str], list[int]] = defaultdict(list)
     for s in samples:
         if s.warmup or s.counting:
@@ -44,16 +47,18 @@ def block_means(samples: list[Sample]) -> dict[tuple[str, str], dict[int, float]
         key = (s.target, s.benchmark)
         if s.process not in acc[key]:
             order[key].append(s.process)
-            acc[key][s.process] = (s.block, [0.0, 0])
-        unit = acc[key][s.process][1]
-        unit[0] += s.value
-        unit[1] += 1
+            acc[key][s.process] = (s.block, [])
+        acc[key][s.process][1].append(s.value)
+    of = statistics.median if median else _mean
     out = {}
     for key, units in acc.items():
-        out[key] = {
-            (block if block >= 0 else order[key].index(proc)): total / n for proc, (block, (total, n)) in units.items()
-        }
+        out[key] = {(block if block >= 0 else order[key].index(proc)): of(v) for proc, (block, v) in units.items()}
     return out
+
+
+def _mean(values: list[float]) -> float:
+    """The plain mean (a sum over a count, as the stored runs' figures were made)."""
+    return sum(values) / len(values)
 
 
 def block_samples(samples: list[Sample]) -> dict[int, list[float]]:
@@ -394,7 +399,7 @@ def _row_comparisons(
     each target's; two: each target's modes), with their metrics, strata
     and host state, headlined as the run asked."""
     names = [t.name for t in data.targets]
-    vals = block_means([s for n in names for s in samples[n]])
+    vals = block_means([s for n in names for s in samples[n]], median=bool(data.config.get("median")))
     base = vals.get((names[0], spec.name), {})
     base_blocks = block_samples(samples[names[0]])
     which = headline_of(data.config)
@@ -544,13 +549,15 @@ def _reference_readings(data: RunData, comparisons: list[Comparison]) -> _Readin
             by_bench[s.benchmark].append(s)
     fast = {(c.benchmark.name, c.candidate) for c in comparisons if c.all_modes is not None}
     for bench, samples in by_bench.items():
-        vals = block_means(samples)
+        median = bool(data.config.get("median"))
+        vals = block_means(samples, median)
         refs = block_means(
             [
                 replace(s, value=s.ref_before / 2 + s.ref_after / 2)
                 for s in samples
                 if _ref_ok(s.ref_before) and _ref_ok(s.ref_after)
-            ]
+            ],
+            median,
         )
         base, rbase = vals.get((names[0], bench), {}), refs.get((names[0], bench), {})
         for cand in names[1:]:

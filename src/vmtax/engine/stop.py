@@ -51,6 +51,8 @@ class _Config(Protocol):
     def same_mode(self) -> bool: ...
     @property
     def fast_mode(self) -> bool: ...
+    @property
+    def median(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,12 @@ class StopRule:
     min_processes: int = 10  # each side's processes before a row may stop
     same_mode: bool = False  # judge a row with two modes over its same-mode blocks
     fast_mode: bool = False  # or over its fast-mode blocks
+    median: bool = False  # a block's process taken at its median sample (compare --median), as the report takes it
 
     @classmethod
     def of(cls, cfg: _Config) -> StopRule:
         """The rule of a run's configuration (plan.RunConfig)."""
-        return cls(cfg.precision, cfg.min_processes, cfg.same_mode, cfg.fast_mode)
+        return cls(cfg.precision, cfg.min_processes, cfg.same_mode, cfg.fast_mode, cfg.median)
 
     @property
     def stratum(self) -> str | None:
@@ -81,9 +84,9 @@ class Side:
     active: bool = True
     higher_is_better: bool = False
 
-    def means(self) -> dict[int, float]:
-        """Block -> the mean of the process measured in it (as `show` reads them)."""
-        return next(iter(analysis.block_means(list(self.samples)).values()), {})
+    def means(self, median: bool = False) -> dict[int, float]:
+        """Block -> the mean (or median) of the process measured in it (as `show` reads them)."""
+        return next(iter(analysis.block_means(list(self.samples), median).values()), {})
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,11 @@ def widths(rule: StopRule, names: list[str], sides: dict[str, Side]) -> dict[str
     own), else each target's mean."""
     base, active = names[0], [n for n in names if sides[n].active]
     if len(names) > 1 and sides[base].active:
-        bb = sides[base].means()
+        bb = sides[base].means(rule.median)
         out = {}
         for n in active:
             if n != base:
-                cb = sides[n].means()
+                cb = sides[n].means(rule.median)
                 out[n] = _width(rule, bb, cb, sides[base].higher_is_better, sides[n].higher_is_better)
         return out
     return {n: _summary_rel(sides[n]) for n in active}

@@ -262,7 +262,7 @@ class Header:
         return f"{self.cpu_model} ({self.cpus} CPUs), kernel {self.kernel}"
 
 
-def per_process(data: RunData) -> str:
+def _sampling(data: RunData) -> str:
     """How a run's processes took their samples, in the header's words."""
     cfg = data.config
     if cfg.get("samples_per_process") is None:
@@ -280,6 +280,15 @@ def per_process(data: RunData) -> str:
             + (f"; {', '.join(apart)}: another machine, its processes in turn" if apart else "")
         )
     return f"{cfg['samples_per_process']} samples/process, {cfg.get('warmup', 0)} warmup"
+
+
+def per_process(data: RunData) -> str:
+    """How a run's processes took their samples, and what a block's
+    process stands for (its mean, or with --median its median sample)."""
+    said = _sampling(data)
+    if data.config.get("median"):
+        return "; ".join(x for x in (said, "a process taken at its median sample (--median)") if x)
+    return said
 
 
 def header(data: RunData) -> Header:
