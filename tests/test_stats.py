@@ -696,3 +696,17 @@ def test_tax_moves_adds_the_rows_as_taxes():
     assert stats.tax_moves([(up, False), (down, True)]) == pytest.approx(2 * sst.norm.sf(4 / math.sqrt(2)))
     assert stats.tax_moves([(up, False), (down, False)]) == pytest.approx(1.0)
     assert stats.tax_moves([]) == 1.0
+
+
+def test_ratio_over_replicates_is_students_t_over_the_logs():
+    from scipy import stats as sst
+
+    ratios = [1.031, 0.994, 1.012, 1.047, 1.003, 1.021, 0.989]
+    ci, p = stats.ratio_over_replicates(ratios)
+    logs = np.log(ratios)
+    t = sst.ttest_1samp(logs, 0.0)
+    lo, hi = sst.t.interval(0.95, len(logs) - 1, loc=logs.mean(), scale=sst.sem(logs))
+    assert p == pytest.approx(t.pvalue) and ci.point == pytest.approx(math.exp(logs.mean()))
+    assert (ci.low, ci.high) == pytest.approx((math.exp(lo), math.exp(hi)))
+    with pytest.raises(ValueError):
+        stats.ratio_over_replicates([1.02])

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from vmtax import watch
 from vmtax.analysis import analyse, reference_adjusted, runs_reference_alike
 from vmtax.cli import main
+from vmtax.errors import UserError
 from vmtax.model import BenchSpec, Comparison, Interval, RunData, Sample, TargetInfo
 
 LAT = BenchSpec("getppid", "kernel", "ns", "lower", "d")
@@ -631,3 +632,75 @@ def test_diff_of_a_before_and_after_pair_pairs_their_single_candidates_and_says_
     assert vmtax("diff", runs[0], newest, db=db) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no compared row in common" in err[0]
+
+
+# -- a gate over runs, each its own boot of every target ---------------------------------
+def _runs_of(ratios: list[float], cands=("b",)) -> list[tuple[RunData, list[Comparison]]]:
+    """One (run, comparisons) per ratio: each run's own interval +-0.3% about its ratio, p from it."""
+    out = []
+    for k, r in enumerate(ratios):
+        data = RunData(f"r{k}", "compare", float(k), k + 1.0, "complete", "c", "0", {})
+        data.targets = [TargetInfo("a", "qemu")] + [TargetInfo(c, "qemu") for c in cands]
+        p = 1e-6 if abs(r - 1) > 0.006 else 0.5
+        out.append((data, [comp(LAT, r, r * 0.997, r * 1.003, p, cand=c) for c in cands]))
+    return out
+
+
+def test_over_runs_holds_the_false_alarms_where_each_guest_has_an_offset_of_its_own():
+    """Two guests booted alike differ by an offset of their own (SD 3% per
+    run's pair here) far beyond a run's interval (+-0.3%): gated run by run
+    an A/A pair is called a regression in about half the runs; gated over
+    8 runs (the unit a run) it is in no more than 5% of series."""
+    import random
+
+    rng = random.Random(7)
+    per_run = over = 0
+    series = 300
+    for _ in range(series):
+        ratios = [math.exp(rng.gauss(0, 0.03)) for _ in range(8)]
+        runs = _runs_of(ratios)
+        per_run += watch.gate(runs[0][0], runs[0][1], 0.01).verdict == "regressed"
+        over += watch.gate(runs[-1][0], watch.over_runs(runs), 0.01).verdict == "regressed"
+    assert per_run > 0.3 * series
+    assert over <= 0.05 * series
+
+
+def test_over_runs_calls_a_slowdown_every_run_shows():
+    runs = _runs_of([1.021, 1.018, 1.024, 1.02, 1.019, 1.022, 1.017, 1.023])
+    (c,) = watch.over_runs(runs)
+    assert c.ratio == pytest.approx(1.0205, abs=1e-4) and c.ci.low > 1.01 and c.stopped_by == watch.OVER_RUNS
+    assert c.p_value < 1e-6
+    assert watch.gate(runs[-1][0], [c], 0.01).rows[0].verdict == "regressed"
+
+
+def test_over_runs_needs_the_same_targets_and_says_two_runs_far_apart_are_inconclusive():
+    (c,) = watch.over_runs(_runs_of([1.0, 1.04]))
+    assert c.ci.low < 0.8 and c.ci.high > 1.25  # t at 1 df: 12.7 standard errors
+    assert watch.gate(run("b"), [c], 0.01).rows[0].verdict == "inconclusive"
+    other = _runs_of([1.0] * 6) + _runs_of([1.0], cands=("c",))
+    with pytest.raises(UserError, match="a gate over runs needs the same targets"):
+        watch.over_runs(other)
+
+
+def test_over_runs_leaves_out_a_row_some_run_did_not_compare():
+    runs = _runs_of([1.0] * 6, cands=("b", "c"))
+    runs[2] = (runs[2][0], [c for c in runs[2][1] if c.candidate == "b"])
+    assert [c.candidate for c in watch.over_runs(runs)] == ["b"]
+
+
+def test_gate_of_several_stored_runs(tmp_path, capsys, db):
+    """`vmtax gate RUN RUN ...`: the runs gated together, their ids in the JSON."""
+    for _ in range(6):
+        extra = ("--max-time", "2s")
+        assert compare(db, "fake:noise=0.005", "fake:noise=0.005,scale=1.05,label=slow", extra=extra) == 0
+    ids = [r["id"] for r in json.loads(_runs_json(capsys, db))][:6]
+    out = tmp_path / "g.json"
+    assert vmtax("gate", *ids, "--threshold", "2%", "--json", str(out), db=db) == 1
+    text = capsys.readouterr().out
+    assert "gate of 6 runs" in text and "REGRESSED" in text
+    doc = json.loads(out.read_text())
+    assert doc["runs"] == ids and doc["run_id"] == ids[-1]
+    for row in doc["gate"]["rows"]:
+        assert row["verdict"] == "regressed" and row["ratio"] == pytest.approx(1.05, abs=0.01) and row["ci_low"] > 1.02
+    assert vmtax("gate", *ids, "--reference", db=db) == 2
+    assert "--reference gates one run" in capsys.readouterr().err

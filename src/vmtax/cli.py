@@ -251,6 +251,7 @@ def _config(args) -> RunConfig:
         # --parallel N instances cannot be held sample by sample: they run in turn
         pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
         step_ms=getattr(args, "step_ms", RunConfig.step_ms),
+        median=getattr(args, "median", False),
     )
 
 
@@ -422,12 +423,19 @@ def _compare_runs(
 def cmd_gate(args) -> int:
     threshold = _threshold(args.threshold)
     with _store(args, readonly=True) as store:
-        data = store.load(store.resolve(args.run))
-    g = console.gate_of(data, analyse(data)[1], threshold, args.reference)
+        ids = list(dict.fromkeys(store.resolve(r) for r in (args.runs or [None])))
+        runs = [store.load(i) for i in ids]
+    data = runs[-1]
+    if len(runs) > 1:
+        if args.reference:
+            raise UserError("--reference gates one run; over several runs each run's ratio is the unit")
+        g = console.gate_over_runs([(d, analyse(d)[1]) for d in runs], threshold)
+    else:
+        g = console.gate_of(data, analyse(data)[1], threshold, args.reference)
     out = sys.stderr if args.json == "-" else sys.stdout
     say(watch_report.gate_text(g, data.id), out)
     if args.json:
-        _json_out({"run_id": data.id, "gate": watch_report.gate_json(g)}, args.json)
+        _json_out({"run_id": data.id, "runs": ids, "gate": watch_report.gate_json(g)}, args.json)
     if args.junit:
         _write_text(watch_report.gate_junit(g, data.id), args.junit)
     if args.markdown:
@@ -920,6 +928,13 @@ def _add_measuring(sub) -> None:
         "one state of the host (where it is the same in either; each mode's own ratio is in the "
         "note)",
     )
+    s.add_argument(
+        "--median",
+        action="store_true",
+        help="take each block's process at its median sample, not its mean: a sample another job cut "
+        "into moves it little, so on a busy host the ratio is several times as precise; the ratio is "
+        "then of a typical operation's time, not of the average's (for a gate of two builds of one kind)",
+    )
     _measure_options(s)
     s.set_defaults(func=cmd_compare)
 
@@ -1063,14 +1078,20 @@ def _add_watching(sub) -> None:
         "Exit codes: 0 pass (improvements included), 1 regressed, 4 error (and "
         "nothing regressed), 3 inconclusive only, 2 bad input.",
     )
-    s.add_argument("run", nargs="?", help="run id or a unique prefix of one (default: the latest)")
+    s.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN",
+        help="run id or a unique prefix of one (default: the latest); several: runs of the same targets, "
+        "each its own boot of every target, gated over runs (a guest's own offset counted)",
+    )
     s.add_argument("--threshold", default="2%", help="the smallest change that matters (default 2%%)")
     s.add_argument(
         "--json",
         nargs="?",
         const="-",
         metavar="FILE",
-        help="{run_id, gate: {threshold, verdict, rows: [...]}} to FILE (- for stdout)",
+        help="{run_id, runs, gate: {threshold, verdict, rows: [...]}} to FILE (- for stdout)",
     )
     s.add_argument("--junit", metavar="FILE", help="JUnit XML, one testcase per row (a regression fails)")
     s.add_argument("--markdown", metavar="FILE", help="the verdicts as Markdown")

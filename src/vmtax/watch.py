@@ -8,6 +8,10 @@
   rules out Benjamini-Hochberg's independence-based guarantee for the
   *family-wise* rate a CI gate needs: one false alarm per run is what a
   team pays for).
+- over runs: a gate whose unit is a run, each a fresh boot of every
+  target (over_runs): where a guest instance carries an offset of its
+  own, the interval over one run's blocks cannot hold it; the interval
+  over runs does.
 - diff: one target pair in two runs (other times, maybe other hosts): the
   ratio of ratios with its interval, and the facts that differ.
 - history: each row's ratio over stored runs, and where its level changed
@@ -21,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from . import stats
+from .errors import UserError
 from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Bounded, Comparison, Interval, RunData
 
 ALPHA = 0.05  # family-wise error rate of a gate, over all its rows
@@ -92,11 +98,56 @@ class Gate:
     verdict: str  # the run's: regressed if any row is, else error if any, else inconclusive if any, else pass
     rows: tuple[GateRow, ...]
     reference: tuple = ()  # analysis.ReferenceCheck per candidate, when gated --reference
+    runs: int = 1  # the runs gated together, each a replicate (over_runs)
 
     @property
     def exit_code(self) -> int:
         """0 pass (improvements included), 1 regressed, 4 a row failed (nothing to judge there), 3 inconclusive only."""
         return {"regressed": 1, "error": 4, "inconclusive": 3}.get(self.verdict, 0)
+
+
+OVER_RUNS = "over runs"  # a row's estimand gated over several runs (over_runs)
+
+
+def over_runs(runs: list[tuple[RunData, list[Comparison]]], alpha: float = ALPHA) -> list[Comparison]:
+    """One comparison per row and candidate of several compare runs of the
+    same targets, each run one replicate (its own boot of every target):
+    the geometric mean of the runs' ratios, its interval and p-value
+    Student's over the runs' log ratios (stats.ratio_over_replicates):
+    what a guest instance carries of its own varies from run to run, so
+    it is counted, where one run's interval over its blocks cannot hold it.  A row some run could
+    not compare is left out (the gate says inconclusive or error, from the
+    last run's outcomes).  UserError where the runs compare other targets."""
+    names = [t.name for t in runs[0][0].targets]
+    for data, _ in runs[1:]:
+        if [t.name for t in data.targets] != names:
+            got = ", ".join(t.name for t in data.targets)
+            raise UserError(
+                f"run {data.id} compares {got}; run {runs[0][0].id} compares {', '.join(names)}: "
+                f"a gate over runs needs the same targets in each"
+            )
+    by: dict[tuple[str, str], list[Comparison]] = {}
+    for _, cs in runs:
+        for c in cs:
+            if math.isfinite(c.ratio) and c.ratio > 0:
+                by.setdefault((c.benchmark.name, c.candidate), []).append(c)
+    out = []
+    for got in by.values():
+        if len(got) < len(runs):
+            continue
+        ci, p = stats.ratio_over_replicates([c.ratio for c in got], 1 - alpha)
+        out.append(
+            Comparison(
+                benchmark=got[-1].benchmark,
+                baseline=got[-1].baseline,
+                candidate=got[-1].candidate,
+                ci=ci,
+                p_value=p,
+                significant=p < alpha,
+                stopped_by=OVER_RUNS,
+            )
+        )
+    return out
 
 
 def gate(data: RunData, comparisons: list[Comparison], threshold: float = 0.02, alpha: float = ALPHA) -> Gate:

@@ -168,6 +168,18 @@ def gate_of(data: RunData, cs: list[Comparison], threshold: float, reference: bo
     return g
 
 
+def gate_over_runs(runs: list[tuple[RunData, list[Comparison]]], threshold: float) -> watch.Gate:
+    """The gate of several stored compare runs of the same targets, each
+    run one replicate (watch.over_runs); UserError where there is nothing to gate."""
+    for data, _ in runs:
+        if data.kind != "compare" or len(data.targets) < 2:
+            raise UserError(f"run {data.id} is a {data.kind} run: a gate over runs reads compare runs")
+    g = replace(watch.gate(runs[-1][0], watch.over_runs(runs), threshold), runs=len(runs))
+    if not g.rows:
+        raise UserError(f"runs {runs[0][0].id} .. {runs[-1][0].id} have no row compared in every run")
+    return g
+
+
 def scale_report(data: RunData, opts: Options) -> Output:
     """A scale run's table, and its documents."""
     views = scale.view(data)

@@ -92,11 +92,18 @@ def _gate_summary(g: Gate, run_id: str) -> str:
     count = {
         v: sum(1 for r in g.rows if r.verdict == v) for v in ("regressed", "error", "inconclusive", "improved", "pass")
     }
+    what = f"of {g.runs} runs (the last named {run_id})" if g.runs > 1 else run_id
     return (
-        f"gate {run_id}: {g.verdict.upper()} at a threshold of {g.threshold:.2%} "
+        f"gate {what}: {g.verdict.upper()} at a threshold of {g.threshold:.2%} "
         f"(rows: {', '.join(f'{n} {v}' for v, n in count.items() if n)}; family-wise alpha {g.alpha:g}, "
         f"Holm over {sum(1 for r in g.rows if r.p_adjusted is not None)} tested rows"
         + ("; reference-adjusted where said below" if g.reference else "")
+        + (
+            f"; over {g.runs} runs, each its own boot of every target: a row's ratio the geometric mean of "
+            f"the runs', its interval Student's over them"
+            if g.runs > 1
+            else ""
+        )
         + ")"
     )
 

@@ -136,3 +136,23 @@ def ratio_unpaired(a: Values, b: Values, confidence: float = CONFIDENCE) -> Inte
         return Interval(r, r, r, confidence)
     half = t_quantile(welch_df(ra, a.size, rb, b.size), confidence) * math.sqrt(ra + rb)
     return Interval(r, r * math.exp(-half), r * math.exp(half), confidence)
+
+
+def ratio_over_replicates(ratios: Sequence[float], confidence: float = CONFIDENCE) -> tuple[Interval, float]:
+    """(the geometric mean of replicates' ratios with its Student-t interval
+    over their logs, the two-sided p-value of "the ratio is 1"): each
+    replicate one run, its ratio an average over many blocks (near normal
+    on the log scale); a replicate far off widens the interval (the SD
+    counts it) rather than moving the verdict alone.  At least two
+    positive ratios (ValueError); with equal logs the interval is a point
+    and p is 0 or 1."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    k = logs.size
+    if k < 2 or not np.isfinite(logs).all():
+        raise ValueError("need two or more positive, finite ratios")
+    mean, se = float(logs.mean()), float(logs.std(ddof=1)) / math.sqrt(k)
+    if se == 0:
+        return Interval(math.exp(mean), math.exp(mean), math.exp(mean), confidence), float(mean == 0)
+    half = t_quantile(k - 1, confidence) * se
+    p = float(2 * sst.t.sf(abs(mean) / se, k - 1))
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), confidence), p
