@@ -6,6 +6,9 @@ Each trial is one real comparison,
 
     vmtax compare local local:label=aa local:inject=2,label=slow --bench ROWS --max-time T --gate 1%
 
+(or any other kind with --target: `--target qemu` compares qemu with
+qemu:label=aa and qemu:inject=2,label=slow, three guests booted alike)
+
 (what a CI job would run: --gate sets the precision goal to a third of the
 threshold unless --precision is given), gated again from the stored run,
 per candidate, with Holm's correction over the rows of each candidate:
@@ -16,13 +19,16 @@ for the injected rows).  On the same stored samples it also says what two
 other rules would have said: Firecracker's A/B rule (a permutation test
 of the two unpaired sets of process means, p < 0.01, and a change beyond
 20%) and pyperf compare_to's (Student's t-test over all values at 95%,
-"significant" then slower or faster).  Writes results/NAME.md and
+"significant" then slower or faster).  Each trial is gated twice more on
+its own samples, once with each block's process taken at its mean and
+once at its median (compare --median), so the two estimands are compared
+on the same samples whichever the run asked for.  Writes results/NAME.md and
 results/NAME.json, the latter after every trial (--resume adds to the
 trials on record, so a series can span sessions; --reuse re-writes the
 report from them).
 
 Usage: .venv/bin/python tools/gate_rates.py [--name ab] [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
-       [--precision P] [--bench NAME ...] [--resume | --reuse]
+       [--precision P] [--bench NAME ...] [--target KIND] [--median] [--db FILE] [--resume | --reuse]
 """
 
 from __future__ import annotations
@@ -51,15 +57,27 @@ DB = OUT / "ab.db"
 ROWS = ["getppid", "null_read", "stat", "sig_handle", "page_fault", "mmap", "pi", "cpuid", "segv", "ctx_2p_16k"]
 
 
+def with_options(target: str, options: str) -> str:
+    """A target string with more options: qemu -> qemu:OPTIONS, qemu:chan=virtio -> qemu:chan=virtio,OPTIONS."""
+    return f"{target}{',' if ':' in target else ':'}{options}"
+
+
+def sides(args) -> tuple[str, str, str]:
+    """The baseline, its A/A twin and the injected side."""
+    return (
+        args.target,
+        with_options(args.target, "label=aa"),
+        with_options(args.target, f"inject={args.inject:g},label=slow"),
+    )
+
+
 def trial_command(args, n: int) -> list[str]:
     return [
         VMTAX,
         "--db",
-        str(DB),
+        str(args.db),
         "compare",
-        "local",
-        "local:label=aa",
-        f"local:inject={args.inject:g},label=slow",
+        *sides(args),
         "--bench",
         *args.bench,
         "--max-time",
@@ -67,6 +85,7 @@ def trial_command(args, n: int) -> list[str]:
         "--gate",
         args.threshold,
         *(["--precision", args.precision] if args.precision else []),
+        *(["--median"] if args.median else []),
         "--json",
         str(OUT / f"{args.name}-{n}.json"),
     ]
@@ -121,20 +140,39 @@ def gate_of(data, cs, cand: str, threshold: float):
     )
 
 
+def half_widths(cs, cand: str) -> list[float]:
+    return [c.ci.rel_halfwidth for c in cs if c.candidate == cand and np.isfinite(c.ci.rel_halfwidth)]
+
+
+def estimands(data, aa: str, slow: str, threshold: float) -> dict:
+    """The trial gated on its own samples with each block's process at its
+    mean and at its median (compare --median), whichever the run asked."""
+    out = {}
+    for way, median in (("mean", False), ("median", True)):
+        cs = analyse(replace(data, config={**data.config, "median": median}))[1]
+        hw = half_widths(cs, aa)
+        out[way] = {
+            "aa": watch_json(gate_of(data, cs, aa, threshold)),
+            "slow": watch_json(gate_of(data, cs, slow, threshold)),
+            "aa_median_half_width": float(np.median(hw)) if hw else None,
+        }
+    return out
+
+
 def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
     data = store.load(run_id)
     cs = analyse(data)[1]
-    aa, slow = "local:label=aa", f"local:inject={args.inject:g},label=slow"
+    base, aa, slow = sides(args)
     g_aa, g_slow = gate_of(data, cs, aa, threshold), gate_of(data, cs, slow, threshold)
     ref, checks = reference_adjusted(data, cs)  # what `vmtax gate --reference` gates on
     other = {}
     for cand in (aa, slow):
         rows = {}
         for spec in data.benchmarks:
-            base = spec.name
-            rows[base] = {
-                "firecracker": firecracker(process_means(data, "local", base), process_means(data, cand, base), rng),
-                "pyperf": pyperf_says(values(data, "local", base), values(data, cand, base)),
+            row = spec.name
+            rows[row] = {
+                "firecracker": firecracker(process_means(data, base, row), process_means(data, cand, row), rng),
+                "pyperf": pyperf_says(values(data, base, row), values(data, cand, row)),
             }
         other[cand] = rows
     widths = {
@@ -165,6 +203,7 @@ def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
         "cpu": cpu_model(),
         "host": platform.node(),
         "median_half_width": {k: float(np.median(v)) if v else None for k, v in widths.items()},
+        "estimands": estimands(data, aa, slow, threshold),
     }
 
 
@@ -186,6 +225,9 @@ def main() -> int:
     ap.add_argument("--threshold", default="1%")
     ap.add_argument("--bench", nargs="+", default=ROWS)
     ap.add_argument("--name", default="ab", help="results/NAME.md and results/NAME.json (default ab)")
+    ap.add_argument("--target", default="local", help="the kind compared with itself (default local): qemu, uml, ...")
+    ap.add_argument("--median", action="store_true", help="pass --median to vmtax compare")
+    ap.add_argument("--db", type=Path, default=DB, help=f"the trials' store (default {DB.relative_to(REPO)})")
     ap.add_argument(
         "--resume",
         action="store_true",
@@ -206,8 +248,8 @@ def main() -> int:
     trials = json.loads(record.read_text()) if (args.resume or args.reuse) and record.exists() else []
     rng = np.random.default_rng(len(trials))
     t0 = time.time()
-    if args.reanalyse and DB.exists():
-        with Store(DB, readonly=True) as store:
+    if args.reanalyse and args.db.exists():
+        with Store(args.db, readonly=True) as store:
             known = {r["id"] for r in store.list_runs(limit=10000)}
             for i, t in enumerate(trials):
                 if t["run"] in known:
@@ -227,7 +269,7 @@ def main() -> int:
         if p.returncode not in (0, 1, 3):
             sys.exit(f"trial {n} failed ({p.returncode}): {p.stderr[-2000:]}")
         run_id = json.loads((OUT / f"{args.name}-{n}.json").read_text())["run_id"]
-        with Store(DB, readonly=True) as store:
+        with Store(args.db, readonly=True) as store:
             t = analyse_trial(store, run_id, args, threshold, rng)
         t["seconds"] = round(time.time() - started, 1)
         t["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
@@ -259,7 +301,7 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
     slow_rows = sum(len(t["slow"]["rows"]) for t in trials)
     slow_hit = sum(r["verdict"] == "regressed" for t in trials for r in t["slow"]["rows"].values())
     slow_runs = sum(t["slow"]["verdict"] == "regressed" for t in trials)
-    aa_key, slow_key = "local:label=aa", f"local:inject={args.inject:g},label=slow"
+    _, aa_key, slow_key = sides(args)
     fc_slow = sum(r["firecracker"] for t in trials for r in t["other"][slow_key].values())
     fc_aa = sum(any(r["firecracker"] for r in t["other"][aa_key].values()) for t in trials)
     pp_slow = sum(r["pyperf"] == "slower" for t in trials for r in t["other"][slow_key].values())
@@ -272,11 +314,13 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         "# A/B: the gate's error rates",
         "",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/gate_rates.py --name {args.name} "
-        f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}`"
+        f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}"
+        f"{'' if args.target == 'local' else ' --target ' + args.target}{' --median' if args.median else ''}`"
         + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "")
         + "; each trial: "
-        f"`vmtax compare local local:label=aa local:inject={args.inject:g},label=slow --bench "
-        f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}`, pinned (`--cpu auto`), "
+        f"`vmtax compare {' '.join(sides(args))} --bench "
+        f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}"
+        f"{' --median' if args.median else ''}`, pinned (`--cpu auto`), "
         "gated per candidate at "
         f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).",
         "",
@@ -332,6 +376,7 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
             f"{2 * len(ref)} candidate sides.",
             "",
         ]
+    lines += estimand_table(trials, n)
     lines += ["| row | injected: regressed | A/A: regressed | median injected ratio |", "|---|---:|---:|---:|"]
     for b in rows:
         hit = sum(t["slow"]["rows"].get(b, {}).get("verdict") == "regressed" for t in trials)
@@ -343,10 +388,36 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         "",
         "Runs: "
         + ", ".join(f"`{t['run']}`" + (f" ({t['when']})" if t.get("when") else "") for t in trials)
-        + f" (in `{DB.relative_to(REPO)}`, not kept in git: `results/{args.name}.json` holds what is reported, "
+        + f" (in `{args.db}`, not kept in git: `results/{args.name}.json` holds what is reported, "
         "trial by trial).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def estimand_table(trials: list[dict], n: int) -> list[str]:
+    """The gate on the same samples with each block's process at its mean and at its median."""
+    got = [t["estimands"] for t in trials if t.get("estimands")]
+    if not got:
+        return []
+    lines = [
+        f"The same {len(got)} trials gated with each block's process at its mean (what `vmtax compare` reports) "
+        "and at its median sample (`--median`):",
+        "",
+        "| a block's process at | A/A runs `regressed` | A/A runs `pass` | injected rows `regressed` "
+        "| A/A half-width, median over trials |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for way in ("mean", "median"):
+        e = [g[way] for g in got]
+        rows = sum(len(x["slow"]["rows"]) for x in e)
+        hit = sum(r["verdict"] == "regressed" for x in e for r in x["slow"]["rows"].values())
+        hw = sorted(x["aa_median_half_width"] for x in e if x.get("aa_median_half_width"))
+        lines.append(
+            f"| {way} | {sum(x['aa']['verdict'] == 'regressed' for x in e)} of {len(e)} "
+            f"| {sum(x['aa']['verdict'] == 'pass' for x in e)} of {len(e)} | {hit} of {rows} "
+            f"| {'±' + format(hw[len(hw) // 2], '.2%') if hw else '-'} |"
+        )
+    return [*lines, ""]
 
 
 if __name__ == "__main__":
