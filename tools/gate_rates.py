@@ -22,13 +22,17 @@ of the two unpaired sets of process means, p < 0.01, and a change beyond
 "significant" then slower or faster).  Each trial is gated twice more on
 its own samples, once with each block's process taken at its mean and
 once at its median (compare --median), so the two estimands are compared
-on the same samples whichever the run asked for.  Writes results/NAME.md and
+on the same samples whichever the run asked for.  With --replicates K a
+trial is K such runs of a K-th of the budget each (every target booted
+afresh for each) gated together (`vmtax gate RUN ...`, watch.over_runs):
+the unit a boot, which a guest's own offset asks for.  Writes results/NAME.md and
 results/NAME.json, the latter after every trial (--resume adds to the
 trials on record, so a series can span sessions; --reuse re-writes the
 report from them).
 
 Usage: .venv/bin/python tools/gate_rates.py [--name ab] [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
-       [--precision P] [--bench NAME ...] [--target KIND] [--median] [--db FILE] [--resume | --reuse]
+       [--precision P] [--bench NAME ...] [--target KIND] [--median] [--replicates K] [--db FILE]
+       [--resume | --reuse]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 from vmtax import watch  # noqa: E402
 from vmtax.analysis import analyse, reference_adjusted  # noqa: E402
+from vmtax.duration import parse_duration  # noqa: E402
 from vmtax.store import Store  # noqa: E402
 
 VMTAX = str(REPO / ".venv" / "bin" / "vmtax")
@@ -71,7 +76,7 @@ def sides(args) -> tuple[str, str, str]:
     )
 
 
-def trial_command(args, n: int) -> list[str]:
+def trial_command(args, n: int, max_time: str | None = None) -> list[str]:
     return [
         VMTAX,
         "--db",
@@ -81,7 +86,7 @@ def trial_command(args, n: int) -> list[str]:
         "--bench",
         *args.bench,
         "--max-time",
-        args.max_time,
+        max_time or args.max_time,
         "--gate",
         args.threshold,
         *(["--precision", args.precision] if args.precision else []),
@@ -159,6 +164,45 @@ def estimands(data, aa: str, slow: str, threshold: float) -> dict:
     return out
 
 
+def analyse_replicates(store, run_ids: list[str], args, threshold: float) -> dict:
+    """A trial of several runs, gated over them (watch.over_runs) per
+    candidate, at the blocks' means and at their medians."""
+    datas = [store.load(r) for r in run_ids]
+    _, aa, slow = sides(args)
+    out: dict = {"runs": run_ids, "run": run_ids[-1], "cpu": cpu_model(), "host": platform.node(), "estimands": {}}
+    for way, median in (("mean", False), ("median", True)):
+        runs = [(d, analyse(replace(d, config={**d.config, "median": median}))[1]) for d in datas]
+        got = {}
+        for cand in (aa, slow):
+            mine = [(d, [c for c in cs if c.candidate == cand]) for d, cs in runs]
+            over = watch.over_runs(mine)
+            hw = half_widths(over, cand)
+            got[cand] = (watch_json(gate_of(datas[-1], over, cand, threshold)), float(np.median(hw)) if hw else None)
+        out["estimands"][way] = {"aa": got[aa][0], "slow": got[slow][0], "aa_median_half_width": got[aa][1]}
+    own = out["estimands"]["median" if args.median else "mean"]
+    out.update(aa=own["aa"], slow=own["slow"], median_half_width={aa: own["aa_median_half_width"]})
+    return out
+
+
+def each_time(args) -> str:
+    """One run's budget: --max-time, or a K-th of it with --replicates K."""
+    return args.max_time if args.replicates == 1 else f"{parse_duration(args.max_time) / args.replicates:.0f}s"
+
+
+def run_replicates(args, n: int) -> list[str]:
+    """Trial n's runs, each a K-th of the budget; their ids."""
+    each = each_time(args)
+    ids = []
+    for k in range(args.replicates):
+        cmd = trial_command(args, n, max_time=each)
+        print(f"[trial {n}, run {k + 1}/{args.replicates}] $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode not in (0, 1, 3):
+            sys.exit(f"trial {n} failed ({p.returncode}): {p.stderr[-2000:]}")
+        ids.append(json.loads((OUT / f"{args.name}-{n}.json").read_text())["run_id"])
+    return ids
+
+
 def analyse_trial(store, run_id: str, args, threshold: float, rng) -> dict:
     data = store.load(run_id)
     cs = analyse(data)[1]
@@ -227,6 +271,13 @@ def main() -> int:
     ap.add_argument("--name", default="ab", help="results/NAME.md and results/NAME.json (default ab)")
     ap.add_argument("--target", default="local", help="the kind compared with itself (default local): qemu, uml, ...")
     ap.add_argument("--median", action="store_true", help="pass --median to vmtax compare")
+    ap.add_argument(
+        "--replicates",
+        type=int,
+        default=1,
+        metavar="K",
+        help="a trial is K runs of a K-th of --max-time each, gated over them (default 1: one run)",
+    )
     ap.add_argument("--db", type=Path, default=DB, help=f"the trials' store (default {DB.relative_to(REPO)})")
     ap.add_argument(
         "--resume",
@@ -260,6 +311,17 @@ def main() -> int:
                         "when": t.get("when"),
                     }
         record.write_text(json.dumps(trials, indent=1) + "\n")
+    while not args.reuse and len(trials) < args.trials and args.replicates > 1:
+        n = len(trials) + 1
+        started = time.time()
+        ids = run_replicates(args, n)
+        with Store(args.db, readonly=True) as store:
+            t = analyse_replicates(store, ids, args, threshold)
+        t["seconds"] = round(time.time() - started, 1)
+        t["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+        trials.append(t)
+        record.write_text(json.dumps(trials, indent=1) + "\n")
+        print(f"[trial {n}] aa {t['aa']['verdict']}, slow {t['slow']['verdict']}", file=sys.stderr, flush=True)
     while not args.reuse and len(trials) < args.trials:
         n = len(trials) + 1
         cmd = trial_command(args, n)
@@ -302,10 +364,11 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
     slow_hit = sum(r["verdict"] == "regressed" for t in trials for r in t["slow"]["rows"].values())
     slow_runs = sum(t["slow"]["verdict"] == "regressed" for t in trials)
     _, aa_key, slow_key = sides(args)
-    fc_slow = sum(r["firecracker"] for t in trials for r in t["other"][slow_key].values())
-    fc_aa = sum(any(r["firecracker"] for r in t["other"][aa_key].values()) for t in trials)
-    pp_slow = sum(r["pyperf"] == "slower" for t in trials for r in t["other"][slow_key].values())
-    pp_aa = sum(any(r["pyperf"] != "not significant" for r in t["other"][aa_key].values()) for t in trials)
+    one = [t for t in trials if t.get("other")]  # trials of one run: the other rules read its samples
+    fc_slow = sum(r["firecracker"] for t in one for r in t["other"][slow_key].values())
+    fc_aa = sum(any(r["firecracker"] for r in t["other"][aa_key].values()) for t in one)
+    pp_slow = sum(r["pyperf"] == "slower" for t in one for r in t["other"][slow_key].values())
+    pp_aa = sum(any(r["pyperf"] != "not significant" for r in t["other"][aa_key].values()) for t in one)
     prec = f" --precision {args.precision}" if args.precision else ""
     cpus = sorted({t.get("cpu", "?") for t in trials})
     secs = [t["seconds"] for t in trials if t.get("seconds")]
@@ -315,14 +378,16 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         "",
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/gate_rates.py --name {args.name} "
         f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}"
-        f"{'' if args.target == 'local' else ' --target ' + args.target}{' --median' if args.median else ''}`"
+        f"{'' if args.target == 'local' else ' --target ' + args.target}{' --median' if args.median else ''}"
+        f"{f' --replicates {args.replicates}' if args.replicates > 1 else ''}`"
         + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "")
         + "; each trial: "
-        f"`vmtax compare {' '.join(sides(args))} --bench "
-        f"{' '.join(args.bench)} --max-time {args.max_time} --gate {args.threshold}{prec}"
+        + (f"{args.replicates} runs of " if args.replicates > 1 else "")
+        + f"`vmtax compare {' '.join(sides(args))} --bench "
+        f"{' '.join(args.bench)} --max-time {each_time(args)} --gate {args.threshold}{prec}"
         f"{' --median' if args.median else ''}`, pinned (`--cpu auto`), "
-        "gated per candidate at "
-        f"{threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).",
+        + ("gated together (`vmtax gate RUN ...`) " if args.replicates > 1 else "gated ")
+        + f"per candidate at {threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).",
         "",
     ]
     if secs:
@@ -339,10 +404,15 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         f"{n - aa_pass - aa_alarm} `inconclusive`).",
         f"- **{args.inject:g}% injected: {slow_hit} of {slow_rows} rows `regressed` "
         f"({slow_hit / max(1, slow_rows):.0%}); the run's gate said `regressed` in {slow_runs} of {n}.**",
-        f"- Firecracker's rule (permutation p < 0.01 and > 20%) on the same process means: "
-        f"{fc_slow} of {slow_rows} injected rows flagged; A/A runs with any row flagged: {fc_aa} of {n}.",
-        f"- pyperf compare_to (t-test at 95% over all values): {pp_slow} of {slow_rows} injected rows "
-        f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.",
+    ]
+    if one:
+        lines += [
+            f"- Firecracker's rule (permutation p < 0.01 and > 20%) on the same process means: "
+            f"{fc_slow} of {slow_rows} injected rows flagged; A/A runs with any row flagged: {fc_aa} of {n}.",
+            f"- pyperf compare_to (t-test at 95% over all values): {pp_slow} of {slow_rows} injected rows "
+            f"'slower'; A/A runs with any row called slower or faster: {pp_aa} of {n}.",
+        ]
+    lines += [
         "",
     ]
     ref = [t["reference"] for t in trials if t.get("reference")]
@@ -387,7 +457,10 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
     lines += [
         "",
         "Runs: "
-        + ", ".join(f"`{t['run']}`" + (f" ({t['when']})" if t.get("when") else "") for t in trials)
+        + ", ".join(
+            " ".join(f"`{r}`" for r in t.get("runs", [t["run"]])) + (f" ({t['when']})" if t.get("when") else "")
+            for t in trials
+        )
         + f" (in `{args.db}`, not kept in git: `results/{args.name}.json` holds what is reported, "
         "trial by trial).",
     ]
