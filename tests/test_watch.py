@@ -704,3 +704,13 @@ def test_gate_of_several_stored_runs(tmp_path, capsys, db):
         assert row["verdict"] == "regressed" and row["ratio"] == pytest.approx(1.05, abs=0.01) and row["ci_low"] > 1.02
     assert vmtax("gate", *ids, "--reference", db=db) == 2
     assert "--reference gates one run" in capsys.readouterr().err
+
+
+def test_a_one_run_gate_of_guests_of_one_kind_says_a_boot_is_not_in_its_interval():
+    from vmtax.report import console
+
+    guests = _runs_of([1.0])[0][0]
+    assert "one boot a side" in console.one_boot_note(guests) and "vmtax gate RUN RUN" in console.one_boot_note(guests)
+    mixed = RunData("r", "compare", 0.0, 1.0, "complete", "c", "0", {})
+    mixed.targets = [TargetInfo("local", "local"), TargetInfo("qemu", "qemu")]
+    assert console.one_boot_note(mixed) == "" and console.one_boot_note(run("b")) == ""

@@ -288,6 +288,10 @@ class Comparison:
         return self.headline if self.all_modes is not None else ALL_BLOCKS
 
 
+# the kinds whose instance is a boot of a guest kernel: two boots alike differ by an offset of their own
+BOOTED_KINDS = frozenset({"qemu", "uml", "xen"})
+
+
 @dataclass(frozen=True)
 class TargetInfo:
     name: str

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from .. import watch
 from ..analysis import analyse, reference_adjusted
 from ..errors import UserError
-from ..model import Comparison, Measurement, RunData
+from ..model import BOOTED_KINDS, Comparison, Measurement, RunData
 from . import explain, html, jsondoc, markdown, scale, scoreboard, terminal, view
 from . import watch as watch_report
 
@@ -82,7 +82,7 @@ def report(data: RunData, opts: Options) -> Output:
             else [terminal.measurements_table(t) + "\n"] + ([modes + "\n"] if modes else []) + [terminal.stop_tally(ms)]
         )
     if gate is not None:
-        o.out.append("\n" + watch_report.gate_text(gate, data.id))
+        o.out.append("\n" + watch_report.gate_text(gate, data.id) + one_boot_note(data))
         if opts.junit:
             o.files.append((opts.junit, watch_report.gate_junit(gate, data.id)))
     if opts.json:
@@ -166,6 +166,18 @@ def gate_of(data: RunData, cs: list[Comparison], threshold: float, reference: bo
     if not g.rows:
         raise UserError(f"run {data.id} has no compared row to gate")
     return g
+
+
+def one_boot_note(data: RunData) -> str:
+    """A line under a one-run gate of guests of one kind: each side is one
+    boot, whose own offset its interval does not hold (watch.over_runs)."""
+    base = data.targets[0].kind
+    if base not in BOOTED_KINDS or not any(t.kind == base for t in data.targets[1:]):
+        return ""
+    return (
+        f"\n  {base} guests, one boot a side: what a boot carries of its own is not in these intervals; "
+        f"gate several runs together (vmtax gate RUN RUN ...: docs/change.md, a gate for guests)"
+    )
 
 
 def gate_over_runs(runs: list[tuple[RunData, list[Comparison]]], threshold: float) -> watch.Gate:
