@@ -93,6 +93,13 @@ def test_every_page_and_its_json_twin(seeded):
         assert j.status_code == 200 and j.headers["content-type"] == "application/json"
         assert isinstance(j.json(), dict)
     assert c.get("/static/app.js").status_code == 200 and c.get("/healthz").text == "ok\n"
+    from vmtax.report import htmlkit  # one style and one sorter for a report's pages and serve's
+
+    css, js = c.get("/static/app.css"), c.get("/static/app.js")
+    assert (
+        css.text.startswith(htmlkit.CSS) and "nav{" in css.text and css.headers["content-type"].startswith("text/css")
+    )
+    assert js.text.endswith(htmlkit.SORT_JS) and js.headers["content-type"].startswith("text/javascript")
     for vendored in ("uPlot.iife.min.js", "uPlot.min.css", "LICENSE", "VERSION"):
         assert c.get(f"/static/uplot-1.6.32/{vendored}").status_code == 200
     run = c.get(f"/runs/{ids[0]}").text

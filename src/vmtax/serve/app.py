@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from .. import __version__
 from ..errors import UserError, VmtaxError
+from ..report import htmlkit
 from ..report.safe import inert
 from ..store import redact
 from . import history, pages, queries
@@ -154,6 +155,11 @@ def _handle(site: Site, method):
     return endpoint
 
 
+# one style and one table sorter for every page vmtax makes (report/htmlkit.py), serve's with its own rules
+PAGE_CSS = htmlkit.CSS + (HERE / "static" / "serve.css").read_text()
+PAGE_JS = "/* vmtax serve: sortable tables (a page reads the same without it) */" + htmlkit.SORT_JS
+
+
 def build(reader: Reader, allowed: set[str], token: str | None = None) -> Guard:
     """The whole application: the site behind its guard."""
     site = Site(reader)
@@ -166,6 +172,10 @@ def build(reader: Reader, allowed: set[str], token: str | None = None) -> Guard:
         Route("/hosts", _handle(site, site.hosts), methods=["GET", "HEAD"]),
         Route("/gates", _handle(site, site.gates), methods=["GET", "HEAD"]),
         Route("/healthz", lambda request: PlainTextResponse("ok\n"), methods=["GET", "HEAD"]),
+        Route("/static/app.css", lambda request: Response(PAGE_CSS, media_type="text/css"), methods=["GET", "HEAD"]),
+        Route(
+            "/static/app.js", lambda request: Response(PAGE_JS, media_type="text/javascript"), methods=["GET", "HEAD"]
+        ),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
