@@ -121,9 +121,9 @@ def over_runs(runs: list[tuple[RunData, list[Comparison]]], alpha: float = ALPHA
     names = [t.name for t in runs[0][0].targets]
     for data, _ in runs[1:]:
         if [t.name for t in data.targets] != names:
-            got = ", ".join(t.name for t in data.targets)
+            theirs = ", ".join(t.name for t in data.targets)
             raise UserError(
-                f"run {data.id} compares {got}; run {runs[0][0].id} compares {', '.join(names)}: "
+                f"run {data.id} compares {theirs}; run {runs[0][0].id} compares {', '.join(names)}: "
                 f"a gate over runs needs the same targets in each"
             )
     by: dict[tuple[str, str], list[Comparison]] = {}
