@@ -86,7 +86,7 @@ def report(tmp_path_factory):
             "null_call",
             "pi",
             "--precision",
-            "5%",
+            "50%",  # the charts need samples and ratios, not narrow intervals: it ends well before its budget
             "--max-time",
             "30s",
         ],
