@@ -416,6 +416,17 @@ def _own_podman_names(pid: int) -> list[str]:
     return [n for n in out.split() if n.startswith(f"vmtax-{pid}-")]
 
 
+def _sleeping_runtime(tmp_path: Path) -> tuple[Path, Path]:
+    """An OCI runtime that answers --version as runc and sleeps on create,
+    and the file where it writes its sleep's pid."""
+    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
+    runtime.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
+    )
+    runtime.chmod(0o755)
+    return runtime, pids
+
+
 def test_a_runtime_hung_on_create_ends_by_the_hard_stop_and_leaves_nothing(tmp_path):
     """An OCI runtime that answers --version and sleeps on create: the
     wait for the container's ready line ends at the run's hard stop
@@ -428,11 +439,7 @@ def test_a_runtime_hung_on_create_ends_by_the_hard_stop_and_leaves_nothing(tmp_p
     ok, why = podman_works()
     if not ok:
         pytest.skip(why)
-    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
-    runtime.write_text(
-        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
-    )
-    runtime.chmod(0o755)
+    runtime, pids = _sleeping_runtime(tmp_path)
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "t.db"), "run"]
     cmd += ["--target", f"container:runtime={runtime}", "--bench", "getppid", "--max-time", "3s"]
     t0 = time.monotonic()
@@ -469,11 +476,7 @@ def test_the_conmon_of_a_killed_controllers_hung_runtime_is_swept_by_the_next_ru
     ok, why = container.podman_works()
     if not ok:
         pytest.skip(why)
-    runtime, pids = tmp_path / "sleeprt", tmp_path / "pids"
-    runtime.write_text(
-        f'#!/bin/sh\nif [ "$1" = "--version" ]; then exec runc --version; fi\nsleep 100000 & echo $! >> {pids}\nwait\n'
-    )
-    runtime.chmod(0o755)
+    runtime, pids = _sleeping_runtime(tmp_path)
     cmd = [sys.executable, "-m", "vmtax.cli", "--db", str(tmp_path / "t.db"), "run"]
     cmd += ["--target", f"container:runtime={runtime}", "--bench", "getppid", "--max-time", "1m"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
