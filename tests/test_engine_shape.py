@@ -64,7 +64,6 @@ PENDING = {
     "vmtax/targets/qemu.py QemuTarget",
     "vmtax/targets/container.py ContainerTarget",
     "vmtax/targets/fake.py FakeTarget",
-    "vmtax/targets/ssh.py SshTarget",
     "vmtax/targets/xen.py XenTarget",
     "vmtax/targets/xen.py launch",
     "vmtax/targets/xenrelay.py relay",
