@@ -62,7 +62,6 @@ PENDING = {
     "vmtax/serve/server.py serve",
     "vmtax/targets/channel.py ChannelTarget",
     "vmtax/targets/qemu.py QemuTarget",
-    "vmtax/targets/container.py ContainerTarget",
     "vmtax/targets/fake.py FakeTarget",
     "vmtax/targets/xen.py XenTarget",
     "vmtax/targets/xen.py launch",
