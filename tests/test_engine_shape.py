@@ -60,9 +60,7 @@ NOT_YET = ()
 
 PENDING = {
     "vmtax/serve/server.py serve",
-    "vmtax/targets/channel.py ChannelTarget",
     "vmtax/targets/qemu.py QemuTarget",
-    "vmtax/targets/fake.py FakeTarget",
     "vmtax/targets/xen.py XenTarget",
     "vmtax/targets/xen.py launch",
     "vmtax/targets/xenrelay.py relay",
