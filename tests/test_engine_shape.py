@@ -58,9 +58,7 @@ OLD_CAPS = (180, 45)  # what NOT_YET's files are still held to
 NOT_YET = ()
 
 
-PENDING = {
-    "vmtax/serve/server.py serve",
-}
+PENDING: set[str] = set()
 
 
 def _pending(where: str) -> bool:
