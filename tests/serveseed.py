@@ -17,7 +17,7 @@ import random
 from vmtax.model import BenchSpec
 from vmtax.serve import summary
 from vmtax.store import Store
-from vmtax.store.base import ADD_TARGET, SET_OUTCOME
+from vmtax.store.writing import ADD_TARGET, SET_OUTCOME
 
 STEP_HOST, STEP_ROW, STEP_AT = "lab-a", "getppid", 12
 KERNEL_HOST, KERNEL_ROW, KERNEL_AT = "lab-b", "stat", 10

@@ -471,7 +471,7 @@ def test_the_conmon_of_a_killed_controllers_hung_runtime_is_swept_by_the_next_ru
     client dies with it, conmon and the runtime do not (conmon left
     podman's session), and no list of podman's has the container.  The
     next run's sweep ends them (a conmon named for a controller that is gone)."""
-    from vmtax.targets import container
+    from vmtax.targets import container, podman
 
     ok, why = container.podman_works()
     if not ok:
@@ -485,10 +485,10 @@ def test_the_conmon_of_a_killed_controllers_hung_runtime_is_swept_by_the_next_ru
     finally:
         p.kill()
         p.wait()
-    conmons = wait_until(lambda: container.conmon_pids(lambda n: n.startswith(f"vmtax-{p.pid}-")), 5)
+    conmons = wait_until(lambda: podman.conmon_pids(lambda n: n.startswith(f"vmtax-{p.pid}-")), 5)
     assert conmons, "no conmon outlived the controller: nothing for the sweep to do"
-    monkeypatch.setattr(container, "_swept", False)
-    container.sweep_containers()
+    monkeypatch.setattr(podman, "_swept", False)
+    podman.sweep_containers()
     sleeps = [int(x) for x in pids.read_text().split()]
     assert wait_until(lambda: not any(running(pid) for pid in conmons + sleeps), 5)
     assert left_behind(p.pid, files=False) == []

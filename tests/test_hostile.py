@@ -696,7 +696,7 @@ def test_a_stored_label_with_a_line_break_stays_on_its_line_in_every_terminal_ta
     another writer): the scoreboard's header, the targets table, the gate
     table, the runs table, diff, history and the progress lines keep it on
     its line, the newline and tab shown as escapes."""
-    monkeypatch.setattr("vmtax.targets.base.line_break", lambda text: None)
+    monkeypatch.setattr("vmtax.targets.options.line_break", lambda text: None)
     label = f"fake:label={FORGED}"
     for _ in range(2):  # two runs: diff and history compare them
         assert main(

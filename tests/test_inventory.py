@@ -9,7 +9,8 @@ import pytest
 from vmtax.errors import TargetError, UserError
 from vmtax.inventory import expand_range, load
 from vmtax.targets import parse_target, parse_targets
-from vmtax.targets.ssh import SshTarget, _last_cpu, remote_command
+from vmtax.targets.ssh import SshTarget, _last_cpu
+from vmtax.targets.sshlink import remote_command
 
 INI = """\
 # a comment
@@ -114,7 +115,7 @@ def test_an_inventory_name_is_ssh_targets_with_the_options_given(inventory, tmp_
 @pytest.fixture(autouse=True)
 def _keys_exist(monkeypatch):
     """The key and known_hosts files the inventories name need not exist here."""
-    import vmtax.targets.ssh as ssh
+    import vmtax.targets.sshlink as ssh
 
     real = ssh._path_option
     monkeypatch.setattr(ssh, "_path_option", lambda n, o, k, must_exist=True: real(n, o, k, must_exist=False))

@@ -19,7 +19,7 @@ from sshfleet import PRIVSEP, Fleet, _sshd_running, netns_works
 from vmtax.agent import agent_hash
 from vmtax.errors import TargetError
 from vmtax.targets import parse_target
-from vmtax.targets.ssh import remote_command
+from vmtax.targets.sshlink import remote_command
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ import vmtax
 from vmtax.errors import StoreError, UserError
 from vmtax.model import BenchSpec, Sample, TargetInfo
 from vmtax.store import Store, default_db_path
-from vmtax.store.base import FIGURE
 from vmtax.store.migrations import APPLICATION_ID, MIGRATIONS
+from vmtax.store.summaries import FIGURE
 
 
 def test_migrates_to_latest_in_wal_mode(db):

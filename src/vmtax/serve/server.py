@@ -66,6 +66,20 @@ def url_of(host: str, port: int) -> str:
     return f"http://{shown}:{port}/"
 
 
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port and listening; UserError where it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
+
+
 def serve(args) -> int:
     token = read_token(args.token_file)
     check_bind(args.host, token)
@@ -81,15 +95,7 @@ def serve(args) -> int:
     reader = Reader(args.db or default_db_path())
     try:
         app = build(reader, allowed_hosts(args.host, args.allow_host or []), token)
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((args.host, args.port))
-            sock.listen(128)  # before the URL is printed: a client that reads it may connect at once
-        except OSError as e:
-            sock.close()
-            raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
+        sock = listening(args.host, args.port)  # before the URL is printed: a client that reads it may connect at once
         port = sock.getsockname()[1]
         print(f"vmtax serve: {reader.where} read-only; listening on {url_of(args.host, port)}", flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)

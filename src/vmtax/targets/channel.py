@@ -23,10 +23,9 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import TargetError
-from ..hostprobe import HostProbe
-from ..hostproc import descendants, idle_cpu_pct
 from ..proc import ChildFailed
 from .base import Target, option_number
+from .probing import HostProbing
 
 READY = "@@VMTAX-READY"
 STOP = "STOP"  # the line that ends an agent held with --step; vmtax-shell answers nothing to it
@@ -162,7 +161,7 @@ def _status(frame: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
 
 
-class ChannelTarget(Target):
+class ChannelTarget(HostProbing, Target):
     """A target reached through vmtax-shell over a Channel: QEMU, UML,
     containers.  Subclasses say how to launch; this class boots, measures
     boot time, and tears down on every path."""
@@ -249,55 +248,6 @@ class ChannelTarget(Target):
     def after_boot(self) -> None:
         """Hook: measure idle CPU, memory overhead..."""
 
-    IDLE_WINDOW = 2.0  # seconds the idle guest is watched after boot
-
-    def start_probe(self, roots, qmp=None, vcpu_tids=None, parts=None) -> None:
-        """The host probe of this target, and its idle cost over IDLE_WINDOW
-        (the idle CPU reported with the run comes from it)."""
-        assert self.p is not None, "started"
-        try:
-            self.host_probe = HostProbe(roots, qmp=qmp, vcpu_tids=vcpu_tids, parts=parts)
-        except OSError as e:
-            self.probe_note = f"no host probe: {e}"
-            self.idle_cpu = idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
-            return
-        self.host_probe.measure_idle(self.IDLE_WINDOW)
-        rate = self.host_probe.idle.get("host_cpu_ns")
-        self.idle_cpu = rate / 1e7 if rate is not None else idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
-        self.count_settle_ms = self.settle_for_the_host()
-
-    PINGS = 3
-    MAX_SETTLE_MS = 2000
-
-    def settle_for_the_host(self) -> int:
-        """The agent's pause between its "counting" line and its counted
-        batch must outlast that line's way to the host and the host's first
-        reading of its probe, or the batch's first operations go uncounted:
-        the class's pause, or twice a PING's round trip and a reading where
-        that is longer (a slow controller: vmtax inside a TCG guest, driving
-        a guest nested in it, is ~20 ms late), MAX_SETTLE_MS at most.  The
-        round trip is the median of PINGS."""
-        assert self.channel is not None and self.host_probe is not None, "started, its probe made"
-        took = []
-        for _ in range(self.PINGS):  # their median: one slow answer on a busy host sets no pause
-            t0 = time.monotonic()
-            list(self.channel.command("PING", 30))
-            took.append(time.monotonic() - t0)
-        rtt = sorted(took)[len(took) // 2]
-        t0 = time.monotonic()
-        self.host_probe.enable()
-        try:
-            self.host_probe.read()
-        finally:
-            self.host_probe.disable()
-        need = 2000 * (rtt + time.monotonic() - t0)
-        return int(min(self.MAX_SETTLE_MS, max(type(self).count_settle_ms, need)))
-
-    def probe_facts(self) -> dict:
-        if self.host_probe is not None:
-            return {**self.host_probe.facts(), "count_settle_ms": self.count_settle_ms}
-        return {"host_probe": "nothing", "host_probe_missing": self.probe_note} if self.probe_note else {}
-
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if not self.channel:
             raise TargetError(f"{self.name} is not started")
@@ -332,14 +282,6 @@ class ChannelTarget(Target):
     def release(self) -> None:
         if self.channel and not self.channel.broken:
             self.channel.send(STOP)  # the agent stops on it; vmtax-shell ignores it (guest/vmtax-shell)
-
-    def host_pids(self) -> list[int]:
-        if self.p is None:
-            return []
-        if self.host_probe is not None:
-            self.host_probe.refresh()
-            return list(self.host_probe.pids)
-        return descendants(self.p.pid)
 
     def stop(self) -> None:
         if self.host_probe is not None:

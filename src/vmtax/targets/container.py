@@ -26,17 +26,15 @@ import re
 import shutil
 import subprocess
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from itertools import pairwise
 
 from .. import guest, proc
 from ..errors import TargetError, UserError
-from ..hostproc import children, pid_alive, process_name
-from ..netns import NetNs
 from . import gvisor
 from .channel import ChannelTarget
+from .containernet import ContainerNet
+from .podman import PodmanContainer, sweep_containers
 
 # What this machine's podman needs (rootless limits are low inside a microVM).
 # The root is vmtax's cached directory, mounted read-only: a container cannot
@@ -70,7 +68,6 @@ UNSHARE_INIT = (
 # unshare: the root directory bind-mounted read-only inside the new mount
 # namespace, then chroot; paths travel as arguments, never inside the script.
 UNSHARE_ROOT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec chroot "$1" /bin/sh -c "$2"'
-NAME = re.compile(r"^vmtax-(\d+)-[0-9a-f]+$")
 
 
 def podman_run(runtime: str = "runc") -> list[str]:
@@ -146,112 +143,29 @@ def unshare_works() -> tuple[bool, str]:
     return True, ""
 
 
-_swept = False
-
-
-def sweep_containers() -> None:
-    """Remove the containers of vmtax controllers that are gone (once per run)."""
-    global _swept
-    if _swept:
-        return
-    _swept = True
-    try:
-        out = subprocess.run(
-            ["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "name=^vmtax-"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return
-    for pid in conmon_pids(_stale):  # a runtime hung on create: in no list of podman's
-        proc.kill_tree(pid)
-    stale = [n for n in out.split() if _stale(n)]
-    if stale:
-        subprocess.run(
-            ["podman", "rm", "-f", "-t", "0", *stale], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
-        )
-
-
-def end_conmon(name: str) -> None:
-    """Kill the conmon of container `name` (it leaves podman's process
-    group and session), with the runtime and whatever it started below it:
-    a runtime that hangs on create keeps them running after podman's client
-    is gone, and the container is in no list of podman's."""
-    for pid in conmon_pids(lambda n: n == name):
-        proc.kill_tree(pid)
-
-
-def conmon_pids(named: Callable[[str], bool]) -> list[int]:
-    """The conmon processes of the containers whose name `named` takes (`conmon ... -n NAME ...`)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().decode("utf-8", "replace").split("\0")
-        except OSError:
-            continue
-        if os.path.basename(argv[0]) == "conmon" and any(a == "-n" and named(b) for a, b in pairwise(argv)):
-            out.append(int(entry))
-    return out
-
-
-def _stale(name: str) -> bool:
-    """A container of a vmtax controller that is gone (its pid in the name)."""
-    m = NAME.match(name)
-    return m is not None and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
-
-
 class ContainerTarget(ChannelTarget):
     kind = "container"
     summary = "the agent in a container (podman+runc, else unshare+chroot; runtime=runsc: gVisor)"
     allowed_options = frozenset({"engine", "boot_timeout", "net", "runtime", "platform"})
     boot_timeout = 60.0
-    NETS = ("none", "host", "bridge", "slirp4netns")
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
         self.engine_wanted = options.get("engine", "auto")
         if self.engine_wanted not in ("auto", "podman", "unshare"):
             raise UserError(f"engine must be podman, unshare or auto, got '{self.engine_wanted}'")
-        self.net = options.get("net", "none")
-        if self.net not in self.NETS:
-            raise UserError(f"target '{name}': net must be one of {', '.join(self.NETS)}, got '{self.net}'")
-        if self.net in ("bridge", "slirp4netns") and self.engine_wanted == "unshare":
-            raise UserError(f"target '{name}': net={self.net} needs engine=podman (unshare offers none and host)")
-        if self.net == "slirp4netns" and not shutil.which("slirp4netns"):
-            raise UserError(f"target '{name}': net=slirp4netns needs slirp4netns (apt install slirp4netns)")
+        self.network = ContainerNet(name, options.get("net", "none"), self.engine_wanted)
+        self.net = self.network.net
         if "runtime" in options and self.engine_wanted == "unshare":
             raise UserError(f"target '{name}': runtime= is podman's OCI runtime: engine=unshare has none")
-        self.unusable = ""  # why it cannot run here: --skip-unavailable leaves it out, else one line at the start
-        self.runtime, self.platform = self._runtime(name, options)
-        self.host_seen_at: str | None = None  # the host's address from inside, once started
+        # unusable: why it cannot run here: --skip-unavailable leaves it out, else one line at the start
+        self.runtime, self.platform, self.unusable = runtime_option(name, options, self.net)
         self.engine: str | None = None
         self.engine_note = ""
         self.relay_cpus: list[int] = []  # podman: where its client and conmon run (the container on host_cpu)
-        self.side: NetNs | None = None  # net=bridge: the host's side, with the peers
-        self.inner: NetNs | None = None  # net=bridge: the container's namespace
         # the controller's pid in the name: a later run removes what a killed one left
         self.container_name = f"vmtax-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-
-    def _runtime(self, name: str, options: dict[str, str]) -> tuple[str, str | None]:
-        """podman's OCI runtime and, for gVisor, its platform (gvisor.check_options).
-        runtime=runsc where runsc is not installed is left for usable() to say."""
-        text = options.get("runtime", "runc")
-        if text == "runsc" and not shutil.which("runsc"):
-            self.unusable = "gVisor's runsc is not installed (apt install runsc; make setup does)"
-            platform = options.get("platform", "ptrace")
-            if platform not in gvisor.PLATFORMS or self.net not in gvisor.NETWORK:
-                raise UserError(
-                    f"target '{name}': platform must be one of {', '.join(gvisor.PLATFORMS)} and net one of "
-                    f"{', '.join(gvisor.NETWORK)} with gVisor"
-                )
-            return "runsc", platform
-        path = oci_runtime(text, name)
-        return path, gvisor.check_options(name, options, runtime_version(path), text, self.net)
+        self.podman = PodmanContainer(self.container_name)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -298,19 +212,14 @@ class ContainerTarget(ChannelTarget):
         root = str(guest.rootfs_dir(self.files))
         if self.engine == "podman":
             sweep_containers()
-            net = (
-                self._bridge()
-                if self.net == "bridge"
-                else "slirp4netns:allow_host_loopback=true"
-                if self.net == "slirp4netns"
-                else self.net
-            )
+            net = self.network.podman_network()
             self.relay_cpus = proc.other_cpus(self.host_cpu)
+            self.podman.cidfile = self.console_log.with_name("cid")
             pin_inside = bool(self.relay_cpus or self.platform)  # gVisor's sandbox: pinned by its cpuset alone
             argv = podman_run(self.runtime) + [
                 *(gvisor.runtime_flags(self.platform, self.net) if self.platform else []),
                 "--cidfile",
-                str(self.console_log.with_name("cid")),
+                str(self.podman.cidfile),
                 *(["--cpuset-cpus", str(self.host_cpu)] if self.host_cpu is not None and pin_inside else []),
                 "--network",
                 net,
@@ -326,128 +235,41 @@ class ContainerTarget(ChannelTarget):
             # measured CPU beside the agent they took time from its samples (lockstep: a sample
             # right after a go read segv 1.35 times the bare machine's, one after a warm batch 1.01)
             return self.spawn(argv, cpus=self.relay_cpus)
-        else:
-            init = UNSHARE_INIT.replace("ip link set lo up && ", "") if self.net == "host" else UNSHARE_INIT
-            argv = [
-                "unshare",
-                "--fork",
-                "--pid",
-                "--mount",
-                "--uts",
-                "--ipc",
-                *([] if self.net == "host" else ["--net"]),
-                "--kill-child",
-                "/bin/sh",
-                "-c",
-                UNSHARE_ROOT,
-                "sh",
-                root,
-                init,
-            ]
-        return self.spawn(argv)
-
-    BRIDGE_HOST, BRIDGE_INSIDE = "10.213.0.1", "10.213.0.2/24"
-
-    def _bridge(self) -> str:
-        """Two namespaces of vmtax's own, the host's side (a bridge with its
-        address) and the container's (a veth to that bridge, its default
-        route to the bridge's address): podman's network `ns:` joins it."""
-        self.side = NetNs(f"{self.name}: net=bridge")
-        self.inner = NetNs(f"{self.name}: net=bridge")
-        for argv in (
-            ["ip", "link", "add", "vmtaxbr0", "type", "bridge"],
-            ["ip", "addr", "add", f"{self.BRIDGE_HOST}/24", "dev", "vmtaxbr0"],
-            ["ip", "link", "set", "vmtaxbr0", "up"],
-            ["ip", "link", "add", "veth0", "type", "veth", "peer", "name", "eth0", "netns", str(self.inner.pid)],
-            ["ip", "link", "set", "veth0", "master", "vmtaxbr0", "up"],
-        ):
-            self.side.run(argv)
-        for argv in (
-            ["ip", "addr", "add", self.BRIDGE_INSIDE, "dev", "eth0"],
-            ["ip", "link", "set", "eth0", "up"],
-            ["ip", "route", "add", "default", "via", self.BRIDGE_HOST],
-        ):
-            self.inner.run(argv)
-        return f"ns:{self.inner.path}"
+        return self.spawn(unshare_argv(root, self.net))
 
     def stop(self) -> None:
-        cid = self._cid()
+        cid = self.podman.cid()
         ready = self.boot_s is not None
         super().stop()
         if self.engine == "podman":  # conmon outlives the client: remove the container itself
-            if not ready:  # a runtime hung on create: podman rm would wait on it too
-                end_conmon(self.container_name)
-            proc.run_bounded(["podman", "rm", "-f", "-t", "0", self.container_name], 60)
-            end_conmon(self.container_name)
+            self.podman.remove(ready)
         if self.platform and cid:  # a sandbox whose start hung outlives podman rm
             gvisor.kill_leftovers(cid)
-        for ns in (self.side, self.inner):
-            if ns is not None:
-                ns.close()
-        self.side = self.inner = None
+        self.network.close()
 
     def after_boot(self) -> None:
-        self.host_seen_at = {"host": "127.0.0.1", "slirp4netns": "10.0.2.2"}.get(self.net)
-        if self.net == "bridge":  # the host is the bridge's gateway: the container's default route
-            route = " ".join(self.run_tool(["ip", "-4", "route", "show", "default"], timeout=30))
-            m = re.search(r"default via (\d+\.\d+\.\d+\.\d+)", route)
-            if not m:
-                raise TargetError(f"{self.name}: net=bridge gave the container no default route ({route[:100]!r})")
-            self.host_seen_at = m.group(1)
+        self.network.find_host(self.run_tool)
         if self.platform:  # the Sentry's and the Gofer's own threads counted apart as well
             self.start_probe(self._root_pids, parts=self._gvisor_parts())
         else:
             self.start_probe(self._root_pids)
 
     def peer_address(self) -> str | None:
-        return self.host_seen_at
+        return self.network.host_seen_at
 
     def peer_listen(self) -> tuple[str, object]:
-        return (self.BRIDGE_HOST, self.side) if self.net == "bridge" and self.side else super().peer_listen()
+        return self.network.listen() or super().peer_listen()
 
     def memory_need_mb(self) -> float:
         return 64.0  # podman's client and conmon, busybox sh and the agent: ~35 MiB here
 
     def _root_pids(self) -> list[int]:
-        """The container's own processes on the host: under podman its init
-        (conmon's child), under gVisor every child of its conmon (the
-        Sentry, the Gofer; the sandboxed program's host processes below the
-        Sentry), under unshare what vmtax started."""
-        if self.engine != "podman":
-            return self.root_pids()
-        pid, conmon = self._inspect("{{.State.Pid}} {{.State.ConmonPid}}")
-        if self.platform and conmon:
-            return [p for pids in self._gvisor_parts(conmon).values() for p in pids]
-        return [pid] if pid else []
+        """The container's own processes on the host (PodmanContainer.root_pids);
+        under unshare what vmtax started."""
+        return self.podman.root_pids(bool(self.platform)) if self.engine == "podman" else self.root_pids()
 
-    def _inspect(self, fmt: str) -> list[int]:
-        out = subprocess.run(
-            ["podman", "inspect", "--format", fmt, self.container_name],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        ).stdout.split()
-        got = [int(x) if x.isdigit() else 0 for x in out]
-        return got + [0] * (fmt.count("{{") - len(got))
-
-    def _gvisor_parts(self, conmon: int | None = None) -> dict[str, list[int]]:
-        """gVisor's host processes by what they are: conmon's children
-        runsc-sandbox (the Sentry) and runsc-gofer (the Gofer)."""
-        conmon = conmon or self._inspect("{{.State.ConmonPid}}")[0]
-        parts: dict[str, list[int]] = {"sentry": [], "gofer": []}
-        for pid in children(conmon) if conmon else []:
-            prog = process_name(pid)
-            for part in parts:
-                if prog == ("runsc-sandbox" if part == "sentry" else "runsc-gofer"):
-                    parts[part].append(pid)
-        return parts
-
-    def _cid(self) -> str:
-        try:
-            return self.console_log.with_name("cid").read_text().strip() if self.workdir else ""
-        except OSError:
-            return ""
+    def _gvisor_parts(self) -> dict[str, list[int]]:
+        return self.podman.gvisor_parts()
 
     def own_facts(self) -> dict:
         return {
@@ -462,14 +284,7 @@ class ContainerTarget(ChannelTarget):
                 else {}
             ),
             **(self._gvisor_facts() if self.platform else {}),
-            **(
-                {
-                    "bridge": f"vmtaxbr0 {self.BRIDGE_HOST}/24 in network namespace {self.side.describe()}, "
-                    f"the container's veth {self.BRIDGE_INSIDE} in {self.inner.describe()}"
-                }
-                if self.side and self.inner
-                else {}
-            ),
+            **self.network.facts(),
             **self.probe_facts(),
         }
 
@@ -493,6 +308,44 @@ class ContainerTarget(ChannelTarget):
 
     def info(self):
         return replace(super().info(), accel=self.engine, idle_cpu_pct=self.idle_cpu)
+
+
+def runtime_option(name: str, options: dict[str, str], net: str) -> tuple[str, str | None, str]:
+    """podman's OCI runtime and, for gVisor, its platform (gvisor.check_options),
+    and why the target cannot run here ('': it can): runtime=runsc where runsc
+    is not installed is left for usable() to say."""
+    text = options.get("runtime", "runc")
+    if text == "runsc" and not shutil.which("runsc"):
+        platform = options.get("platform", "ptrace")
+        if platform not in gvisor.PLATFORMS or net not in gvisor.NETWORK:
+            raise UserError(
+                f"target '{name}': platform must be one of {', '.join(gvisor.PLATFORMS)} and net one of "
+                f"{', '.join(gvisor.NETWORK)} with gVisor"
+            )
+        return "runsc", platform, "gVisor's runsc is not installed (apt install runsc; make setup does)"
+    path = oci_runtime(text, name)
+    return path, gvisor.check_options(name, options, runtime_version(path), text, net), ""
+
+
+def unshare_argv(root: str, net: str) -> list[str]:
+    """unshare's argv: new namespaces (the network's too, but for net=host), the root read-only, its shell."""
+    init = UNSHARE_INIT.replace("ip link set lo up && ", "") if net == "host" else UNSHARE_INIT
+    return [
+        "unshare",
+        "--fork",
+        "--pid",
+        "--mount",
+        "--uts",
+        "--ipc",
+        *([] if net == "host" else ["--net"]),
+        "--kill-child",
+        "/bin/sh",
+        "-c",
+        UNSHARE_ROOT,
+        "sh",
+        root,
+        init,
+    ]
 
 
 def engine_available() -> tuple[bool, str]:

@@ -28,7 +28,7 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..agent import parse_line
 from ..errors import UserError
@@ -62,19 +62,7 @@ class FakeTarget(Target):
 
     def __init__(self, name: str, options: dict[str, str]):
         super().__init__(name, options)
-        num = functools.partial(option_number, name, options)
-        self.scale = num("scale", 1.0, lo=0.0, hi=1e6, open_lo=True)
-        self.noise = num("noise", 0.01, lo=0.0, hi=10.0)
-        self.process_noise = num("process_noise", 0.0, lo=0.0, hi=10.0)
-        self.delay = num("delay", 0.0, lo=0.0, hi=60.0)
-        self.host_noise = num("host_noise", 0.0, lo=0.0, hi=10.0)
-        self.host_rho = num("host_rho", 0.0, lo=0.0, hi=0.999)
-        self.slow_share = num("slow_share", 0.0, lo=0.0, hi=1.0)
-        self.slow_by = num("slow_by", 1.0, lo=1.0, hi=100.0)
-        # independent draws per target unless a seed is given: two fakes with one
-        # seed would produce perfectly correlated "noise" and a zero-width ratio
-        seed = num("seed", None, lo=0, hi=2**63, integer=True)
-        self.rng = random.Random(seed if seed is not None else zlib.crc32(name.encode()))
+        self.agent = FakeAgent(name, options)
         # step=on: it can be held sample by sample (lockstep pairs), and its host state, with
         # host_noise, moves from one sample to the next (a real host's moves within milliseconds)
         if options.get("step", "off") not in ("on", "off"):
@@ -84,13 +72,10 @@ class FakeTarget(Target):
         self._steps = threading.Semaphore(0)
         self._released = False
         self.warm_steps = 0  # steps that asked for a warm batch first (the fake has no caches to warm)
-        self.hostile = options.get("hostile")
-        if self.hostile is not None and self.hostile not in HOSTILE:
-            raise UserError(f"{name}: hostile={self.hostile[:40]!r}: one of {', '.join(HOSTILE)}")
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
-            return self._run(args[1], args[2:], timeout)
+            return self.agent.run(args[1], args[2:], timeout, self._await_step)
         if args == ["--env"]:
             return iter(
                 [
@@ -136,6 +121,9 @@ class FakeTarget(Target):
         self._released = True
         self._steps.release()
 
+    def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
+        return self.agent.tool(argv)
+
     def _await_step(self, end: float) -> None:
         """Held before a sample (--step) until step(); a release() ends it
         as the agent ends on a line that is not go."""
@@ -145,7 +133,32 @@ class FakeTarget(Target):
             self._released = False
             raise ChildFailed(3, "fake agent: --step: expected the line 'go', got 'stop'")
 
-    def run_tool(self, argv: list[str], timeout: float) -> Iterator[str]:
+
+class FakeAgent:
+    """What the fake's agent and tools print: its options' model of a
+    benchmark's samples (seeded, one generator for every draw), and the
+    mishaps they ask for."""
+
+    def __init__(self, name: str, options: dict[str, str]):
+        self.options = options
+        num = functools.partial(option_number, name, options)
+        self.scale = num("scale", 1.0, lo=0.0, hi=1e6, open_lo=True)
+        self.noise = num("noise", 0.01, lo=0.0, hi=10.0)
+        self.process_noise = num("process_noise", 0.0, lo=0.0, hi=10.0)
+        self.delay = num("delay", 0.0, lo=0.0, hi=60.0)
+        self.host_noise = num("host_noise", 0.0, lo=0.0, hi=10.0)
+        self.host_rho = num("host_rho", 0.0, lo=0.0, hi=0.999)
+        self.slow_share = num("slow_share", 0.0, lo=0.0, hi=1.0)
+        self.slow_by = num("slow_by", 1.0, lo=1.0, hi=100.0)
+        # independent draws per target unless a seed is given: two fakes with one
+        # seed would produce perfectly correlated "noise" and a zero-width ratio
+        seed = num("seed", None, lo=0, hi=2**63, integer=True)
+        self.rng = random.Random(seed if seed is not None else zlib.crc32(name.encode()))
+        self.hostile = options.get("hostile")
+        if self.hostile is not None and self.hostile not in HOSTILE:
+            raise UserError(f"{name}: hostile={self.hostile[:40]!r}: one of {', '.join(HOSTILE)}")
+
+    def tool(self, argv: list[str]) -> Iterator[str]:
         """A workload's run: the output of its tool as the parsers read it
         (sysbench's format for every workload), with a seeded value.  The
         workload's name is the script's $0 (argv[3], "vmtax-NAME")."""
@@ -187,7 +200,7 @@ class FakeTarget(Target):
             mean *= self.slow_by
         return mean
 
-    def _run(self, bench: str, rest: list[str], timeout: float = math.inf) -> Iterator[str]:
+    def run(self, bench: str, rest: list[str], timeout: float, await_step: Callable[[float], None]) -> Iterator[str]:
         end = time.monotonic() + timeout  # a real agent is killed there (proc.stream_lines)
         stepping = "--step" in rest
         rest = [a for a in rest if a != "--step"]
@@ -203,7 +216,7 @@ class FakeTarget(Target):
             yield _line(type="ready", bench=bench)
         for s in range(warmup + samples + count):
             if stepping and s < warmup + samples:
-                self._await_step(end)
+                await_step(end)
             yield from self._mishaps(bench, s, end, timed="--iters" in opts, mean=mean, first=warmup + 1)
             counting = s >= warmup + samples
             if counting and s == warmup + samples:

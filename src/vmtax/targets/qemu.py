@@ -623,6 +623,60 @@ def place_threads(pid: int, cpu: int | None, emulator: str) -> tuple[list[int], 
     return vcpus, threads_cpus(pid, vcpus), threads_cpus(pid, [t for t in tasks([pid]) if t not in vcpus])
 
 
+def qemu_available() -> tuple[bool, str]:
+    """Whether QEMU guests boot here (QEMU, a kernel, busybox), and whether with KVM."""
+    if not shutil.which(QEMU):
+        return False, f"{QEMU} is missing (apt install qemu-system-x86)"
+    try:
+        find_kernel()
+        guest.busybox_path()
+    except (TargetError, UserError) as e:
+        return False, str(e)
+    ok, why = kvm_usable()
+    return True, "KVM may work (probed at boot)" if ok else f"TCG only: {why}"
+
+
+class HeldDevices:
+    """What a boot of the guest holds on the host (acquire): its tap
+    (net=tap), its loop device (backing=block) and its image, released
+    together once QEMU is gone."""
+
+    def __init__(self) -> None:
+        self.tap: devices.Tap | None = None  # while booted with net=tap
+        self.loop: devices.LoopDevice | None = None  # while booted with backing=block
+        self.tap_link = ""
+        self._stack = ExitStack()
+
+    def acquire(self, cfg: QemuConfig, workdir: Path, files: tuple, accel: str) -> Plumbing:
+        """A boot's devices, made; the paths and descriptors QEMU is given."""
+        self._stack = ExitStack()
+        got = acquire(cfg, workdir, files, self._stack)
+        self.tap, self.loop = got.tap, got.loop
+        if self.tap is not None:
+            vhost = "on" if vhost_net(accel, got.plumbing.vhost_net) else "off"
+            self.tap_link = f"{self.tap.describe()}, vhost-net {vhost}"
+        return got.plumbing
+
+    def release(self) -> None:
+        self._stack.close()
+        self.tap = self.loop = None
+
+    def peer_address(self, c: QemuConfig) -> str | None:
+        if c.nic == "none":
+            return None
+        return self.tap.host if c.net == "tap" and self.tap else devices.HOST_FROM_GUEST
+
+    def listen(self, c: QemuConfig) -> tuple[str, object] | None:
+        """net=tap: the tap's host end, in its namespace (None: the host's loopback)."""
+        return (self.tap.host, self.tap.ns) if c.net == "tap" and self.tap else None
+
+    def facts(self, c: QemuConfig) -> dict:
+        return {
+            **({"tap": self.tap_link} if c.nic != "none" and c.net == "tap" else {}),
+            **({"loop_direct_io": self.loop.direct_io if self.loop else None} if c.disk != "none" else {}),
+        }
+
+
 # -- the target ------------------------------------------------------------------------------
 class QemuTarget(ChannelTarget):
     kind = "qemu"
@@ -663,10 +717,7 @@ class QemuTarget(ChannelTarget):
         self.accel_note = ""
         self.emulator_cpus: list[int] = []
         self.vcpu_cpus: list[int] = []
-        self.tap: devices.Tap | None = None  # while booted with net=tap
-        self.loop: devices.LoopDevice | None = None  # while booted with backing=block
-        self.tap_link = ""
-        self._held = ExitStack()  # what launch() made, released by stop()
+        self.held = HeldDevices()  # what launch() made, released by stop()
 
     @property
     def binary(self) -> str:
@@ -682,15 +733,7 @@ class QemuTarget(ChannelTarget):
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        if not shutil.which(QEMU):
-            return False, f"{QEMU} is missing (apt install qemu-system-x86)"
-        try:
-            find_kernel()
-            guest.busybox_path()
-        except (TargetError, UserError) as e:
-            return False, str(e)
-        ok, why = kvm_usable()
-        return True, "KVM may work (probed at boot)" if ok else f"TCG only: {why}"
+        return qemu_available()
 
     def scratch_dir(self) -> str | None:
         return devices.MOUNT if self.config.disk != "none" else super().scratch_dir()
@@ -700,14 +743,12 @@ class QemuTarget(ChannelTarget):
 
     def peer_address(self) -> str | None:
         """Where the guest reaches the host's peers (asked once started)."""
-        if self.config.nic == "none":
-            return None
-        return self.tap.host if self.config.net == "tap" and self.tap else devices.HOST_FROM_GUEST
+        return self.held.peer_address(self.config)
 
     def peer_listen(self) -> tuple[str, object]:
         """net=tap: the tap's host end, in its namespace; net=user: the
         host's loopback, which slirp's 10.0.2.2 leads to."""
-        return (self.tap.host, self.tap.ns) if self.config.net == "tap" and self.tap else super().peer_listen()
+        return self.held.listen(self.config) or super().peer_listen()
 
     def agent_cpu(self) -> int | None:
         """Pinned, the whole guest runs on one host CPU and its agent on vCPU 0."""
@@ -771,22 +812,17 @@ class QemuTarget(ChannelTarget):
     # -- a boot ------------------------------------------------------------------------------
     def launch(self) -> subprocess.Popen:
         assert self.workdir is not None and self.accel is not None, "begin_start made it, start() chose it"
-        self._held = ExitStack()
-        got = acquire(self.config, self.workdir, self.files, self._held)
-        self.tap, self.loop = got.tap, got.loop
-        if self.tap is not None:
-            vhost = "on" if vhost_net(self.accel, got.plumbing.vhost_net) else "off"
-            self.tap_link = f"{self.tap.describe()}, vhost-net {vhost}"
-        return self.spawn(qemu_argv(self.config, self.accel, got.plumbing), pass_fds=(self.tap.fd,) if self.tap else ())
+        plumbing = self.held.acquire(self.config, self.workdir, self.files, self.accel)
+        tap = self.held.tap
+        return self.spawn(qemu_argv(self.config, self.accel, plumbing), pass_fds=(tap.fd,) if tap else ())
 
     def stop(self) -> None:
         super().stop()
-        self._held.close()  # QEMU is gone: its tap, loop device and image go too
-        self.tap = self.loop = None
+        self.held.release()  # QEMU is gone: its tap, loop device and image go too
 
     def after_boot(self) -> None:
-        if self.loop is not None:
-            self.loop.release()  # QEMU holds it: it detaches when QEMU goes
+        if self.held.loop is not None:
+            self.held.loop.release()  # QEMU holds it: it detaches when QEMU goes
         if self.config.disk != "none":
             devices.check_mounted(self, devices.DISKS[self.config.disk].node)
         assert self.p is not None and self.workdir is not None, "started"
@@ -808,8 +844,7 @@ class QemuTarget(ChannelTarget):
             "accel_note": self.accel_note,
             "guest_kernel_image": str(c.kernel or find_kernel(c.kernel_path)),
             **c.facts(),
-            **({"tap": self.tap_link} if c.nic != "none" and c.net == "tap" else {}),
-            **({"loop_direct_io": self.loop.direct_io if self.loop else None} if c.disk != "none" else {}),
+            **self.held.facts(c),
             "emulator": c.emulator if self.host_cpu is not None else None,
             "emulator_threads_on": self.emulator_cpus or None,
             "vcpu_threads_on": self.vcpu_cpus or None,

@@ -134,6 +134,87 @@ def sweep(binary: str) -> list[str]:
     return gone
 
 
+class Domain:
+    """One Xen domain as vmtax builds it: the relay started first (it
+    guards the domain from its build on), the domain created paused, its
+    console opened through the relay, then unpaused."""
+
+    def __init__(self, name: str, xl_path: str, domname: str, console_log: Path):
+        self.name, self.xl, self.domname, self.console_log = name, xl_path, domname, console_log
+        self.domid: int | None = None
+
+    def build(self, cfg: Path, timeout: float) -> subprocess.Popen:
+        """The domain built from cfg and running, its console relayed: the relay."""
+        with open(self.console_log, "ab") as log:  # the relay first: it guards the domain from its build on
+            relay = proc.spawn(
+                relay_argv(self.xl, self.domname),
+                die_with_vmtax=False,  # it outlives a killed controller, to destroy the domain
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+        try:
+            self.create(cfg, timeout)  # built, paused: the relay's pty raw and silent before the guest runs
+            self.domid = int(xl(self.xl, "domid", self.domname).strip())
+            assert relay.stdin is not None
+            relay.stdin.write(self.console_key().encode() + b"\n")
+            relay.stdin.flush()
+        except BaseException:
+            proc.kill_group(relay)
+            raise
+        self.wait_console(relay)
+        xl(self.xl, "unpause", self.domname)
+        return relay
+
+    def wait_console(self, relay: subprocess.Popen) -> None:
+        """Until the relay says the pty is raw and silent, before the guest says a word."""
+        deadline = time.monotonic() + 60
+        while READY_LINE not in proc.read_tail(self.console_log):
+            if relay.poll() is not None or time.monotonic() > deadline:
+                relay.kill()
+                raise TargetError(f"{self.name}: cannot open the guest's console{self.tail()}")
+            time.sleep(0.05)
+
+    def create(self, cfg: Path, timeout: float) -> None:
+        """xl create -p, a child that dies with vmtax (the relay destroys
+        what it had built), bounded by the boot timeout."""
+        with open(self.console_log, "ab") as log:
+            p = proc.spawn([self.xl, "create", "-p", str(cfg)], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        try:
+            status = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill_group(p)
+            raise TargetError(f"{self.name}: xl create did not finish within {timeout:.0f} s") from None
+        finally:
+            if p.poll() is None:
+                proc.kill_group(p)
+        if status != 0:
+            raise TargetError(f"{self.name}: xl create failed (status {status}){self.tail()}")
+
+    def tail(self) -> str:
+        """The console log's last line, read from its end as a channel's is (proc.read_tail)."""
+        lines = proc.read_tail(self.console_log).strip().splitlines()
+        return f": {lines[-1][:200]}" if lines else ""
+
+    def console_key(self) -> str:
+        """Where xenstore says which pty xenconsoled made for the guest's
+        console, once it has said it."""
+        reader = shutil.which("xenstore-read")
+        if reader is None:
+            raise TargetError("xenstore-read not found (Debian: xenstore-utils)")
+        deadline = time.monotonic() + 20
+        key = f"/local/domain/{self.domid}/console/tty"
+        while True:
+            p = subprocess.run(
+                [reader, key], capture_output=True, text=True, timeout=TOOL_TIMEOUT, stdin=subprocess.DEVNULL
+            )
+            if p.returncode == 0 and p.stdout.strip().startswith("/dev/"):
+                return key
+            if time.monotonic() > deadline:
+                raise TargetError(f"{self.name}: no console pty for domain {self.domid} (is xenconsoled running?)")
+            time.sleep(0.1)
+
+
 class XenTarget(ChannelTarget):
     kind = "xen"
     summary = "a Xen guest (PV or PVH), started from dom0 with xl"
@@ -187,85 +268,28 @@ class XenTarget(ChannelTarget):
             raise UserError(f"target '{self.name}': pcpu={self.pcpu}, but Xen has {ncpu} physical CPUs")
         XenTarget._seq += 1
         self.domname = f"vmtax-{os.getpid()}-{XenTarget._seq}"
-        assert self.workdir is not None, "begin_start made it"
+        self.kernel = self.kernel or str((kernels() or [find_kernel()])[0])
+        domain = Domain(self.name, self.xl, self.domname, self.console_log)
+        relay = domain.build(self._config(), self.boot_timeout)
+        self.domid = domain.domid
+        return relay
+
+    def _config(self) -> Path:
+        """The domain's xl configuration, written to the target's directory."""
+        assert self.workdir is not None and self.kernel is not None and self.pcpu is not None, "begin_start made it"
         cfg = self.workdir / "domain.cfg"
-        kernel = self.kernel or str((kernels() or [find_kernel()])[0])
         cfg.write_text(
             domain_config(
                 name=self.domname,
                 type_=self.type,
-                kernel=kernel,
+                kernel=self.kernel,
                 ramdisk=str(guest.initramfs(self.files)),
                 mem_mb=self.mem_mb,
                 pcpu=self.pcpu,
                 tsc_mode=self.tsc_mode,
             )
         )
-        self.kernel = kernel
-        with open(self.console_log, "ab") as log:  # the relay first: it guards the domain from its build on
-            relay = proc.spawn(
-                relay_argv(self.xl, self.domname),
-                die_with_vmtax=False,  # it outlives a killed controller, to destroy the domain
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-            )
-        try:
-            self._create(cfg)  # built, paused: the relay's pty raw and silent before the guest runs
-            self.domid = int(xl(self.xl, "domid", self.domname).strip())
-            assert relay.stdin is not None
-            relay.stdin.write(self._console_key().encode() + b"\n")
-            relay.stdin.flush()
-        except BaseException:
-            proc.kill_group(relay)
-            raise
-        deadline = time.monotonic() + 60  # the pty raw and silent before the guest says a word
-        while READY_LINE not in proc.read_tail(self.console_log):
-            if relay.poll() is not None or time.monotonic() > deadline:
-                relay.kill()
-                raise TargetError(f"{self.name}: cannot open the guest's console{self.channel_tail()}")
-            time.sleep(0.05)
-        xl(self.xl, "unpause", self.domname)
-        return relay
-
-    def _create(self, cfg: Path) -> None:
-        """xl create -p, a child that dies with vmtax (the relay destroys
-        what it had built), bounded by the boot timeout."""
-        with open(self.console_log, "ab") as log:
-            p = proc.spawn([self.xl, "create", "-p", str(cfg)], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        try:
-            status = p.wait(timeout=self.boot_timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill_group(p)
-            raise TargetError(f"{self.name}: xl create did not finish within {self.boot_timeout:.0f} s") from None
-        finally:
-            if p.poll() is None:
-                proc.kill_group(p)
-        if status != 0:
-            raise TargetError(f"{self.name}: xl create failed (status {status}){self.channel_tail()}")
-
-    def channel_tail(self) -> str:
-        """The console log's last line, read from its end as a channel's is (proc.read_tail)."""
-        lines = proc.read_tail(self.console_log).strip().splitlines()
-        return f": {lines[-1][:200]}" if lines else ""
-
-    def _console_key(self) -> str:
-        """Where xenstore says which pty xenconsoled made for the guest's
-        console, once it has said it."""
-        reader = shutil.which("xenstore-read")
-        if reader is None:
-            raise TargetError("xenstore-read not found (Debian: xenstore-utils)")
-        deadline = time.monotonic() + 20
-        key = f"/local/domain/{self.domid}/console/tty"
-        while True:
-            p = subprocess.run(
-                [reader, key], capture_output=True, text=True, timeout=TOOL_TIMEOUT, stdin=subprocess.DEVNULL
-            )
-            if p.returncode == 0 and p.stdout.strip().startswith("/dev/"):
-                return key
-            if time.monotonic() > deadline:
-                raise TargetError(f"{self.name}: no console pty for domain {self.domid} (is xenconsoled running?)")
-            time.sleep(0.1)
+        return cfg
 
     def after_boot(self) -> None:
         assert self.workdir is not None and self.pcpu is not None and self.domid is not None, "launched"

@@ -68,6 +68,49 @@ def reopen(key: str, old: int) -> int | None:
     return None
 
 
+class Console:
+    """The guest's console pty, reopened where xenconsoled replaces it
+    (REOPENS times at most, all told)."""
+
+    def __init__(self, key: str, fd: int):
+        self.key, self.fd, self.left = key, fd, REOPENS
+
+    def reopen(self) -> bool:
+        """The pty again, after an error on it; False where it is gone (said)."""
+        self.left -= 1
+        got = reopen(self.key, self.fd) if self.left > 0 else None
+        if got is None:
+            say("the guest's console is gone")
+            return False
+        self.fd = got
+        return True
+
+    def write(self, data: bytes) -> bool:
+        """All of data to the guest; False where its console is gone."""
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view) :]
+            except OSError:
+                if not self.reopen():
+                    return False
+        return True
+
+    def read(self) -> bytes | None:
+        """What the guest said; b'' where its pty was replaced and is
+        reopened; None where its console is gone."""
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:
+            data = b""
+        if data:
+            return data
+        if not self.reopen():
+            return None
+        say("the guest's console pty was replaced: reopened")
+        return b""
+
+
 def relay(key: str) -> None:
     if not key:
         return  # vmtax went before the domain was made: nothing to relay
@@ -75,42 +118,24 @@ def relay(key: str) -> None:
     if not path.startswith("/dev/"):
         say(f"no console pty at {key}")
         sys.exit(3)
-    fd = open_pty(path)
+    console = Console(key, open_pty(path))
     say("ready")  # xen.py unpauses the guest on this line: nothing it says is lost or echoed
-    left = REOPENS
     while True:
-        ready, _, _ = select.select([0, fd], [], [])
+        ready, _, _ = select.select([0, console.fd], [], [])
         if 0 in ready:
             data = os.read(0, 65536)
             if not data:
                 return  # vmtax's end closed
-            view = memoryview(data)
-            while view:
-                try:
-                    view = view[os.write(fd, view) :]
-                except OSError:
-                    left -= 1
-                    got = reopen(key, fd) if left > 0 else None
-                    if got is None:
-                        say("the guest's console is gone")
-                        return
-                    fd = got
-        if fd in ready:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                data = b""
-            if not data:
-                left -= 1
-                got = reopen(key, fd) if left > 0 else None
-                if got is None:
-                    say("the guest's console is gone")
-                    return
-                say("the guest's console pty was replaced: reopened")
-                fd = got
+            if not console.write(data):
+                return
+        if console.fd in ready:
+            said = console.read()
+            if said is None:
+                return
+            if not said:
                 continue
             try:
-                os.write(1, data)
+                os.write(1, said)
             except OSError:
                 return  # vmtax is gone
 
