@@ -16,7 +16,7 @@ import pytest
 
 from conftest import AGENT
 from helpers import leftovers, new_run, wait_until
-from vmtax import plan, proc
+from vmtax import plan, proc, schedule
 from vmtax.engine import lockstep
 from vmtax.engine.blocks import Turn
 from vmtax.engine.budget import grace_s
@@ -321,24 +321,24 @@ def test_step_groups_put_candidates_alike_in_speed_together():
 
 
 def test_a_row_s_groups_take_turns_until_each_has_its_processes_then_the_nearest_its_goal_that_fits_goes_first():
-    need = plan.GroupNeed
+    need = schedule.GroupNeed
     # a container's group (0.1 s a block, ±1.3% after 22 blocks), UML's (0.6 s, ±1.4% after 21), a guest's
     demo = [need(22, 0.1, 0.013), need(21, 0.6, 0.014), need(21, 0.18, 0.045)]
     assert [round(n.time_to_goal(0.01), 2) for n in demo] == [1.52, 12.1, 72.77]
-    assert plan.next_group(demo, 10, 0.01) == 0
-    assert plan.next_group(demo[1:], 10, 0.01) == 0  # the container precise: UML's next
+    assert schedule.next_group(demo, 10, 0.01) == 0
+    assert schedule.next_group(demo[1:], 10, 0.01) == 0  # the container precise: UML's next
     # before --min-processes: the fewest first, the quicker group among equals
-    assert plan.next_group([need(3, 0.1, 0.01), need(2, 0.6, 0.1), need(2, 0.2, 0.1)], 10, 0.01) == 1
-    assert plan.next_group([need(3, None, math.inf), need(3, None, math.inf)], 10, 0.01) == 0
+    assert schedule.next_group([need(3, 0.1, 0.01), need(2, 0.6, 0.1), need(2, 0.2, 0.1)], 10, 0.01) == 1
+    assert schedule.next_group([need(3, None, math.inf), need(3, None, math.inf)], 10, 0.01) == 0
     # then a group never timed alone, then the cheapest; those of unknown need take turns
-    assert plan.next_group([need(12, 0.1, 0.02), need(10, None, 0.5)], 10, 0.01) == 1
-    assert plan.next_group([need(12, 0.1, math.inf), need(11, 0.2, math.inf)], 10, 0.01) == 1
-    assert plan.next_group([need(12, 0.1, 0.02), need(11, 0.2, math.inf)], 10, 0.01) == 0
+    assert schedule.next_group([need(12, 0.1, 0.02), need(10, None, 0.5)], 10, 0.01) == 1
+    assert schedule.next_group([need(12, 0.1, math.inf), need(11, 0.2, math.inf)], 10, 0.01) == 1
+    assert schedule.next_group([need(12, 0.1, 0.02), need(11, 0.2, math.inf)], 10, 0.01) == 0
     # of those the row's share can finish; where none, in turn (fewest processes first)
-    assert plan.next_group(demo, 10, 0.01, left=20.0) == 0
-    assert plan.next_group(demo[1:], 10, 0.01, left=20.0) == 0  # UML's 12 s fit
-    assert plan.next_group([need(22, 0.6, 0.014), demo[2]], 10, 0.01, left=5.0) == 1  # neither: the guest's turn
-    assert plan.next_group([need(30, 0.1, 0.03), need(12, 0.6, 0.02)], 10, 0.01, left=5.0) == 1
+    assert schedule.next_group(demo, 10, 0.01, left=20.0) == 0
+    assert schedule.next_group(demo[1:], 10, 0.01, left=20.0) == 0  # UML's 12 s fit
+    assert schedule.next_group([need(22, 0.6, 0.014), demo[2]], 10, 0.01, left=5.0) == 1  # neither: the guest's turn
+    assert schedule.next_group([need(30, 0.1, 0.03), need(12, 0.6, 0.02)], 10, 0.01, left=5.0) == 1
 
 
 def test_step_sizes_keep_the_timed_time_of_a_process_and_halve_for_a_slow_target():

@@ -314,51 +314,6 @@ def step_groups(per_iter: dict[str, float]) -> list[list[str]]:
     return alike(per_iter)
 
 
-@dataclass(frozen=True)
-class GroupNeed:
-    """A lockstep group of a row (step_groups) as the choice of its next block reads it."""
-
-    processes: int  # the fewest timed processes among its candidates
-    block_s: float | None  # its last blocks' time, alone with the baseline (None: none yet)
-    worst: float  # its candidates' widest interval, a relative half-width (inf: none yet)
-
-    def time_to_goal(self, goal: float) -> float:
-        """Seconds more of its blocks it should need to reach `goal` (time_to_goal)."""
-        if self.block_s is None:
-            return float("inf")
-        return time_to_goal(self.processes * self.block_s, self.worst, goal)
-
-
-def next_group(groups: list[GroupNeed], min_processes: int, goal: float, left: float = math.inf) -> int:
-    """Which group of a row's lockstep candidates its next block holds,
-    once every candidate has a ratio (left: the row's share of the budget
-    still to spend, in s): first, while any has fewer than --min-processes
-    processes, the one with the fewest (the groups in turn: each gets an
-    interval at all); then one never timed alone; then, of those whose
-    precision should cost no more than is left (GroupNeed.time_to_goal:
-    its block's time, its blocks so far and its widest interval), the
-    cheapest; where none should, the groups in turn again (fewest
-    processes first).
-
-    Cheapest first, as pass 2 funds rows: a row's share finishes the
-    quick group's ratio (a container's, a block of 0.1 s) and then the
-    next one's, where in turns a demo's container took a sixth of its
-    rows' time, a guest's blocks of 0.6 s the rest, and both ended at
-    ±1.3% where the container's ±1% was a second away.  In turns where
-    none can finish: the guest whose ±1% is a minute away still narrows."""
-    short = [i for i, g in enumerate(groups) if g.processes < min_processes]
-    if short:
-        return min(short, key=lambda i: (groups[i].processes, i))
-    unknown = [i for i, g in enumerate(groups) if g.block_s is None]
-    if unknown:
-        return unknown[0]
-    need = [g.time_to_goal(goal) for g in groups]
-    fits = [i for i, t in enumerate(need) if math.isfinite(t) and t <= left]
-    if fits:
-        return min(fits, key=lambda i: (need[i], i))
-    return min(range(len(groups)), key=lambda i: (groups[i].processes, i))
-
-
 def step_visits(sample_ms: list[float], go_ms: list[float]) -> list[int]:
     """Each side's samples a round (sides[0] the baseline; each one's
     sample and a go's round trip, in ms), so that every side spends about

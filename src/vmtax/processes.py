@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from . import plan
+from . import plan, schedule
 from .engine.blocks import Turn
 from .engine.budget import Deadline
 from .engine.execute import Lines, Recorder, Where, agent_lines, calibrate, run_process, run_tool, tool_lines
@@ -387,7 +387,7 @@ class StepGroups:
     of them in its first plan.STEP_TOGETHER blocks (every candidate's ratio
     at once, as the budget's floors count), then the baseline and one
     group of candidates alike in speed (Processes.step_groups), the one
-    plan.next_group chooses: in turn until each has --min-processes, then
+    schedule.next_group chooses: in turn until each has --min-processes, then
     the one nearest its precision in time, of those the row's share can
     finish (else in turn again); and how long each row's blocks
     of the same targets took, for the next one's estimate."""
@@ -405,15 +405,15 @@ class StepGroups:
             return stepped
         got = self.needs(job, states, stepped)
         cfg = self.procs.cfg
-        return got[plan.next_group([need for _, need in got], cfg.min_processes, cfg.precision, left)][0]
+        return got[schedule.next_group([need for _, need in got], cfg.min_processes, cfg.precision, left)][0]
 
-    def needs(self, job: Job, states: States, stepped: list[Target]) -> list[tuple[list[Target], plan.GroupNeed]]:
+    def needs(self, job: Job, states: States, stepped: list[Target]) -> list[tuple[list[Target], schedule.GroupNeed]]:
         """The row's groups, each with what the choice of a block reads of it."""
         widths = self.widths.get(job.name, {})
         out = []
         for group in self.procs.step_groups(job, states, stepped):
             took = self.took_s.get((job.name, _names(group)), [])[-3:]
-            need = plan.GroupNeed(
+            need = schedule.GroupNeed(
                 min(states[t.name].processes for t in group[1:]),
                 sum(took) / len(took) if took else None,
                 max(widths.get(t.name, math.inf) for t in group[1:]),
