@@ -232,8 +232,8 @@ class ContainerTarget(ChannelTarget):
                 *SHELL,
             ]
             # podman's client and conmon relay the channel, every go line and sample line: on the
-            # measured CPU beside the agent they took time from its samples (lockstep: a sample
-            # right after a go read segv 1.35 times the bare machine's, one after a warm batch 1.01)
+            # measured CPU beside the agent they would take time from its samples (docs/method.md,
+            # lockstep pairs), so they run on the other CPUs
             return self.spawn(argv, cpus=self.relay_cpus)
         return self.spawn(unshare_argv(root, self.net))
 
