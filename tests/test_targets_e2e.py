@@ -4,6 +4,7 @@ runs.  Every test checks that nothing it started is left running."""
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -231,3 +232,31 @@ def test_sigkill_of_the_controller_leaves_no_guest_and_the_run_reads_abandoned(t
 
     proc.sweep()  # ... and removed by the next one (every target's start() sweeps)
     assert not [d for d in os.listdir(tempfile.gettempdir()) if mine in d and d.startswith("vmtax-")]
+
+
+@pytest.mark.skipif(not (UML_OK or QEMU_OK), reason=f"neither UML ({UML_WHY}) nor QEMU ({QEMU_WHY}) runs here")
+def test_compare_reboot_boots_the_guests_afresh_each_round_and_leaves_nothing(tmp_path):
+    """compare --reboot on real guests (UML where it runs, else TCG): every
+    round's blocks on fresh boots, each boot's processes and files gone."""
+    guest, twin, budget = (
+        ("uml", "uml:label=b", "15s") if UML_OK else ("qemu:accel=tcg", "qemu:accel=tcg,label=b", "30s")
+    )
+    db = tmp_path / "r.db"
+    argv = ["compare", guest, twin, "--bench", "getppid", "--max-time", budget, "--reboot"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "vmtax.cli", "--db", str(db), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 0, err[-2000:]
+    assert "fresh boots of the guests (--reboot:" in " ".join((err + out).split())
+    boots = stored(db, "counting = 0", what="count(DISTINCT block)")
+    con = sqlite3.connect(db)
+    facts = [json.loads(f) for (f,) in con.execute("SELECT facts_json FROM run_targets ORDER BY position")]
+    con.close()
+    assert boots >= 2 and [f["boots"] for f in facts] == [boots, boots]
+    assert not left_behind(p.pid)
+    kind = guest.split(":")[0]
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith(f"vmtax-{kind}-{p.pid}-")]

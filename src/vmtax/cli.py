@@ -25,6 +25,7 @@ from . import __version__, noise, proc, suite, watch
 from . import inventory as inventories
 from .analysis import analyse
 from .errors import UserError, VmtaxError
+from .model import BOOTED_KINDS
 from .plan import RunConfig, budget_shortfall, precision_for
 from .report import console, csvout, explain, facts, html, jsondoc, markdown, terminal
 from .report import doctor as doctor_report
@@ -32,6 +33,7 @@ from .report import watch as watch_report
 from .report.progress import TerminalProgress
 from .report.safe import inert, one_line
 from .report.units import parse_duration, parse_precision
+from .rounds import booted
 from .runner import run_session
 from .serve import summary
 from .store import Store, default_db_path, redact
@@ -252,6 +254,7 @@ def _config(args) -> RunConfig:
         pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
         step_ms=getattr(args, "step_ms", RunConfig.step_ms),
         median=getattr(args, "median", False),
+        reboot=getattr(args, "reboot", False),
     )
 
 
@@ -278,6 +281,11 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     cfg = _config(args)
     specs = suite.select(args.suite, args.bench)
     targets = _targets_of(args, kind, target_texts)
+    if cfg.reboot and not booted(targets):
+        raise UserError(
+            f"--reboot boots guests ({', '.join(sorted(BOOTED_KINDS))}) afresh between rounds: none of "
+            f"{', '.join(t.name for t in targets)} is one"
+        )
     for note in prepare_targets(targets):
         say(f"vmtax: {note}", sys.stderr)
     skipped: dict[str, str] = {}
@@ -934,6 +942,13 @@ def _add_measuring(sub) -> None:
         help="take each block's process at its median sample, not its mean: a sample another job cut "
         "into moves it little, so on a busy host the ratio is several times as precise; the ratio is "
         "then of a typical operation's time, not of the average's (for a gate of two builds of one kind)",
+    )
+    s.add_argument(
+        "--reboot",
+        action="store_true",
+        help="boot the guests (qemu, uml, xen) afresh between rounds of blocks, a block of every row a "
+        "round: no two blocks of a row share a boot, so what a boot carries of its own is in the "
+        "intervals (a gate of two builds of one kind; each boot costs its time)",
     )
     _measure_options(s)
     s.set_defaults(func=cmd_compare)

@@ -46,6 +46,7 @@ class RunConfig:
     #                                  engine/lockstep.py) or "blocks" (one after another)
     step_ms: float = 0.25  # lockstep: the baseline's sample, in ms
     median: bool = False  # a block's process is taken at its median sample, not its mean (analysis.block_means)
+    reboot: bool = False  # the guests booted afresh for every round of blocks (rounds.py)
 
 
 FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark

@@ -71,6 +71,7 @@ class TargetState:
 
 States = dict[str, TargetState]
 LOCKSTEP_GO = "lockstep_go_ms"  # a target's fact: a go's round trip in lockstep, beyond the sample (ms)
+BOOTS = "boots"  # a target's fact under compare --reboot: how many boots its blocks ran on (rounds.py)
 STEP_SAMPLES_KNOWN = 20  # lockstep: a target's sample time is its samples' median once it has this many,
 STEP_SAMPLES_SEEN = 200  # over its last this many (else its calibration's)
 

@@ -165,21 +165,46 @@ class TargetPool:
 
     def _end_all(self, parallel: list[Target], label: Callable[[int], str]) -> None:
         done: queue.Queue[tuple[Target, BaseException | None]] = queue.Queue()
-
-        def finish(t: Target) -> None:
-            error = None
-            try:
-                t.end_start()
-            except BaseException as e:  # told to this thread
-                error = e
-            done.put((t, error))
-
         for t in parallel:
-            threading.Thread(target=finish, args=(t,), daemon=True).start()
+            threading.Thread(target=_finish_start, args=(t, done), daemon=True).start()
         for _ in parallel:  # the first failure ends the wait: close() stops the others mid-boot
             t, error = _get(done)
             if error is not None:
                 raise TargetError(f"{self._named(t, label)} did not boot: {error}")
+
+    def restart(self, targets: list[Target]) -> dict[str, str]:
+        """Stop these targets of the pool and boot them afresh, in the order
+        given (in parallel where they can: the stops, then the boots, all
+        launched from this thread, which their processes die with); each
+        keeps its CPU and its files.  Returns {name: why} of those that did
+        not boot again, left stopped (close() stops the others mid-boot
+        on a Ctrl-C)."""
+        threads = [threading.Thread(target=_stop_quietly, args=(t,), daemon=True) for t in targets]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        failed: dict[str, str] = {}
+        begun = []
+        for t in targets:
+            try:
+                if "parallel_start" in t.capabilities:
+                    t.begin_start()
+                    begun.append(t)
+                else:
+                    self.start(t)
+            except TargetError as e:
+                failed[t.name] = str(e)
+                _stop_quietly(t)
+        done: queue.Queue[tuple[Target, BaseException | None]] = queue.Queue()
+        for t in begun:
+            threading.Thread(target=_finish_start, args=(t, done), daemon=True).start()
+        for _ in begun:
+            t, error = _get(done)
+            if error is not None:
+                failed[t.name] = str(error)
+                _stop_quietly(t)
+        return failed
 
     def close(self) -> None:
         """Stop every target, in parallel (a container's removal takes a
@@ -206,6 +231,16 @@ def _get(q: queue.Queue[T]) -> T:
             return q.get(timeout=0.5)
         except queue.Empty:
             continue
+
+
+def _finish_start(t: Target, done: queue.Queue[tuple[Target, BaseException | None]]) -> None:
+    """A target's end_start(), in a thread of its own: it and how it ended (None: booted) into `done`."""
+    error = None
+    try:
+        t.end_start()
+    except BaseException as e:  # told to the waiting thread
+        error = e
+    done.put((t, error))
 
 
 def _stop_quietly(t: Target) -> None:

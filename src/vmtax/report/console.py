@@ -172,7 +172,7 @@ def one_boot_note(data: RunData) -> str:
     """A line under a one-run gate of guests of one kind: each side is one
     boot, whose own offset its interval does not hold (watch.over_runs)."""
     base = data.targets[0].kind
-    if base not in BOOTED_KINDS or not any(t.kind == base for t in data.targets[1:]):
+    if data.config.get("reboot") or base not in BOOTED_KINDS or not any(t.kind == base for t in data.targets[1:]):
         return ""
     return (
         f"\n  {base} guests, one boot a side: what a boot carries of its own is not in these intervals; "

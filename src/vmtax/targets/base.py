@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import TargetError
-from ..model import TargetInfo
+from ..model import BOOTED_KINDS, TargetInfo
 from .held import GATE, Held, Holding
 from .options import COMMON_OPTIONS, check_options, counters_option, option_number
 from .placement import Placement
@@ -115,6 +115,11 @@ class Target(Holding, Placement, ABC):
 
     def stop(self) -> None:  # optional: a target with nothing running stops at once
         """Tear everything down; must be safe to call twice."""
+
+    def boots(self) -> bool:
+        """Whether it is a guest that boots a kernel of its own (compare
+        --reboot boots it afresh between rounds: rounds.py)."""
+        return self.kind in BOOTED_KINDS
 
     @abstractmethod
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:

@@ -16,7 +16,11 @@ one step per agent process -- noise correlated in time across targets; the
 samples' reference readings, ref_ns, follow it as a real agent's do),
 slow_share and slow_by (each process, with probability slow_share, runs
 slow_by times slower: process means in two modes, as tlb_4k's fell on a
-cloud host; the reference does not see it).
+cloud host; the reference does not see it), boot_sd (it is a guest that
+boots: every start draws each benchmark an offset of its own, log-normal
+with this sd, that its processes share until it is started again, as a
+guest's boot does; compare --reboot boots it afresh), boot_fail=N (its N-th
+start fails, as a guest that does not boot again).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import zlib
 from collections.abc import Callable, Iterator
 
 from ..agent import parse_line
-from ..errors import UserError
+from ..errors import TargetError, UserError
 from ..proc import ChildFailed
 from .base import GATE, Target, option_number
 from .local import LocalTarget
@@ -57,6 +61,8 @@ class FakeTarget(Target):
             "slow_share",
             "slow_by",
             "step",
+            "boot_sd",
+            "boot_fail",
         }
     )
 
@@ -72,6 +78,16 @@ class FakeTarget(Target):
         self._steps = threading.Semaphore(0)
         self._released = False
         self.warm_steps = 0  # steps that asked for a warm batch first (the fake has no caches to warm)
+        self.starts = 0  # how many times it was started (a boot, with boot_sd)
+
+    def boots(self) -> bool:
+        return "boot_sd" in self.options
+
+    def start(self) -> None:
+        self.starts += 1
+        if self.starts == option_number(self.name, self.options, "boot_fail", 0, lo=0, hi=1e9, integer=True):
+            raise TargetError(f"{self.name}: boot {self.starts} failed (boot_fail)")
+        self.agent.boot = self.starts
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
@@ -140,7 +156,7 @@ class FakeAgent:
     mishaps they ask for."""
 
     def __init__(self, name: str, options: dict[str, str]):
-        self.options = options
+        self.options, self.name = options, name
         num = functools.partial(option_number, name, options)
         self.scale = num("scale", 1.0, lo=0.0, hi=1e6, open_lo=True)
         self.noise = num("noise", 0.01, lo=0.0, hi=10.0)
@@ -150,6 +166,9 @@ class FakeAgent:
         self.host_rho = num("host_rho", 0.0, lo=0.0, hi=0.999)
         self.slow_share = num("slow_share", 0.0, lo=0.0, hi=1.0)
         self.slow_by = num("slow_by", 1.0, lo=1.0, hi=100.0)
+        self.boot_sd = num("boot_sd", 0.0, lo=0.0, hi=10.0)
+        self.boot = 0  # the boot it runs on (FakeTarget.start)
+        self.ran: list[tuple[str, int, bool]] = []  # each process: its benchmark, its boot, whether timed
         # independent draws per target unless a seed is given: two fakes with one
         # seed would produce perfectly correlated "noise" and a zero-width ratio
         seed = num("seed", None, lo=0, hi=2**63, integer=True)
@@ -196,6 +215,9 @@ class FakeAgent:
         """A fresh process's mean time: stable per benchmark, its own noise, now and then a slow one."""
         base = 100.0 + zlib.crc32(bench.encode()) % 900
         mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
+        if self.boot_sd:  # this boot's own offset for this benchmark, the same for each of its processes
+            key = f"{self.options.get('seed', '')}|{self.name}|{self.boot}|{bench}"
+            mean *= math.exp(random.Random(zlib.crc32(key.encode())).gauss(0, self.boot_sd))
         if self.slow_share and self.rng.random() < self.slow_share:
             mean *= self.slow_by
         return mean
@@ -205,7 +227,7 @@ class FakeAgent:
         stepping = "--step" in rest
         rest = [a for a in rest if a != "--step"]
         opts = dict(zip(rest[::2], rest[1::2], strict=False))  # a last option without its value: dropped
-        samples, warmup, count = (int(opts.get(k, d)) for k, d in (("--samples", 5), ("--warmup", 1), ("--count", 0)))
+        samples, warmup, count = self._sizes(bench, opts)
         mean, ref = self._state(bench, stepping)
         if self.options.get("skip") == bench:
             yield _line(type="skip", bench=bench, reason="fake target skips it")
@@ -242,6 +264,12 @@ class FakeAgent:
                 **ref,
             )
         yield _line(type="done", bench=bench)
+
+    def _sizes(self, bench: str, opts: dict[str, str]) -> tuple[int, ...]:
+        """A process's samples, warmup and counted batches; which boot it ran on joins `ran`."""
+        samples, warmup, count = (int(opts.get(k, d)) for k, d in (("--samples", 5), ("--warmup", 1), ("--count", 0)))
+        self.ran.append((bench, self.boot, "--iters" in opts and not count))
+        return samples, warmup, count
 
     def _state(self, bench: str, stepping: bool) -> tuple[float, dict[str, list[float]]]:
         """A fresh process's mean and, with host_noise (not stepped: a
