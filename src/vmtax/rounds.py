@@ -2,27 +2,25 @@
 afresh between rounds, so that no two blocks of a row share a boot.
 
 A guest's boot carries an offset of its own: two guests booted alike can
-differ by some percent on one operation for as long as they run (the
-TCG guests here by 4-5% SD from boot to boot, UML's by 1-2%), while the
-blocks of one boot agree with one another far more closely.  The
+differ by some percent on one operation for as long as they run, while
+the blocks of one boot agree with one another far more closely.  The
 interval over one run's blocks then holds everything but that offset,
-and an A/A pair of guests "regresses" at a 1% gate in most runs
-(docs/change.md, a gate for guests).  Booted afresh for every block of a
-row, both sides of each block are a boot of their own: the block's ratio
-holds both sides' offsets, the blocks are independent draws of them, and
-the interval and the sign-flip test over blocks count the boot as they
-count the process.
+and an A/A pair of guests can "regress" at a tight gate run after run
+(docs/change.md, a gate for guests; results/gate-guests.md).  Booted
+afresh for every block of a row, both sides of each block are a boot of
+their own: the block's ratio holds both sides' offsets, the blocks are
+independent draws of them, and the interval and the sign-flip test over
+blocks count the boot as they count the process.
 
-A boot costs a second (UML) to a few (TCG) per guest, far more than one
-of its blocks (a fraction of a second), so a boot serves a block of every
-row: a round is one boot of every guest (Target.boots; the others
-run on), then one block of each row still measured, in the order given;
-the first round uses the boots the session started.  A row ends when its
-ratio is precise (as in the runner) or when the next round would end
-past the budget; every round after the second is begun only where its
-boots and its rows' blocks are expected to end within it, and the second
-(the fewest blocks with a ratio) within the budget's grace.  The boots
-are told in the targets' facts (BOOTS).
+A boot costs seconds, far more than a block (a fraction of one), so a
+boot serves a block of every row: a round is one boot of every guest
+(Target.boots; the others run on), then one block of each row still
+measured, in the order given; the first round uses the boots the session
+started.  A row ends when its ratio is precise (as in the runner) or when
+the next round would end past the budget; every round after the second
+is begun only where its boots and its rows' blocks are expected to end
+within it, and the second (the fewest blocks with a ratio) within the
+budget's grace.  The boots are told in the targets' facts (BOOTS).
 """
 
 from __future__ import annotations

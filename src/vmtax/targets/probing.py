@@ -32,18 +32,27 @@ class HostProbing:
     channel: Commands | None
 
     IDLE_WINDOW = 2.0  # seconds the idle guest is watched after boot
+    idle_rates: dict[str, float] | None = None  # the host probe's idle rates at the first boot (start_probe)
 
     def start_probe(self, roots, qmp=None, vcpu_tids=None, parts=None) -> None:
         """The host probe of this target, and its idle cost over IDLE_WINDOW
-        (the idle CPU reported with the run comes from it)."""
+        (the idle CPU reported with the run comes from it).  Booted again
+        (compare --reboot), the target keeps its first boot's idle rates:
+        the same guest idles alike, and the window would cost every round."""
         assert self.p is not None, "started"
         try:
             self.host_probe = HostProbe(roots, qmp=qmp, vcpu_tids=vcpu_tids, parts=parts)
         except OSError as e:
             self.probe_note = f"no host probe: {e}"
-            self.idle_cpu = idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
+            if self.idle_cpu is None:
+                self.idle_cpu = idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
+            return
+        if self.idle_rates is not None:
+            self.host_probe.idle = dict(self.idle_rates)
+            self.count_settle_ms = self.settle_for_the_host()
             return
         self.host_probe.measure_idle(self.IDLE_WINDOW)
+        self.idle_rates = dict(self.host_probe.idle)
         rate = self.host_probe.idle.get("host_cpu_ns")
         self.idle_cpu = rate / 1e7 if rate is not None else idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
         self.count_settle_ms = self.settle_for_the_host()
