@@ -86,6 +86,7 @@ class Rounds(Blocks):
         except BudgetSpent:
             why = f"stopped at the budget plus its grace ({self.deadline.grace:.0f} s)"
             self._close([self.jobs[i] for i in live], by_spec, "budget", why)
+            live = []  # recorded: their outcomes say why
         for index in live:
             self._finish(index, self.jobs[index], states[index][0], "budget")
         if self.sched.left_out and self.progress:
