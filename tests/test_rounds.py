@@ -3,6 +3,8 @@ afresh between rounds, no two blocks of a row on one boot, a guest that
 does not boot again, and what a boot's own offset does to a gate with and
 without it."""
 
+import time
+
 import pytest
 
 from helpers import Steps, new_run, vmtax_process
@@ -21,7 +23,7 @@ A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 B = BenchSpec("segv", "kernel", "ns", "lower", "d")
 
 
-def _measure(db, names, specs, reboot=True, run_id="r", **cfg):
+def _measure(db, names, specs, reboot=True, run_id="r", clock=None, **cfg):
     """One run over fakes started in a pool, as compare's session starts
     them: in rounds with --reboot, else by the runner; (status, stored run, targets)."""
     store = Store(db)
@@ -32,9 +34,11 @@ def _measure(db, names, specs, reboot=True, run_id="r", **cfg):
         for t in targets:
             pool.start(t)
         if reboot:
-            run = Rounds(RunConfig(**cfg), specs, targets, store, run_id, clock=Steps(0.01), reboot=pool.restart)
+            run = Rounds(
+                RunConfig(**cfg), specs, targets, store, run_id, clock=clock or Steps(0.01), reboot=pool.restart
+            )
         else:
-            run = Runner(RunConfig(**cfg), specs, targets, store, run_id, clock=Steps(0.01))
+            run = Runner(RunConfig(**cfg), specs, targets, store, run_id, clock=clock or Steps(0.01))
         status = run.run()
     store.finish_run(run_id, status)
     return status, store.load(run_id), targets
@@ -83,6 +87,20 @@ def test_rows_precise_stop_and_the_rest_go_on_in_rounds(db):
     _, data, targets = _measure(db, names, [quick], precision=0.02, max_time=30)
     assert data.outcomes[(names[1], "quick")][0] == "precision"
     assert targets[1].starts == len({s.block for s in data.samples if not s.counting})
+
+
+def test_rows_still_measured_at_the_budget_plus_its_grace_end_there_saying_why(db):
+    """Samples of 2 s, a budget of 1 s: the first round's processes are
+    stopped at the budget plus its 5 s grace; every row ends 'budget' once,
+    with that reason, and the run is complete."""
+    names = ["fake:delay=2,boot_sd=0.01", "fake:delay=2,boot_sd=0.01,label=b"]
+    t0 = time.monotonic()
+    status, data, _ = _measure(db, names, [A, B], max_time=1, min_time_ms=0, clock=time.monotonic)
+    assert status == "complete" and time.monotonic() - t0 < 1 + 5 + 2
+    for name in names:
+        for spec in (A, B):
+            how, why = data.outcomes[(name, spec.name)]
+            assert how == "budget" and "budget plus its grace" in why, (name, spec.name, how, why)
 
 
 def test_a_boots_offset_false_alarms_a_one_run_gate_and_not_one_in_rounds(tmp_path):
