@@ -66,10 +66,14 @@ def test_tcg_host_user_time_is_about_the_guest_time(counted):
     for bench in ("getppid", "threadswitch"):
         row = rows[("qemu:accel=tcg", bench)]
         # the host's CPU time is the guest's CPU time, in the same counted
-        # batches (counting slows the guest: not the timed mean), and it is
-        # user time: emulation, not kernel entries.  Measured 1.09-1.27 (AMD)
+        # batches (counting slows the guest: not the timed mean)
         assert 0.7 < metric(row, "host_cpu_ns") / metric(row, "task_clock_ns") < 2.0, bench
-        assert metric(row, "host_cpu_user_ns") > metric(row, "host_cpu_sys_ns"), bench
+    # getppid's host time is user time: emulation, not kernel entries.  Not
+    # asked of threadswitch: its guest scheduler's work makes QEMU enter the
+    # host's kernel too, by an amount that moves with the host's load (its sys
+    # time above its user time in some runs on a loaded host)
+    gp = rows[("qemu:accel=tcg", "getppid")]
+    assert metric(gp, "host_cpu_user_ns") > metric(gp, "host_cpu_sys_ns")
     assert "exits" not in rows[("qemu:accel=tcg", "getppid")]["metrics"]  # TCG has no VM exits
 
 
