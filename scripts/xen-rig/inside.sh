@@ -58,6 +58,9 @@ $vmtax compare local xen:type=pv --bench getppid cpuid --max-time 2m --explain -
 step lockstep $?
 $vmtax explain --json "$out/explain-lockstep.json" >/dev/null
 step explain-lockstep $?
+echo "xen rig: each round on a fresh boot of the PV domU: vmtax compare local xen:type=pv --bench getppid --max-time 2m --reboot"
+$vmtax compare local xen:type=pv --bench getppid --max-time 2m --reboot --json "$out/compare-reboot.json"
+step reboot $?
 cp "$VMTAX_DB" "$out/xen.db" 2>/dev/null
 echo "xen rig: the Xen-only tests (pytest -m xen): no domain left after Ctrl-C or a killed controller"
 .venv/bin/pytest -q -m xen -p no:cacheprovider --junitxml="$out/xen-tests.xml" tests/test_xen_live.py

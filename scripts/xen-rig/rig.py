@@ -18,7 +18,8 @@ is itself a PV guest, so no boot under Xen has a bare side).
 Timings in there are TCG's and mean nothing about a production Xen; the
 COUNTS (hypercalls and PV events per operation) are Xen's own, and are
 checked: getppid ~1 iret hypercall per op in a PV domU, a page fault ~1
-mmu_update, CPUID none; getppid no hypercall in a PVH domU.
+mmu_update, CPUID none; getppid no hypercall in a PVH domU; and
+`compare --reboot` gives its rounds fresh PV domUs (three boots or more).
 Exit 0 when all hold, 1 when one does not, 2 when the rig cannot start here.
 
 Its QEMU and temporary directory go on every exit path (Ctrl-C, SIGTERM;
@@ -312,9 +313,17 @@ def checks(out: Path) -> list[tuple[bool, str]]:
         (status.get(s) == "0", f"{s}: exit status {status.get(s, 'none (it never ran)')}")
         for s in (
             *("toolstack", "compare", "explain", "compare-cpuid", "explain-cpuid"),
-            *("lockstep", "explain-lockstep", "tests", "bare"),
+            *("lockstep", "explain-lockstep", "reboot", "tests", "bare"),
         )
     ]
+    try:  # compare --reboot: a domain of its own for each round
+        doc = json.loads((out / "compare-reboot.json").read_text())
+        boots = next(t["facts"].get("boots") for t in doc["targets"] if t["name"] == "xen:type=pv")
+        res.append(
+            (isinstance(boots, int) and boots >= 3, f"boots of the PV domU under --reboot: {boots} (want 3 or more)")
+        )
+    except (OSError, ValueError, KeyError, StopIteration) as e:
+        res.append((False, f"no compare-reboot.json from inside: {e}"))
     explain: dict = {"benchmarks": []}
     for name in ("explain.json", "explain-cpuid.json", "explain-lockstep.json"):
         try:
