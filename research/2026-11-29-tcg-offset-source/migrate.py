@@ -1,9 +1,16 @@
-"""vmtax compare --reboot, with each QEMU guest's reboot replaced by a live
-migration to a new QEMU process on this host (identical guest state, fresh
-host memory) -- an experiment, not the product.  Does a TCG guest's per-boot
-offset live in the guest's state or in the host's placement of QEMU's memory?
+"""vmtax compare --reboot with what happens between rounds replaced by live
+migrations of the QEMU guests on this host -- an experiment, not the
+product.  Does a TCG guest's per-boot offset live in the guest's state or
+in the host's placement of QEMU's memory, and do two guests in one state
+still differ as two boots do?
 
-MIG=0: --reboot replaced by nothing (rounds in one boot: the control).
+MIG=1: each round every guest moves into a new QEMU process (identical
+guest state, fresh host memory); MIG=0: nothing, rounds in one boot (the
+control); MIG=share: once, at the first round, every guest but the first
+named takes the first one's state (the source runs on), no boot after;
+MIG=each: every round the first guest is booted afresh and the others take
+its state; MIG=donor: as each, and then the first guest moves into a new
+QEMU of its own too, so that every side runs in a migration's destination.
 MLOG=PATH: the migration log (default migrate-log.txt).
 Every workdir (QEMU's sockets, console) lies under a temp dir this script
 makes (x55-mig-*), so its QEMUs are told apart by their command lines.
@@ -75,7 +82,7 @@ def new_argv(pid, old_console, old_qmp, new_dir):
     return out + ["-incoming", "defer"]
 
 
-def migrate(t):
+def migrate(t, src=None):
     n = COUNT[t.name] = COUNT.get(t.name, 0) + 1
     old_p = t.p
     old_qmp_path = QMP_PATH.get(t.name, str(t.workdir / "qmp.sock"))
@@ -90,7 +97,7 @@ def migrate(t):
     try:
         qn = qmp_connect(f"{new_dir}/qmp.sock")
         qn.execute("migrate-incoming", {"uri": uri})
-        qo = qmp_connect(old_qmp_path)
+        qo = qmp_connect(QMP_PATH.get(src.name, str(src.workdir / "qmp.sock")) if src else old_qmp_path)
         qo.execute("migrate-set-parameters", {"max-bandwidth": 8 << 30, "downtime-limit": 100})
         t0 = time.monotonic()
         qo.execute("migrate", {"uri": uri})
@@ -107,6 +114,12 @@ def migrate(t):
             if time.monotonic() - t0 > 60:
                 raise RuntimeError("the new QEMU did not run")
             time.sleep(0.02)
+        if src is not None:  # the source guest runs on: its state is now the target's too
+            while qo.execute("query-status")["status"] != "running":
+                try:
+                    qo.execute("cont")
+                except OSError:
+                    time.sleep(0.02)
         qo.close(); qn.close()
     except BaseException:
         proc.kill_group(new_p)
@@ -137,11 +150,38 @@ def migrate(t):
         f"settle_ms={t.count_settle_ms} probe={'yes' if t.host_probe else t.probe_note}")
 
 
+SHARED = []
+
+
+ORIGINAL = session.TargetPool.restart
+
+
 def restart(self, targets):
     failed = {}
+    qemus = sorted((t for t in targets if t.kind == "qemu"), key=lambda t: ORDER.index(t.name))
+    if MODE in ("each", "donor"):  # each round: the first guest booted afresh, its state copied into the others
+        # (donor: and into a new QEMU of its own too, so that every side runs in a migration's destination)
+        src, rest = qemus[0], qemus[1:]
+        failed = ORIGINAL(self, [src])
+        QMP_PATH.pop(src.name, None)  # booted afresh: its monitor is in its work dir again
+        if failed:
+            return {t.name: f"{src.name} did not boot again" for t in qemus}
+        for t in rest:
+            migrate(t, src)
+        if MODE == "donor":
+            migrate(src)
+        return failed
+    if MODE == "share":  # once: every qemu guest gets the state of the first one (by name order of argv)
+        if SHARED:
+            return failed
+        SHARED.append(1)
+        src, rest = qemus[0], qemus[1:]
+        for t in rest:
+            migrate(t, src)
+        return failed
     if MODE != "1":
         return failed
-    for t in targets:
+    for t in targets:  # in the order the rounds drew
         if t.kind != "qemu":
             continue
         try:
@@ -156,6 +196,7 @@ def restart(self, targets):
     return failed
 
 
+ORDER = [a for a in sys.argv[1:] if a.startswith("qemu")]
 session.TargetPool.restart = restart
 log(f"start MIG={MODE} argv={sys.argv[1:]} tmp={MYTMP}")
 from vmtax.cli import main  # noqa: E402
