@@ -3,6 +3,7 @@ afresh between rounds, no two blocks of a row on one boot, a guest that
 does not boot again, and what a boot's own offset does to a gate with and
 without it."""
 
+import math
 import time
 
 import pytest
@@ -23,9 +24,10 @@ A = BenchSpec("getppid", "kernel", "ns", "lower", "d")
 B = BenchSpec("segv", "kernel", "ns", "lower", "d")
 
 
-def _measure(db, names, specs, reboot=True, run_id="r", clock=None, **cfg):
+def _measure(db, names, specs, reboot=True, run_id="r", clock=None, shared=False, **cfg):
     """One run over fakes started in a pool, as compare's session starts
-    them: in rounds with --reboot, else by the runner; (status, stored run, targets)."""
+    them: in rounds with --reboot (shared: --shared-boot's), else by the
+    runner; (status, stored run, targets)."""
     store = Store(db)
     targets = new_run(store, names, specs, run_id=run_id)
     cfg = {"max_time": 4, "precision": 1e-9, "seed": 1, **cfg}
@@ -34,8 +36,16 @@ def _measure(db, names, specs, reboot=True, run_id="r", clock=None, **cfg):
         for t in targets:
             pool.start(t)
         if reboot:
+            reboot_with, share = (pool.restart_shared, pool.share) if shared else (pool.restart, None)
             run = Rounds(
-                RunConfig(**cfg), specs, targets, store, run_id, clock=clock or Steps(0.01), reboot=pool.restart
+                RunConfig(**cfg),
+                specs,
+                targets,
+                store,
+                run_id,
+                clock=clock or Steps(0.01),
+                reboot=reboot_with,
+                share=share,
             )
         else:
             run = Runner(RunConfig(**cfg), specs, targets, store, run_id, clock=clock or Steps(0.01))
@@ -121,12 +131,71 @@ def test_a_boots_offset_false_alarms_a_one_run_gate_and_not_one_in_rounds(tmp_pa
     assert alarms[True] <= 2, alarms
 
 
+def test_one_boot_shared_by_both_sides_cancels_its_offset(tmp_path):
+    """--shared-boot: each round one guest boots and both run in its state,
+    so a boot's offset (5% here, the blocks' own noise 0.5%) is in neither
+    side's ratio: no false alarm, and intervals a fraction of --reboot's,
+    whose blocks each hold two boots' offsets."""
+    names = ["fake:boot_sd=0.05,noise=0.005,seed={k}", "fake:boot_sd=0.05,noise=0.005,seed={j},label=aa"]
+    widths: dict[bool, list[float]] = {True: [], False: []}
+    alarms = 0
+    for shared in (True, False):
+        for k in range(5):
+            pair = [n.format(k=k, j=k + 1000) for n in names]
+            _, data, targets = _measure(tmp_path / f"{shared}{k}.db", pair, [A], shared=shared, max_time=3)
+            (c,) = analyse(data)[1]
+            widths[shared].append(math.log(c.ci.high / c.ci.low))
+            if shared:
+                alarms += watch.gate(data, [c], 0.01).rows[0].verdict != "pass"
+                guest, twin = targets
+                assert guest.starts + twin.starts - 2 == guest.facts()[BOOTS] - 1  # one boot a round, of either
+    assert alarms == 0
+    assert max(widths[True]) < min(widths[False]) / 3, widths
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_pool_restart_shared_boots_one_and_the_others_take_its_state(fail):
+    from vmtax.targets import parse_target
+
+    targets = [
+        parse_target(f"fake:boot_sd=0.01,boot_fail={2 if fail else 0}"),
+        parse_target("fake:boot_sd=0.01,label=b"),
+        parse_target("fake:label=host"),
+    ]
+    with TargetPool() as pool:
+        pool.add(targets, [None] * 3)
+        for t in targets:
+            pool.start(t)
+        failed = pool.restart_shared(targets[:2])
+    donor, other, host = targets
+    assert [t.starts for t in targets] == [2, 1, 1]
+    if fail:
+        assert failed == {
+            donor.name: f"{donor.name}: boot 2 failed (boot_fail)",
+            other.name: f"{donor.name} did not boot again: {donor.name}: boot 2 failed (boot_fail)",
+        }
+        return
+    assert failed == {} and donor.moves == other.moves == 1
+    assert other.agent.state_of == donor.agent.state_of and other.agent.boot == donor.agent.boot == 2
+    with TargetPool() as pool:
+        pool.add([host], [None])
+        assert "cannot take another guest's state" in pool.share([donor, host])[host.name]
+
+
 def test_the_header_says_the_boots(db):
     _, data, targets = _measure(db, ["fake:boot_sd=0.01", "fake:boot_sd=0.01,label=b"], [A])
     data.config["reboot"] = True
     for info, t in zip(data.targets, targets, strict=True):
         info.facts[BOOTS] = t.facts()[BOOTS]
     assert f"(--reboot: {targets[0].starts} boots a guest)" in per_process(data)
+
+
+def test_the_header_says_a_shared_boot(db):
+    _, data, targets = _measure(db, ["fake:boot_sd=0.01", "fake:boot_sd=0.01,label=b"], [A], shared=True)
+    data.config.update(reboot=True, shared_boot=True)
+    for info, t in zip(data.targets, targets, strict=True):
+        info.facts[BOOTS] = t.facts()[BOOTS]
+    assert "its state live-migrated into every guest (--shared-boot:" in per_process(data)
 
 
 def test_reboot_without_a_guest_is_one_line(tmp_path):

@@ -26,13 +26,15 @@ on the same samples whichever the run asked for.  With --replicates K a
 trial is K such runs of a K-th of the budget each (every target booted
 afresh for each) gated together (`vmtax gate RUN ...`, watch.over_runs):
 the unit a boot, which a guest's own offset asks for; with --reboot one
-run's blocks are each on fresh boots (compare --reboot).  Writes results/NAME.md and
+run's blocks are each on fresh boots (compare --reboot), or on one fresh
+boot a round shared by every guest (--shared-boot).  Writes results/NAME.md and
 results/NAME.json, the latter after every trial (--resume adds to the
 trials on record, so a series can span sessions; --reuse re-writes the
 report from them).
 
 Usage: .venv/bin/python tools/gate_rates.py [--name ab] [--trials 20] [--max-time 10m] [--inject 2] [--threshold 1%]
-       [--precision P] [--bench NAME ...] [--target KIND] [--median] [--reboot] [--replicates K] [--db FILE]
+       [--precision P] [--bench NAME ...] [--target KIND] [--median] [--reboot]
+       [--shared-boot] [--replicates K] [--db FILE]
        [--resume | --reuse]
 """
 
@@ -93,6 +95,7 @@ def trial_command(args, n: int, max_time: str | None = None) -> list[str]:
         *(["--precision", args.precision] if args.precision else []),
         *(["--median"] if args.median else []),
         *(["--reboot"] if args.reboot else []),
+        *(["--shared-boot"] if args.shared_boot else []),
         "--json",
         str(OUT / f"{args.name}-{n}.json"),
     ]
@@ -274,6 +277,7 @@ def main() -> int:
     ap.add_argument("--target", default="local", help="the kind compared with itself (default local): qemu, uml, ...")
     ap.add_argument("--median", action="store_true", help="pass --median to vmtax compare")
     ap.add_argument("--reboot", action="store_true", help="pass --reboot to vmtax compare")
+    ap.add_argument("--shared-boot", action="store_true", help="pass --shared-boot to vmtax compare")
     ap.add_argument(
         "--replicates",
         type=int,
@@ -382,14 +386,15 @@ def report(trials: list[dict], args, threshold: float, seconds: float) -> str:
         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `tools/gate_rates.py --name {args.name} "
         f"--trials {n} --max-time {args.max_time}{prec} --inject {args.inject:g} --threshold {args.threshold}"
         f"{'' if args.target == 'local' else ' --target ' + args.target}{' --median' if args.median else ''}"
-        f"{' --reboot' if args.reboot else ''}"
+        f"{' --reboot' if args.reboot else ''}{' --shared-boot' if args.shared_boot else ''}"
         f"{f' --replicates {args.replicates}' if args.replicates > 1 else ''}`"
         + (f" ({sum(secs) / 60:.0f} min of trials)" if secs else "")
         + "; each trial: "
         + (f"{args.replicates} runs of " if args.replicates > 1 else "")
         + f"`vmtax compare {' '.join(sides(args))} --bench "
         f"{' '.join(args.bench)} --max-time {each_time(args)} --gate {args.threshold}{prec}"
-        f"{' --median' if args.median else ''}{' --reboot' if args.reboot else ''}`, pinned (`--cpu auto`), "
+        f"{' --median' if args.median else ''}{' --reboot' if args.reboot else ''}"
+        f"{' --shared-boot' if args.shared_boot else ''}`, pinned (`--cpu auto`), "
         + ("gated together (`vmtax gate RUN ...`) " if args.replicates > 1 else "gated ")
         + f"per candidate at {threshold:.0%} with Holm over its {len(rows)} rows (family-wise alpha 0.05).",
         "",

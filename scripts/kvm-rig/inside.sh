@@ -32,3 +32,11 @@ echo
 echo "kvm rig: the KVM-only tests (pytest -m kvm)"
 .venv/bin/pytest -q -m kvm -p no:cacheprovider --junitxml="$out/kvm-tests.xml" tests/test_kvm.py
 step tests $?
+
+# --shared-boot under KVM: each round one guest's state live-migrated into both
+# (a new QEMU each), the exit counts read from the new QEMUs' probes
+echo
+echo "kvm rig: vmtax compare $TARGET $TARGET,label=b --bench cpuid --max-time 90s --shared-boot"
+.venv/bin/vmtax compare "$TARGET" "$TARGET,label=b" --bench cpuid --max-time 90s --shared-boot \
+  --json "$out/shared.json"
+step shared $?

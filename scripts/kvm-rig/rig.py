@@ -319,7 +319,35 @@ def checks(out: Path) -> list[tuple[bool, str]]:
         )
     except (OSError, ET.ParseError, ValueError) as e:
         res.append((False, f"KVM-only tests: no report ({e})"))
-    return res
+    return res + shared_checks(out, status)
+
+
+def shared_checks(out: Path, status: dict[str, str]) -> list[tuple[bool, str]]:
+    """compare --shared-boot of two KVM guests: it ran, every round on one
+    boot shared by both (boots >= 2 a side), each side's cpuid exits counted
+    by the probe of the QEMU it moved into."""
+    said = f"compare --shared-boot (KVM): exit status {status.get('shared', 'none')}"
+    try:
+        doc = json.loads((out / "shared.json").read_text())
+    except (OSError, ValueError) as e:
+        return [(False, f"{said}; no results: {e}")]
+    boots = [t.get("facts", {}).get("boots") for t in doc.get("targets", [])]
+    exits = [
+        r.get("metrics", {}).get("exits_cpuid", {}).get("mean")
+        for r in doc.get("results", [])
+        if r.get("benchmark") == "cpuid"
+    ]
+    lo, hi = CPUID_RANGE
+    return [
+        (
+            status.get("shared") == "0" and len(boots) == 2 and all((b or 0) >= 2 for b in boots),
+            f"{said}; boots {boots}",
+        ),
+        (
+            len(exits) == 2 and all(e is not None and lo <= e <= hi for e in exits),
+            f"compare --shared-boot (KVM): cpuid exits of reason cpuid per op on each side {exits} (want {lo}-{hi})",
+        ),
+    ]
 
 
 def _g(x: float | None) -> str:

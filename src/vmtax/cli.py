@@ -41,6 +41,7 @@ from .suite import workloads
 from .targets import KINDS, parse_target, parse_targets
 from .targets import prepare as prepare_targets
 from .targets.base import Target
+from .targets.migration import prepare_shared
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BENCH_ERROR, EXIT_INTERRUPTED = (
     console.EXIT_OK,
@@ -254,7 +255,8 @@ def _config(args) -> RunConfig:
         pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
         step_ms=getattr(args, "step_ms", RunConfig.step_ms),
         median=getattr(args, "median", False),
-        reboot=getattr(args, "reboot", False),
+        reboot=getattr(args, "reboot", False) or getattr(args, "shared_boot", False),
+        shared_boot=getattr(args, "shared_boot", False),
     )
 
 
@@ -283,11 +285,14 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
     targets = _targets_of(args, kind, target_texts)
     if cfg.reboot and not booted(targets):
         raise UserError(
-            f"--reboot boots guests ({', '.join(sorted(BOOTED_KINDS))}) afresh between rounds: none of "
+            f"{'--shared-boot' if cfg.shared_boot else '--reboot'} boots guests ({', '.join(sorted(BOOTED_KINDS))}) "
+            f"afresh between rounds: none of "
             f"{', '.join(t.name for t in targets)} is one"
         )
     for note in prepare_targets(targets):
         say(f"vmtax: {note}", sys.stderr)
+    if cfg.shared_boot:
+        prepare_shared(targets)
     skipped: dict[str, str] = {}
     if getattr(args, "skip_unavailable", False):
         targets, skipped = _usable(targets)
@@ -949,6 +954,13 @@ def _add_measuring(sub) -> None:
         help="boot the guests (qemu, uml, xen) afresh between rounds of blocks, a block of every row a "
         "round: no two blocks of a row share a boot, so what a boot carries of its own is in the "
         "intervals (a gate of two builds of one kind; each boot costs its time)",
+    )
+    s.add_argument(
+        "--shared-boot",
+        action="store_true",
+        help="as --reboot, but each round one guest boots and its state is live-migrated into every QEMU "
+        "guest, so the sides differ by their hypervisors alone, not by what a boot carries (a gate of two "
+        "QEMU builds or settings on one guest configuration; docs/change.md)",
     )
     _measure_options(s)
     s.set_defaults(func=cmd_compare)

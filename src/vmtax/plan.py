@@ -47,6 +47,7 @@ class RunConfig:
     step_ms: float = 0.25  # lockstep: the baseline's sample, in ms
     median: bool = False  # a block's process is taken at its median sample, not its mean (analysis.block_means)
     reboot: bool = False  # the guests booted afresh for every round of blocks (rounds.py)
+    shared_boot: bool = False  # and with reboot: one boot a round, its state in every QEMU guest (targets/migration.py)
 
 
 FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark

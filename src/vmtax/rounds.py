@@ -47,9 +47,10 @@ class Rounds(Blocks):
     each row's blocks measured and judged as Blocks does; reboot: the
     session's (engine.session.TargetPool.restart)."""
 
-    def __init__(self, *args, reboot: Reboot, **kw):
+    def __init__(self, *args, reboot: Reboot, share: Reboot | None = None, **kw):
         super().__init__(*args, **kw)
         self.reboot = reboot
+        self.share = share  # --shared-boot: the first round's guests given one boot's state (TargetPool.share)
         self.reboot_s = 0.0  # what the last round's boots took (s)
         self.boots = {t.name: 1 for t in booted(self.targets)}
 
@@ -71,6 +72,8 @@ class Rounds(Blocks):
         live = list(range(len(self.jobs)))
         number = 0
         try:
+            if self.share is not None:
+                self._boot_again(live, states, self.share)
             while live and (number == 0 or self._fits(live, number)):
                 if number:
                     self._boot_again(live, states)
@@ -106,17 +109,18 @@ class Rounds(Blocks):
         )
         return self.clock() + expect <= (self._end() if number >= 2 else self.deadline.hard_end)
 
-    def _boot_again(self, live: list[int], states: list[list[States]]) -> None:
-        """Every guest still measured on a row left, booted afresh; one
-        that does not boot again ends its rows with why (the baseline: every row)."""
+    def _boot_again(self, live: list[int], states: list[list[States]], how: Reboot | None = None) -> None:
+        """Every guest still measured on a row left, booted afresh (how:
+        the first round's share of one boot, counted as no boot); one that
+        does not boot again ends its rows with why (the baseline: every row)."""
         going = {name for i in live for name, st in states[i][0].items() if st.done is None}
         guests = [t for t in booted(self.targets) if t.name in going]
-        self.order.shuffle(guests)  # which boots first is drawn, as a block's order is
+        self.order.shuffle(guests)  # which boots first (--shared-boot: whose boot) is drawn, as a block's order is
         began = time.monotonic()
-        failed = self.reboot(guests)
+        failed = (how or self.reboot)(guests)
         self.reboot_s = time.monotonic() - began
         for t in guests:
-            if t.name not in failed:
+            if t.name not in failed and how is None:
                 self.boots[t.name] += 1
         for name, why in failed.items():
             if self.progress:

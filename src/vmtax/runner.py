@@ -209,8 +209,9 @@ def run_session(
         try:
             deadline = s.begin(cfg.max_time, spent_before=time.monotonic() - began)
             if cfg.reboot:
+                reboot, share = (s.pool.restart_shared, s.pool.share) if cfg.shared_boot else (s.pool.restart, None)
                 return Rounds(
-                    cfg, specs, started, store, s.run_id, progress, deadline=deadline, reboot=s.pool.restart
+                    cfg, specs, started, store, s.run_id, progress, deadline=deadline, reboot=reboot, share=share
                 ).run()
             return Runner(cfg, specs, started, store, s.run_id, progress, deadline=deadline).run()
         finally:  # what lockstep measured of each target, and its boots (Runner.run, Rounds.run), join its facts

@@ -285,14 +285,20 @@ def _sampling(data: RunData) -> str:
 def per_process(data: RunData) -> str:
     """How a run's processes took their samples, and what a block's
     process stands for (its mean, or with --median its median sample),
-    and with --reboot how many boots the guests' blocks ran on."""
+    and with --reboot (--shared-boot) how many boots the guests' blocks ran on."""
     said = [_sampling(data)]
     if data.config.get("median"):
         said.append("a process taken at its median sample (--median)")
     if data.config.get("reboot"):
         boots = sorted({t.facts["boots"] for t in data.targets if "boots" in t.facts})
         many = f"{boots[0]}" if len(boots) == 1 else f"{boots[0]}-{boots[-1]}" if boots else "?"
-        said.append(f"each round of blocks on fresh boots of the guests (--reboot: {many} boots a guest)")
+        if data.config.get("shared_boot"):
+            said.append(
+                f"each round of blocks on one fresh boot, its state live-migrated into every guest "
+                f"(--shared-boot: {many} boots)"
+            )
+        else:
+            said.append(f"each round of blocks on fresh boots of the guests (--reboot: {many} boots a guest)")
     return "; ".join(x for x in said if x)
 
 

@@ -121,6 +121,12 @@ class Target(Holding, Placement, ABC):
         --reboot boots it afresh between rounds: rounds.py)."""
         return self.kind in BOOTED_KINDS
 
+    def take_state(self, source: Target | None = None) -> dict:
+        """Run on in a new process holding the state of `source`'s guest
+        (None: its own): compare --shared-boot (targets/migration.py).  The
+        kinds that can say so; TargetError here."""
+        raise TargetError(f"{self.name}: a {self.kind} target cannot take another guest's state")
+
     @abstractmethod
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         """Run the agent with args; yield its stdout lines as they arrive.

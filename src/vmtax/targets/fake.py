@@ -20,7 +20,8 @@ cloud host; the reference does not see it), boot_sd (it is a guest that
 boots: every start draws each benchmark an offset of its own, log-normal
 with this sd, that its processes share until it is started again, as a
 guest's boot does; compare --reboot boots it afresh), boot_fail=N (its N-th
-start fails, as a guest that does not boot again).
+start fails, as a guest that does not boot again); a guest with boot_sd
+takes another's boot offsets with take_state (compare --shared-boot).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class FakeTarget(Target):
         self._released = False
         self.warm_steps = 0  # steps that asked for a warm batch first (the fake has no caches to warm)
         self.starts = 0  # how many times it was started (a boot, with boot_sd)
+        self.moves = 0  # take_state()s since its last start
 
     def boots(self) -> bool:
         return "boot_sd" in self.options
@@ -87,7 +89,19 @@ class FakeTarget(Target):
         self.starts += 1
         if self.starts == option_number(self.name, self.options, "boot_fail", 0, lo=0, hi=1e9, integer=True):
             raise TargetError(f"{self.name}: boot {self.starts} failed (boot_fail)")
-        self.agent.boot = self.starts
+        self.agent.boot, self.agent.state_of = self.starts, f"{self.options.get('seed', '')}|{self.name}"
+        self.moves = 0
+
+    def take_state(self, source: Target | None = None) -> dict:
+        """compare --shared-boot: run on in the state of source's boot (its
+        boot offsets), as a live migration gives a guest."""
+        if not self.boots():
+            return super().take_state(source)
+        if source is not None:
+            assert isinstance(source, FakeTarget), "fakes share with fakes"
+            self.agent.boot, self.agent.state_of = source.agent.boot, source.agent.state_of
+        self.moves += 1
+        return {"status": "completed"}
 
     def run_agent(self, args: list[str], timeout: float) -> Iterator[str]:
         if args and args[0] == "run":
@@ -168,6 +182,7 @@ class FakeAgent:
         self.slow_by = num("slow_by", 1.0, lo=1.0, hi=100.0)
         self.boot_sd = num("boot_sd", 0.0, lo=0.0, hi=10.0)
         self.boot = 0  # the boot it runs on (FakeTarget.start)
+        self.state_of = f"{options.get('seed', '')}|{name}"  # whose boot: another's once it took that state
         self.ran: list[tuple[str, int, bool]] = []  # each process: its benchmark, its boot, whether timed
         # independent draws per target unless a seed is given: two fakes with one
         # seed would produce perfectly correlated "noise" and a zero-width ratio
@@ -216,7 +231,7 @@ class FakeAgent:
         base = 100.0 + zlib.crc32(bench.encode()) % 900
         mean = base * self.scale * math.exp(self.rng.gauss(0, self.process_noise))  # times are positive
         if self.boot_sd:  # this boot's own offset for this benchmark, the same for each of its processes
-            key = f"{self.options.get('seed', '')}|{self.name}|{self.boot}|{bench}"
+            key = f"{self.state_of}|{self.boot}|{bench}"
             mean *= math.exp(random.Random(zlib.crc32(key.encode())).gauss(0, self.boot_sd))
         if self.slow_share and self.rng.random() < self.slow_share:
             mean *= self.slow_by

@@ -42,14 +42,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import guest
+from .. import guest, proc
 from ..errors import TargetError, UserError
 from ..hostprobe import Qmp
 from ..hostproc import boot_id, mem_and_swap_mb, rss_beyond_mapping, tasks
 from ..proc import other_cpus
-from . import devices
+from . import devices, migration
 from .base import Target, option_number
-from .channel import ChannelTarget
+from .channel import Channel, ChannelTarget
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
@@ -237,6 +237,7 @@ class QemuConfig:
     modules: tuple[str, ...] = ()  # the module files the guest loads, in order
     needs: Needs = ()
     chan: str = "serial"  # virtio | serial: the channel's device (chan=auto resolved)
+    machine_type: str | None = None  # a versioned type for `machine` (pc-i440fx-7.2): --shared-boot's (migration.py)
 
     @classmethod
     def parse(cls, name: str, options: dict[str, str]) -> QemuConfig:
@@ -292,6 +293,7 @@ class QemuConfig:
         """What its options fix about the guest, as the run's facts say it."""
         return {
             "machine": self.machine,
+            **({"machine_type": self.machine_type} if self.machine_type else {}),
             "smp": self.smp,
             "mem_mb": self.mem_mb,
             "nic": self.nic,
@@ -437,7 +439,7 @@ def qemu_argv(cfg: QemuConfig, accel: str, p: Plumbing) -> list[str]:
     append += net
     if cfg.modules:
         append.append("vmtax.modules=" + ",".join(cfg.modules))
-    machine = cfg.machine
+    machine = cfg.machine_type or cfg.machine
     if machine == "microvm":
         if p.tsc_khz:
             append.append(f"tsc_early_khz={p.tsc_khz}")  # without it some microvm boots hang
@@ -718,6 +720,8 @@ class QemuTarget(ChannelTarget):
         self.emulator_cpus: list[int] = []
         self.vcpu_cpus: list[int] = []
         self.held = HeldDevices()  # what launch() made, released by stop()
+        self.plumbing: Plumbing | None = None  # what the running QEMU was given
+        self.moves = 0  # live migrations into a new QEMU since this boot (take_state)
 
     @property
     def binary(self) -> str:
@@ -812,9 +816,53 @@ class QemuTarget(ChannelTarget):
     # -- a boot ------------------------------------------------------------------------------
     def launch(self) -> subprocess.Popen:
         assert self.workdir is not None and self.accel is not None, "begin_start made it, start() chose it"
-        plumbing = self.held.acquire(self.config, self.workdir, self.files, self.accel)
+        plumbing = self.plumbing = self.held.acquire(self.config, self.workdir, self.files, self.accel)
+        self.moves = 0
         tap = self.held.tap
         return self.spawn(qemu_argv(self.config, self.accel, plumbing), pass_fds=(tap.fd,) if tap else ())
+
+    def take_state(self, source: Target | None = None) -> dict:
+        """Move this guest into a new QEMU process that holds the state of
+        `source`'s guest (None: its own), by a live migration over a unix
+        socket in the work dir (migration.py); the old QEMU goes once the
+        new one runs, and the channel, the threads' placement and the host
+        probe are the new one's. A source other than itself runs on. In
+        the thread the guest was launched from (the new QEMU dies with it,
+        as a boot's does). query-migrate's answer (total-time, downtime: ms)."""
+        giver = source or self
+        if not isinstance(giver, QemuTarget):
+            raise TargetError(f"{self.name}: a QEMU guest takes the state of another QEMU guest, not of {giver.name}")
+        assert self.p is not None and self.workdir is not None and self.accel is not None, "started"
+        assert giver.plumbing is not None and self.plumbing is not None and giver.p is not None, "started"
+        self.moves += 1
+        where = self.workdir / f"move{self.moves}"
+        where.mkdir()
+        # the giver's kernel and initramfs: its ROMs' sizes must match; the console and monitor this one's own
+        plumbing = replace(giver.plumbing, console=where / "console.log", qmp=where / "qmp.sock")
+        new = self.spawn(qemu_argv(self.config, self.accel, plumbing) + ["-incoming", "defer"])
+        try:
+            dest = migration.connect(plumbing.qmp)
+            try:
+                src = migration.connect(giver.plumbing.qmp)
+                try:
+                    state = migration.migrate(src, dest, f"unix:{where / 'state.sock'}")
+                    if source is not None:
+                        migration.resume(src)
+                finally:
+                    src.close()
+            finally:
+                dest.close()
+        except BaseException:
+            proc.kill_group(new)
+            raise
+        if self.host_probe is not None:  # its counters are on the old QEMU's threads
+            self.host_probe.close()
+            self.host_probe = None
+        old, self.p, self.plumbing = self.p, new, plumbing  # the new one is the target's before the old one goes
+        proc.kill_group(old)
+        self.channel = Channel(new, self.name, plumbing.console)
+        self._attach()
+        return state
 
     def stop(self) -> None:
         super().stop()
@@ -825,16 +873,22 @@ class QemuTarget(ChannelTarget):
             self.held.loop.release()  # QEMU holds it: it detaches when QEMU goes
         if self.config.disk != "none":
             devices.check_mounted(self, devices.DISKS[self.config.disk].node)
-        assert self.p is not None and self.workdir is not None, "started"
+        self._attach()
+        assert self.p is not None, "started"
+        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.config.mem_mb)
+
+    def _attach(self) -> None:
+        """The running QEMU's threads placed and its host probe made (after
+        a boot, and after a move into a new QEMU)."""
+        assert self.p is not None and self.plumbing is not None, "started"
         vcpus, self.vcpu_cpus, self.emulator_cpus = place_threads(self.p.pid, self.host_cpu, self.config.emulator)
         qmp = None
         if self.accel == "kvm":  # TCG has no VM exits to count
             try:
-                qmp = Qmp(str(self.workdir / "qmp.sock"))
+                qmp = Qmp(str(self.plumbing.qmp))
             except (OSError, ValueError) as e:
                 self.probe_note = f"no QMP for exit counts: {e}"
         self.start_probe(self.root_pids, qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
-        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.config.mem_mb)
 
     def own_facts(self) -> dict:
         c = self.config
