@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vmtax.errors import UserError
-from vmtax.targets.migration import common_machine, machine_types
+from vmtax.errors import TargetError, UserError
+from vmtax.targets.migration import common_machine, machine_types, migrate, prepare_shared, resume
 from vmtax.targets.qemu import Plumbing, QemuConfig, qemu_argv
 
 
@@ -57,3 +57,67 @@ def test_the_command_line_boots_the_versioned_machine_where_one_is_set():
     assert argv[argv.index("-M") + 1] == "pc"
     argv = qemu_argv(replace(cfg, machine_type="pc-i440fx-7.2"), "tcg", plumbing)
     assert argv[argv.index("-M") + 1] == "pc-i440fx-7.2"
+
+
+class Monitor:
+    """A QEMU monitor that answers from a script: {command: [answers...]}
+    (the last repeated), an answer an exception to raise."""
+
+    def __init__(self, answers):
+        self.answers, self.asked = {k: list(v) for k, v in answers.items()}, []
+
+    def execute(self, command, arguments=None):
+        self.asked.append(command)
+        got = self.answers.get(command, [None])
+        answer = got.pop(0) if len(got) > 1 else got[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def test_a_migration_waits_for_completed_and_the_destination_running():
+    src = Monitor({"query-migrate": [{"status": "active"}, {"status": "completed", "total-time": 300}]})
+    dest = Monitor({"query-status": [{"status": "inmigrate"}, {"status": "running"}]})
+    assert migrate(src, dest, "unix:/x", timeout=5)["total-time"] == 300
+    assert dest.asked[0] == "migrate-incoming" and src.asked.count("query-migrate") == 2
+
+
+def test_a_failed_or_endless_migration_is_a_target_error_and_the_endless_one_cancelled():
+    failed = Monitor({"query-migrate": [{"status": "failed", "error-desc": "section mismatch"}]})
+    with pytest.raises(TargetError, match="the migration failed: section mismatch"):
+        migrate(failed, Monitor({}), "unix:/x", timeout=5)
+    endless = Monitor({"query-migrate": [{"status": "active"}]})
+    with pytest.raises(TargetError, match="did not end in 0 s"):
+        migrate(endless, Monitor({}), "unix:/x", timeout=0.05)
+    assert "migrate_cancel" in endless.asked
+
+
+def test_a_destination_that_never_runs_and_a_source_that_never_resumes_end_by_their_timeouts():
+    src = Monitor({"query-migrate": [{"status": "completed"}]})
+    with pytest.raises(TargetError, match="did not run after its migration"):
+        migrate(src, Monitor({"query-status": [{"status": "paused"}]}), "unix:/x", timeout=0.05)
+    with pytest.raises(TargetError, match="did not run on"):
+        resume(Monitor({"query-status": [{"status": "suspended"}]}), timeout=0.05)
+    gone = Monitor({"query-status": [OSError("QMP connection closed")]})
+    with pytest.raises(TargetError, match="QMP connection closed"):
+        resume(gone, timeout=0.05)
+    paused = Monitor({"query-status": [{"status": "postmigrate"}, {"status": "running"}]})
+    resume(paused, timeout=5)
+    assert paused.asked == ["query-status", "cont", "query-status"]
+
+
+def test_two_builds_with_the_default_cpu_model_are_refused_in_one_line(tmp_path):
+    from vmtax.targets import parse_target
+
+    other = tmp_path / "qemu-b"
+    other.write_text('#!/bin/sh\nexec qemu-system-x86_64 "$@"\n')
+    other.chmod(0o755)
+    try:
+        guests = [parse_target("qemu:accel=tcg"), parse_target(f"qemu:accel=tcg,binary={other},label=b")]
+    except UserError as e:
+        pytest.skip(f"no QEMU target here: {e}")
+    with pytest.raises(UserError, match="needs a named CPU model on every guest"):
+        prepare_shared(guests)
+    emulator = [parse_target("qemu:accel=tcg"), parse_target("qemu:accel=tcg,emulator=together,label=b")]
+    prepare_shared(emulator)  # where QEMU's own threads run is the host's business: no guest state
+    assert all(t.config.machine_type is None for t in emulator)

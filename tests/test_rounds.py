@@ -172,7 +172,7 @@ def test_pool_restart_shared_boots_one_and_the_others_take_its_state(fail):
     if fail:
         assert failed == {
             donor.name: f"{donor.name}: boot 2 failed (boot_fail)",
-            other.name: f"{donor.name} did not boot again: {donor.name}: boot 2 failed (boot_fail)",
+            other.name: f"the round's boot ({donor.name}) failed: {donor.name}: boot 2 failed (boot_fail)",
         }
         return
     assert failed == {} and donor.moves == other.moves == 1

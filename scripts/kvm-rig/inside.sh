@@ -36,7 +36,8 @@ step tests $?
 # --shared-boot under KVM: each round one guest's state live-migrated into both
 # (a new QEMU each), the exit counts read from the new QEMUs' probes
 echo
-echo "kvm rig: vmtax compare $TARGET $TARGET,label=b --bench cpuid --max-time 90s --shared-boot"
-.venv/bin/vmtax compare "$TARGET" "$TARGET,label=b" --bench cpuid --max-time 90s --shared-boot \
+echo "kvm rig: vmtax compare $TARGET $TARGET,label=b --bench cpuid $COMPARE_ARGS --shared-boot"
+# shellcheck disable=SC2086  # COMPARE_ARGS is a word list
+.venv/bin/vmtax compare "$TARGET" "$TARGET,label=b" --bench cpuid $COMPARE_ARGS --shared-boot \
   --json "$out/shared.json"
 step shared $?

@@ -291,11 +291,11 @@ def _measure(args, kind: str, target_texts: list[str]) -> int:
         )
     for note in prepare_targets(targets):
         say(f"vmtax: {note}", sys.stderr)
-    if cfg.shared_boot:
-        prepare_shared(targets)
     skipped: dict[str, str] = {}
     if getattr(args, "skip_unavailable", False):
         targets, skipped = _usable(targets)
+    if cfg.shared_boot:
+        prepare_shared(targets)
     for t in targets:
         t.check()
     with _store(args) as store:

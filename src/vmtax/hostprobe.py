@@ -92,10 +92,14 @@ class Qmp:
     def __init__(self, path: str, timeout: float = 5.0):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        self.sock.connect(path)
         self.buf = b""
-        self._reply()  # the greeting
-        self.execute("qmp_capabilities")
+        try:
+            self.sock.connect(path)
+            self._reply()  # the greeting
+            self.execute("qmp_capabilities")
+        except BaseException:
+            self.sock.close()
+            raise
 
     def _reply(self) -> dict:
         while True:

@@ -123,14 +123,15 @@ class Rounds(Blocks):
             if t.name not in failed and how is None:
                 self.boots[t.name] += 1
         for name, why in failed.items():
+            said = f"{name} did not boot again: {why}" if how is None else f"{name}: {why}"
             if self.progress:
-                self.progress.note(f"vmtax: {name} did not boot again: {why} -- its rows end here")
+                self.progress.note(f"vmtax: {said} -- its rows end here")
             ended = self.names if name == self.names[0] else [name]
             for i in live:
                 for sts in states[i]:
                     for n in ended:
                         if sts[n].done is None:
-                            sts[n].end("error", f"{name} did not boot again: {why}"[:500])
+                            sts[n].end("error", said[:500])
 
     def _one(self, index: int, sts: list[States], number: int) -> str | None:
         """Row `index`'s block of round `number` (the first round: the row

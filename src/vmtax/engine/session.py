@@ -212,12 +212,14 @@ class TargetPool:
         then for itself, so that each runs as a migration's destination.
         Returns {name: why} of those that could not take it, left stopped."""
         failed: dict[str, str] = {}
+        if not targets:
+            return failed
         donor = targets[0]
         for t in [*targets[1:], donor]:
             try:
                 t.take_state(None if t is donor else donor)
             except TargetError as e:
-                failed[t.name] = f"did not take {donor.name}'s state: {e}"
+                failed[t.name] = f"it did not take {donor.name}'s state: {e}"
                 _stop_quietly(t)
         return failed
 
@@ -225,12 +227,17 @@ class TargetPool:
         """compare --shared-boot's round: the first of these guests booted
         afresh (restart), its state shared with the others (share); where
         it does not boot, none of them runs on."""
+        if not targets:
+            return {}
         failed = self.restart(targets[:1])
         if failed:
             why = failed[targets[0].name]
             for t in targets[1:]:
                 _stop_quietly(t)
-            return {t.name: why if t is targets[0] else f"{targets[0].name} did not boot again: {why}" for t in targets}
+            return {
+                t.name: why if t is targets[0] else f"the round's boot ({targets[0].name}) failed: {why}"
+                for t in targets
+            }
         return self.share(targets)
 
     def close(self) -> None:

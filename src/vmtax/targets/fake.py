@@ -21,7 +21,8 @@ boots: every start draws each benchmark an offset of its own, log-normal
 with this sd, that its processes share until it is started again, as a
 guest's boot does; compare --reboot boots it afresh), boot_fail=N (its N-th
 start fails, as a guest that does not boot again); a guest with boot_sd
-takes another's boot offsets with take_state (compare --shared-boot).
+takes another's boot offsets with take_state (as --shared-boot's live
+migration gives a QEMU guest another's state: Rounds and TargetPool tests).
 """
 
 from __future__ import annotations

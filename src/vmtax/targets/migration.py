@@ -34,14 +34,17 @@ from __future__ import annotations
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..errors import TargetError, UserError
 from ..hostprobe import Qmp
 
 MIGRATION_TIMEOUT = 60.0  # s: a 1 GiB TCG guest moves in well under a second here
-CHECKED = ("accel", "mem_mb", "smp", "cpu", "machine", "kernel", "modules", "chan", "emulator")
+# what a guest's state must find alike on the other side (emulator= is where QEMU's threads run: free)
+CHECKED = ("accel", "mem_mb", "smp", "cpu", "machine", "kernel", "modules", "chan")
 
 
 def machine_types(binary: str) -> tuple[list[str], dict[str, str]]:
@@ -115,6 +118,12 @@ def prepare_shared(targets: list) -> None:
                 f"and cannot take another guest's state (use --reboot)"
             )
     first = guests[0].config
+    if len({t.config.binary for t in guests}) > 1 and first.cpu in (None, "max", "host"):
+        raise UserError(
+            f"--shared-boot between two QEMU binaries needs a named CPU model on every guest (cpu=EPYC, "
+            f"cpu=Skylake-Server...): {first.cpu or 'the default, max'} is whatever each build can do, and a guest "
+            f"state made on one may use what the other lacks"
+        )
     for t in guests[1:]:
         for key in CHECKED:
             if getattr(t.config, key) != getattr(first, key):
@@ -128,23 +137,34 @@ def prepare_shared(targets: list) -> None:
         t.config = replace(t.config, machine_type=machine)
 
 
-def connect(path: Path, timeout: float = 10.0) -> Qmp:
-    """QMP on a QEMU just started (its socket appears once it is up)."""
+def connect(path: Path, alive: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> Qmp:
+    """QMP on a QEMU (its socket appears once it is up); TargetError once
+    `alive` says it has gone or after `timeout` s."""
     end = time.monotonic() + timeout
     while True:
         try:
             return Qmp(str(path))
         except (OSError, ValueError) as e:
+            if not alive():
+                raise TargetError("QEMU exited before its monitor answered") from None
             if time.monotonic() > end:
                 raise TargetError(f"no QMP at {path}: {e}") from None
-            time.sleep(0.02)
+            time.sleep(0.05)
 
 
-def migrate(source: Qmp, dest: Qmp, uri: str, timeout: float = MIGRATION_TIMEOUT) -> dict:
+class Monitor(Protocol):
+    """What a migration asks of a QEMU's monitor (hostprobe.Qmp)."""
+
+    def execute(self, command: str, arguments: dict | None = None) -> Any: ...
+
+
+def migrate(source: Monitor, dest: Monitor, uri: str, timeout: float = MIGRATION_TIMEOUT) -> dict:
     """Move the source's state into the destination (started with
     `-incoming defer`) over `uri`; the source left paused when done (the
     caller kills or resumes it), the destination running. query-migrate's
-    last answer (total-time, downtime in ms)."""
+    last answer (total-time, downtime in ms). TargetError where QEMU
+    refuses or fails it, or it takes longer than `timeout` s (then
+    cancelled); OSError where a monitor goes."""
     dest.execute("migrate-incoming", {"uri": uri})
     source.execute("migrate-set-parameters", {"max-bandwidth": 8 << 30, "downtime-limit": 100})
     end = time.monotonic() + timeout
@@ -154,10 +174,11 @@ def migrate(source: Qmp, dest: Qmp, uri: str, timeout: float = MIGRATION_TIMEOUT
         if state.get("status") in ("completed", "failed", "cancelled"):
             break
         if time.monotonic() > end:
+            source.execute("migrate_cancel")
             raise TargetError(f"the migration did not end in {timeout:.0f} s ({state.get('status')})")
         time.sleep(0.01)
     if state["status"] != "completed":
-        raise TargetError(f"the migration {state['status']}: {state.get('error-desc', '')}")
+        raise TargetError(f"the migration {state['status']}: {state.get('error-desc', '')}".rstrip(": "))
     while (dest.execute("query-status") or {}).get("status") != "running":
         if time.monotonic() > end:
             raise TargetError("the guest did not run after its migration")
@@ -165,13 +186,18 @@ def migrate(source: Qmp, dest: Qmp, uri: str, timeout: float = MIGRATION_TIMEOUT
     return state
 
 
-def resume(source: Qmp, timeout: float = 10.0) -> None:
-    """Let a source that gave its state away run on."""
+def resume(source: Monitor, timeout: float = 10.0) -> None:
+    """Let a source that gave its state away (or did not) run on;
+    TargetError where it does not within `timeout` s."""
     end = time.monotonic() + timeout
-    while (source.execute("query-status") or {}).get("status") != "running":
+    while True:
         try:
+            if (source.execute("query-status") or {}).get("status") == "running":
+                return
             source.execute("cont")
-        except OSError:
+        except OSError as e:
             if time.monotonic() > end:
-                raise TargetError("the source guest did not run on after its migration") from None
-            time.sleep(0.01)
+                raise TargetError(f"the source guest did not run on: {e}") from None
+        if time.monotonic() > end:
+            raise TargetError("the source guest did not run on after its migration")
+        time.sleep(0.01)

@@ -37,6 +37,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -826,43 +827,76 @@ class QemuTarget(ChannelTarget):
         `source`'s guest (None: its own), by a live migration over a unix
         socket in the work dir (migration.py); the old QEMU goes once the
         new one runs, and the channel, the threads' placement and the host
-        probe are the new one's. A source other than itself runs on. In
-        the thread the guest was launched from (the new QEMU dies with it,
-        as a boot's does). query-migrate's answer (total-time, downtime: ms)."""
+        probe are the new one's. A source other than itself runs on (also
+        where the move fails). In the thread the guest was launched from
+        (the new QEMU dies with it, as a boot's does). query-migrate's
+        answer (total-time, downtime: ms); TargetError where the move
+        fails, this guest left as it was."""
         giver = source or self
         if not isinstance(giver, QemuTarget):
             raise TargetError(f"{self.name}: a QEMU guest takes the state of another QEMU guest, not of {giver.name}")
         assert self.p is not None and self.workdir is not None and self.accel is not None, "started"
         assert giver.plumbing is not None and self.plumbing is not None and giver.p is not None, "started"
+        for t in {self, giver}:  # a KVM guest's probe holds its monitor, which serves one client at a time
+            if t.host_probe is not None:
+                t.host_probe.close()
+                t.host_probe = None
         self.moves += 1
         where = self.workdir / f"move{self.moves}"
-        where.mkdir()
         # the giver's kernel and initramfs: its ROMs' sizes must match; the console and monitor this one's own
         plumbing = replace(giver.plumbing, console=where / "console.log", qmp=where / "qmp.sock")
-        new = self.spawn(qemu_argv(self.config, self.accel, plumbing) + ["-incoming", "defer"])
+        timeout = migration.MIGRATION_TIMEOUT
+        if self.start_by is not None:  # none waits past the run's hard stop
+            timeout = max(1.0, min(timeout, self.start_by - time.monotonic()))
+        new = None
         try:
-            dest = migration.connect(plumbing.qmp)
-            try:
-                src = migration.connect(giver.plumbing.qmp)
-                try:
-                    state = migration.migrate(src, dest, f"unix:{where / 'state.sock'}")
-                    if source is not None:
-                        migration.resume(src)
-                finally:
-                    src.close()
-            finally:
-                dest.close()
-        except BaseException:
-            proc.kill_group(new)
+            where.mkdir()
+            new = self.spawn(qemu_argv(self.config, self.accel, plumbing) + ["-incoming", "defer"])
+            state = self._migrate(giver, source is not None, new, plumbing.qmp, where, timeout)
+        except BaseException as e:
+            if new is not None:
+                proc.kill_group(new)
+            if isinstance(e, (OSError, ValueError, TargetError)):
+                raise TargetError(f"{self.name}: its move into a new QEMU failed: {e}{self._stderr()}") from None
             raise
-        if self.host_probe is not None:  # its counters are on the old QEMU's threads
-            self.host_probe.close()
-            self.host_probe = None
         old, self.p, self.plumbing = self.p, new, plumbing  # the new one is the target's before the old one goes
-        proc.kill_group(old)
-        self.channel = Channel(new, self.name, plumbing.console)
-        self._attach()
+        try:
+            self.channel = Channel(new, self.name, plumbing.console)
+            self.probe_note = ""
+            self._attach()
+            self.mem_overhead = rss_beyond_mapping(new.pid, self.config.mem_mb)
+        finally:
+            proc.kill_group(old)
         return state
+
+    def _migrate(
+        self, giver: QemuTarget, runs_on: bool, new: subprocess.Popen, qmp: Path, where: Path, timeout: float
+    ) -> dict:
+        """The migration of take_state, both monitors closed after it; a
+        giver that runs on is resumed whatever happened."""
+        assert giver.plumbing is not None, "started"
+        dest = migration.connect(qmp, alive=lambda: new.poll() is None)
+        try:
+            src = migration.connect(giver.plumbing.qmp)
+            try:
+                return migration.migrate(src, dest, f"unix:{where / 'state.sock'}", timeout)
+            finally:
+                if runs_on:
+                    try:
+                        migration.resume(src)
+                    except (OSError, TargetError):
+                        pass  # its own next command says what is wrong with it
+                src.close()
+        finally:
+            dest.close()
+
+    def _stderr(self) -> str:
+        """The last line QEMU wrote to its log (stderr goes there), for a failure's line."""
+        try:
+            lines = [x for x in self.console_log.read_text(errors="replace").splitlines() if x.strip()]
+        except OSError:
+            return ""
+        return f" (QEMU: {lines[-1][:300]})" if lines else ""
 
     def stop(self) -> None:
         super().stop()
