@@ -121,3 +121,18 @@ def test_two_builds_with_the_default_cpu_model_are_refused_in_one_line(tmp_path)
     emulator = [parse_target("qemu:accel=tcg"), parse_target("qemu:accel=tcg,emulator=together,label=b")]
     prepare_shared(emulator)  # where QEMU's own threads run is the host's business: no guest state
     assert all(t.config.machine_type is None for t in emulator)
+
+
+def test_shared_boot_takes_longer_processes_unless_samples_is_given():
+    from vmtax.cli import _config, build_parser
+    from vmtax.plan import SHARED_BOOT_SAMPLES, RunConfig
+
+    def cfg(*flags):
+        return _config(build_parser().parse_args(["compare", "qemu", "qemu:label=b", *flags]))
+
+    assert cfg().samples_per_process == RunConfig.samples_per_process
+    assert cfg("--reboot").samples_per_process == RunConfig.samples_per_process
+    shared = cfg("--shared-boot")
+    assert shared.samples_per_process == SHARED_BOOT_SAMPLES > RunConfig.samples_per_process
+    assert shared.reboot and shared.shared_boot
+    assert cfg("--shared-boot", "--samples", "5").samples_per_process == 5

@@ -66,7 +66,7 @@ def test_compare_shared_boot_runs_rounds_on_one_boot_and_leaves_nothing(tmp_path
     db, other = tmp_path / "r.db", tmp_path / "qemu-b"
     other.write_text(f'#!/bin/sh\nexec {shutil.which(QEMU)} "$@"\n')
     other.chmod(0o755)
-    argv = ["compare", "qemu:accel=tcg", f"qemu:accel=tcg,binary={other}", "--bench", "getppid", "--max-time", "25s"]
+    argv = ["compare", "qemu:accel=tcg", f"qemu:accel=tcg,binary={other}", "--bench", "getppid", "--max-time", "30s"]
     p = subprocess.Popen(
         [sys.executable, "-m", "vmtax.cli", "--db", str(db), *argv, "--shared-boot"],
         stdout=subprocess.PIPE,

@@ -26,7 +26,7 @@ from . import inventory as inventories
 from .analysis import analyse
 from .errors import UserError, VmtaxError
 from .model import BOOTED_KINDS
-from .plan import RunConfig, budget_shortfall, precision_for
+from .plan import SHARED_BOOT_SAMPLES, RunConfig, budget_shortfall, precision_for
 from .report import console, csvout, explain, facts, html, jsondoc, markdown, terminal
 from .report import doctor as doctor_report
 from .report import watch as watch_report
@@ -241,7 +241,11 @@ def _config(args) -> RunConfig:
     return RunConfig(
         precision=precision,
         max_time=args.max_time,
-        samples_per_process=args.samples,
+        samples_per_process=args.samples
+        if args.samples is not None
+        else SHARED_BOOT_SAMPLES
+        if getattr(args, "shared_boot", False)
+        else RunConfig.samples_per_process,
         warmup=args.warmup,
         min_time_ms=args.min_time_ms,
         cpu=_cpu(args.cpu, args.parallel),
@@ -811,9 +815,11 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--samples",
         type=int,
-        default=3,
+        default=None,
         metavar="N",
-        help="samples per agent process, after the warmup (default 3); every target runs one "
+        help=f"samples per agent process, after the warmup (default {RunConfig.samples_per_process}; "
+        f"{SHARED_BOOT_SAMPLES} with --shared-boot, whose rounds' boots and migrations would otherwise "
+        "take most of the time); every target runs one "
         "shared iteration count, and one whose samples last over twice the baseline's, or "
         "under half, takes fewer (at least 1) or more (at most 8 N) in proportion",
     )

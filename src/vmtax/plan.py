@@ -50,6 +50,9 @@ class RunConfig:
     shared_boot: bool = False  # and with reboot: one boot a round, its state in every QEMU guest (targets/migration.py)
 
 
+# --shared-boot's samples per process unless --samples says: a round's boot and migrations cost seconds,
+# which blocks of 3-sample processes would leave mostly idle (results/gate-guests.md)
+SHARED_BOOT_SAMPLES = 30
 FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
 CATCH_UP = 0.8  # pass 2 brings slow rows to --min-processes within this share of the budget
 PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
