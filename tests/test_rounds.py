@@ -5,12 +5,14 @@ without it."""
 
 import math
 import time
+from functools import partial
 
 import pytest
 
 from helpers import Steps, new_run, vmtax_process
 from vmtax import watch
 from vmtax.analysis import analyse
+from vmtax.engine import session
 from vmtax.engine.session import TargetPool
 from vmtax.model import BenchSpec
 from vmtax.plan import RunConfig
@@ -36,7 +38,9 @@ def _measure(db, names, specs, reboot=True, run_id="r", clock=None, shared=False
         for t in targets:
             pool.start(t)
         if reboot:
-            reboot_with, share = (pool.restart_shared, pool.share) if shared else (pool.restart, None)
+            reboot_with, share = (
+                (partial(session.restart_shared, pool), session.share) if shared else (pool.restart, None)
+            )
             run = Rounds(
                 RunConfig(**cfg),
                 specs,
@@ -166,7 +170,7 @@ def test_pool_restart_shared_boots_one_and_the_others_take_its_state(fail):
         pool.add(targets, [None] * 3)
         for t in targets:
             pool.start(t)
-        failed = pool.restart_shared(targets[:2])
+        failed = session.restart_shared(pool, targets[:2])
     donor, other, host = targets
     assert [t.starts for t in targets] == [2, 1, 1]
     if fail:
@@ -179,7 +183,7 @@ def test_pool_restart_shared_boots_one_and_the_others_take_its_state(fail):
     assert other.agent.state_of == donor.agent.state_of and other.agent.boot == donor.agent.boot == 2
     with TargetPool() as pool:
         pool.add([host], [None])
-        assert "cannot take another guest's state" in pool.share([donor, host])[host.name]
+        assert "cannot take another guest's state" in session.share([donor, host])[host.name]
 
 
 def test_the_header_says_the_boots(db):

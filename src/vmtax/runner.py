@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
+from functools import partial
 
 from . import plan
 from .engine import session
@@ -209,7 +210,11 @@ def run_session(
         try:
             deadline = s.begin(cfg.max_time, spent_before=time.monotonic() - began)
             if cfg.reboot:
-                reboot, share = (s.pool.restart_shared, s.pool.share) if cfg.shared_boot else (s.pool.restart, None)
+                reboot, share = (
+                    (partial(session.restart_shared, s.pool), session.share)
+                    if cfg.shared_boot
+                    else (s.pool.restart, None)
+                )
                 return Rounds(
                     cfg, specs, started, store, s.run_id, progress, deadline=deadline, reboot=reboot, share=share
                 ).run()

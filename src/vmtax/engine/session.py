@@ -206,40 +206,6 @@ class TargetPool:
                 _stop_quietly(t)
         return failed
 
-    def share(self, targets: list[Target]) -> dict[str, str]:
-        """compare --shared-boot (targets/migration.py): the state of the
-        first of these guests moved into a new QEMU for each of the others,
-        then for itself, so that each runs as a migration's destination.
-        Returns {name: why} of those that could not take it, left stopped."""
-        failed: dict[str, str] = {}
-        if not targets:
-            return failed
-        donor = targets[0]
-        for t in [*targets[1:], donor]:
-            try:
-                t.take_state(None if t is donor else donor)
-            except TargetError as e:
-                failed[t.name] = f"it did not take {donor.name}'s state: {e}"
-                _stop_quietly(t)
-        return failed
-
-    def restart_shared(self, targets: list[Target]) -> dict[str, str]:
-        """compare --shared-boot's round: the first of these guests booted
-        afresh (restart), its state shared with the others (share); where
-        it does not boot, none of them runs on."""
-        if not targets:
-            return {}
-        failed = self.restart(targets[:1])
-        if failed:
-            why = failed[targets[0].name]
-            for t in targets[1:]:
-                _stop_quietly(t)
-            return {
-                t.name: why if t is targets[0] else f"the round's boot ({targets[0].name}) failed: {why}"
-                for t in targets
-            }
-        return self.share(targets)
-
     def close(self) -> None:
         """Stop every target, in parallel (a container's removal takes a
         while; a second Ctrl-C does not cut it short), then give vmtax the
@@ -275,6 +241,41 @@ def _finish_start(t: Target, done: queue.Queue[tuple[Target, BaseException | Non
     except BaseException as e:  # told to the waiting thread
         error = e
     done.put((t, error))
+
+
+def share(targets: list[Target]) -> dict[str, str]:
+    """compare --shared-boot (targets/migration.py): the state of the
+    first of these guests moved into a new QEMU for each of the others,
+    then for itself, so that each runs as a migration's destination.
+    Returns {name: why} of those that could not take it, left stopped."""
+    failed: dict[str, str] = {}
+    if not targets:
+        return failed
+    donor = targets[0]
+    for t in [*targets[1:], donor]:
+        try:
+            t.take_state(None if t is donor else donor)
+        except TargetError as e:
+            failed[t.name] = f"it did not take {donor.name}'s state: {e}"
+            _stop_quietly(t)
+    return failed
+
+
+def restart_shared(pool: TargetPool, targets: list[Target]) -> dict[str, str]:
+    """compare --shared-boot's round: the first of these guests booted
+    afresh (pool.restart), its state shared with the others (share); where
+    it does not boot, none of them runs on."""
+    if not targets:
+        return {}
+    failed = pool.restart(targets[:1])
+    if failed:
+        why = failed[targets[0].name]
+        for t in targets[1:]:
+            _stop_quietly(t)
+        return {
+            t.name: why if t is targets[0] else f"the round's boot ({targets[0].name}) failed: {why}" for t in targets
+        }
+    return share(targets)
 
 
 def _stop_quietly(t: Target) -> None:

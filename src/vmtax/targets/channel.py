@@ -284,9 +284,7 @@ class ChannelTarget(HostProbing, Target):
             self.channel.send(STOP)  # the agent stops on it; vmtax-shell ignores it (guest/vmtax-shell)
 
     def stop(self) -> None:
-        if self.host_probe is not None:
-            self.host_probe.close()
-            self.host_probe = None
+        self.close_probe()
         if self.p is not None:
             proc.kill_group(self.p, grace=0.5)
             self.p = None

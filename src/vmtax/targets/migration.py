@@ -21,7 +21,7 @@ machine, kernel, channel, accelerator), no NIC or disk (their host ends
 are each guest's own), and, where the QEMU binaries differ, one versioned
 machine type that each of them has (prepare_shared() picks it).
 
-The migration itself (QemuTarget.take_state): the new QEMU is started with
+The migration itself (take_state, for QemuTarget.take_state): the new QEMU is started with
 `-incoming defer` by the same launcher as a boot (pinned, its stdio the new
 channel, dying with the thread that started it), told `migrate-incoming`
 on a unix socket in the target's work dir, the source told `migrate` to
@@ -39,8 +39,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import proc
 from ..errors import TargetError, UserError
 from ..hostprobe import Qmp
+from .channel import Channel
 
 MIGRATION_TIMEOUT = 60.0  # s: a 1 GiB TCG guest moves in well under a second here
 # what a guest's state must find alike on the other side (emulator= is where QEMU's threads run: free)
@@ -201,3 +203,79 @@ def resume(source: Monitor, timeout: float = 10.0) -> None:
         if time.monotonic() > end:
             raise TargetError("the source guest did not run on after its migration")
         time.sleep(0.01)
+
+
+def take_state(target: Any, source: Any, argv_of: Callable[..., list[str]]) -> dict:
+    """Move a started QEMU guest (QemuTarget) into a new QEMU process that
+    holds the state of `source`'s guest (None: its own); argv_of(config,
+    accel, plumbing): its command line (qemu.qemu_argv). The old QEMU goes
+    once the new one runs; the channel, the threads' placement and the host
+    probe are then the new one's (after_boot). A source other than itself
+    runs on, also where the move fails. In the thread the guest was launched
+    from (the new QEMU dies with it, as a boot's does). query-migrate's
+    answer; TargetError where the move fails, the guest left as it was."""
+    giver = source or target
+    if giver.kind != "qemu":
+        raise TargetError(f"{target.name}: a QEMU guest takes the state of another QEMU guest, not of {giver.name}")
+    assert target.p is not None and target.plumbing is not None and giver.plumbing is not None, "started"
+    for t in {target, giver}:  # a KVM guest's probe holds its monitor, which serves one client at a time
+        t.close_probe()
+    where = target.workdir / f"move{len(list(target.workdir.glob('move*'))) + 1}"
+    # the giver's kernel and initramfs (its ROMs' sizes must match); the console and monitor its own
+    plumbing = replace(giver.plumbing, console=where / "console.log", qmp=where / "qmp.sock")
+    timeout = MIGRATION_TIMEOUT
+    if target.start_by is not None:  # none waits past the run's hard stop
+        timeout = max(1.0, min(timeout, target.start_by - time.monotonic()))
+    new = None
+    try:
+        where.mkdir()
+        new = target.spawn(argv_of(target.config, target.accel, plumbing) + ["-incoming", "defer"])
+        state = _exchange(giver, source is not None, new, plumbing.qmp, where, timeout)
+    except BaseException as e:
+        if new is not None:
+            proc.kill_group(new)
+        if isinstance(e, (OSError, ValueError, TargetError)):
+            raise TargetError(f"{target.name}: its move into a new QEMU failed: {e}{_last_line(target)}") from None
+        raise
+    _adopt(target, new, plumbing)
+    return state
+
+
+def _adopt(target: Any, new: subprocess.Popen, plumbing: Any) -> None:
+    """The new QEMU is the target's (before the old one goes): its channel,
+    its threads placed and its probe made (after_boot)."""
+    old, target.p, target.plumbing = target.p, new, plumbing
+    try:
+        target.channel = Channel(new, target.name, plumbing.console)
+        target.probe_note = ""
+        target.after_boot()
+    finally:
+        proc.kill_group(old)
+
+
+def _exchange(giver: Any, runs_on: bool, new: subprocess.Popen, qmp: Path, where: Path, timeout: float) -> dict:
+    """take_state's migration, both monitors closed after it; a giver
+    that runs on is resumed whatever happened."""
+    dest = connect(qmp, alive=lambda: new.poll() is None)
+    try:
+        src = connect(giver.plumbing.qmp)
+        try:
+            return migrate(src, dest, f"unix:{where / 'state.sock'}", timeout)
+        finally:
+            if runs_on:
+                try:
+                    resume(src)
+                except (OSError, TargetError):
+                    pass  # its own next command says what is wrong with it
+            src.close()
+    finally:
+        dest.close()
+
+
+def _last_line(target: Any) -> str:
+    """The last line QEMU wrote to the target's log (its stderr goes there), for a failure's line."""
+    try:
+        lines = [x for x in target.console_log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return f" (QEMU: {lines[-1][:300]})" if lines else ""

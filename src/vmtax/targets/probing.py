@@ -57,6 +57,12 @@ class HostProbing:
         self.idle_cpu = rate / 1e7 if rate is not None else idle_cpu_pct(self.p.pid, window=self.IDLE_WINDOW)
         self.count_settle_ms = self.settle_for_the_host()
 
+    def close_probe(self) -> None:
+        """Let go of the host probe (its counters, a KVM guest's monitor)."""
+        if self.host_probe is not None:
+            self.host_probe.close()
+            self.host_probe = None
+
     PINGS = 3
     MAX_SETTLE_MS = 2000
 

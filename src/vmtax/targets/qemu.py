@@ -37,20 +37,19 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import guest, proc
+from .. import guest
 from ..errors import TargetError, UserError
 from ..hostprobe import Qmp
 from ..hostproc import boot_id, mem_and_swap_mb, rss_beyond_mapping, tasks
 from ..proc import other_cpus
 from . import devices, migration
 from .base import Target, option_number
-from .channel import Channel, ChannelTarget
+from .channel import ChannelTarget
 
 QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT = 15.0  # a KVM guest is ready in ~1 s; a TCG one in ~3 s here
@@ -722,7 +721,6 @@ class QemuTarget(ChannelTarget):
         self.vcpu_cpus: list[int] = []
         self.held = HeldDevices()  # what launch() made, released by stop()
         self.plumbing: Plumbing | None = None  # what the running QEMU was given
-        self.moves = 0  # live migrations into a new QEMU since this boot (take_state)
 
     @property
     def binary(self) -> str:
@@ -818,85 +816,12 @@ class QemuTarget(ChannelTarget):
     def launch(self) -> subprocess.Popen:
         assert self.workdir is not None and self.accel is not None, "begin_start made it, start() chose it"
         plumbing = self.plumbing = self.held.acquire(self.config, self.workdir, self.files, self.accel)
-        self.moves = 0
         tap = self.held.tap
         return self.spawn(qemu_argv(self.config, self.accel, plumbing), pass_fds=(tap.fd,) if tap else ())
 
     def take_state(self, source: Target | None = None) -> dict:
-        """Move this guest into a new QEMU process that holds the state of
-        `source`'s guest (None: its own), by a live migration over a unix
-        socket in the work dir (migration.py); the old QEMU goes once the
-        new one runs, and the channel, the threads' placement and the host
-        probe are the new one's. A source other than itself runs on (also
-        where the move fails). In the thread the guest was launched from
-        (the new QEMU dies with it, as a boot's does). query-migrate's
-        answer (total-time, downtime: ms); TargetError where the move
-        fails, this guest left as it was."""
-        giver = source or self
-        if not isinstance(giver, QemuTarget):
-            raise TargetError(f"{self.name}: a QEMU guest takes the state of another QEMU guest, not of {giver.name}")
-        assert self.p is not None and self.workdir is not None and self.accel is not None, "started"
-        assert giver.plumbing is not None and self.plumbing is not None and giver.p is not None, "started"
-        for t in {self, giver}:  # a KVM guest's probe holds its monitor, which serves one client at a time
-            if t.host_probe is not None:
-                t.host_probe.close()
-                t.host_probe = None
-        self.moves += 1
-        where = self.workdir / f"move{self.moves}"
-        # the giver's kernel and initramfs: its ROMs' sizes must match; the console and monitor this one's own
-        plumbing = replace(giver.plumbing, console=where / "console.log", qmp=where / "qmp.sock")
-        timeout = migration.MIGRATION_TIMEOUT
-        if self.start_by is not None:  # none waits past the run's hard stop
-            timeout = max(1.0, min(timeout, self.start_by - time.monotonic()))
-        new = None
-        try:
-            where.mkdir()
-            new = self.spawn(qemu_argv(self.config, self.accel, plumbing) + ["-incoming", "defer"])
-            state = self._migrate(giver, source is not None, new, plumbing.qmp, where, timeout)
-        except BaseException as e:
-            if new is not None:
-                proc.kill_group(new)
-            if isinstance(e, (OSError, ValueError, TargetError)):
-                raise TargetError(f"{self.name}: its move into a new QEMU failed: {e}{self._stderr()}") from None
-            raise
-        old, self.p, self.plumbing = self.p, new, plumbing  # the new one is the target's before the old one goes
-        try:
-            self.channel = Channel(new, self.name, plumbing.console)
-            self.probe_note = ""
-            self._attach()
-            self.mem_overhead = rss_beyond_mapping(new.pid, self.config.mem_mb)
-        finally:
-            proc.kill_group(old)
-        return state
-
-    def _migrate(
-        self, giver: QemuTarget, runs_on: bool, new: subprocess.Popen, qmp: Path, where: Path, timeout: float
-    ) -> dict:
-        """The migration of take_state, both monitors closed after it; a
-        giver that runs on is resumed whatever happened."""
-        assert giver.plumbing is not None, "started"
-        dest = migration.connect(qmp, alive=lambda: new.poll() is None)
-        try:
-            src = migration.connect(giver.plumbing.qmp)
-            try:
-                return migration.migrate(src, dest, f"unix:{where / 'state.sock'}", timeout)
-            finally:
-                if runs_on:
-                    try:
-                        migration.resume(src)
-                    except (OSError, TargetError):
-                        pass  # its own next command says what is wrong with it
-                src.close()
-        finally:
-            dest.close()
-
-    def _stderr(self) -> str:
-        """The last line QEMU wrote to its log (stderr goes there), for a failure's line."""
-        try:
-            lines = [x for x in self.console_log.read_text(errors="replace").splitlines() if x.strip()]
-        except OSError:
-            return ""
-        return f" (QEMU: {lines[-1][:300]})" if lines else ""
+        """Run on in a new QEMU holding source's guest state (migration.take_state)."""
+        return migration.take_state(self, source, qemu_argv)
 
     def stop(self) -> None:
         super().stop()
@@ -907,22 +832,16 @@ class QemuTarget(ChannelTarget):
             self.held.loop.release()  # QEMU holds it: it detaches when QEMU goes
         if self.config.disk != "none":
             devices.check_mounted(self, devices.DISKS[self.config.disk].node)
-        self._attach()
-        assert self.p is not None, "started"
-        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.config.mem_mb)
-
-    def _attach(self) -> None:
-        """The running QEMU's threads placed and its host probe made (after
-        a boot, and after a move into a new QEMU)."""
         assert self.p is not None and self.plumbing is not None, "started"
         vcpus, self.vcpu_cpus, self.emulator_cpus = place_threads(self.p.pid, self.host_cpu, self.config.emulator)
         qmp = None
         if self.accel == "kvm":  # TCG has no VM exits to count
             try:
-                qmp = Qmp(str(self.plumbing.qmp))
+                qmp = Qmp(str(self.plumbing.qmp))  # the running QEMU's (a moved one's is in its move dir)
             except (OSError, ValueError) as e:
                 self.probe_note = f"no QMP for exit counts: {e}"
         self.start_probe(self.root_pids, qmp=qmp, vcpu_tids=vcpus if self.accel == "kvm" else None)
+        self.mem_overhead = rss_beyond_mapping(self.p.pid, self.config.mem_mb)
 
     def own_facts(self) -> dict:
         c = self.config
