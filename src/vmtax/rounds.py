@@ -50,7 +50,7 @@ class Rounds(Blocks):
     def __init__(self, *args, reboot: Reboot, share: Reboot | None = None, **kw):
         super().__init__(*args, **kw)
         self.reboot = reboot
-        self.share = share  # --shared-boot: the first round's guests given one boot's state (TargetPool.share)
+        self.share = share  # --shared-boot: the first round's guests given one boot's state (engine.session.share)
         self.reboot_s = 0.0  # what the last round's boots took (s)
         self.boots = {t.name: 1 for t in booted(self.targets)}
 
