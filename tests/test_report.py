@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reportdata import run
+from vmtax import stats
 from vmtax.analysis import analyse
 from vmtax.model import Interval, Sample
 from vmtax.report import csvout, facts, html, jsondoc, markdown, scoreboard, terminal, view
@@ -1001,3 +1002,33 @@ def test_median_takes_each_blocks_process_at_its_median_sample():
     typical = next(c for c in analyse(data)[1] if c.benchmark.name == "getppid")
     assert typical.ratio < plain.ratio / 2 and typical.ci.excludes(1)
     assert "a process taken at its median sample (--median)" in view.per_process(data)
+
+
+def test_median_blocks_takes_a_ratio_at_its_median_block_and_old_runs_read_as_before():
+    """A run with median_blocks (compare --median now): a block whose
+    candidate ran 28% slower moves its ratio and interval little; the same
+    samples stored without the key (a run from before) read as the ratio of
+    the blocks' means, as they did."""
+    from vmtax import analysis
+    from vmtax.report import view
+
+    data = run(names=("local", "qemu:accel=tcg"))
+    blocks = sorted({s.block for s in data.samples if s.benchmark == "getppid"})
+    slow = blocks[len(blocks) // 2]
+    data.samples = [
+        replace(s, value=s.value * 1.28)
+        if (s.benchmark, s.target, s.block) == ("getppid", "qemu:accel=tcg", slow)
+        else s
+        for s in data.samples
+    ]
+    data.config["median"] = True
+    by_mean = next(c for c in analyse(data)[1] if c.benchmark.name == "getppid")
+    data.config["median_blocks"] = True
+    by_block = next(c for c in analyse(data)[1] if c.benchmark.name == "getppid")
+    c, b = stats.paired(
+        *(analysis.block_means(data.samples, median=True)[(n, "getppid")] for n in ("qemu:accel=tcg", "local"))
+    )
+    assert (by_block.ratio, by_block.ci.low, by_block.ci.high) == pytest.approx(stats.compare_ranked(c, b)[:3])
+    assert (by_mean.ratio, by_mean.ci.low, by_mean.ci.high) == pytest.approx(stats.compare_paired(c, b)[:3])
+    assert by_block.ci.rel_halfwidth < by_mean.ci.rel_halfwidth
+    assert "a ratio at its median block (--median)" in view.per_process(data)

@@ -28,6 +28,7 @@ from .model import (
     TargetInfo,
     headline_of,
 )
+from .stats.summary import Values
 
 ALPHA = 0.05
 
@@ -317,14 +318,16 @@ def compare(
     cand: dict[int, float],
     stopped_by: str,
     alpha: float = ALPHA,
+    ranked: bool = False,
 ) -> Comparison | None:
     """Ratio, interval and test over process means paired block by block:
     the runner ran both in one block, in random order, so host drift
-    cancels and the sign-flip test holds its error rate (stats.py)."""
+    cancels and the sign-flip test holds its error rate (stats.py); ranked
+    (--median): the median block and the signed-rank test (paired_ratio)."""
     c, b = stats.paired(cand, base)
     if len(c) < 2:
         return None
-    r, lo, hi, p = stats.compare_paired(c, b, confidence=1 - alpha)
+    r, lo, hi, p = paired_ratio(c, b, 1 - alpha, ranked)
     return Comparison(
         benchmark=spec,
         baseline=baseline,
@@ -336,8 +339,21 @@ def compare(
     )
 
 
+def paired_ratio(c: Values, b: Values, confidence: float, ranked: bool) -> tuple[float, float, float, float]:
+    """(ratio, CI low, CI high, p) over values paired block by block: the
+    ratio of the blocks' means and the sign-flip test (stats.compare_paired),
+    or ranked (a run with median_blocks: compare --median) the median
+    block's ratio and the signed-rank test (stats.compare_ranked), which an
+    outlying block moves as one rank among k."""
+    return (stats.compare_ranked if ranked else stats.compare_paired)(c, b, confidence=confidence)
+
+
 def reported_halfwidth(
-    base: dict[int, float], cand: dict[int, float], headline: Stratum | None, alpha: float = ALPHA
+    base: dict[int, float],
+    cand: dict[int, float],
+    headline: Stratum | None,
+    alpha: float = ALPHA,
+    ranked: bool = False,
 ) -> float:
     """The relative half-width of the interval the report will give this
     row (analyse): its `headline` stratum (fast_mode or same_mode, as its
@@ -353,7 +369,7 @@ def reported_halfwidth(
     c, b = stats.paired(cand, base)
     if len(c) < 2:
         return float("inf")
-    r, lo, hi, _ = stats.compare_paired(c, b, confidence=1 - alpha)
+    r, lo, hi, _ = paired_ratio(c, b, 1 - alpha, ranked)
     return stats.ratio_ci_rel(r, lo, hi)
 
 
@@ -407,7 +423,7 @@ def _row_comparisons(
     for cand_name in names[1:]:
         stopped_by = data.outcomes.get((cand_name, spec.name), ("interrupted", ""))[0]
         cand = vals.get((cand_name, spec.name), {})
-        c = compare(spec, names[0], cand_name, base, cand, stopped_by)
+        c = compare(spec, names[0], cand_name, base, cand, stopped_by, ranked=bool(data.config.get("median_blocks")))
         if c is None:
             continue
         (bm, shared), cm = base_modes(spec, base, cand, two.get(names[0])), two.get(cand_name)
@@ -524,7 +540,7 @@ def reference_adjusted(
         cm, bm, cr, br = found[key]  # the candidate's and the baseline's means and reference readings
         half = np.exp(-use[c.candidate] * (np.log(cr) - np.log(br)) / 2)
         try:
-            r, lo, hi, p = stats.compare_paired(cm * half, bm / half, confidence=1 - alpha)
+            r, lo, hi, p = paired_ratio(cm * half, bm / half, 1 - alpha, bool(data.config.get("median_blocks")))
         except ValueError:  # not finite and positive after all: leave the row as measured
             out.append(c)
             continue

@@ -259,6 +259,7 @@ def _config(args) -> RunConfig:
         pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
         step_ms=getattr(args, "step_ms", RunConfig.step_ms),
         median=getattr(args, "median", False),
+        median_blocks=getattr(args, "median", False),
         reboot=getattr(args, "reboot", False) or getattr(args, "shared_boot", False),
         shared_boot=getattr(args, "shared_boot", False),
     )
@@ -950,9 +951,12 @@ def _add_measuring(sub) -> None:
     s.add_argument(
         "--median",
         action="store_true",
-        help="take each block's process at its median sample, not its mean: a sample another job cut "
-        "into moves it little, so on a busy host the ratio is several times as precise; the ratio is "
-        "then of a typical operation's time, not of the average's (for a gate of two builds of one kind)",
+        help="take each block's process at its median sample, not its mean, and each ratio at its "
+        "median block (Hodges-Lehmann, with the signed-rank test's interval), not the ratio of the "
+        "blocks' means: a sample another job cut into, or a block whose process ran in a slow state of "
+        "its own, moves it little, so on a busy host the ratio is several times as precise; the ratio "
+        "is then of a typical operation's time in a typical block, not of the average's (for a gate of "
+        "two builds of one kind)",
     )
     s.add_argument(
         "--reboot",

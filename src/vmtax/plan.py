@@ -46,6 +46,7 @@ class RunConfig:
     #                                  engine/lockstep.py) or "blocks" (one after another)
     step_ms: float = 0.25  # lockstep: the baseline's sample, in ms
     median: bool = False  # a block's process is taken at its median sample, not its mean (analysis.block_means)
+    median_blocks: bool = False  # a ratio is its median block's, signed-rank interval (stats/ranks.py; --median)
     reboot: bool = False  # the guests booted afresh for every round of blocks (rounds.py)
     shared_boot: bool = False  # and with reboot: one boot a round, its state in every QEMU guest (targets/migration.py)
 

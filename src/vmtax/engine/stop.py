@@ -53,6 +53,8 @@ class _Config(Protocol):
     def fast_mode(self) -> bool: ...
     @property
     def median(self) -> bool: ...
+    @property
+    def median_blocks(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,12 @@ class StopRule:
     same_mode: bool = False  # judge a row with two modes over its same-mode blocks
     fast_mode: bool = False  # or over its fast-mode blocks
     median: bool = False  # a block's process taken at its median sample (compare --median), as the report takes it
+    median_blocks: bool = False  # and a ratio at its median block (analysis.paired_ratio), as the report takes it
 
     @classmethod
     def of(cls, cfg: _Config) -> StopRule:
         """The rule of a run's configuration (plan.RunConfig)."""
-        return cls(cfg.precision, cfg.min_processes, cfg.same_mode, cfg.fast_mode, cfg.median)
+        return cls(cfg.precision, cfg.min_processes, cfg.same_mode, cfg.fast_mode, cfg.median, cfg.median_blocks)
 
     @property
     def stratum(self) -> str | None:
@@ -159,7 +162,7 @@ def _width(rule: StopRule, bb: dict[int, float], cb: dict[int, float], bhib: boo
     precision, the wider of it and the interval the report will give."""
     key = (tuple(bb.items()), tuple(cb.items()), bhib, chib)
     w = _estimate(rule, *key)
-    return max(w, _reported(rule.stratum, *key)) if w <= rule.precision else w
+    return max(w, _reported(rule.stratum, rule.median_blocks, *key)) if w <= rule.precision else w
 
 
 def _estimate(rule: StopRule, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> float:
@@ -221,10 +224,10 @@ def _holds(which: str, bb_items: Items, cb_items: Items, bhib: bool, chib: bool)
 
 
 @lru_cache(maxsize=4096)
-def _reported(which: str | None, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> float:
+def _reported(which: str | None, ranked: bool, bb_items: Items, cb_items: Items, bhib: bool, chib: bool) -> float:
     """The half-width the report will give this candidate's ratio
     (analysis.reported_halfwidth over its `which` stratum; None: no mode
-    flag): what the stop asks before it ends a row its estimate calls
-    precise."""
+    flag; ranked: at the median block): what the stop asks before it ends a
+    row its estimate calls precise."""
     headline = _stratum(which, bb_items, cb_items, bhib, chib) if which else None
-    return analysis.reported_halfwidth(dict(bb_items), dict(cb_items), headline)
+    return analysis.reported_halfwidth(dict(bb_items), dict(cb_items), headline, ranked=ranked)

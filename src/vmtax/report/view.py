@@ -288,7 +288,11 @@ def per_process(data: RunData) -> str:
     and with --reboot (--shared-boot) how many boots the guests' blocks ran on."""
     said = [_sampling(data)]
     if data.config.get("median"):
-        said.append("a process taken at its median sample (--median)")
+        said.append(
+            "a process taken at its median sample and a ratio at its median block (--median)"
+            if data.config.get("median_blocks")
+            else "a process taken at its median sample (--median)"
+        )
     if data.config.get("reboot"):
         boots = sorted({t.facts["boots"] for t in data.targets if "boots" in t.facts})
         many = f"{boots[0]}" if len(boots) == 1 else f"{boots[0]}-{boots[-1]}" if boots else "?"

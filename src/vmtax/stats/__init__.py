@@ -9,6 +9,8 @@ signflip  the sign-flip test over blocks paired in random order, its interval,
 modes     two modes among process means
 strata    the test over strata (StratifiedTest) and within the host's modes
           (ModeTest)
+ranks     the median block: the Hodges-Lehmann ratio over blocks, the
+          signed-rank test and its interval (compare --median)
 state     whether a candidate's ratio moves with the host's state (host_state)
 
 Every name is re-exported here: `from vmtax import stats; stats.summarize`
@@ -23,6 +25,7 @@ from .modes import (
     MODES_SEPARATION,
     modes,
 )
+from .ranks import EXACT_RANKS, RankTest, compare_ranked
 from .signflip import (
     DRAWS,
     EXACT_PAIRS,
@@ -67,6 +70,7 @@ __all__ = [
     "CONFIDENCE",
     "DRAWS",
     "EXACT_PAIRS",
+    "EXACT_RANKS",
     "FAST",
     "MIN_BLOCKS",
     "MODES_BIC_GAIN",
@@ -85,12 +89,14 @@ __all__ = [
     "STRATUM_MIN",
     "ModeTest",
     "PairedTest",
+    "RankTest",
     "StratifiedTest",
     "TaxMoves",
     "as_pairs",
     "best_k_of_n",
     "cluster_means",
     "compare_paired",
+    "compare_ranked",
     "compare_strata",
     "geomean",
     "host_state",
