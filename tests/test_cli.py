@@ -13,6 +13,7 @@ import pytest
 
 from conftest import AGENT
 from helpers import leftovers, vmtax, wait_samples, wait_until
+from vmtax import stats
 
 
 @pytest.mark.parametrize(
@@ -379,3 +380,18 @@ def test_show_of_a_run_without_ratios_gives_each_rows_reason(capsys, db):
             f"{bench} on fake:scale=2: budget: left out: the budget could not finish it (its two blocks need "
             f"1440 s or more, 10 s were left); --max-time 2"
         ) in out, out
+
+
+def test_median_keeps_each_row_to_the_blocks_its_rank_test_needs_to_call_it(tmp_path, db):
+    """--median: a row stops on precision only once its signed-rank test
+    could call it after Holm over the run's rows (4 rows, 2 candidates: 8
+    tests, 11 blocks, past the default 10), however quickly its interval
+    narrows; the configuration says so."""
+    out = tmp_path / "m.json"
+    argv = ["compare", "fake:noise=0.001", "fake:noise=0.001,scale=1.05,label=b", "fake:noise=0.001,label=c"]
+    rows = ["getppid", "segv", "stat", "null_read"]
+    assert vmtax(*argv, "--bench", *rows, "--median", "--json", str(out), db=db) in (0, 1)
+    doc = json.loads(out.read_text())
+    assert doc["config"]["median_blocks"] and doc["config"]["min_processes"] == stats.blocks_to_call(8) == 11
+    for r in doc["results"]:
+        assert r["stopped_by"] == "precision" and r["processes"] >= 11, r

@@ -770,3 +770,18 @@ def test_the_median_block_keeps_its_false_alarms_at_alpha_with_heavy_tails():
         _, lo, hi, _ = stats.compare_ranked(np.exp(d), np.ones(20))
         misses += not lo <= 1 <= hi
     assert misses / 2000 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 2000)
+
+
+@pytest.mark.parametrize("tests", [1, 8, 16, 42])
+def test_blocks_to_call_are_the_fewest_whose_rank_test_passes_holm(tests):
+    """With its two smallest blocks against it, a row of blocks_to_call
+    blocks reaches p <= alpha / tests (Holm's first step), one block fewer
+    does not."""
+
+    def p(k):
+        d = np.arange(1, k + 1) * 0.01
+        d[:2] *= -1
+        return stats.RankTest(np.exp(d), np.ones(k)).p(1.0)
+
+    k = stats.blocks_to_call(tests)
+    assert p(k) <= 0.05 / tests < p(k - 1)

@@ -25,7 +25,7 @@ from .modes import (
     MODES_SEPARATION,
     modes,
 )
-from .ranks import EXACT_RANKS, RankTest, compare_ranked
+from .ranks import EXACT_RANKS, RankTest, blocks_to_call, compare_ranked
 from .signflip import (
     DRAWS,
     EXACT_PAIRS,
@@ -94,6 +94,7 @@ __all__ = [
     "TaxMoves",
     "as_pairs",
     "best_k_of_n",
+    "blocks_to_call",
     "cluster_means",
     "compare_paired",
     "compare_ranked",

@@ -69,6 +69,15 @@ def critical(k: int, confidence: float = CONFIDENCE) -> int:
     return c
 
 
+def blocks_to_call(tests: int, alpha: float = 1 - CONFIDENCE) -> int:
+    """The fewest blocks whose signed-rank test can call a row after Holm's
+    correction over `tests` rows with its two smallest blocks against it:
+    p = 2 P(W+ <= 3) = 10 / 2^k <= alpha / tests.  (A test on ranks cannot
+    go below 2 / 2^k, and a row stopped precise on fewer blocks would be
+    inconclusive however far its interval lies past a threshold.)"""
+    return max(1, math.ceil(math.log2(10 * max(tests, 1) / alpha)))
+
+
 class RankTest:
     """The signed-rank test of "cand/base = theta" over k paired values,
     on their log ratios; the ratio is exp of the Hodges-Lehmann estimate.
