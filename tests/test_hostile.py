@@ -475,6 +475,8 @@ def test_ctrl_c_while_vmtax_is_still_loading_is_one_line_and_130():
         time.sleep(delay)
         p.send_signal(2)
         err = p.communicate(timeout=60)[1]
+        if "init_import_site" in err:
+            continue  # the interpreter's own start (its site module, on a loaded host): before any code of vmtax's
         assert "Traceback" not in err, (delay, err[-1500:])
         # -2: killed before Python had set its handler (no traceback either)
         assert p.returncode in (0, 130, -2), (delay, p.returncode, err)
