@@ -714,3 +714,21 @@ def test_a_one_run_gate_of_guests_of_one_kind_says_a_boot_is_not_in_its_interval
     mixed = RunData("r", "compare", 0.0, 1.0, "complete", "c", "0", {})
     mixed.targets = [TargetInfo("local", "local"), TargetInfo("qemu", "qemu")]
     assert console.one_boot_note(mixed) == "" and console.one_boot_note(run("b")) == ""
+
+
+def test_an_option_a_run_stored_before_it_existed_is_no_changed_fact():
+    """A run stored before --median's median_blocks (its configuration lacks
+    the key) against one of now without --median: no differing fact (the
+    old run ran as the default); with --median now, the option differs."""
+    from dataclasses import replace as with_
+
+    from reportdata import run
+
+    old = run(names=("local", "local:label=b"))
+    old.config = {k: v for k, v in old.config.items() if k != "median_blocks"}
+    new = with_(old, config={**old.config, "median_blocks": False})
+    assert not [k for k, _, _ in watch.facts_that_differ(watch.flat_facts(old), watch.flat_facts(new)) if "median" in k]
+    now = with_(old, config={**old.config, "median_blocks": True})
+    assert ("option.median_blocks", "False", "True") in watch.facts_that_differ(
+        watch.flat_facts(old), watch.flat_facts(now)
+    )

@@ -156,10 +156,11 @@ def half_widths(cs, cand: str) -> list[float]:
 
 def estimands(data, aa: str, slow: str, threshold: float) -> dict:
     """The trial gated on its own samples with each block's process at its
-    mean and at its median (compare --median), whichever the run asked."""
+    mean and the blocks' means, and at its median and the median block
+    (compare --median), whichever the run asked."""
     out = {}
     for way, median in (("mean", False), ("median", True)):
-        cs = analyse(replace(data, config={**data.config, "median": median}))[1]
+        cs = analyse(replace(data, config={**data.config, "median": median, "median_blocks": median}))[1]
         hw = half_widths(cs, aa)
         out[way] = {
             "aa": watch_json(gate_of(data, cs, aa, threshold)),
@@ -176,7 +177,9 @@ def analyse_replicates(store, run_ids: list[str], args, threshold: float) -> dic
     _, aa, slow = sides(args)
     out: dict = {"runs": run_ids, "run": run_ids[-1], "cpu": cpu_model(), "host": platform.node(), "estimands": {}}
     for way, median in (("mean", False), ("median", True)):
-        runs = [(d, analyse(replace(d, config={**d.config, "median": median}))[1]) for d in datas]
+        runs = [
+            (d, analyse(replace(d, config={**d.config, "median": median, "median_blocks": median}))[1]) for d in datas
+        ]
         got = {}
         for cand in (aa, slow):
             mine = [(d, [c for c in cs if c.candidate == cand]) for d, cs in runs]

@@ -849,7 +849,7 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="fresh agent processes (a workload: runs of its tool) per target before stopping "
         "on precision (default 10; with --median at least as many as let a row's rank test call it "
-        "after Holm's correction over the run's rows: 12 for 16 rows)",
+        "after Holm's correction over the run's rows times its candidates: 12 for 16)",
     )
     p.add_argument(
         "--tool-seconds",

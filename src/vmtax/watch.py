@@ -23,11 +23,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from . import stats
 from .errors import UserError
 from .model import ALL_BLOCKS, FAST_MODE, SAME_MODE, Bounded, Comparison, Interval, RunData
+from .plan import RunConfig
 
 ALPHA = 0.05  # family-wise error rate of a gate, over all its rows
 Z95 = 1.959963984540054
@@ -240,12 +241,17 @@ def known_as(data: RunData) -> dict[str, str]:
     return {t.name: str(t.facts.get("label") or t.name) for t in data.targets}
 
 
+OPTION_DEFAULTS = {f.name: f.default for f in fields(RunConfig)}  # every option a run's configuration stores
+
+
 def flat_facts(data: RunData) -> dict[str, str]:
     """Everything a run says about where and how it ran, flattened to
     'what.key' -> text: vmtax's version, its host, its options, and every
-    target's facts (versions of QEMU, kernels, CPU model and microcode...)."""
+    target's facts (versions of QEMU, kernels, CPU model and microcode...).
+    An option a run stored before it existed reads as its default, as the
+    run ran (not as a fact that changed when vmtax learned it)."""
     out = {"vmtax.version": str(data.vmtax_version), "run.host": str(data.host)}
-    for k, v in sorted(data.config.items()):
+    for k, v in sorted({**OPTION_DEFAULTS, **data.config}.items()):
         if k not in VOLATILE and k not in ("targets", "benchmarks"):
             out[f"option.{k}"] = _text(v)
     names = known_as(data)
