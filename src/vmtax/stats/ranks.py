@@ -45,6 +45,11 @@ def _null_cdf(k: int) -> Array:
     return cdf
 
 
+def _normal_limit(k: int) -> tuple[float, float]:
+    """W+'s mean and SD under the null: its normal limit beyond EXACT_RANKS."""
+    return k * (k + 1) / 4, math.sqrt(k * (k + 1) * (2 * k + 1) / 24)
+
+
 def _lower_tail(w: float, k: int) -> float:
     """P(W+ <= w) under the null, exact up to EXACT_RANKS blocks."""
     if w < 0:
@@ -52,7 +57,7 @@ def _lower_tail(w: float, k: int) -> float:
     if k <= EXACT_RANKS:
         cdf = _null_cdf(k)
         return float(cdf[min(math.floor(w + 1e-9), cdf.size - 1)])
-    mean, sd = k * (k + 1) / 4, math.sqrt(k * (k + 1) * (2 * k + 1) / 24)
+    mean, sd = _normal_limit(k)
     return float(sst.norm.cdf((w + 0.5 - mean) / sd))  # with a continuity correction
 
 
@@ -62,7 +67,7 @@ def critical(k: int, confidence: float = CONFIDENCE) -> int:
     half = (1 - confidence) / 2
     if k <= EXACT_RANKS:
         return int(np.searchsorted(_null_cdf(k), half + 1e-12, side="right")) - 1
-    mean, sd = k * (k + 1) / 4, math.sqrt(k * (k + 1) * (2 * k + 1) / 24)
+    mean, sd = _normal_limit(k)
     c = math.floor(mean + float(sst.norm.ppf(half)) * sd - 0.5)
     while c >= 0 and _lower_tail(c, k) > half:
         c -= 1
