@@ -6,6 +6,7 @@ bare machine for the protocol and the clean-up."""
 import math
 import random
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import pytest
 
 from conftest import AGENT
 from helpers import leftovers, new_run, wait_until
-from vmtax import plan, proc, schedule
+from vmtax import analysis, plan, proc, schedule
 from vmtax.engine import lockstep
 from vmtax.engine.blocks import Turn
 from vmtax.engine.budget import grace_s
@@ -563,3 +564,47 @@ def test_a_run_with_a_hung_or_flooding_candidate_ends_by_its_hard_stop_saying_wh
     else:
         assert "lines after a go that are no sample" in why
     assert wait_until(lambda: not _relays_left(mode), 5), _relays_left(mode)
+
+
+def test_a_block_of_k_processes_a_side_holds_k_lockstep_pairs_and_counts_as_one_block(tmp_path):
+    db = tmp_path / "v.db"
+    cfg = RunConfig(precision=0.001, max_time=4, min_processes=3, seed=7, block_processes=3, median=True)
+    targets = _fake_run(db, ["fake:seed=1,noise=0.01,step=on", "fake:seed=2,noise=0.01,step=on,scale=1.1"], cfg)
+    con = sqlite3.connect(db)
+    per = con.execute(
+        "SELECT p.block, p.target, count(DISTINCT p.process), count(s.value) FROM processes p JOIN samples s "
+        "ON s.run_id=p.run_id AND s.process=p.process AND s.warmup=0 AND s.counting=0 "
+        "WHERE p.run_id='r' AND p.block >= 0 GROUP BY p.block, p.target"
+    ).fetchall()
+    blocks = {b for b, *_ in per}
+    assert len(blocks) >= 2 and all(n == 3 for _, _, n, _ in per)  # three processes a side in every block
+    # each process of a block its share of the block's rounds, never fewer than MIN_STEP_ROUNDS
+    size = plan.step_sizes(targets[0].name, {t.name: (1000, 100.0) for t in targets}, cfg)
+    assert all(plan.MIN_STEP_ROUNDS * 3 <= s <= size.rounds - size.warmup for _, _, _, s in per)
+    # the block is the unit: one value a side a block, the geometric mean of its processes' medians
+    store = Store(db)
+    data = store.load("r")
+    key = (targets[1].name, A.name)
+    got = analysis.block_means(data.samples, median=True)[key]
+    assert set(got) == blocks
+    b = min(blocks)
+    procs: dict[int, list[float]] = {}
+    for s in data.samples:
+        if (s.target, s.benchmark) == key and s.block == b and not s.warmup and not s.counting:
+            procs.setdefault(s.process, []).append(s.value)
+    want = math.exp(sum(math.log(statistics.median(v)) for v in procs.values()) / 3)
+    assert got[b] == pytest.approx(want)
+    ratio = statistics.median(
+        got[k] / analysis.block_means(data.samples, median=True)[(targets[0].name, A.name)][k] for k in got
+    )
+    assert 1.07 < ratio < 1.13
+
+
+def test_k_processes_a_block_share_its_rounds_and_a_slow_row_keeps_its_fewest_each():
+    size = plan.StepSizes(iters=100, rounds=203, warmup=3)
+    one, four = RunConfig(), RunConfig(block_processes=4)
+    quick1, quick4 = (plan.step_rounds(size, [0.1, 0.1], [0.2, 0.2], c) for c in (one, four))
+    assert quick4.warmup == quick1.warmup == 3  # each process its own warmup
+    assert quick1.rounds - 3 == 100 and quick4.rounds - 3 == 25  # 80 ms of rounds of 0.8 ms, a quarter each
+    slow1, slow4 = (plan.step_rounds(size, [10.0, 10.0], [1.0, 1.0], c) for c in (one, four))
+    assert slow1.rounds - 3 == slow4.rounds - 3 == plan.MIN_STEP_ROUNDS  # a slow row's pair keeps its 10

@@ -136,3 +136,16 @@ def test_shared_boot_takes_longer_processes_unless_samples_is_given():
     assert shared.samples_per_process == SHARED_BOOT_SAMPLES > RunConfig.samples_per_process
     assert shared.reboot and shared.shared_boot
     assert cfg("--shared-boot", "--samples", "5").samples_per_process == 5
+
+
+def test_shared_boot_holds_several_processes_a_block_unless_block_processes_is_given():
+    from vmtax.cli import _config, build_parser
+    from vmtax.plan import SHARED_BOOT_BLOCK_PROCESSES, RunConfig
+
+    def cfg(*flags):
+        return _config(build_parser().parse_args(["compare", "qemu", "qemu:label=b", *flags]))
+
+    assert cfg().block_processes == cfg("--reboot").block_processes == RunConfig.block_processes == 1
+    assert cfg("--shared-boot").block_processes == SHARED_BOOT_BLOCK_PROCESSES > 1
+    assert cfg("--shared-boot", "--block-processes", "1").block_processes == 1
+    assert cfg("--block-processes", "3").block_processes == 3

@@ -1032,3 +1032,15 @@ def test_median_blocks_takes_a_ratio_at_its_median_block_and_old_runs_read_as_be
     assert (by_mean.ratio, by_mean.ci.low, by_mean.ci.high) == pytest.approx(stats.compare_paired(c, b)[:3])
     assert by_block.ci.rel_halfwidth < by_mean.ci.rel_halfwidth
     assert "a ratio at its median block (--median)" in view.per_process(data)
+
+
+def test_the_header_says_how_many_pairs_of_processes_a_lockstep_block_held():
+    from vmtax.report import view
+
+    data = run(names=("local", "qemu:accel=tcg"))
+    data.config.update(pairing="lockstep", step_ms=0.25, samples_per_process=30)
+    assert "pairs of processes a block" not in view.per_process(data)  # an old run, or K = 1
+    data.config["block_processes"] = 4
+    assert "lockstep pairs of ~0.25 ms samples, 4 pairs of processes a block (--block-processes)" in view.per_process(
+        data
+    )

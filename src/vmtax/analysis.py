@@ -38,8 +38,11 @@ def block_means(samples: list[Sample], median: bool = False) -> dict[tuple[str, 
     in that block} (warmups left out): the units of comparison, paired
     across targets by block.  With `median` (compare --median) a process
     is taken at its median sample instead, which a sample cut into by
-    another job moves little.  Runs stored before samples carried their
-    block pair the k-th process of each target, as their runner did."""
+    another job moves little.  A block of several processes a target
+    (--block-processes) is their mean, or with `median` their geometric
+    mean: each process's offset of its own averaged out, a block's pairs
+    weighed alike.  Runs stored before samples carried their block pair
+    the k-th process of each target, as their runner did."""
     acc: dict[tuple[str, str], dict[int, tuple[int, list[float]]]] = defaultdict(dict)  # (block, its values)
     order: dict[tuple[str, str], list[int]] = defaultdict(list)
     for s in samples:
@@ -53,7 +56,10 @@ def block_means(samples: list[Sample], median: bool = False) -> dict[tuple[str, 
     of = statistics.median if median else _mean
     out = {}
     for key, units in acc.items():
-        out[key] = {(block if block >= 0 else order[key].index(proc)): of(v) for proc, (block, v) in units.items()}
+        blocks: dict[int, list[float]] = defaultdict(list)
+        for proc, (block, v) in units.items():
+            blocks[block if block >= 0 else order[key].index(proc)].append(of(v))
+        out[key] = {b: xs[0] if len(xs) == 1 else (stats.geomean if median else _mean)(xs) for b, xs in blocks.items()}
     return out
 
 

@@ -27,7 +27,14 @@ from . import inventory as inventories
 from .analysis import analyse
 from .errors import UserError, VmtaxError
 from .model import BOOTED_KINDS
-from .plan import SHARED_BOOT_SAMPLES, RunConfig, budget_shortfall, precision_for
+from .plan import (
+    MIN_STEP_ROUNDS,
+    SHARED_BOOT_BLOCK_PROCESSES,
+    SHARED_BOOT_SAMPLES,
+    RunConfig,
+    budget_shortfall,
+    precision_for,
+)
 from .report import console, csvout, explain, facts, html, jsondoc, markdown, terminal
 from .report import doctor as doctor_report
 from .report import watch as watch_report
@@ -183,6 +190,7 @@ BOUNDS = {
     "warmup": (0, 1000),
     "parallel": (1, 256),
     "min_processes": (2, 100000),
+    "block_processes": (1, 64),
     "min_time_ms": (0, 60000),
     "tool_seconds": (1, 3600),
     "rounds": (2, 1000),
@@ -263,6 +271,11 @@ def _config(args) -> RunConfig:
         median_blocks=getattr(args, "median", False),
         reboot=getattr(args, "reboot", False) or getattr(args, "shared_boot", False),
         shared_boot=getattr(args, "shared_boot", False),
+        block_processes=args.block_processes
+        if getattr(args, "block_processes", None) is not None
+        else SHARED_BOOT_BLOCK_PROCESSES
+        if getattr(args, "shared_boot", False)
+        else RunConfig.block_processes,
     )
 
 
@@ -887,6 +900,37 @@ def build_parser() -> Parser:
     return p
 
 
+def _lockstep_options(s) -> None:
+    """compare's --pairing and how a lockstep block is made."""
+    s.add_argument(
+        "--pairing",
+        choices=("lockstep", "blocks"),
+        default="lockstep",
+        help="lockstep (default): each block's processes on this machine start together and "
+        "take turns sample by sample, the baseline's and a candidate's a millisecond apart, "
+        "so that they share the host's state (an ssh host runs its own in turn); blocks: "
+        "one process after another",
+    )
+    s.add_argument(
+        "--step-ms",
+        type=float,
+        default=RunConfig.step_ms,
+        metavar="MS",
+        help=f"with --pairing lockstep: the baseline's sample lasts about MS ms (default {RunConfig.step_ms:g})",
+    )
+    s.add_argument(
+        "--block-processes",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"with --pairing lockstep: a block holds K pairs of fresh processes, one pair after another, "
+        f"its rounds shared among them (each at least {MIN_STEP_ROUNDS}), its ratio their mean: what a "
+        f"process carries of its own for its whole life is averaged over K where a block costs far more "
+        f"than a process (default {RunConfig.block_processes}; {SHARED_BOOT_BLOCK_PROCESSES} with "
+        "--shared-boot, whose rounds' boots cost seconds)",
+    )
+
+
 def _add_measuring(sub) -> None:
     """list, run, compare."""
     s = sub.add_parser("list", help="list suites and benchmarks")
@@ -920,22 +964,7 @@ def _add_measuring(sub) -> None:
     )
     s.add_argument("--junit", metavar="FILE", help="with --gate: JUnit XML, one testcase per row")
     s.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
-    s.add_argument(
-        "--pairing",
-        choices=("lockstep", "blocks"),
-        default="lockstep",
-        help="lockstep (default): each block's processes on this machine start together and "
-        "take turns sample by sample, the baseline's and a candidate's a millisecond apart, "
-        "so that they share the host's state (an ssh host runs its own in turn); blocks: "
-        "one process after another",
-    )
-    s.add_argument(
-        "--step-ms",
-        type=float,
-        default=RunConfig.step_ms,
-        metavar="MS",
-        help=f"with --pairing lockstep: the baseline's sample lasts about MS ms (default {RunConfig.step_ms:g})",
-    )
+    _lockstep_options(s)
     modes = s.add_mutually_exclusive_group()
     modes.add_argument(
         "--fast-mode",

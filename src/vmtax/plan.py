@@ -49,11 +49,17 @@ class RunConfig:
     median_blocks: bool = False  # a ratio is its median block's, signed-rank interval (stats/ranks.py; --median)
     reboot: bool = False  # the guests booted afresh for every round of blocks (rounds.py)
     shared_boot: bool = False  # and with reboot: one boot a round, its state in every QEMU guest (targets/migration.py)
+    block_processes: int = 1  # lockstep: a block's pairs of fresh processes, one after another (step_rounds)
 
 
 # --shared-boot's samples per process unless --samples says: a round's boot and migrations cost seconds,
 # which blocks of 3-sample processes would leave mostly idle (results/gate-guests.md)
 SHARED_BOOT_SAMPLES = 30
+# and its lockstep pairs a block unless --block-processes says: a TCG guest's process carries an offset of
+# its own for its whole life (a block's two halves agree; the rows run next in the round, other
+# processes a second later, do not), which only more processes average out, and a process costs a
+# fraction of a second where a round's boot costs seconds (results/gate-guests.md)
+SHARED_BOOT_BLOCK_PROCESSES = 4
 FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
 CATCH_UP = 0.8  # pass 2 brings slow rows to --min-processes within this share of the budget
 PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
@@ -356,10 +362,14 @@ def step_rounds(size: StepSizes, sample_ms: list[float], go_ms: list[float], cfg
     of ms, a guest whose go takes ms), so that a block's timed rounds last
     about what a block of the same targets in turn does (--warmup and
     --samples samples of --min-time-ms each), never fewer than
-    MIN_STEP_ROUNDS."""
+    MIN_STEP_ROUNDS; with --block-processes K, one of a block's K
+    processes' share of them, never fewer than MIN_STEP_ROUNDS either (a
+    slow row's block then lasts longer: its samples are few)."""
     visits = step_visits(sample_ms, go_ms)
     round_ms = sum(v * (2 * s + g) for v, s, g in zip(visits, sample_ms, go_ms, strict=True))  # 2 s: the warm
     goal_ms = (cfg.samples_per_process + cfg.warmup) * cfg.min_time_ms * len(sample_ms)
     most = size.rounds - size.warmup
     timed = most if round_ms <= 0 else max(min(MIN_STEP_ROUNDS, most), min(most, round(goal_ms / round_ms)))
+    if cfg.block_processes > 1:  # the block's rounds shared among its pairs of processes, each its own warmup
+        timed = max(min(MIN_STEP_ROUNDS, timed), -(-timed // cfg.block_processes))
     return StepSizes(size.iters, timed + size.warmup, size.warmup, tuple(visits))

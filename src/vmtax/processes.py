@@ -39,7 +39,8 @@ class TargetState:
     far it has got."""
 
     samples_taken: list[Sample] = field(default_factory=list)  # timed, in arrival order
-    processes: int = 0
+    processes: int = 0  # the blocks it has a process in: the unit (--block-processes K holds K a block)
+    last_block: int | None = None
     iters: int | None = None
     done: str | None = None  # "skipped" or "error" once finished early; "precision": a candidate
     #                                  whose ratio is precise while others go on (stop.judge)
@@ -244,8 +245,8 @@ class InTurnProcesses:
             st.iters = got.read.iters
         if got.error:
             st.end("error", got.error)
-        if not counting:
-            st.processes += 1
+        if not counting and at.block != st.last_block:
+            st.processes, st.last_block = st.processes + 1, at.block
 
     def _tool_runs(
         self, target: Target, job: Job, sts: list[TargetState], at: Where, _lines: Lines | None = None
@@ -321,10 +322,11 @@ class Processes(InTurnProcesses):
         return [[base, *(t for t in stepped[1:] if t.name in group)] for group in plan.step_groups(per)]
 
     def lockstep(
-        self, job: Job, states: States, block: int, targets: list[Target], rng: random.Random
+        self, job: Job, states: States, block: int, targets: list[Target], rng: random.Random, part: int = 0
     ) -> tuple[Lockstep, list[Turn]]:
-        """One block of these targets' processes in lockstep (targets[0]
-        the baseline): its executor, sized (plan.step_sizes, step_rounds),
+        """One block's (or with --block-processes, one of its parts': the
+        part-th) processes of these targets in lockstep (targets[0] the
+        baseline): its executor, sized (plan.step_sizes, step_rounds),
         and its turns, each target's agent process held with --step and
         its visits' samples a round, read and recorded as one of its own
         (execute.run_process) once the block has ended."""
@@ -348,7 +350,7 @@ class Processes(InTurnProcesses):
         turns = []
         for slot, (target, visits) in enumerate(zip(targets, size.visits, strict=True)):
             argv = partial(self._step_args, target, spec, size, visits)
-            at = Where(target.name, spec.name, block, slot)
+            at = Where(target.name, spec.name, block, part * len(targets) + slot)
             turns.append(
                 Turn(
                     slot,

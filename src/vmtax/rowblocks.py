@@ -121,7 +121,8 @@ class Blocks:
         """One block: each target's process in an order drawn at random --
         those that can in lockstep first (Processes.lockstep, its executor
         engine.lockstep: all of them, or after a row's first blocks the
-        baseline and one group of candidates, StepGroups), the others by
+        baseline and one group of candidates, StepGroups; --block-processes
+        K: K such processes of each, one after another), the others by
         the job's executor (InTurn, unless the runner was given another)
         -- then, where the schedule says, each target's counting process;
         the candidates now precise stop (stop.judge).  The widest
@@ -132,8 +133,11 @@ class Blocks:
         self.order.shuffle(order)
         stepped = self.procs.stepped(job, sts[0])
         group = self.groups.pick(job, sts[0], stepped, block.number, deadline - self.clock())
-        if group:
-            run, turns = self.procs.lockstep(job, sts[0], block.number, group, self.order)
+        for part in range(self.cfg.block_processes if group else 0):  # --block-processes: pairs one after another
+            group = [t for t in group if sts[0][t.name].done is None]
+            if group[:1] != [self.targets[0]] or len(group) < 2:
+                break  # the baseline, or every candidate, ended (a failure: its outcome says why)
+            run, turns = self.procs.lockstep(job, sts[0], block.number, group, self.order, part)
             run.run(turns)
         self.executor(job).run(self.procs.turns(job, sts, block.number, [t for t in order if t not in stepped]))
         timed = self.clock()

@@ -274,9 +274,11 @@ def _sampling(data: RunData) -> str:
             if isinstance(t.facts.get("lockstep_go_ms"), (int, float))
         ]
         apart = [t.name for t in data.targets[1:] if t.kind == "ssh"]
+        k = cfg.get("block_processes", 1)
         return (
             f"lockstep pairs of ~{cfg.get('step_ms', 1):g} ms samples"
             + (f" (a go's round trip: {', '.join(go)})" if go else "")
+            + (f", {k} pairs of processes a block (--block-processes)" if k > 1 else "")
             + (f"; {', '.join(apart)}: another machine, its processes in turn" if apart else "")
         )
     return f"{cfg['samples_per_process']} samples/process, {cfg.get('warmup', 0)} warmup"
