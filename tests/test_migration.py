@@ -138,14 +138,12 @@ def test_shared_boot_takes_longer_processes_unless_samples_is_given():
     assert cfg("--shared-boot", "--samples", "5").samples_per_process == 5
 
 
-def test_shared_boot_holds_several_processes_a_block_unless_block_processes_is_given():
+def test_block_processes_is_one_unless_given_shared_boot_or_not():
     from vmtax.cli import _config, build_parser
-    from vmtax.plan import SHARED_BOOT_BLOCK_PROCESSES, RunConfig
+    from vmtax.plan import RunConfig
 
     def cfg(*flags):
         return _config(build_parser().parse_args(["compare", "qemu", "qemu:label=b", *flags]))
 
-    assert cfg().block_processes == cfg("--reboot").block_processes == RunConfig.block_processes == 1
-    assert cfg("--shared-boot").block_processes == SHARED_BOOT_BLOCK_PROCESSES > 1
-    assert cfg("--shared-boot", "--block-processes", "1").block_processes == 1
-    assert cfg("--block-processes", "3").block_processes == 3
+    assert cfg().block_processes == cfg("--shared-boot").block_processes == RunConfig.block_processes == 1
+    assert cfg("--shared-boot", "--block-processes", "4").block_processes == 4

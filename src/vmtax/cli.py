@@ -29,7 +29,6 @@ from .errors import UserError, VmtaxError
 from .model import BOOTED_KINDS
 from .plan import (
     MIN_STEP_ROUNDS,
-    SHARED_BOOT_BLOCK_PROCESSES,
     SHARED_BOOT_SAMPLES,
     RunConfig,
     budget_shortfall,
@@ -271,11 +270,7 @@ def _config(args) -> RunConfig:
         median_blocks=getattr(args, "median", False),
         reboot=getattr(args, "reboot", False) or getattr(args, "shared_boot", False),
         shared_boot=getattr(args, "shared_boot", False),
-        block_processes=args.block_processes
-        if getattr(args, "block_processes", None) is not None
-        else SHARED_BOOT_BLOCK_PROCESSES
-        if getattr(args, "shared_boot", False)
-        else RunConfig.block_processes,
+        block_processes=getattr(args, "block_processes", RunConfig.block_processes),
     )
 
 
@@ -921,13 +916,12 @@ def _lockstep_options(s) -> None:
     s.add_argument(
         "--block-processes",
         type=int,
-        default=None,
+        default=RunConfig.block_processes,
         metavar="K",
         help=f"with --pairing lockstep: a block holds K pairs of fresh processes, one pair after another, "
-        f"its rounds shared among them (each at least {MIN_STEP_ROUNDS}), its ratio their mean: what a "
-        f"process carries of its own for its whole life is averaged over K where a block costs far more "
-        f"than a process (default {RunConfig.block_processes}; {SHARED_BOOT_BLOCK_PROCESSES} with "
-        "--shared-boot, whose rounds' boots cost seconds)",
+        f"its rounds shared among them (each at least {MIN_STEP_ROUNDS}), a side's block their mean: what "
+        f"a process carries of its own for its whole life is averaged over K, at a process start each "
+        f"(default {RunConfig.block_processes}; docs/change.md says what it bought a TCG gate)",
     )
 
 

@@ -55,11 +55,6 @@ class RunConfig:
 # --shared-boot's samples per process unless --samples says: a round's boot and migrations cost seconds,
 # which blocks of 3-sample processes would leave mostly idle (results/gate-guests.md)
 SHARED_BOOT_SAMPLES = 30
-# and its lockstep pairs a block unless --block-processes says: a TCG guest's process carries an offset of
-# its own for its whole life (a block's two halves agree; the rows run next in the round, other
-# processes a second later, do not), which only more processes average out, and a process costs a
-# fraction of a second where a round's boot costs seconds (results/gate-guests.md)
-SHARED_BOOT_BLOCK_PROCESSES = 4
 FIRST_PASS = 0.6  # share of the budget for the first pass over every benchmark
 CATCH_UP = 0.8  # pass 2 brings slow rows to --min-processes within this share of the budget
 PASS2_MARGIN = 1.3  # a row's estimated need is noisy: give it this much more
