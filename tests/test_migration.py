@@ -147,3 +147,6 @@ def test_block_processes_is_one_unless_given_shared_boot_or_not():
 
     assert cfg().block_processes == cfg("--shared-boot").block_processes == RunConfig.block_processes == 1
     assert cfg("--shared-boot", "--block-processes", "4").block_processes == 4
+    for flags in (["--pairing", "blocks"], ["--parallel", "2"]):
+        with pytest.raises(UserError, match="--block-processes holds lockstep pairs"):
+            cfg("--block-processes", "2", *flags)

@@ -246,6 +246,10 @@ def _config(args) -> RunConfig:
         )
     except ValueError as e:
         raise UserError(str(e)) from None
+    if getattr(args, "block_processes", 1) > 1 and (
+        getattr(args, "pairing", "blocks") != "lockstep" or args.parallel > 1
+    ):
+        raise UserError("--block-processes holds lockstep pairs: not with --pairing blocks or --parallel")
     return RunConfig(
         precision=precision,
         max_time=args.max_time,
