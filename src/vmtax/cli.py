@@ -246,9 +246,9 @@ def _config(args) -> RunConfig:
         )
     except ValueError as e:
         raise UserError(str(e)) from None
-    if getattr(args, "block_processes", 1) > 1 and (
-        getattr(args, "pairing", "blocks") != "lockstep" or args.parallel > 1
-    ):
+    # --parallel N instances cannot be held sample by sample: they run in turn
+    pairing = getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks"
+    if getattr(args, "block_processes", 1) > 1 and pairing != "lockstep":
         raise UserError("--block-processes holds lockstep pairs: not with --pairing blocks or --parallel")
     return RunConfig(
         precision=precision,
@@ -267,8 +267,7 @@ def _config(args) -> RunConfig:
         seed=random.SystemRandom().randrange(2**32),
         fast_mode=getattr(args, "fast_mode", False),
         same_mode=getattr(args, "same_mode", False),
-        # --parallel N instances cannot be held sample by sample: they run in turn
-        pairing=getattr(args, "pairing", "blocks") if args.parallel == 1 else "blocks",
+        pairing=pairing,
         step_ms=getattr(args, "step_ms", RunConfig.step_ms),
         median=getattr(args, "median", False),
         median_blocks=getattr(args, "median", False),
